@@ -1,0 +1,35 @@
+# Two entry points, each self-contained on a fresh machine:
+#   make demo   create .venv, install nodus with the ML stack, run the quick-start workload
+#   make test   create .venv, install nodus with test extras, run the test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+# torch first, alone: the CPU wheel on this disk; never let a resolver pull a CUDA build.
+TORCH  := torch==2.13.0
+STAMP  := $(VENV)/.installed
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: demo test venv clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -c constraints.txt $(TORCH)
+	$(PIP) install -q -c constraints.txt -e '.[hf,s3,plot,test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	bash examples/quickstart/demo.sh
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -1,0 +1,3 @@
+from nodus.cli import run
+
+run()

@@ -1,0 +1,110 @@
+"""The ``nodus`` command line.
+
+Each command module registers its parsers with ``register(commands, groups, common)`` and does
+its work in a handler ``(args) -> int``. Command modules import nothing heavy at module level:
+``nodus validate`` and ``nodus runs list`` must answer in well under half a second, so an ML
+framework is imported only inside the handler that needs it.
+
+Every :class:`~nodus.errors.NodusError` is printed as its message and ends the process with its
+exit status; anything else is a bug, reported in one line (``NODUS_DEBUG=1`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Sequence
+
+from nodus.errors import NodusError
+
+# Modules that add commands; each has register(commands, groups, common).
+_COMMAND_MODULES = (
+    "nodus.cli.workload",
+    "nodus.cli.runs",
+    "nodus.cli.snapshots",
+    "nodus.cli.store",
+    "nodus.cli.qualify",
+)
+
+# Command groups whose subcommands several modules contribute to.
+_GROUPS = {
+    "runs": "inspect and control runs",
+    "snapshots": "inspect, download, pin and release snapshots",
+    "store": "check and repair the snapshot store",
+}
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """Options every command takes, wherever they appear on the line."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--home",
+        default=argparse.SUPPRESS,
+        help="nodus home (run catalog, default store); default $NODUS_HOME or ~/.nodus",
+    )
+    common.add_argument(
+        "--store",
+        default=argparse.SUPPRESS,
+        help="snapshot store URL (file://, s3://, gs://, memory://); default $NODUS_STORE "
+        "or file://$NODUS_HOME/store",
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options()
+    parser = argparse.ArgumentParser(
+        prog="nodus",
+        description="Run training workloads declared in TOML files, with verified snapshots "
+        "and automatic recovery.",
+        parents=[common],
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    groups = {}
+    for name, help_text in _GROUPS.items():
+        group = commands.add_parser(name, help=help_text, description=help_text, parents=[common])
+        sub = group.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
+        sub.required = True
+        groups[name] = sub
+    for module_name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name == module_name:  # a command module not written yet
+                continue
+            raise
+        module.register(commands, groups, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.home = getattr(args, "home", None)
+    args.store = getattr(args, "store", None)
+    try:
+        return int(args.handler(args) or 0)
+    except NodusError as error:
+        print(f"nodus: {error}" if "\n" not in str(error) else str(error), file=sys.stderr)
+        return error.exit_status
+    except KeyboardInterrupt:
+        print("nodus: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as error:  # a bug in nodus, never a user's mistake
+        if os.environ.get("NODUS_DEBUG"):
+            raise
+        print(
+            f"nodus: internal error: {type(error).__name__}: {error} "
+            "(set NODUS_DEBUG=1 for the traceback and please report it)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Every error nodus reports to a user, in one tree.
+
+Each leaf knows the exit status the command line ends with and builds its own message, so the
+CLI prints ``str(error)`` and exits with ``error.exit_status``; a user never sees a traceback.
+
+    NodusError (1)
+    ├── RefusedError (2)                 the input was refused; nothing was started
+    │   ├── WorkloadError (2)            a workload file broke one or more rules (all listed)
+    │   ├── UsageError (2)               a command line that cannot be carried out
+    │   └── NotFoundError (2)            a run, snapshot or step that does not exist
+    ├── StoreError (1)                   the snapshot store could not do what was asked
+    │   ├── SnapshotDamagedError (1)     a committed snapshot whose files are missing or altered
+    │   ├── UnsafePathError (1)          a manifest path that would escape the restore target
+    │   └── StaleAttemptError (1)        a superseded attempt tried to commit (fencing)
+    ├── CatalogError (1)                 the run catalog is damaged or locked
+    ├── IntegrationError (1)             the hf-trainer-v1 integration refused the program
+    ├── PausedError (3)                  the run is paused or interrupted and can be resumed
+    ├── CancelledError (4)               the run was cancelled
+    └── AlreadyRunningError (5)          another runner holds this run
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+__all__ = [
+    "AlreadyRunningError",
+    "CancelledError",
+    "CatalogError",
+    "IntegrationError",
+    "NodusError",
+    "NotFoundError",
+    "PausedError",
+    "Problem",
+    "RefusedError",
+    "SnapshotDamagedError",
+    "StaleAttemptError",
+    "StoreError",
+    "UnsafePathError",
+    "UsageError",
+    "WorkloadError",
+]
+
+
+class NodusError(Exception):
+    """Root of every error nodus reports; ``exit_status`` is what the CLI exits with."""
+
+    exit_status: int = 1
+
+
+class RefusedError(NodusError):
+    """The input was refused before anything started."""
+
+    exit_status = 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One broken rule in a workload file: where, what was found, and the rule."""
+
+    path: str  # field path such as ``stages[1].continuity.checkpoint_paths[0]``; "" = the file
+    message: str  # the rule, phrased as what to do
+    value: object = None
+    has_value: bool = False
+
+    def render(self, source: str | None = None) -> str:
+        where = f"{source}: " if source else ""
+        field = f"{self.path}: " if self.path else ""
+        shown = f"{_short_repr(self.value)} — " if self.has_value else ""
+        return f"{where}{field}{shown}{self.message}"
+
+
+def _short_repr(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class WorkloadError(RefusedError):
+    """A workload file broke rules; every problem is reported at once, one line each."""
+
+    def __init__(self, problems: Sequence[Problem], source: str | None = None) -> None:
+        self.problems = list(problems)
+        self.source = source
+        super().__init__("\n".join(p.render(source) for p in self.problems))
+
+
+class UsageError(RefusedError):
+    """A command line that cannot be carried out as given."""
+
+
+class NotFoundError(RefusedError):
+    """A run, snapshot or step named on the command line does not exist."""
+
+
+class StoreError(NodusError):
+    """The snapshot store could not do what was asked."""
+
+
+class SnapshotDamagedError(StoreError):
+    """A committed snapshot whose files are missing or do not match their hashes."""
+
+
+class UnsafePathError(StoreError):
+    """A manifest path that is absolute, climbs out with ``..`` or passes through a symlink."""
+
+
+class StaleAttemptError(StoreError):
+    """An attempt that has been superseded tried to commit a snapshot."""
+
+
+class CatalogError(NodusError):
+    """The run catalog is damaged or locked; the message says what to do."""
+
+
+class IntegrationError(NodusError):
+    """The hf-trainer-v1 integration refused the program (profile, identity or qualification)."""
+
+
+class PausedError(NodusError):
+    """The run is paused or interrupted and can be resumed with ``nodus runs resume``."""
+
+    exit_status = 3
+
+
+class CancelledError(NodusError):
+    """The run was cancelled."""
+
+    exit_status = 4
+
+
+class AlreadyRunningError(NodusError):
+    """Another runner holds this run (``nodus run --key`` while it runs elsewhere)."""
+
+    exit_status = 5

@@ -1,0 +1,1 @@
+"""Supervision, capture and recovery of runs."""

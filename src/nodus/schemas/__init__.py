@@ -1,0 +1,1 @@
+"""The workload file: models, defaults and resolution."""

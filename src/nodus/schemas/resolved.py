@@ -1,0 +1,98 @@
+"""The resolved workload: what a run stores when it is accepted and what the runner executes.
+
+Everything here is explicit (no omission, no defaults left to apply), so a stored resolution
+keeps meaning the same thing even if the file or nodus's defaults change later. ``to_dict`` is
+the shape of ``nodus resolve --json``; ``from_dict`` reads it back from the run catalog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ResolvedContinuity:
+    mode: str  # "checkpointed" | "restartable"
+    resume_on_interruption: bool
+    checkpoint_paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ResolvedExecution:
+    save_every: int
+    save_each_epoch: bool
+    keep_recoverable: int
+    keep_adapters: int
+    max_recoveries: int
+    grace_period: float
+    retention_days: int
+
+
+@dataclass(frozen=True)
+class ResolvedStage:
+    name: str
+    command: tuple[str, ...]
+    code: str  # absolute source folder at resolution time
+    env: dict[str, str]
+    outputs: tuple[str, ...]
+    integration: str | None  # None | "auto" | "hf-trainer-v1"
+    continuity: ResolvedContinuity
+    execution: ResolvedExecution
+
+
+@dataclass(frozen=True)
+class ResolvedWorkload:
+    name: str
+    stages: tuple[ResolvedStage, ...]
+    source: str = ""  # the workload file it came from
+    resume_from: str | None = None
+    framework: str | None = None
+    method: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        return _lists(data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ResolvedWorkload":
+        stages = tuple(
+            ResolvedStage(
+                name=s["name"],
+                command=tuple(s["command"]),
+                code=s["code"],
+                env=dict(s["env"]),
+                outputs=tuple(s["outputs"]),
+                integration=s["integration"],
+                continuity=ResolvedContinuity(
+                    mode=s["continuity"]["mode"],
+                    resume_on_interruption=s["continuity"]["resume_on_interruption"],
+                    checkpoint_paths=tuple(s["continuity"]["checkpoint_paths"]),
+                ),
+                execution=ResolvedExecution(**s["execution"]),
+            )
+            for s in data["stages"]
+        )
+        return cls(
+            name=data["name"],
+            stages=stages,
+            source=data.get("source", ""),
+            resume_from=data.get("resume_from"),
+            framework=data.get("framework"),
+            method=dict(data.get("method") or {}),
+        )
+
+    def stage(self, name: str) -> ResolvedStage:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(name)
+
+
+def _lists(value: Any) -> Any:
+    """Tuples become lists so the dict is plain JSON/TOML data."""
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_lists(v) for v in value]
+    return value

@@ -1,0 +1,1 @@
+"""Immutable, content-addressed, verified snapshots over fsspec URLs."""
