@@ -34,6 +34,8 @@ PRIVATE_DIR = ".nodus"
 
 MAX_CHECKPOINT_PATHS = 64
 MAX_CHECKPOINT_PATH_BYTES = 512
+MAX_NAME_CHARS = 128
+"""Longest workload or stage name (names become folder names and snapshot ids)."""
 
 SAVE_EVERY = 50
 """Optimizer steps between integration saves; 0 = only at the end (and when nodus asks)."""
@@ -59,8 +61,35 @@ RETENTION_DAYS = 7
 SETTLE_S = 1.0
 """A directory-contract ``checkpoint-<step>`` folder is captured once unchanged for this long."""
 
+
+def settle_s() -> float:
+    """``$NODUS_SETTLE_S`` > :data:`SETTLE_S`; tests and fast-saving programs shorten it."""
+    return float(os.environ.get("NODUS_SETTLE_S") or SETTLE_S)
+
+
 POLL_S = 0.2
 """How often the supervisor looks at the program and its state folder."""
+
+CATALOG_FILE = "nodus.db"
+"""The run catalog (SQLite) inside ``$NODUS_HOME``."""
+
+CATALOG_BUSY_TIMEOUT_S = 30.0
+"""How long a catalog write waits for another nodus process before reporting the catalog locked."""
+
+WORK_DIR = "work"
+"""Attempt working copies, logs and private temp/cache folders live under ``$NODUS_HOME/work``."""
+
+LOCKS_DIR = "locks"
+"""Run and ``--key`` locks (filelock) live under ``$NODUS_HOME/locks``."""
+
+KILL_WAIT_S = 10.0
+"""After SIGKILL, how long the runner waits for the process group to be reaped."""
+
+WAIT_POLL_S = 0.5
+"""How often ``nodus runs wait`` and ``runs logs --follow`` look at the catalog."""
+
+QUEUED_ORPHAN_S = 30.0
+"""A QUEUED run no runner has picked up after this long counts as having lost its runner."""
 
 IGNORE_FILE = ".nodusignore"
 SOURCE_EXCLUDES = (".git", PRIVATE_DIR)
@@ -70,6 +99,54 @@ SOURCE_EXCLUDES = (".git", PRIVATE_DIR)
 
 BLOB_GC_GRACE_S = 3600.0
 """Unreferenced blobs younger than this survive blob GC (a capture may be about to commit them)."""
+
+STORE_CHUNK_BYTES = 8 * 1024 * 1024
+"""Buffer size of the one pass that copies and hashes a file (capture, restore, verify)."""
+
+CAPTURE_READ_ATTEMPTS = 5
+"""Reads of a file that keeps changing during capture before that capture gives up."""
+
+CAPTURE_QUIET_S = 0.01
+"""A read is trusted at once only if the file had been left alone this long when it began: a
+write already under way when nodus looked has moved mtime but not yet all its bytes."""
+
+CAPTURE_RACY_S = 1.0
+"""A file modified this recently is re-read next time even if size, mtime and inode match:
+a write within the file system's timestamp granularity would otherwise go unnoticed."""
+
+SWEEP_LEASE_S = 600.0
+"""A blob sweep's lock counts as abandoned (a killed GC) once this old; a live sweep renews it."""
+
+SWEEP_WAIT_POLL_S = 0.1
+"""How often a capture that found a sweep running looks again."""
+
+CAPTURE_LEASE_S = 600.0
+"""A capture's intent counts as abandoned (a killed capture) once this old; a live capture
+renews it, so blob GC never sweeps blobs a running capture may still name."""
+
+
+# --- hf-trainer-v1 integration -----------------------------------------------------------------
+
+HF_MAX_MODEL_STATE_BYTES = 4_000_000_000
+"""Largest complete model state the v1 profile accepts (SPEC §6)."""
+
+HF_IDENTITY_FILE = "nodus-identity.json"
+"""Written into every integration checkpoint; checked before a resume."""
+
+HF_IDENTITY_IGNORED_ARGS = (
+    "output_dir", "logging_dir", "logging_steps", "logging_strategy", "logging_first_step",
+    "logging_nan_inf_filter", "report_to", "run_name", "disable_tqdm", "log_level",
+    "log_level_replica", "log_on_each_node", "save_steps", "save_strategy", "save_total_limit",
+    "hub_token", "push_to_hub_token", "dataloader_pin_memory", "include_num_input_tokens_seen",
+)
+"""Training arguments that may differ between attempts: they never change the trained weights."""
+
+QUALIFIED_FILE = "qualified.json"
+"""Under $NODUS_HOME: environments this machine qualified with ``nodus qualify``."""
+
+HF_QUALIFY_KILL_STEPS = (5, 12, 27)
+"""Steps after whose save ``nodus qualify`` kills the program (12 steps per epoch: inside epoch 0,
+exactly at the end of epoch 0, inside epoch 2); one more kill lands in the middle of a save."""
 
 
 def nodus_home(explicit: str | None = None) -> str:

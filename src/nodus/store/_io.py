@@ -1,0 +1,110 @@
+"""Byte plumbing shared by capture and restore: one pass that copies and hashes."""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+from typing import BinaryIO
+
+import xxhash
+
+from nodus.schemas import defaults
+
+__all__ = ["copy_hashing", "fsync_dir", "hasher", "hash_stream"]
+
+
+def hasher() -> "xxhash.xxh3_128":
+    """The content hash of the store: xxh3-128, written as 32 hex digits."""
+    return xxhash.xxh3_128()
+
+
+def copy_hashing(source: BinaryIO, sink: BinaryIO | None) -> tuple[str, int]:
+    """Copy ``source`` into ``sink`` (if any) and hash what was copied; returns (digest, bytes).
+
+    Between two local files the kernel copies (``copy_file_range``, as ``cp`` does) and the
+    hash is taken of the copy itself, from the page cache: the digest then names exactly the
+    bytes that were written, whatever the source did meanwhile. Otherwise one pass with one
+    large reusable buffer hashes and writes each chunk, never reading the data twice.
+    """
+    if sink is not None and _kernel_copy_possible(source, sink):
+        try:
+            return _kernel_copy(source.fileno(), sink.fileno())
+        except _Unsupported:
+            pass
+    digest = hasher()
+    buffer = bytearray(defaults.STORE_CHUNK_BYTES)
+    view = memoryview(buffer)
+    total = 0
+    read = getattr(source, "readinto", None)
+    while True:
+        if read is not None:
+            count = read(buffer)
+            chunk = view[:count] if count else b""
+        else:  # some fsspec files only offer read()
+            chunk = source.read(len(buffer))
+            count = len(chunk)
+        if not count:
+            break
+        digest.update(chunk)
+        if sink is not None:
+            _write_all(sink, chunk)
+        total += count
+    return digest.hexdigest(), total
+
+
+class _Unsupported(Exception):
+    """copy_file_range cannot copy between these two files; use the user-space pass."""
+
+
+def _kernel_copy_possible(source, sink) -> bool:
+    return hasattr(os, "copy_file_range") and all(
+        isinstance(handle, io.FileIO) for handle in (source, sink)
+    ) and "+" in sink.mode  # the copy is read back to hash it
+
+
+def _kernel_copy(source_fd: int, sink_fd: int) -> tuple[str, int]:
+    total = 0
+    while True:
+        try:
+            count = os.copy_file_range(source_fd, sink_fd, 1 << 30)
+        except OSError as error:
+            if total == 0 and error.errno in (errno.EXDEV, errno.ENOSYS, errno.EINVAL,
+                                              errno.EOPNOTSUPP, errno.EBADF):
+                raise _Unsupported from error
+            raise
+        if not count:
+            break
+        total += count
+    digest = hasher()
+    buffer = bytearray(defaults.STORE_CHUNK_BYTES)
+    view = memoryview(buffer)
+    offset = 0
+    while offset < total:
+        count = os.preadv(sink_fd, [buffer], offset)
+        if not count:
+            break
+        digest.update(view[:count])
+        offset += count
+    return digest.hexdigest(), total
+
+
+def hash_stream(source: BinaryIO) -> tuple[str, int]:
+    return copy_hashing(source, None)
+
+
+def _write_all(sink: BinaryIO, chunk) -> None:
+    # Raw (unbuffered) files may write less than asked; loop until all of it is out.
+    written = sink.write(chunk)
+    while written is not None and written < len(chunk):
+        chunk = chunk[written:]
+        written = sink.write(chunk)
+
+
+def fsync_dir(path: str) -> None:
+    """Make a rename or a new entry in ``path`` durable (POSIX needs the folder synced too)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

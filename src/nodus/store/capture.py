@@ -1,0 +1,232 @@
+"""Consistent capture of a live folder: what to take, and reading each file as one real state.
+
+The program keeps writing while nodus captures, so every file is read through one open
+descriptor and compared before and after (size, mtime_ns, ctime_ns, inode at its path): a
+file modified or replaced during the copy is read again. The copy is the blob's future
+content, never a link to the live file, so a program truncating a file in place later cannot
+reach into a committed snapshot.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import secrets
+import stat as stat_mod
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+from nodus.errors import StoreError, UsageError
+from nodus.schemas import defaults
+from nodus.store._io import copy_hashing
+
+__all__ = ["Candidate", "FileCache", "ReadResult", "read_consistently", "select"]
+
+EventSink = Callable[[str, dict], None]
+Signature = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, inode, device
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A path chosen for capture: a regular file, or a symlink that stays inside the selection."""
+
+    rel: str  # "/"-separated, relative to the root
+    full: str
+    target: str | None = None  # set for symlinks
+
+
+def select(
+    root: str, paths: Sequence[str], excludes: Sequence[str], on_event: EventSink
+) -> list[Candidate]:
+    """Everything the literal ``paths`` select under ``root``; missing ones are skipped.
+
+    ``.`` selects everything except the runner-private folder. Symlinks are kept as links only
+    when they point inside the selection; any other is refused and reported through
+    ``on_event``, never followed (it could copy the whole disk, or a secret, into a snapshot).
+    """
+    selection = [_normalise(path) for path in paths]
+    patterns = [defaults.PRIVATE_DIR, *excludes]
+    found: dict[str, Candidate] = {}
+    for rel in selection:
+        for candidate in _walk(root, rel, patterns, on_event):
+            found.setdefault(candidate.rel, candidate)
+    kept = []
+    for candidate in sorted(found.values(), key=lambda c: c.rel):
+        if candidate.target is not None and not _inside(candidate, selection, patterns):
+            on_event(
+                "capture_symlink_refused",
+                {"path": candidate.rel, "target": candidate.target,
+                 "reason": "points outside the selected paths"},
+            )
+            continue
+        kept.append(candidate)
+    return kept
+
+
+def _normalise(path: str) -> str:
+    clean = posixpath.normpath(path.replace(os.sep, "/"))
+    if posixpath.isabs(clean) or clean == ".." or clean.startswith("../"):
+        raise UsageError(f"capture path {path!r} must be relative and stay inside the folder")
+    return clean
+
+
+def _walk(root: str, rel: str, patterns: list[str], on_event: EventSink) -> Iterator[Candidate]:
+    if rel != "." and _excluded(rel, patterns):
+        return
+    full = root if rel == "." else os.path.join(root, rel)
+    try:
+        info = os.lstat(full)
+    except (FileNotFoundError, NotADirectoryError):
+        return  # a missing path is skipped; the selection is never widened
+    if stat_mod.S_ISLNK(info.st_mode):
+        yield Candidate(rel, full, os.readlink(full))
+    elif stat_mod.S_ISREG(info.st_mode):
+        yield Candidate(rel, full)
+    elif stat_mod.S_ISDIR(info.st_mode):
+        yield from _walk_dir(root, rel, patterns, on_event)
+    else:
+        on_event("capture_file_skipped", {"path": rel, "reason": "not a regular file"})
+
+
+def _walk_dir(root: str, rel: str, patterns: list[str], on_event: EventSink) -> Iterator[Candidate]:
+    full = root if rel == "." else os.path.join(root, rel)
+    try:
+        names = sorted(os.listdir(full))
+    except (FileNotFoundError, NotADirectoryError):
+        return  # removed while we walked (an older checkpoint being cleaned up)
+    for name in names:
+        child = name if rel == "." else f"{rel}/{name}"
+        yield from _walk(root, child, patterns, on_event)
+
+
+def _excluded(rel: str, patterns: Sequence[str]) -> bool:
+    """Whether ``rel`` matches an exclude: a name pattern matches any component, a pattern with
+    a ``/`` matches the path or one of its leading folders (``.nodusignore`` semantics)."""
+    parts = rel.split("/")
+    for raw in patterns:
+        pattern = raw.strip("/")
+        if not pattern:
+            continue
+        if "/" in pattern:
+            prefixes = ("/".join(parts[: i + 1]) for i in range(len(parts)))
+            if any(fnmatch.fnmatchcase(prefix, pattern) for prefix in prefixes):
+                return True
+        elif any(fnmatch.fnmatchcase(part, pattern) for part in parts):
+            return True
+    return False
+
+
+def _inside(link: Candidate, selection: list[str], patterns: list[str]) -> bool:
+    target = link.target or ""
+    if posixpath.isabs(target):
+        return False
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(link.rel), target))
+    if resolved in (".", "..") or resolved.startswith("../") or _excluded(resolved, patterns):
+        return False
+    return any(s == "." or resolved == s or resolved.startswith(s + "/") for s in selection)
+
+
+class FileCache:
+    """Hashes of files already captured, keyed by path and a signature of their state.
+
+    Lives in the store object the runner keeps for an attempt, so a re-capture of an unchanged
+    folder neither re-reads nor re-stores a byte.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[Signature, str]] = {}
+
+    def get(self, full: str, signature: Signature) -> str | None:
+        hit = self._known.get(full)
+        return hit[1] if hit and hit[0] == signature else None
+
+    def forget(self, full: str) -> None:
+        self._known.pop(full, None)
+
+    def put(self, full: str, signature: Signature, digest: str, read_started_ns: int) -> None:
+        # A file modified just before we read it may change again within the same timestamp
+        # tick and keep its signature ("racily clean"); such files are simply read next time.
+        if signature[1] < read_started_ns - int(defaults.CAPTURE_RACY_S * 1e9):
+            self._known[full] = (signature, digest)
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    digest: str
+    size: int
+    mode: int
+    spool: str | None  # the copy to adopt as a blob; None when the cache knew the hash
+
+
+def read_consistently(full: str, rel: str, spool_dir: str, cache: FileCache) -> ReadResult | None:
+    """Hash (and copy to a spool file) one real state of ``full``; None if it vanished."""
+    attempts = defaults.CAPTURE_READ_ATTEMPTS
+    for attempt in range(attempts):
+        try:
+            # The last attempt takes any read during which the file it read did not change,
+            # so a file the program touches every few milliseconds (a log) is still captured
+            # as it stood during the read.
+            result = _read_once(full, spool_dir, cache, strict=attempt < attempts - 1)
+        except FileNotFoundError:
+            return None
+        if result is not None:
+            return result
+        time.sleep(0.02 * (attempt + 1))  # let the writer finish its burst before looking again
+    raise StoreError(
+        f"{rel} kept changing while it was captured ({attempts} reads); "
+        "this capture was not committed"
+    )
+
+
+def _read_once(full: str, spool_dir: str, cache: FileCache, strict: bool) -> ReadResult | None:
+    """One read; None when it cannot be trusted to be one real state of the file.
+
+    Strict reads also want the file left alone for ``CAPTURE_QUIET_S`` before the read (a
+    write already under way has moved mtime but not yet all its bytes) and still at its path
+    afterwards (not replaced during the copy).
+    """
+    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb", buffering=0) as source:
+        before = os.fstat(fd)
+        signature = _signature(before)
+        mode = stat_mod.S_IMODE(before.st_mode)
+        digest = cache.get(full, signature)
+        if digest is not None:
+            return ReadResult(digest, before.st_size, mode, None)
+        started = time.time_ns()
+        spool = os.path.join(spool_dir, f"blob-{secrets.token_hex(8)}")
+        try:
+            with open(spool, "w+b", buffering=0) as sink:
+                digest, count = copy_hashing(source, sink)
+                stable = _signature(os.fstat(fd)) == signature and count == before.st_size
+                quiet = signature[1] <= started - int(defaults.CAPTURE_QUIET_S * 1e9)
+                if stable and (not strict or (quiet and _same_file_at(full, before))):
+                    cache.put(full, signature, digest, started)
+                    return ReadResult(digest, count, mode, spool)
+        except BaseException:
+            _remove(spool)
+            raise
+    _remove(spool)
+    return None
+
+
+def _signature(info: os.stat_result) -> Signature:
+    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
+
+
+def _same_file_at(full: str, before: os.stat_result) -> bool:
+    """False when the path now names another file (replaced by rename during the copy)."""
+    try:
+        now = os.lstat(full)
+    except FileNotFoundError:
+        return False
+    return (now.st_ino, now.st_dev) == (before.st_ino, before.st_dev)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

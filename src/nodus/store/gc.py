@@ -1,0 +1,138 @@
+"""Blob garbage collection that is safe against captures running at the same time.
+
+Mark: every blob named by a committed manifest, leaving out kinds whose deletion has begun.
+Sweep: delete unmarked blobs older than a grace period. A capture may reuse a blob it found
+already stored, so a sweep and a capture exclude each other with two flags, in the manner of
+Dekker's algorithm, which needs nothing from the backend but read-after-write consistency:
+
+- a capture writes its intent (``intents/<id>.json``) first, then waits while a sweep lock
+  (``locks/sweep.json``) is held, and only then looks at which blobs exist;
+- a sweep writes the sweep lock first, then looks for intents; if any capture is live it
+  sweeps nothing (the report says it was deferred) and releases the lock.
+
+Whichever writes second sees the other. Abandoned flags (a killed process) expire after their
+lease, and a live holder renews its flag before the lease runs out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+from nodus.schemas import defaults
+from nodus.store import keys
+from nodus.store.backend import Backend
+
+__all__ = ["GcReport", "Sweep", "renew_intent", "wait_for_sweep", "write_intent"]
+
+log = logging.getLogger("nodus.store")
+
+
+@dataclass
+class GcReport:
+    """What a sweep did; ``deferred`` means a capture was running and nothing was swept."""
+
+    deleted_blobs: int = 0
+    freed_bytes: int = 0
+    kept_blobs: int = 0
+    removed_leftovers: int = 0  # abandoned temp files and intents
+    deferred: bool = False
+    reason: str = ""
+    deleted: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def write_intent(backend: Backend, snapshot_id: str) -> float:
+    """Announce a capture; returns when it was written (renew before the lease runs out)."""
+    now = time.time()
+    backend.write(keys.intent_key(snapshot_id), json.dumps({"written": now}).encode())
+    return now
+
+
+def renew_intent(backend: Backend, snapshot_id: str, written: float) -> float:
+    if time.time() - written < defaults.CAPTURE_LEASE_S / 4:
+        return written
+    return write_intent(backend, snapshot_id)
+
+
+def wait_for_sweep(backend: Backend) -> None:
+    """Block while a live sweep holds the lock (call only after the intent is written)."""
+    while True:
+        until = _read_time(backend, keys.sweep_key(), "until")
+        if until is None or until < time.time():
+            return
+        time.sleep(defaults.SWEEP_WAIT_POLL_S)
+
+
+class Sweep:
+    """One sweep under the lock: ``with Sweep(backend) as sweep: if sweep.allowed: ...``."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.allowed = False
+        self.report = GcReport()
+        self._renewed = 0.0
+
+    def __enter__(self) -> Sweep:
+        self._renew(force=True)
+        live = self._live_intents()
+        if live:
+            self.report.deferred = True
+            self.report.reason = f"{len(live)} capture(s) running ({', '.join(sorted(live))})"
+        self.allowed = not live
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.backend.delete(keys.sweep_key())
+
+    def delete_blobs(self, candidates: Iterable[tuple[str, int]]) -> None:
+        """Delete these (key, size) blobs; only call when ``allowed``."""
+        assert self.allowed, "sweeping without the lock"
+        for key, size in candidates:
+            self._renew()
+            self.backend.delete(key)
+            self.report.deleted_blobs += 1
+            self.report.freed_bytes += size
+            self.report.deleted.append(key)
+
+    def remove_leftovers(self, older_than_s: float) -> None:
+        """Abandoned intents and temp files of killed captures (file:// keeps them in tmp/)."""
+        now = time.time()
+        for info in self.backend.list(keys.INTENTS) + self.backend.list(keys.TMP):
+            is_intent = info.key.startswith(keys.INTENTS + "/")
+            written = _read_time(self.backend, info.key, "written") if is_intent else None
+            if now - (written or info.modified) > older_than_s:
+                self.backend.delete(info.key)
+                self.report.removed_leftovers += 1
+
+    def _live_intents(self) -> list[str]:
+        now = time.time()
+        live = []
+        for info in self.backend.list(keys.INTENTS):
+            written = _read_time(self.backend, info.key, "written") or info.modified
+            if now - written < defaults.CAPTURE_LEASE_S:
+                live.append(info.key.rsplit("/", 1)[-1].removesuffix(".json"))
+        return live
+
+    def _renew(self, force: bool = False) -> None:
+        # A long sweep renews its lock so waiting captures do not take it for abandoned.
+        now = time.time()
+        if force or now - self._renewed > defaults.SWEEP_LEASE_S / 4:
+            until = now + defaults.SWEEP_LEASE_S
+            self.backend.write(keys.sweep_key(), json.dumps({"until": until}).encode())
+            self._renewed = now
+
+
+def _read_time(backend: Backend, key: str, name: str) -> float | None:
+    try:
+        return float(json.loads(backend.read(key))[name])
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError):
+        log.warning("store: unreadable %s; treating it as abandoned", key)
+        return None

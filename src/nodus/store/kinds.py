@@ -1,0 +1,74 @@
+"""Artifact kinds: the one place that decides whether a file is weights, state or plain files.
+
+Retention deletes kinds separately (``keep_adapters`` keeps weights, ``keep_recoverable`` keeps
+training state), and downloads pick them (``--artifact model|resumable``), so every part of nodus
+asks :func:`classify` and nothing else.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+
+__all__ = ["KINDS", "classify"]
+
+KINDS = ("weights", "state", "files")
+"""Every artifact kind, in the order reports list them."""
+
+# Basename patterns; matched case-sensitively because the frameworks write exact names.
+_WEIGHTS = (
+    # model and adapter weights, whole or sharded, with their shard indexes
+    "model.safetensors",
+    "model-*-of-*.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model-*-of-*.bin",
+    "pytorch_model.bin.index.json",
+    "adapter_model.safetensors",
+    "adapter_model.bin",
+    "adapter_config.json",
+    # what it takes to load them
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer.model",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.*",
+    "merges.txt",
+    "spiece.model",
+    "chat_template.*",
+)
+_STATE = (
+    "optimizer.pt",
+    "optimizer.bin",
+    "scheduler.pt",
+    "scaler.pt",
+    "rng_state*.pth",
+    "trainer_state.json",
+    "training_args.bin",
+    # data position: where the loader stands in the dataset
+    "data_position*",
+    "data_state*",
+    "dataloader_state*",
+    "sampler_state*",
+)
+
+
+def classify(relpath: str) -> str:
+    """Kind of the file at ``relpath`` (relative, ``/``-separated): by its name alone.
+
+    A directory-contract program's files are ``files`` unless they carry one of the names the
+    frameworks use, so a folder the program laid out its own way is kept whole by kind.
+    """
+    name = posixpath.basename(relpath)
+    if _matches(name, _WEIGHTS):
+        return "weights"
+    if _matches(name, _STATE):
+        return "state"
+    return "files"
+
+
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)

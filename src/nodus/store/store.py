@@ -1,0 +1,342 @@
+"""The snapshot store: capture, list, restore, check, per-kind deletion and blob GC.
+
+Public methods carry the guards, logging and timing; the work is done by the modules next to
+this one (capture, restore, gc, verify). A snapshot exists only once its manifest is written,
+and that write comes after every blob it names is stored: nothing else is ever a commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+from typing import Callable, Sequence
+
+from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError, UsageError
+from nodus.schemas import defaults
+from nodus.store import keys
+from nodus.store._io import hash_stream
+from nodus.store.backend import Backend
+from nodus.store.capture import Candidate, FileCache, read_consistently, select
+from nodus.store.gc import GcReport, Sweep, renew_intent, wait_for_sweep, write_intent
+from nodus.store.kinds import KINDS, classify
+from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
+from nodus.store.restore import restore as _restore
+from nodus.store.restore import unsafe_reason
+from nodus.store.verify import VerifyReport, verify_store
+
+__all__ = ["SnapshotStore", "open_store"]
+
+log = logging.getLogger("nodus.store")
+EventSink = Callable[[str, dict], None]
+
+
+def open_store(url: str | None = None, **storage_options) -> SnapshotStore:
+    """The store at ``url`` (``file://``, ``memory://``, ``s3://``, … or a bare absolute path).
+
+    Without a URL: ``$NODUS_STORE``, else ``file://$NODUS_HOME/store``. ``storage_options`` go
+    to fsspec (for example ``endpoint_url`` for an S3-compatible server).
+    """
+    return SnapshotStore(Backend(url or defaults.store_url(), **storage_options))
+
+
+class SnapshotStore:
+    """Immutable, content-addressed, verified snapshots in one store.
+
+    Keep one object per attempt: it remembers the hashes of files it has captured, so an
+    unchanged file is neither read nor stored again by the next capture.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._files = FileCache()
+        self._manifests: dict[str, Manifest] = {}  # manifests never change once committed
+
+    @property
+    def url(self) -> str:
+        return self._backend.url
+
+    @property
+    def backend(self) -> Backend:
+        return self._backend
+
+    # --- capture -------------------------------------------------------------------------------
+
+    def capture(
+        self,
+        root: str,
+        paths: Sequence[str],
+        *,
+        info: SnapshotInfo,
+        guard: Callable[[], None] | None = None,
+        excludes: Sequence[str] = (),
+        on_event: EventSink | None = None,
+    ) -> Manifest:
+        """Capture ``paths`` of the live folder ``root`` and commit them as one snapshot.
+
+        ``guard`` runs right before the commit and may raise (a stale attempt's fencing);
+        then nothing is committed. ``on_event(type, details)`` hears about refused symlinks and
+        skipped special files.
+        """
+        if info.role not in ("checkpoint", "source", "outputs"):
+            raise UsageError(f"snapshot role {info.role!r}: use checkpoint, source or outputs")
+        started = time.monotonic()
+        snapshot_id = keys.new_snapshot_id(info.role)
+        intent_written = write_intent(self._backend, snapshot_id)
+        copied: list[tuple[FileEntry, str | None]] = []
+        try:
+            wait_for_sweep(self._backend)  # only now may existing blobs be trusted (see gc.py)
+            for candidate in select(root, paths, excludes, on_event or _log_event):
+                read = self._read_one(candidate)
+                if read is not None:
+                    copied.append(read)
+                intent_written = renew_intent(self._backend, snapshot_id, intent_written)
+            # Blobs are made durable and named only after every file is copied, so the disk
+            # writes back earlier copies while later ones are still being read (as `cp` + `sync`).
+            for entry, spool in copied:
+                if spool is not None:
+                    self._backend.adopt_blob(spool, keys.blob_key(entry.hash))
+                intent_written = renew_intent(self._backend, snapshot_id, intent_written)
+            files = [entry for entry, _spool in copied]
+            manifest = self._commit(snapshot_id, info, files, guard)
+        finally:
+            self._backend.delete(keys.intent_key(snapshot_id))
+            _remove_spools(spool for _entry, spool in copied)  # left only by a failed capture
+        log.info(
+            "store: committed %s (%d files, %d bytes) in %.2fs",
+            snapshot_id, len(files), manifest.total_bytes, time.monotonic() - started,
+        )
+        return manifest
+
+    def _read_one(self, candidate: Candidate) -> tuple[FileEntry, str | None] | None:
+        """The entry for one candidate and its spool copy (None when the blob is already known)."""
+        kind = classify(candidate.rel)
+        if candidate.target is not None:
+            return FileEntry(candidate.rel, 0, 0o777, "", kind, candidate.target), None
+        spool_dir = self._backend.spool_dir()
+        read = read_consistently(candidate.full, candidate.rel, spool_dir, self._files)
+        if read is None:
+            return None  # vanished while we looked: skipped like any missing path
+        if read.spool is None and not self._backend.exists(keys.blob_key(read.digest)):
+            # Known hash, but the blob went away (its snapshots were deleted): store it again.
+            self._files.forget(candidate.full)
+            read = read_consistently(candidate.full, candidate.rel, spool_dir, self._files)
+            if read is None:
+                return None
+        return FileEntry(candidate.rel, read.size, read.mode, read.digest, kind), read.spool
+
+    def _commit(self, snapshot_id, info, files, guard) -> Manifest:
+        manifest = Manifest(
+            id=snapshot_id,
+            run=info.run,
+            stage=info.stage,
+            attempt=info.attempt,
+            step=info.step,
+            epoch=info.epoch,
+            metrics=dict(info.metrics),
+            role=info.role,
+            created=time.time(),
+            files=tuple(files),
+        )
+        if guard is not None:
+            guard()  # may raise StaleAttemptError: then there is no manifest, so no snapshot
+        self._backend.write(keys.manifest_key(snapshot_id), manifest.to_json())
+        self._manifests[snapshot_id] = manifest
+        return manifest
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def list(
+        self, run: str | None = None, stage: str | None = None, role: str | None = "checkpoint"
+    ) -> list[Manifest]:
+        """Committed snapshots, oldest first (by step, then commit time); None = any value."""
+        deleting = self._tombstones()
+        found = []
+        for snapshot_id in self._ids():
+            try:
+                manifest = self._load(snapshot_id, deleting.get(snapshot_id, frozenset()))
+            except (NotFoundError, SnapshotDamagedError) as error:
+                log.warning("store: leaving out %s: %s", snapshot_id, error)
+                continue
+            if run is not None and manifest.run != run:
+                continue
+            if stage is not None and manifest.stage != stage:
+                continue
+            if role is not None and manifest.role != role:
+                continue
+            found.append(manifest)
+        return sorted(found, key=Manifest.sort_key)
+
+    def get(self, snapshot_id: str) -> Manifest:
+        """The committed snapshot ``snapshot_id``; NotFoundError if there is none."""
+        deleting = frozenset(
+            kind for kind in KINDS if self._backend.exists(keys.tombstone_key(snapshot_id, kind))
+        )
+        return self._load(snapshot_id, deleting)
+
+    def _ids(self) -> list[str]:
+        ids = (keys.snapshot_id_of_key(info.key) for info in self._backend.list(keys.SNAPSHOTS))
+        return [snapshot_id for snapshot_id in ids if snapshot_id]
+
+    def _tombstones(self) -> dict[str, frozenset[str]]:
+        found: dict[str, set[str]] = {}
+        for info in self._backend.list(keys.TOMBSTONES):
+            snapshot_id, _, kind = info.key.rsplit("/", 1)[-1].partition(".")
+            found.setdefault(snapshot_id, set()).add(kind)
+        return {snapshot_id: frozenset(kinds) for snapshot_id, kinds in found.items()}
+
+    def _load(self, snapshot_id: str, deleting: frozenset[str]) -> Manifest:
+        cached = self._manifests.get(snapshot_id)
+        if cached is None:
+            if not keys.is_snapshot_id(snapshot_id):
+                raise NotFoundError(f"snapshot {snapshot_id!r} not found in {self.url}")
+            cached = self._read_manifest(snapshot_id)
+            self._manifests[snapshot_id] = cached
+        return dataclasses.replace(cached, deleting=deleting)
+
+    def _read_manifest(self, snapshot_id: str) -> Manifest:
+        try:
+            raw = self._backend.read(keys.manifest_key(snapshot_id))
+        except FileNotFoundError:
+            raise NotFoundError(f"snapshot {snapshot_id} not found in {self.url}") from None
+        try:
+            return Manifest.from_json(raw)
+        except (ValueError, KeyError, TypeError) as error:
+            raise SnapshotDamagedError(f"snapshot {snapshot_id}: unreadable manifest ({error})")
+
+    # --- restore and check ---------------------------------------------------------------------
+
+    def restore(
+        self,
+        snapshot_id: str,
+        target: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        overlay: bool = False,
+    ) -> None:
+        """Restore into the empty folder ``target`` (or over it with ``overlay``), verified.
+
+        Raises SnapshotDamagedError (missing or altered contents; the target is left as it
+        was) or UnsafePathError; the caller falls back to the next newest snapshot.
+        """
+        manifest = self.get(snapshot_id)
+        wanted = tuple(kinds) if kinds is not None else manifest.kinds
+        gone = [kind for kind in wanted if kind in manifest.deleting]
+        if gone:
+            raise NotFoundError(f"snapshot {snapshot_id} no longer holds {', '.join(gone)}")
+        started = time.monotonic()
+        _restore(self._backend, manifest, target, wanted, overlay)
+        log.info("store: restored %s into %s in %.2fs", snapshot_id, target, time.monotonic() - started)
+
+    def check(self, snapshot_id: str, _verdicts: dict[str, str | None] | None = None) -> list[str]:
+        """Every problem with a committed snapshot's held files; [] means it restores."""
+        try:
+            manifest = self.get(snapshot_id)
+        except SnapshotDamagedError as error:
+            return [str(error)]
+        verdicts = {} if _verdicts is None else _verdicts
+        problems = []
+        for entry in manifest.held_files():
+            reason = unsafe_reason(entry)
+            if reason is not None:
+                problems.append(f"{entry.path}: path {reason}")
+            elif not entry.is_link:
+                verdict = self._blob_verdict(entry.hash, verdicts)
+                if verdict is not None:
+                    problems.append(f"{entry.path}: blob {entry.hash} {verdict}")
+        return problems
+
+    def _blob_verdict(self, digest: str, verdicts: dict[str, str | None]) -> str | None:
+        if digest not in verdicts:
+            try:
+                with self._backend.open(keys.blob_key(digest)) as source:
+                    found, _size = hash_stream(source)
+                verdicts[digest] = None if found == digest else f"is altered (hashes to {found})"
+            except FileNotFoundError:
+                verdicts[digest] = "is missing"
+        return verdicts[digest]
+
+    def verify(self, repair: bool = False) -> VerifyReport:
+        """Check every manifest and blob of the store (``nodus store verify``)."""
+        return verify_store(self, repair)
+
+    # --- deletion and GC -----------------------------------------------------------------------
+
+    def delete_kind(self, snapshot_id: str, kind: str) -> GcReport:
+        """Delete one kind of a snapshot, keeping the others; its blobs are freed if unshared.
+
+        The tombstone is written first: from then on the kind is left out of totals and
+        restores, even if freeing its blobs is deferred to the next ``gc_blobs``.
+        """
+        if kind not in KINDS:
+            raise UsageError(f"artifact kind {kind!r}: use one of {', '.join(KINDS)}")
+        manifest = self.get(snapshot_id)
+        self._backend.write(keys.tombstone_key(snapshot_id, kind), b"{}")
+        candidates = {e.hash for e in manifest.files if e.kind == kind and not e.is_link}
+        log.info("store: deleting %s of %s", kind, snapshot_id)
+        return self._free(candidates, min_age_s=0.0)
+
+    def delete(self, snapshot_id: str) -> GcReport:
+        """Delete a whole snapshot: every kind, then the manifest itself."""
+        manifest = self.get(snapshot_id)
+        for kind in KINDS:
+            self._backend.write(keys.tombstone_key(snapshot_id, kind), b"{}")
+        self._backend.delete(keys.manifest_key(snapshot_id))
+        self._manifests.pop(snapshot_id, None)
+        for kind in KINDS:
+            self._backend.delete(keys.tombstone_key(snapshot_id, kind))
+        return self._free({e.hash for e in manifest.files if not e.is_link}, min_age_s=0.0)
+
+    def gc_blobs(self, grace_s: float = defaults.BLOB_GC_GRACE_S) -> GcReport:
+        """Delete blobs no committed snapshot holds that are older than ``grace_s``; idempotent."""
+        return self._free(None, min_age_s=grace_s)
+
+    def _free(self, candidates: set[str] | None, min_age_s: float) -> GcReport:
+        with Sweep(self._backend) as sweep:
+            if not sweep.allowed:
+                log.info("store: blob sweep deferred: %s", sweep.report.reason)
+                return sweep.report
+            held = self._held_blobs()  # marked under the lock: no capture can commit meanwhile
+            now = time.time()
+            doomed, kept = [], 0
+            for info in self._backend.list(keys.BLOBS):
+                digest = keys.hash_of_blob_key(info.key)
+                if digest is None or (candidates is not None and digest not in candidates):
+                    continue
+                if digest in held or now - info.modified < min_age_s:
+                    kept += 1
+                else:
+                    doomed.append((info.key, info.size))
+            sweep.delete_blobs(doomed)
+            sweep.report.kept_blobs = kept
+            if candidates is None:
+                sweep.remove_leftovers(max(min_age_s, defaults.CAPTURE_LEASE_S))
+            return sweep.report
+
+    def _held_blobs(self) -> set[str]:
+        held: set[str] = set()
+        deleting = self._tombstones()
+        for snapshot_id in self._ids():
+            try:
+                manifest = self._load(snapshot_id, deleting.get(snapshot_id, frozenset()))
+            except NotFoundError:
+                continue  # deleted while we looked
+            except SnapshotDamagedError as error:
+                # Its blobs cannot be told apart from garbage; never sweep on a guess.
+                raise StoreError(
+                    f"{error}; blob GC stopped. Run `nodus store verify --repair` first."
+                ) from None
+            held.update(entry.hash for entry in manifest.held_files() if not entry.is_link)
+        return held
+
+
+def _remove_spools(spools) -> None:
+    for spool in spools:
+        if spool is not None and os.path.exists(spool):
+            os.unlink(spool)
+
+
+def _log_event(kind: str, details: dict) -> None:
+    log.warning("store: %s %s", kind, json.dumps(details, sort_keys=True))
