@@ -1,0 +1,91 @@
+"""``nodus validate``, ``nodus resolve`` and ``nodus schema``: the workload file commands.
+
+Handlers import the schemas package (and pydantic) only when they run, so building the parser
+for any other command stays cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register(commands: Any, groups: dict[str, Any], common: argparse.ArgumentParser) -> None:
+    validate = commands.add_parser(
+        "validate",
+        parents=[common],
+        help="check a workload file",
+        description="Check a workload file against every rule; exit 2 listing all problems.",
+    )
+    validate.add_argument("file", metavar="FILE", help="the workload file (TOML)")
+    validate.set_defaults(handler=_validate)
+
+    resolve = commands.add_parser(
+        "resolve",
+        parents=[common],
+        help="print the resolved workload",
+        description="Print the workload with every default and inherited value applied, as "
+        "a run would store it (or, with --submission, what the SDK would submit).",
+    )
+    resolve.add_argument("file", metavar="FILE", help="the workload file (TOML)")
+    output = resolve.add_mutually_exclusive_group()
+    output.add_argument("--json", dest="format", action="store_const", const="json",
+                        help="print JSON (the default)")
+    output.add_argument("--toml", dest="format", action="store_const", const="toml",
+                        help="print TOML")
+    resolve.add_argument("--submission", action="store_true",
+                         help="print what the SDK submits: omission kept, nothing resolved")
+    resolve.set_defaults(handler=_resolve, format="json")
+
+    schema = commands.add_parser(
+        "schema",
+        parents=[common],
+        help="print the JSON Schema of workload files",
+        description="Print a JSON Schema of workload files, for editors.",
+    )
+    schema.set_defaults(handler=_schema)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from nodus.schemas.loader import resolve_file
+
+    count = len(resolve_file(args.file).stages)
+    print(f"{args.file}: ok ({count} stage{'' if count == 1 else 's'})")
+    return 0
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    from nodus.schemas.loader import load_workload, resolve_file
+
+    if args.submission:
+        data = load_workload(args.file).submission()
+    else:
+        data = resolve_file(args.file).to_dict()
+    sys.stdout.write(_render(data, args.format))
+    return 0
+
+
+def _render(data: dict[str, Any], fmt: str) -> str:
+    if fmt == "toml":
+        import tomli_w
+
+        return tomli_w.dumps(_without_none(data))
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def _without_none(value: Any) -> Any:
+    """TOML has no null: an absent key or table means the same (``integration``, ``method``)."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None and v != {}}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from nodus.schemas.jsonschema import workload_json_schema
+
+    sys.stdout.write(json.dumps(workload_json_schema(), indent=2) + "\n")
+    return 0

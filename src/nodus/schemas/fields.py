@@ -1,0 +1,169 @@
+"""Field types of the workload file, each carrying its own rule.
+
+A rule raises ``ValueError`` phrased as what the person should do; :mod:`nodus.schemas.problems`
+turns it into a :class:`~nodus.errors.Problem` at the field's path, next to the value found.
+The rules live on the types (not in one big validator) so a list reports every bad element by
+its index, and all problems of a file come back at once.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+import unicodedata
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
+
+from nodus.schemas import defaults
+
+NAME_PATTERN = r"[a-z0-9][a-z0-9._-]*"
+_NAME = re.compile(NAME_PATTERN)
+_RUN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+# RUN@STEP or RUN/STAGE@STEP; a snapshot id (ckpt_<hex>) names the same thing directly.
+_RESUME_FROM = re.compile(rf"(?:ckpt_[0-9a-f]+|{_RUN}(?:/{NAME_PATTERN})?@[0-9]+)")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_RESERVED_ENV_PREFIX = "NODUS_"
+_MAX_CODE_BYTES = 4096  # PATH_MAX on Linux: anything longer cannot name a folder
+
+
+def has_control_characters(text: str) -> bool:
+    return any(unicodedata.category(char) == "Cc" for char in text)
+
+
+def _utf8_size(text: str) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate, only possible from Python callers
+        raise ValueError("must be valid UTF-8 text") from None
+
+
+def check_name(value: str) -> str:
+    """Names become folder names, snapshot ids and ``RUN/STAGE@STEP`` parts, so they stay plain."""
+    if not _NAME.fullmatch(value):
+        raise ValueError(
+            "names use lowercase letters, digits, '.', '_' and '-', "
+            "and start with a letter or digit"
+        )
+    if len(value) > defaults.MAX_NAME_CHARS:
+        raise ValueError(f"names are at most {defaults.MAX_NAME_CHARS} characters")
+    return value
+
+
+def check_relative_path(value: str) -> str:
+    """A literal path inside the code folder (``checkpoint_paths``, ``outputs``).
+
+    Captures and restores trust these paths, so anything that could leave the code folder or
+    reach the runner-private ``.nodus`` folder is refused here, before a run exists.
+    """
+    if not value:
+        raise ValueError("paths must not be empty; use '.' for the whole code folder")
+    if has_control_characters(value):
+        raise ValueError("paths must not contain control characters")
+    size = _utf8_size(value)
+    if size > defaults.MAX_CHECKPOINT_PATH_BYTES:
+        raise ValueError(
+            f"paths are at most {defaults.MAX_CHECKPOINT_PATH_BYTES} UTF-8 bytes "
+            f"(this one has {size})"
+        )
+    if value.startswith("/"):
+        raise ValueError("paths must be relative to the code folder, not absolute")
+    if ".." in value.split("/"):
+        raise ValueError("paths must stay inside the code folder")
+    if posixpath.normpath(value).split("/")[0] == defaults.PRIVATE_DIR:
+        raise ValueError(
+            f"'{defaults.PRIVATE_DIR}' is private to the runner and cannot be selected"
+        )
+    return value
+
+
+def normal_path(value: str) -> str:
+    """``./state/`` and ``state`` select the same thing; resolution stores the short form."""
+    return posixpath.normpath(value)
+
+
+def check_code(value: str) -> str:
+    """The source folder, relative to the workload file (or absolute); any folder may be used."""
+    if not value:
+        raise ValueError("give a folder, relative to the workload file ('.' is its own folder)")
+    if has_control_characters(value):
+        raise ValueError("folder names must not contain control characters")
+    if _utf8_size(value) > _MAX_CODE_BYTES:
+        raise ValueError(f"folder names are at most {_MAX_CODE_BYTES} UTF-8 bytes")
+    return value
+
+
+def _split_command(value: Any) -> Any:
+    """A string is split the way a shell would; a tuple from Python is taken as a list."""
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError as error:
+            raise ValueError(f"cannot be split like a shell would ({error})") from None
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def check_command(value: list[str]) -> list[str]:
+    if not value or not value[0].strip():
+        raise ValueError("the command is empty; give the program to run, e.g. 'python train.py'")
+    if any("\0" in argument for argument in value):
+        raise ValueError("arguments must not contain NUL characters")
+    return value
+
+
+def check_env(value: dict[str, str]) -> dict[str, str]:
+    """Names a process environment can carry; ``NODUS_*`` is how the runner talks to the stage."""
+    for name, text in value.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not a valid variable name (letters, digits, '_')")
+        if name.startswith(_RESERVED_ENV_PREFIX):
+            raise ValueError(
+                f"{name!r}: names starting with {_RESERVED_ENV_PREFIX} are set by nodus"
+            )
+        if "\0" in text:
+            raise ValueError(f"{name!r}: values must not contain NUL characters")
+    return value
+
+
+def check_resume_from(value: str) -> str:
+    if not _RESUME_FROM.fullmatch(value):
+        raise ValueError("name a snapshot as RUN@STEP, RUN/STAGE@STEP or its id ckpt_<hex>")
+    return value
+
+
+def _list_from_tuple(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+Name = Annotated[
+    str,
+    AfterValidator(check_name),
+    WithJsonSchema(
+        {"type": "string", "pattern": f"^{NAME_PATTERN}$", "maxLength": defaults.MAX_NAME_CHARS}
+    ),
+]
+RelativePath = Annotated[str, AfterValidator(check_relative_path)]
+PathList = Annotated[
+    list[RelativePath],
+    BeforeValidator(_list_from_tuple),
+    Field(max_length=defaults.MAX_CHECKPOINT_PATHS),
+]
+Code = Annotated[str, AfterValidator(check_code)]
+Command = Annotated[
+    list[str],
+    BeforeValidator(_split_command),
+    AfterValidator(check_command),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "minLength": 1},
+                {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            ]
+        }
+    ),
+]
+Env = Annotated[dict[str, str], AfterValidator(check_env)]
+ResumeFrom = Annotated[str, AfterValidator(check_resume_from)]

@@ -1,0 +1,323 @@
+"""The workload file as written: what a person (or the SDK) gave, omission included.
+
+These models check each value where it is declared and keep track of what was written
+(``model_fields_set``); they never apply inheritance. :mod:`nodus.schemas.resolve` turns a
+:class:`Workload` into the explicit :class:`~nodus.schemas.resolved.ResolvedWorkload` a run stores.
+
+Types are strict (TOML's ``"50"`` is not ``50``), unknown keys are refused, and every model is
+frozen: a workload value cannot drift after it was checked.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+from enum import Enum
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+)
+
+from nodus.errors import WorkloadError
+from nodus.schemas import defaults
+from nodus.schemas.fields import Code, Command, Env, Name, PathList, ResumeFrom
+from nodus.schemas.problems import problems_from
+
+__all__ = [
+    "Continuity",
+    "ContinuityMode",
+    "Execution",
+    "Framework",
+    "Integration",
+    "Method",
+    "Stage",
+    "Workload",
+]
+
+
+class ContinuityMode(str, Enum):
+    """What an interrupted stage continues from."""
+
+    CHECKPOINTED = "checkpointed"  # the newest committed snapshot
+    RESTARTABLE = "restartable"  # the source alone
+
+
+class Integration(str, Enum):
+    """Application save/resume preparation; omitted means none."""
+
+    AUTO = "auto"
+    HF_TRAINER_V1 = "hf-trainer-v1"
+    NONE = "none"  # lets a stage opt out of a selection it would inherit
+
+
+class Framework(str, Enum):
+    """Managed methods whose stages nodus generates (framework shortcuts)."""
+
+    SFT = "sft"
+    DPO = "dpo"
+    GRPO = "grpo"
+
+
+# Set while a model is being validated, so that nested models (which pydantic builds through
+# their own __init__) leave error conversion to the outermost one and all problems stay together.
+_VALIDATING: contextvars.ContextVar[bool] = contextvars.ContextVar("_VALIDATING", default=False)
+
+
+class _Model(BaseModel):
+    """Base of every workload model: strict, closed, frozen, and refusing with WorkloadError."""
+
+    # defer_build: validators are built on first use, so `nodus validate` builds the Workload's
+    # once (nested models inline) instead of every model at import; it answers in well under 0.5 s.
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, defer_build=True)
+
+    def __init__(self, **data: Any) -> None:
+        if _VALIDATING.get():
+            super().__init__(**data)
+            return
+        token = _VALIDATING.set(True)
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            raise WorkloadError(problems_from(error, type(self))) from None
+        finally:
+            _VALIDATING.reset(token)
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        """As pydantic's, but refusing with :class:`WorkloadError` listing every problem."""
+        token = _VALIDATING.set(True)
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as error:
+            raise WorkloadError(problems_from(error, cls)) from None
+        finally:
+            _VALIDATING.reset(token)
+
+    def given(self, field: str) -> bool:
+        """Whether ``field`` was written (an explicit ``None`` from Python counts as omitted)."""
+        return field in self.model_fields_set and getattr(self, field) is not None
+
+
+def _continuity_input(value: Any) -> Any:
+    """``continuity = "restartable"`` is shorthand for ``{mode = "restartable"}``."""
+    if isinstance(value, str):
+        modes = [mode.value for mode in ContinuityMode]
+        if value not in modes:
+            raise ValueError(
+                "must be 'checkpointed' or 'restartable', or a table with mode, "
+                "resume_on_interruption and checkpoint_paths"
+            )
+        return {"mode": ContinuityMode(value)}
+    return value
+
+
+class Continuity(_Model):
+    """How an interrupted stage continues, and which files make up its recovery state."""
+
+    mode: ContinuityMode = Field(
+        ContinuityMode(defaults.CONTINUITY_MODE),
+        strict=False,
+        description="`checkpointed` restores the newest committed snapshot; `restartable` "
+        "starts again from the source.",
+    )
+    resume_on_interruption: bool | None = Field(
+        None,
+        description="Recover automatically after an interruption; default true for "
+        "`checkpointed`, false for `restartable`.",
+    )
+    checkpoint_paths: PathList | None = Field(
+        None,
+        description="Literal paths in the code folder that make up a snapshot; omitted or "
+        'empty means ["state"]; ["."] is the whole folder.',
+    )
+
+
+ContinuityInput = Annotated[
+    Continuity | None,
+    BeforeValidator(_continuity_input, json_schema_input_type=ContinuityMode | Continuity),
+]
+
+
+class Execution(_Model):
+    """Save cadence, retention and recovery limits."""
+
+    save_every: int = Field(
+        defaults.SAVE_EVERY,
+        ge=0,
+        description="Optimizer steps between integration saves; 0 = only at the end and "
+        "whenever nodus asks.",
+    )
+    save_each_epoch: bool = Field(
+        defaults.SAVE_EACH_EPOCH, description="Also save at the end of every epoch (integration)."
+    )
+    keep_recoverable: int = Field(
+        defaults.KEEP_RECOVERABLE,
+        ge=0,
+        description="Newest unreferenced snapshots that keep their training state.",
+    )
+    keep_adapters: int = Field(
+        defaults.KEEP_ADAPTERS, ge=0, description="Newest snapshots that keep their weights."
+    )
+    max_recoveries: int = Field(
+        defaults.MAX_RECOVERIES, ge=0, description="Automatic recoveries before the run fails."
+    )
+    grace_period: float = Field(
+        defaults.GRACE_PERIOD_S,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds a stopping program gets to save and exit before it is killed.",
+    )
+    retention_days: int = Field(
+        defaults.RETENTION_DAYS,
+        ge=0,
+        description="Days a finished run's snapshots are kept before `nodus gc` expires them.",
+    )
+
+
+_REWARD_FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+def _check_reward_function(value: str) -> str:
+    if not _REWARD_FUNCTION.fullmatch(value):
+        raise ValueError("reward functions are named 'module:function'")
+    return value
+
+
+RewardFunction = Annotated[str, AfterValidator(_check_reward_function)]
+
+
+class Method(_Model):
+    """Settings of a framework shortcut (`framework = "sft" | "dpo" | "grpo"`)."""
+
+    base_model: str = Field(min_length=1, description="Local folder of the model to train.")
+    dataset: str = Field(
+        min_length=1,
+        description="Local file or saved dataset; its fingerprint is recorded with the run.",
+    )
+    max_steps: int | None = Field(None, gt=0, description="Training length in optimizer steps.")
+    num_epochs: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Training length in epochs."
+    )
+    lora_rank: int | None = Field(None, gt=0, description="LoRA rank; omitted = full weights.")
+    lora_alpha: float | None = Field(None, gt=0, allow_inf_nan=False)
+    lora_dropout: float | None = Field(None, ge=0, lt=1, allow_inf_nan=False)
+    load_in_4bit: bool = False
+    gpu_count: int = Field(1, ge=1)
+    checkpoint_every: int | None = Field(
+        None, ge=0, description="Steps between saves; for grpo aligned to a generation boundary."
+    )
+    checkpoint_keep: int | None = Field(None, ge=0)
+    reward_functions: list[RewardFunction] | None = Field(
+        None, description="grpo only: reward functions as 'module:function'."
+    )
+
+
+class _StageFields(_Model):
+    """Fields a stage may set, and the workload may set for every stage."""
+
+    code: Code = Field(defaults.CODE, description="Source folder, relative to the workload file.")
+    command: Command | None = Field(
+        None, description="The program to run: a list, or a string split like a shell would."
+    )
+    integration: Integration | None = Field(
+        None,
+        strict=False,
+        description="`auto` or `hf-trainer-v1` prepares a Trainer program; omitted = none; "
+        "`none` opts a stage out of the workload's selection.",
+    )
+    outputs: PathList | None = Field(
+        None, description="Final result files in the code folder, kept with the run for good."
+    )
+    env: Env | None = Field(
+        None,
+        description="Extra environment variables (strings); a stage's are added to the "
+        "workload's.",
+    )
+    continuity: ContinuityInput = Field(
+        None,
+        description="A mode string, or a table with mode, resume_on_interruption and "
+        "checkpoint_paths.",
+    )
+    execution: Execution | None = Field(
+        None, description="Save cadence, retention and recovery limits."
+    )
+
+
+class Stage(_StageFields):
+    """One supervised program of a workload; omitted fields are inherited from the workload."""
+
+    name: Name = Field(description="Unique within the workload.")
+
+
+class Workload(_StageFields):
+    """A workload file. Without `[[stages]]` the top-level fields make one stage named "main"."""
+
+    name: Name = Field(description="The workload's name.")
+    stages: list[Stage] | None = Field(
+        None,
+        min_length=1,
+        description="The stages, run in order; a stage may override any top-level field.",
+    )
+    framework: Framework | None = Field(
+        None,
+        strict=False,
+        description="A managed method whose stages nodus generates; needs a [method] table.",
+    )
+    method: Method | None = Field(None, description="Settings of the framework shortcut.")
+    resume_from: ResumeFrom | None = Field(
+        None,
+        description="Start from a finished run's snapshot: RUN@STEP, RUN/STAGE@STEP or "
+        "ckpt_<hex>.",
+    )
+
+    _source: str | None = PrivateAttr(None)
+
+    @property
+    def source(self) -> str | None:
+        """The file this workload was loaded from (None when built in Python)."""
+        return self._source
+
+    def submission(self) -> dict[str, Any]:
+        """What the SDK submits: the workload as written, omission kept.
+
+        The continuity policy is always sent (the default table when omitted; mode and resume
+        flag filled in when given), but ``checkpoint_paths`` stays exactly as written and no
+        ``integration`` is sent unless one was chosen: those resolve when a run is accepted.
+        """
+        data = self.model_dump(mode="json", exclude_unset=True, exclude_none=True)
+        data["continuity"] = _policy(self.continuity)
+        if "stages" in data:
+            data["stages"] = [_name_first(stage) for stage in data["stages"]]
+        return _name_first(data)
+
+
+def _name_first(table: dict[str, Any]) -> dict[str, Any]:
+    """Dumps follow field order (inherited fields first); a person reads the name first."""
+    return {"name": table.pop("name"), **table}
+
+
+def _policy(continuity: Continuity | None) -> dict[str, Any]:
+    mode = continuity.mode if continuity else ContinuityMode(defaults.CONTINUITY_MODE)
+    table: dict[str, Any] = {"mode": mode.value}
+    if continuity is not None and continuity.given("resume_on_interruption"):
+        table["resume_on_interruption"] = continuity.resume_on_interruption
+    else:
+        table["resume_on_interruption"] = defaults.RESUME_ON_INTERRUPTION[mode.value]
+    if continuity is not None and continuity.checkpoint_paths is not None:
+        table["checkpoint_paths"] = list(continuity.checkpoint_paths)
+    return table
+
+
+class Overrides(_StageFields):
+    """Values given on the command line; they win over every stage and the workload."""
+
+    code: Code | None = None  # type: ignore[assignment]
+    name: Name | None = None
+    resume_from: ResumeFrom | None = None

@@ -1,0 +1,219 @@
+"""Resolution: a checked :class:`Workload` becomes the explicit :class:`ResolvedWorkload`.
+
+Precedence, for every field of every stage:
+
+    command line (overrides) > stage > workload > nodus's defaults (schemas/defaults.py)
+
+A value counts only where it was written (pydantic's ``model_fields_set``), so a default in a
+stage never hides what the workload says. Per field:
+
+- ``code``, ``command``, ``integration``, ``outputs``: the highest level that gives one.
+  ``integration = "none"`` opts a stage out of an inherited selection.
+- ``env``: merged; a higher level's variable replaces a lower one's.
+- ``execution``: key by key, so a stage can change ``save_every`` and keep the rest.
+- ``continuity``: ``mode`` key by key (default ``checkpointed``); the resume flag comes from the
+  level that sets it, except that a level setting a mode without a flag takes that mode's default
+  (``checkpointed`` → true, ``restartable`` → false); ``checkpoint_paths`` from the highest
+  level with a non-empty list, else ``["state"]`` — even when the stage sets its own mode.
+
+Rules that need the resolved values (an integration needs checkpointed continuity and the state
+folder) are checked here too; every problem of the file is reported at once.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator, Mapping, Sequence
+
+from nodus.errors import Problem, WorkloadError
+from nodus.schemas import defaults
+from nodus.schemas.fields import normal_path
+from nodus.schemas.models import (
+    Continuity,
+    ContinuityMode,
+    Execution,
+    Integration,
+    Overrides,
+    Workload,
+    _StageFields,
+)
+from nodus.schemas.resolved import (
+    ResolvedContinuity,
+    ResolvedExecution,
+    ResolvedStage,
+    ResolvedWorkload,
+)
+from nodus.schemas.rules import check_workload
+
+_STATE_SELECTIONS = (defaults.STATE_DIR, ".")
+_PREPARED = (Integration.AUTO, Integration.HF_TRAINER_V1)
+
+
+def resolve(
+    workload: Workload,
+    *,
+    base_dir: str | None = None,
+    overrides: Overrides | Mapping[str, Any] | None = None,
+) -> ResolvedWorkload:
+    """Resolve ``workload``; code folders are relative to ``base_dir``.
+
+    ``base_dir`` defaults to the folder of the file the workload was loaded from, else the current
+    directory. Raises :class:`WorkloadError` listing every problem.
+    """
+    if overrides is not None and not isinstance(overrides, Overrides):
+        overrides = Overrides.model_validate(dict(overrides))
+    if base_dir is None:
+        base_dir = os.path.dirname(workload.source) if workload.source else os.getcwd()
+    problems = check_workload(workload)
+    if workload.given("framework"):  # its stages are generated; check_workload refused it
+        raise WorkloadError(problems, workload.source)
+    stages = []
+    for prefix, name, layers in _stage_layers(workload, overrides):
+        stage, stage_problems = _resolve_stage(prefix, name, layers, os.path.abspath(base_dir))
+        stages.append(stage)
+        problems.extend(stage_problems)
+    if problems:
+        raise WorkloadError(problems, workload.source)
+    return ResolvedWorkload(
+        name=_pick([overrides, workload], "name", None),
+        stages=tuple(stages),
+        source=os.path.abspath(workload.source) if workload.source else "",
+        resume_from=_pick([overrides, workload], "resume_from", None),
+    )
+
+
+def _stage_layers(
+    workload: Workload, overrides: Overrides | None
+) -> Iterator[tuple[str, str, list[Any]]]:
+    """(path prefix, stage name, layers highest first); no ``[[stages]]`` = one stage "main"."""
+    top = [layer for layer in (overrides,) if layer is not None]
+    if not workload.stages:
+        yield "", defaults.STAGE_NAME, [*top, workload]
+        return
+    for index, stage in enumerate(workload.stages):
+        yield f"stages[{index}].", stage.name, [*top, stage, workload]
+
+
+def _resolve_stage(
+    prefix: str, name: str, layers: Sequence[_StageFields], base_dir: str
+) -> tuple[ResolvedStage, list[Problem]]:
+    problems: list[Problem] = []
+    command = _pick(layers, "command", None)
+    if command is None:
+        problems.append(Problem(f"{prefix}command", _missing_command(prefix)))
+    code, code_problems = _code(prefix, layers, base_dir)
+    problems.extend(code_problems)
+    integration = _pick(layers, "integration", None)
+    continuity = _continuity(layers)
+    problems.extend(_integration_problems(prefix, layers, name, integration, continuity))
+    stage = ResolvedStage(
+        name=name,
+        command=tuple(command or ()),
+        code=code,
+        env=_env(layers),
+        outputs=tuple(normal_path(p) for p in _pick(layers, "outputs", ())),
+        integration=None if integration in (None, Integration.NONE) else integration.value,
+        continuity=continuity,
+        execution=_execution(layers),
+    )
+    return stage, problems
+
+
+def _code(prefix: str, layers: Sequence[_StageFields], base_dir: str) -> tuple[str, list[Problem]]:
+    """The absolute code folder; it must exist now, since the run captures it at acceptance."""
+    written = _pick(layers, "code", defaults.CODE)
+    code = os.path.normpath(os.path.join(base_dir, written))
+    if os.path.isdir(code):
+        return code, []
+    where = _origin(prefix, layers, "code")
+    return code, [Problem(where, f"the code folder does not exist: {code}", written, True)]
+
+
+def _missing_command(prefix: str) -> str:
+    if prefix:
+        return "every stage needs a command: give one here or at the top level"
+    return "give the program to run, e.g. command = ['python', 'train.py']"
+
+
+def _pick(layers: Sequence[Any], field: str, default: Any) -> Any:
+    """The value of the highest layer that wrote ``field``, else ``default``."""
+    for layer in layers:
+        if layer is not None and layer.given(field):
+            return getattr(layer, field)
+    return default
+
+
+def _origin(prefix: str, layers: Sequence[Any], field: str) -> str:
+    """The path of the field where the value in force was written (stage or workload)."""
+    for layer in layers:
+        if layer.given(field):
+            if isinstance(layer, Overrides):
+                return f"(command line) {field}"
+            return f"{prefix}{field}" if layer is not layers[-1] else field
+    return field
+
+
+def _env(layers: Sequence[_StageFields]) -> dict[str, str]:
+    merged: dict[str, str] = {}
+    for layer in reversed(layers):  # lowest first, so higher levels replace
+        merged.update(layer.env or {})
+    return merged
+
+
+def _execution(layers: Sequence[_StageFields]) -> ResolvedExecution:
+    tables = [layer.execution for layer in layers if layer.given("execution")]
+    values = {
+        name: _pick(tables, name, info.default) for name, info in Execution.model_fields.items()
+    }
+    values["grace_period"] = float(values["grace_period"])
+    return ResolvedExecution(**values)
+
+
+def _continuity(layers: Sequence[_StageFields]) -> ResolvedContinuity:
+    tables: list[Continuity] = [layer.continuity for layer in layers if layer.given("continuity")]
+    mode = _pick(tables, "mode", ContinuityMode(defaults.CONTINUITY_MODE))
+    resume = defaults.RESUME_ON_INTERRUPTION[mode.value]
+    for table in tables:
+        if table.given("resume_on_interruption"):
+            resume = table.resume_on_interruption
+            break
+        if table.given("mode"):  # a new mode brings its own default flag
+            break
+    paths = next((t.checkpoint_paths for t in tables if t.checkpoint_paths), None)
+    paths = paths or defaults.CHECKPOINT_PATHS
+    return ResolvedContinuity(mode.value, bool(resume), tuple(normal_path(p) for p in paths))
+
+
+def _integration_problems(
+    prefix: str,
+    layers: Sequence[_StageFields],
+    stage: str,
+    integration: Integration | None,
+    continuity: ResolvedContinuity,
+) -> list[Problem]:
+    """Explicit ``auto``/``hf-trainer-v1`` need checkpointed continuity and the state folder."""
+    if integration not in _PREPARED:
+        return []
+    where = _origin(prefix, layers, "integration")
+    problems = []
+    if continuity.mode != ContinuityMode.CHECKPOINTED.value:
+        problems.append(
+            Problem(
+                where,
+                f"needs checkpointed continuity, but stage '{stage}' resolves to "
+                f"'{continuity.mode}'",
+                integration.value,
+                True,
+            )
+        )
+    if not set(continuity.checkpoint_paths) & set(_STATE_SELECTIONS):
+        problems.append(
+            Problem(
+                where,
+                f"needs the state folder saved: add 'state' (or '.') to stage '{stage}''s "
+                f"checkpoint_paths {list(continuity.checkpoint_paths)}",
+                integration.value,
+                True,
+            )
+        )
+    return problems

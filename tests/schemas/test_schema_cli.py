@@ -1,0 +1,153 @@
+"""``nodus validate``, ``nodus resolve`` and ``nodus schema`` as a person runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+
+import jsonschema
+import pytest
+
+from nodus.cli import main
+from nodus.schemas import defaults
+
+WORKLOAD = """\
+name = "tiny-sft"
+command = ["python", "train.py"]
+integration = "hf-trainer-v1"
+outputs = ["out/model"]
+env = { WANDB_MODE = "disabled" }
+
+[continuity]
+checkpoint_paths = ["state", "progress.json"]
+
+[execution]
+save_every = 10
+
+[[stages]]
+name = "train"
+
+[[stages]]
+name = "eval"
+command = "python eval.py"
+integration = "none"
+continuity = "restartable"
+"""
+
+
+def nodus(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    """The real command line in a subprocess, as a shell or cron would run it."""
+    env = {**os.environ, "NODUS_DEBUG": ""}
+    return subprocess.run(
+        [sys.executable, "-m", "nodus", *args],
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=120,
+    )
+
+
+def test_validate_accepts_a_good_file(write):
+    path = write(WORKLOAD)
+    proc = nodus("validate", str(path))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"{path}: ok (2 stages)\n", "")
+
+
+def test_validate_refuses_with_one_line_per_problem_and_exit_2(write):
+    path = write(
+        'name = "w"\ncommand = "x"\n[[stages]]\nname = "train"\n'
+        '[[stages]]\nname = "eval"\ncontinuity = { checkpoint_paths = ["../x", "ok", "/y"] }\n'
+    )
+    proc = nodus("validate", str(path))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"{path}: stages[1].continuity.checkpoint_paths[0]: '../x' — paths must stay inside "
+        "the code folder",
+        f"{path}: stages[1].continuity.checkpoint_paths[2]: '/y' — paths must be relative to "
+        "the code folder, not absolute",
+    ]
+
+
+@pytest.mark.parametrize(
+    "content", [b"name = [\n", b"\xff\xfe", b'name = "w"\ncommand = "x"\nstages = 5\n']
+)
+def test_no_traceback_for_broken_files(write, tmp_path, content):
+    path = tmp_path / "broken.toml"
+    path.write_bytes(content)
+    proc = nodus("validate", str(path))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and str(path) in proc.stderr
+
+
+def test_resolve_json_is_the_stored_shape(write, capsys):
+    path = write(WORKLOAD)
+    assert main(["resolve", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    train, evaluate = data["stages"]
+    assert data["name"] == "tiny-sft"
+    assert train == {
+        "name": "train",
+        "command": ["python", "train.py"],
+        "code": str(path.parent),
+        "env": {"WANDB_MODE": "disabled"},
+        "outputs": ["out/model"],
+        "integration": "hf-trainer-v1",
+        "continuity": {
+            "mode": "checkpointed",
+            "resume_on_interruption": True,
+            "checkpoint_paths": ["state", "progress.json"],
+        },
+        "execution": {
+            "save_every": 10,
+            "save_each_epoch": defaults.SAVE_EACH_EPOCH,
+            "keep_recoverable": defaults.KEEP_RECOVERABLE,
+            "keep_adapters": defaults.KEEP_ADAPTERS,
+            "max_recoveries": defaults.MAX_RECOVERIES,
+            "grace_period": defaults.GRACE_PERIOD_S,
+            "retention_days": defaults.RETENTION_DAYS,
+        },
+    }
+    assert evaluate["integration"] is None
+    assert evaluate["continuity"]["mode"] == "restartable"
+
+
+def test_resolve_toml_prints_the_same_values(write, capsys):
+    path = write(WORKLOAD)
+    main(["resolve", str(path), "--json"])
+    as_json = json.loads(capsys.readouterr().out)
+    main(["resolve", str(path), "--toml"])
+    as_toml = tomllib.loads(capsys.readouterr().out)
+    # TOML has no null: keys that are null in JSON are absent
+    assert "integration" not in as_toml["stages"][1]
+    as_toml["stages"][1]["integration"] = None
+    assert as_toml["stages"] == as_json["stages"]
+
+
+@pytest.mark.parametrize("fmt", ["--json", "--toml"])
+def test_resolve_submission_keeps_omission(write, capsys, fmt):
+    path = write('name = "w"\ncommand = "python t.py"\n[[stages]]\nname = "a"\n')
+    main(["resolve", str(path), "--submission", fmt])
+    out = capsys.readouterr().out
+    data = json.loads(out) if fmt == "--json" else tomllib.loads(out)
+    assert data == {
+        "name": "w",
+        "command": ["python", "t.py"],
+        "continuity": {"mode": "checkpointed", "resume_on_interruption": True},
+        "stages": [{"name": "a"}],
+    }
+
+
+def test_schema_is_usable_by_editors(capsys, write):
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    good = tomllib.loads(WORKLOAD)
+    assert list(validator.iter_errors(good)) == []
+    for bad in (
+        {**good, "comand": "x"},
+        {**good, "continuity": "sometimes"},
+        {**good, "name": "Upper"},
+        {**good, "execution": {"save_every": "50"}},
+    ):
+        assert list(validator.iter_errors(bad)), bad

@@ -1,0 +1,288 @@
+"""Refused workload files: every problem names its field path, the value and the rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from nodus.errors import WorkloadError
+from nodus.schemas.loader import resolve_file
+
+BASE = 'name = "w"\ncommand = ["python", "train.py"]\n'
+STAGE = '[[stages]]\nname = "s"\n'
+
+
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        # names
+        ('name = "Tiny"\ncommand = "x"', "name: 'Tiny' — names use lowercase"),
+        ('command = "x"', "name: required"),
+        (BASE + '[[stages]]\nname = "-a"', "stages[0].name: '-a' — names use lowercase"),
+        (BASE + STAGE + STAGE, "stages[1].name: 's' — stage names must be unique"),
+        (BASE + "stages = []", "stages: [] — must not be empty"),
+        # command
+        ('name = "w"', "command: give the program to run"),
+        ('name = "w"\ncommand = ""', "command: '' — the command is empty"),
+        ('name = "w"\ncommand = []', "command: [] — the command is empty"),
+        ('name = "w"\ncommand = "python \'x"', "command: \"python 'x\" — cannot be split"),
+        ('name = "w"\ncommand = ["python", 3]', "command[1]: 3 — must be a string"),
+        ('name = "w"\n' + STAGE, "stages[0].command: every stage needs a command"),
+        # continuity
+        (BASE + 'continuity = "sometimes"', "continuity: 'sometimes' — must be 'checkpointed'"),
+        (BASE + "continuity = 3", "continuity: 3 — must be a table"),
+        (BASE + '[continuity]\nmode = "x"', "continuity.mode: 'x' — must be 'checkpointed'"),
+        (
+            BASE + "[continuity]\nresume_on_interruption = 1",
+            "resume_on_interruption: 1 — must be true",
+        ),
+        (
+            BASE + 'continuity = { checkpoint_paths = "state" }',
+            "checkpoint_paths: 'state' — must be a list",
+        ),
+        # removed and unknown keys
+        (
+            BASE + "interrupt_tolerance = 2",
+            "interrupt_tolerance: not an input: interruption behaviour derives from continuity",
+        ),
+        (BASE + "comand = 1", "comand: unknown key 'comand'; did you mean 'command'?"),
+        (
+            BASE + "[continuity]\ncheckpoint_path = []",
+            "continuity.checkpoint_path: unknown key 'checkpoint_path'; did you mean 'checkpoint_paths'?",
+        ),
+        (
+            BASE + "[execution]\nsave_evry = 1",
+            "execution.save_evry: unknown key 'save_evry'; did you mean 'save_every'?",
+        ),
+        (
+            BASE + STAGE + "inegration = 'auto'",
+            "stages[0].inegration: unknown key 'inegration'; did you mean 'integration'?",
+        ),
+        (
+            BASE + STAGE + "[stages.continuity]\nmod = 'x'",
+            "stages[0].continuity.mod: unknown key 'mod'; did you mean 'mode'?",
+        ),
+        (
+            BASE + STAGE + 'resume_from = "r@1"',
+            "stages[0].resume_from: unknown key here: 'resume_from' belongs at the top level",
+        ),
+        (BASE + "zzz = 1", "zzz: unknown key 'zzz'; valid keys here: code, command"),
+        # execution
+        (BASE + "[execution]\nsave_every = -1", "execution.save_every: -1 — must be at least 0"),
+        (
+            BASE + '[execution]\nsave_every = "50"',
+            "execution.save_every: '50' — must be an integer",
+        ),
+        (BASE + "[execution]\nsave_every = 5.0", "execution.save_every: 5.0 — must be an integer"),
+        (
+            BASE + "[execution]\nmax_recoveries = true",
+            "execution.max_recoveries: True — must be an integer",
+        ),
+        (
+            BASE + "[execution]\ngrace_period = 0",
+            "execution.grace_period: 0 — must be greater than 0",
+        ),
+        (
+            BASE + "[execution]\ngrace_period = nan",
+            "execution.grace_period: nan — must be a finite number",
+        ),
+        (
+            BASE + "[execution]\nsave_each_epoch = 'yes'",
+            "execution.save_each_epoch: 'yes' — must be true or false",
+        ),
+        # env, outputs, code, resume_from
+        (BASE + "env = { A = 1 }", "env.A: 1 — must be a string"),
+        (BASE + 'env = { "A B" = "x" }', "env: {'A B': 'x'} — 'A B' is not a valid variable name"),
+        (BASE + 'env = { NODUS_STAGE = "x" }', "names starting with NODUS_ are set by nodus"),
+        (
+            BASE + 'outputs = ["../model"]',
+            "outputs[0]: '../model' — paths must stay inside the code folder",
+        ),
+        (BASE + 'code = "missing"', "code: 'missing' — the code folder does not exist"),
+        (BASE + STAGE + 'code = "gone"', "stages[0].code: 'gone' — the code folder does not exist"),
+        (BASE + 'resume_from = "run_1"', "resume_from: 'run_1' — name a snapshot as RUN@STEP"),
+        (BASE + 'resume_from = "run_1@x"', "resume_from: 'run_1@x' — name a snapshot as RUN@STEP"),
+        # integration needs checkpointed continuity and the state folder
+        (
+            BASE + 'integration = "auto"\ncontinuity = "restartable"',
+            "integration: 'auto' — needs checkpointed continuity, but stage 'main' resolves to 'restartable'",
+        ),
+        (
+            BASE + 'integration = "hf-trainer-v1"\ncontinuity = { checkpoint_paths = ["ckpts"] }',
+            "integration: 'hf-trainer-v1' — needs the state folder saved",
+        ),
+        (
+            BASE + 'integration = "auto"\n' + STAGE + 'continuity = "restartable"',
+            "integration: 'auto' — needs checkpointed continuity, but stage 's' resolves",
+        ),
+        (
+            BASE + STAGE + 'integration = "auto"\ncontinuity = { mode = "restartable" }',
+            "stages[0].integration: 'auto' — needs checkpointed",
+        ),
+        (
+            BASE + 'integration = "sometimes"',
+            "integration: 'sometimes' — must be 'auto', 'hf-trainer-v1' or 'none'",
+        ),
+    ],
+)
+def test_refused_with_path_value_and_rule(refused, text, line):
+    problems = refused(text)
+    assert any(line in problem for problem in problems), problems
+
+
+@pytest.mark.parametrize(
+    "path, rule",
+    [
+        ("../x", "paths must stay inside the code folder"),
+        ("a/../../x", "paths must stay inside the code folder"),
+        ("/etc/passwd", "paths must be relative to the code folder, not absolute"),
+        (".nodus", "private to the runner"),
+        (".nodus/control", "private to the runner"),
+        ("./.nodus/x", "private to the runner"),
+        ("a\\nb", "control characters"),
+        ("a\\u0007b", "control characters"),
+        ("", "paths must not be empty"),
+        ("é" * 257, "at most 512 UTF-8 bytes (this one has 514)"),
+    ],
+)
+def test_path_rules(refused, path, rule):
+    second = STAGE.replace('"s"', '"t"')
+    text = BASE + STAGE + second + f'[stages.continuity]\ncheckpoint_paths = ["ok", "{path}"]'
+    (problem,) = refused(text)
+    assert problem.startswith("stages[1].continuity.checkpoint_paths[1]: ")
+    assert rule in problem
+
+
+@pytest.mark.parametrize(
+    "path", [".", "state", "a/b.json", "é" * 256, ".nodusx", "x/.nodus", "a..b"]
+)
+def test_paths_that_are_fine(resolved, path):
+    text = BASE + f'[continuity]\ncheckpoint_paths = ["{path}"]'
+    assert resolved(text).stages[0].continuity.checkpoint_paths[0] == path
+
+
+def test_at_most_64_paths(refused, resolved):
+    many = ", ".join(f'"p{i}"' for i in range(64))
+    (stage,) = resolved(BASE + f"[continuity]\ncheckpoint_paths = [{many}]").stages
+    assert len(stage.continuity.checkpoint_paths) == 64
+    (problem,) = refused(BASE + f'[continuity]\ncheckpoint_paths = [{many}, "one-more"]')
+    assert problem.startswith("continuity.checkpoint_paths: ") and "at most 64 items" in problem
+
+
+def test_every_problem_of_a_file_is_reported_at_once(write):
+    path = write(
+        'name = "Bad"\ncommand = ["python"]\ninterrupt_tolerance = 1\n'
+        '[continuity]\ncheckpoint_paths = ["../x", "/abs"]\n'
+        '[[stages]]\nname = "s"\ncontinuity = { checkpoint_paths = [".nodus"] }\n'
+    )
+    with pytest.raises(WorkloadError) as caught:
+        resolve_file(path)
+    lines = str(caught.value).splitlines()
+    assert lines == [
+        f"{path}: continuity.checkpoint_paths[0]: '../x' — paths must stay inside the code folder",
+        f"{path}: continuity.checkpoint_paths[1]: '/abs' — paths must be relative to the code "
+        "folder, not absolute",
+        f"{path}: name: 'Bad' — names use lowercase letters, digits, '.', '_' and '-', and start "
+        "with a letter or digit",
+        f"{path}: stages[0].continuity.checkpoint_paths[0]: '.nodus' — '.nodus' is private to "
+        "the runner and cannot be selected",
+        f"{path}: interrupt_tolerance: not an input: interruption behaviour derives from "
+        "continuity (mode and resume_on_interruption)",
+    ]
+
+
+def test_resolution_problems_are_reported_together(refused):
+    text = BASE + (
+        'integration = "auto"\n[continuity]\nmode = "restartable"\ncheckpoint_paths = ["x"]\n'
+        '[[stages]]\nname = "a"\n[[stages]]\nname = "a"\ncode = "nowhere"\n'
+    )
+    problems = refused(text)
+    assert len(problems) == 6, problems  # duplicate name, missing code, 2 × 2 integration rules
+
+
+METHOD = '[method]\nbase_model = "models/base"\ndataset = "data/train.jsonl"\nmax_steps = 10\n'
+
+
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        (
+            'name = "w"\nframework = "sft"\n' + METHOD,
+            "framework: 'sft' — framework shortcuts are not supported yet",
+        ),
+        ('name = "w"\nframework = "sft"', "method: framework = 'sft' needs a [method] table"),
+        (
+            'name = "w"\nframework = "rlhf"\n' + METHOD,
+            "framework: 'rlhf' — must be 'sft', 'dpo' or 'grpo'",
+        ),
+        (BASE + METHOD, "method: a [method] table needs framework"),
+        (
+            'name = "w"\nframework = "grpo"\n' + METHOD,
+            "method.reward_functions: grpo needs at least one",
+        ),
+        (
+            'name = "w"\nframework = "sft"\n' + METHOD + 'reward_functions = ["m:f"]',
+            "reward functions are used by grpo only",
+        ),
+        (
+            'name = "w"\nframework = "grpo"\n' + METHOD + 'reward_functions = ["nope"]',
+            "method.reward_functions[0]: 'nope' — reward functions are named 'module:function'",
+        ),
+        (
+            'name = "w"\nframework = "sft"\n' + METHOD + "num_epochs = 2",
+            "method: give exactly one of max_steps and num_epochs",
+        ),
+        (
+            'name = "w"\nframework = "sft"\n' + METHOD + "lora_dropout = 1.5",
+            "method.lora_dropout: 1.5 — must be less than 1",
+        ),
+        (
+            'name = "w"\nframework = "sft"\n[method]\ndataset = "d"\nmax_steps = 1',
+            "method.base_model: required",
+        ),
+        (
+            'name = "w"\nframework = "sft"\n'
+            + METHOD
+            + STAGE
+            + '[stages.continuity]\ncheckpoint_paths = ["x"]',
+            "stages[0].continuity.checkpoint_paths: ['x'] — stage-specific checkpoint_paths "
+            "cannot be combined with a framework shortcut",
+        ),
+    ],
+)
+def test_framework_shortcut_is_parsed_and_checked(refused, text, line):
+    problems = refused(text)
+    assert any(line in problem for problem in problems), problems
+
+
+def test_shortcut_with_workload_paths_is_only_refused_as_not_yet_supported(refused):
+    text = 'name = "w"\nframework = "dpo"\n[continuity]\ncheckpoint_paths = ["x"]\n' + METHOD
+    (problem,) = refused(text)
+    assert problem.startswith("framework: 'dpo' — framework shortcuts are not supported yet")
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ('name = "w"\ncommand = [1,\n', "TOML syntax error at line 3, column 1"),
+        ('name = "w"\n[a\n', "TOML syntax error at line 2, column 3"),
+        ('name = "w"\nname = "v"\n', "TOML syntax error at line 2"),
+        ('name = "w\n', "TOML syntax error at line 1"),
+    ],
+)
+def test_toml_syntax_errors_give_line_and_column(write, content, fragment):
+    with pytest.raises(WorkloadError) as caught:
+        resolve_file(write(content))
+    assert fragment in str(caught.value)
+
+
+def test_unreadable_files_are_refused(tmp_path):
+    (tmp_path / "binary.toml").write_bytes(b"name = \"\xff\"")
+    cases = {
+        tmp_path / "missing.toml": "no such file",
+        tmp_path: "is a folder",
+        tmp_path / "binary.toml": "not UTF-8 text",
+    }
+    for path, fragment in cases.items():
+        with pytest.raises(WorkloadError) as caught:
+            resolve_file(path)
+        assert str(caught.value).startswith(f"{path}: ") and fragment in str(caught.value)
