@@ -1,0 +1,132 @@
+"""Benchmark: training stall per save under hf-trainer-v1 vs a bare ``Trainer._save_checkpoint``.
+
+    .venv/bin/python benchmarks/trainer_save.py [--saves 3] [--steps 30] [--skip-run]
+
+Part 1 (stall): a ~50M-parameter GPT-2 is trained a few steps in this process, then saved
+``--saves`` times each way at the same boundary: the bare Trainer's own ``_save_checkpoint`` (the
+whole stall) and nodus's capture-to-memory + hand-off (the stall; the background write is timed
+separately and overlaps training). Target: nodus stall <= 0.3x bare.
+
+Part 2 (whole run): the same model trained ``--steps`` steps as a real program, bare with the
+Trainer saving every 10 steps vs under the integration (driver, explicit hf-trainer-v1) saving
+every 10 steps. Target: <= 1.05x. Results go to docs/benchmarks.md ("Trainer save") by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def build_trainer(output_dir: str, save_steps: int | None, max_steps: int):
+    import torch
+    from datasets import Dataset
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments, set_seed
+
+    set_seed(0)
+    config = GPT2Config(vocab_size=50257, n_positions=128, n_embd=512, n_layer=8, n_head=8)
+    model = GPT2LMHeadModel(config)
+    ids = torch.randint(0, 50257, (64, 64), generator=torch.Generator().manual_seed(0)).tolist()
+    data = Dataset.from_dict({"input_ids": ids, "labels": ids})
+    args = TrainingArguments(
+        output_dir=output_dir, max_steps=max_steps, per_device_train_batch_size=2,
+        save_strategy="steps" if save_steps else "no", save_steps=save_steps or 500,
+        logging_steps=1, report_to=[], disable_tqdm=True, use_cpu=True, seed=0,
+    )
+    return Trainer(model=model, args=args, train_dataset=data)
+
+
+def stall(saves: int) -> dict:
+    from nodus.stages.hf.capture import Buffers, capture
+    from nodus.stages.hf.control import ControlDir
+    from nodus.stages.hf.writer import CheckpointWriter
+
+    work = tempfile.mkdtemp(prefix="nodus-bench-")
+    try:
+        trainer = build_trainer(os.path.join(work, "bare"), None, max_steps=2)
+        trainer.train()  # optimizer state exists, as at a real boundary
+        params = sum(p.numel() for p in trainer.model.parameters())
+        bare = []
+        for _ in range(saves):
+            start = time.perf_counter()
+            trainer._save_checkpoint(trainer.model, None)
+            bare.append(time.perf_counter() - start)
+        folder = os.path.join(work, "bare", f"checkpoint-{trainer.state.global_step}")
+        size = sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
+        control = ControlDir(os.path.join(work, ".nodus"), os.path.join(work, "state"))
+        writer = CheckpointWriter(control, trainer, on_published=lambda step: None)
+        ours, background = [], []
+        buffers = Buffers()  # as a Session does: reused from save to save
+        for _ in range(saves + 1):
+            start = time.perf_counter()
+            writer.submit(capture(trainer, {}, [], buffers))
+            ours.append(time.perf_counter() - start)
+            writer.wait()
+            background.append(time.perf_counter() - start)
+            shutil.rmtree(control.state_dir)
+        ours, background = ours[1:], background[1:]  # the first save allocates the buffers
+        return {"params": params, "bytes": size, "bare_s": statistics.median(bare),
+                "nodus_stall_s": statistics.median(ours),
+                "nodus_write_s": statistics.median(background)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def whole_run(steps: int) -> dict:
+    from nodus.stages.hf import driver
+
+    work = tempfile.mkdtemp(prefix="nodus-bench-run-")
+    try:
+        source = os.path.join(work, "source")
+        os.makedirs(source)
+        shutil.copy(os.path.abspath(__file__), os.path.join(source, "bench.py"))
+        walls = {}
+        for name, integration, save_steps in (("bare", None, 10), ("nodus", "hf-trainer-v1", 0)):
+            command = [sys.executable, "bench.py", "--program", str(steps), str(save_steps)]
+            start = time.perf_counter()
+            run = driver.start(driver.new_copy(source, work, name), command, integration,
+                               save_every=10)
+            if run.finish(timeout=3600) != 0:
+                raise SystemExit(run.log()[-3000:])
+            walls[name] = time.perf_counter() - start
+        return walls
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def program(steps: int, save_steps: int) -> None:
+    """The training program of part 2 (a plain Trainer; saves itself only when bare)."""
+    build_trainer("out/trainer", save_steps or None, max_steps=steps).train()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--saves", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--skip-run", action="store_true")
+    parser.add_argument("--program", nargs=2, type=int, help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.program:
+        return program(*options.program)
+    result = stall(options.saves)
+    ratio = result["nodus_stall_s"] / result["bare_s"]
+    print(f"model: {result['params'] / 1e6:.1f}M parameters, checkpoint {result['bytes'] / 2**20:.0f} MiB")
+    print(f"bare Trainer._save_checkpoint: {result['bare_s']:.3f} s (median of {options.saves})")
+    print(f"nodus stall (capture + hand-off): {result['nodus_stall_s']:.3f} s = {ratio:.2f}x bare")
+    print(f"nodus background write: {result['nodus_write_s']:.3f} s (overlaps training)")
+    if not options.skip_run:
+        walls = whole_run(options.steps)
+        print(f"whole run, {options.steps} steps, saves every 10: bare {walls['bare']:.1f} s, "
+              f"nodus {walls['nodus']:.1f} s = {walls['nodus'] / walls['bare']:.3f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""nodus bootstrap: prepares a Trainer program without any change to it.
+
+The runner puts this folder first on ``PYTHONPATH`` when a stage's integration is ``auto`` or
+``hf-trainer-v1``. Python imports ``sitecustomize`` once at start-up, so this file runs before the
+user's script. It does two things, and nothing heavy:
+
+1. chains to the ``sitecustomize`` that would have been imported without us (the way
+   OpenTelemetry's auto-instrumentation does), so a site's own customisation keeps working;
+2. installs an import hook that patches ``transformers.trainer.Trainer`` right after that module
+   loads; the integration itself (``nodus.stages.hf.hook``) is imported only then.
+"""
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _chain_to_next_sitecustomize():
+    """Import the next ``sitecustomize`` on the path, with this folder hidden from the search."""
+    saved_path = list(sys.path)
+    ours = sys.modules.pop("sitecustomize", None)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+    try:
+        import sitecustomize  # noqa: F401  (the next one down the path, if any)
+    except ImportError:
+        pass
+    except Exception as error:  # someone else's start-up code must not stop the program
+        print(f"nodus: the chained sitecustomize failed: {error!r}", file=sys.stderr)
+    finally:
+        sys.path[:] = saved_path
+        if ours is not None:
+            sys.modules["sitecustomize"] = ours
+
+
+def _install_hook():
+    control = os.environ.get("NODUS_CONTROL_DIR")
+    if not control or not os.path.isfile(os.path.join(control, "integration.json")):
+        return
+    try:
+        from nodus.stages.hf.hook import install
+    except ImportError:
+        # The program's interpreter may not have nodus installed: reach the package next to us.
+        sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))))
+        from nodus.stages.hf.hook import install
+    install()
+
+
+_chain_to_next_sitecustomize()
+_install_hook()

@@ -1,0 +1,143 @@
+"""Copy everything a checkpoint holds into memory at an optimizer boundary.
+
+This is the only part of a save that stalls training: after it returns the background writer
+works from these copies while the Trainer keeps changing its own tensors. Everything is taken at
+the same instant the Trainer's own ``_save_checkpoint`` would take it (after the step's logging),
+so the files are those a bare Trainer would have written at that step, RNG states included.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import io
+import json
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Captured:
+    """One checkpoint, in memory, ready to be written without touching the live Trainer."""
+
+    step: int
+    epoch: float
+    model_state: dict[str, torch.Tensor]
+    optimizer_state: dict[str, Any]
+    scheduler_state: dict[str, Any]
+    rng_state: dict[str, Any]
+    trainer_state_json: str
+    training_args: bytes  # torch.save(args), pickled now so later changes cannot leak in
+    identity: dict[str, Any]
+    metrics: dict[str, float]
+    requests: list[int]
+
+
+class Buffers:
+    """CPU tensors reused from one save to the next.
+
+    Copying into memory that is already mapped is several times faster than allocating fresh
+    tensors (no page faults), and this copy is the whole training stall. A buffer is reused only
+    after the previous write has finished (the writer is waited on before a capture).
+    """
+
+    def __init__(self) -> None:
+        self._tensors: dict[str, torch.Tensor] = {}
+
+    def copy(self, key: str, tensor: torch.Tensor) -> torch.Tensor:
+        held = self._tensors.get(key)
+        if held is None or held.shape != tensor.shape or held.dtype != tensor.dtype:
+            held = self._tensors[key] = torch.empty_like(tensor, device="cpu")
+        held.copy_(tensor.detach())
+        return held
+
+
+def capture(trainer: Any, identity: dict[str, Any], requests: list[int],
+            buffers: Buffers | None = None) -> Captured:
+    buffers = buffers or Buffers()
+    state = trainer.state
+    trainer.store_flos()  # the Trainer does this before it saves; trainer_state.json matches
+    _export_callback_states(trainer)
+    return Captured(
+        step=state.global_step,
+        epoch=float(state.epoch or 0.0),
+        model_state=_clone_tensors(trainer.model.state_dict(), buffers),
+        optimizer_state=_clone_tree(trainer.optimizer.state_dict(), buffers, "optimizer"),
+        scheduler_state=copy.deepcopy(trainer.lr_scheduler.state_dict()),
+        rng_state=_rng_state(),
+        trainer_state_json=json.dumps(dataclasses.asdict(state), indent=2, sort_keys=True) + "\n",
+        training_args=_pickled(trainer.args),
+        identity=identity,
+        metrics=step_metrics(state),
+        requests=list(requests),
+    )
+
+
+def step_metrics(state: Any) -> dict[str, float]:
+    """Loss, learning rate, epoch and grad norm logged at this step (merged log entries)."""
+    metrics: dict[str, float] = {"epoch": float(state.epoch or 0.0)}
+    for entry in state.log_history:
+        if entry.get("step") == state.global_step:
+            metrics.update({k: v for k, v in entry.items()
+                            if k != "step" and isinstance(v, (int, float))})
+    return metrics
+
+
+def _clone_tensors(state: dict[str, torch.Tensor], buffers: Buffers) -> dict[str, torch.Tensor]:
+    """Copy to CPU memory, keeping tied weights tied (one copy per storage, as the model has)."""
+    by_storage: dict[tuple, torch.Tensor] = {}
+    cloned = {}
+    for name, tensor in state.items():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
+               tuple(tensor.stride()), tensor.dtype)
+        if key not in by_storage:
+            by_storage[key] = buffers.copy(f"model/{name}", tensor)
+        cloned[name] = by_storage[key]
+    return cloned
+
+
+def _clone_tree(value: Any, buffers: Buffers, path: str) -> Any:
+    if isinstance(value, torch.Tensor):
+        return buffers.copy(path, value)
+    if isinstance(value, dict):
+        return {k: _clone_tree(v, buffers, f"{path}/{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [_clone_tree(v, buffers, f"{path}/{i}") for i, v in enumerate(value)]
+        return items if isinstance(value, list) else tuple(items)
+    return copy.deepcopy(value)
+
+
+def _rng_state() -> dict[str, Any]:
+    """The same dictionary ``Trainer._save_rng_state`` writes for one process."""
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "cpu": torch.random.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.random.get_rng_state()
+    return states
+
+
+def _export_callback_states(trainer: Any) -> None:
+    """What ``_save_checkpoint`` does with stateful callbacks before writing trainer_state.json."""
+    from transformers.trainer_callback import ExportableState
+
+    for cb in [*trainer.callback_handler.callbacks, trainer.control]:
+        if not isinstance(cb, ExportableState):
+            continue
+        name = cb.__class__.__name__
+        if isinstance(trainer.state.stateful_callbacks.get(name), list):
+            trainer.state.stateful_callbacks[name].append(cb.state())
+        else:
+            trainer.state.stateful_callbacks[name] = cb.state()
+
+
+def _pickled(args: Any) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(args, buffer)
+    return buffer.getvalue()

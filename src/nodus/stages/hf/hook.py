@@ -1,0 +1,130 @@
+"""Patch ``transformers.Trainer`` when it is imported, so an unmodified program is prepared.
+
+``install()`` runs from the bootstrap ``sitecustomize``. It adds a meta-path finder that lets
+``transformers.trainer`` load normally and then wraps four things on it:
+
+- ``Trainer.__init__``: after the Trainer is built, check the profile and qualification; refuse
+  (explicit ``hf-trainer-v1``), run unprepared (``auto``), or attach a :class:`Session`;
+- ``Trainer.train``: resume from the restored checkpoint (after the identity check) when the
+  script passes no ``resume_from_checkpoint``, and make the final save;
+- ``Trainer._maybe_log_save_evaluate``: the optimizer boundary, right after the step's logging;
+- ``skip_first_batches``: the resumed partial epoch replays the current epoch's order (below).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import inspect
+import os
+import sys
+from typing import Any
+
+TARGET = "transformers.trainer"
+
+
+def install() -> None:
+    if TARGET in sys.modules:
+        patch(sys.modules[TARGET])
+    elif not any(isinstance(f, _TrainerFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TrainerFinder())
+
+
+class _TrainerFinder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: it wraps the real loader of transformers.trainer."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != TARGET:
+            return None
+        sys.meta_path.remove(self)  # ask the rest of the path, once
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _PatchingLoader(spec.loader)
+        return spec
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        patch(module)
+
+
+def patch(module: Any) -> None:
+    trainer_cls = module.Trainer
+    if getattr(trainer_cls, "_nodus_patched", False):
+        return
+    original_init = trainer_cls.__init__
+    original_train = trainer_cls.train
+    original_boundary = trainer_cls._maybe_log_save_evaluate
+    signature = inspect.signature(original_init)
+
+    @functools.wraps(original_init)
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        if not os.environ.get("NODUS_CONTROL_DIR"):
+            return  # a Trainer built in a process nodus did not start
+        given = signature.bind(self, *args, **kwargs).arguments
+        given.pop("self", None)
+        from nodus.stages.hf.prepare import prepare
+
+        prepare(self, given)
+
+    @functools.wraps(original_train)
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        session = getattr(self, "_nodus_session", None)
+        if session is None:
+            return original_train(self, resume_from_checkpoint, *args, **kwargs)
+        restored = session.start()
+        if resume_from_checkpoint is None:
+            resume_from_checkpoint = restored
+        try:
+            result = original_train(self, resume_from_checkpoint, *args, **kwargs)
+            session.finish()
+        finally:
+            session.writer.wait()  # never exit with a checkpoint half written
+        return result
+
+    @functools.wraps(original_boundary)
+    def _maybe_log_save_evaluate(self, *args, **kwargs):
+        result = original_boundary(self, *args, **kwargs)
+        session = getattr(self, "_nodus_session", None)
+        if session is not None:
+            session.at_boundary()
+        return result
+
+    trainer_cls.__init__ = __init__
+    trainer_cls.train = train
+    trainer_cls._maybe_log_save_evaluate = _maybe_log_save_evaluate
+    module.skip_first_batches = _epoch_preserving(module.skip_first_batches)
+    trainer_cls._nodus_patched = True
+
+
+def _epoch_preserving(skip_first_batches):
+    """Fix the resumed partial epoch's batch order (SPEC §6, known defect).
+
+    Accelerate's ``skip_first_batches`` builds a new ``DataLoaderShard`` whose ``iteration``
+    starts at 0; its ``__iter__`` calls ``set_epoch(self.iteration)`` on the shared seedable
+    sampler, so the rest of a partial epoch e >= 1 is drawn in epoch 0's order. The Trainer has
+    already called ``set_epoch(e)`` on the original loader: carry that epoch over.
+    """
+
+    @functools.wraps(skip_first_batches)
+    def wrapper(dataloader, num_batches=0):
+        skipping = skip_first_batches(dataloader, num_batches)
+        epoch = getattr(dataloader, "iteration", None)
+        if epoch is not None and hasattr(skipping, "iteration"):
+            skipping.iteration = epoch
+        return skipping
+
+    return wrapper

@@ -1,0 +1,50 @@
+"""Decide, when a Trainer is built, whether it runs prepared, unprepared, or not at all.
+
+Explicit ``hf-trainer-v1`` refuses a program outside the profile or an environment that is not
+qualified, listing every reason (event ``integration_refused``, non-zero exit). ``auto`` runs
+such a program unprepared and records why (event ``integration_unprepared``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from nodus.stages.hf import profile
+from nodus.stages.hf.control import ControlDir
+from nodus.stages.hf.qualification import current_versions, is_qualified, unqualified_reason
+from nodus.stages.hf.session import Session, refuse
+
+
+def prepare(trainer: Any, given: dict[str, Any]) -> None:
+    control = ControlDir.from_environment()
+    settings = control.settings()
+    reasons = profile.check(trainer, given)
+    versions = current_versions()
+    if not settings.qualifying and not is_qualified(versions, settings.home or None):
+        reasons.append(unqualified_reason(versions))
+    if reasons and settings.explicit:
+        refuse(control, reasons)
+    if reasons:
+        control.write_event("integration_unprepared", {"reasons": reasons})
+        shown = "\n".join(f"  - {reason}" for reason in reasons)
+        print(f"nodus: running unprepared (integration = \"auto\"):\n{shown}", file=sys.stderr)
+        return
+    session = Session(trainer, control, settings)
+    trainer._nodus_session = session
+    trainer.add_callback(_epoch_callback(session))
+
+
+def _epoch_callback(session: Session) -> Any:
+    """Tells the session whether the next boundary is a step end or an epoch end."""
+    from transformers import TrainerCallback
+
+    class NodusEpochCallback(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            session.epoch_ending = False
+
+        def on_epoch_end(self, args, state, control, **kwargs):
+            session.epoch_ending = True
+
+    NodusEpochCallback.__module__ = __name__
+    return NodusEpochCallback()

@@ -1,0 +1,101 @@
+"""The program ``nodus qualify`` trains: a plain Transformers ``Trainer``, no nodus code.
+
+A tiny GPT-2 on synthetic text, three epochs on this machine's default device with a fixed seed,
+then ``save_model("out/model")``. Qualification runs it uninterrupted and interrupted at several
+steps under hf-trainer-v1, and requires the final weights to be bit-identical.
+"""
+
+from __future__ import annotations
+
+import os
+
+from datasets import Dataset
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast, Trainer
+from transformers import TrainingArguments
+
+ALPHABET = "abcdefghijklmnopqrstuvwxyz .,"
+SEQ_LEN = 32
+WORDS = "the quick brown fox jumps over a lazy dog while nodus keeps every step safe".split()
+
+
+def setting(name: str, default: int) -> int:
+    return int(os.environ.get(f"NODUS_QUALIFY_{name}", default))
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    """One token per character: tiny, deterministic and saved with every checkpoint."""
+    vocab = {"<pad>": 0, "<unk>": 1, "<eos>": 2}
+    vocab.update({ch: i + 3 for i, ch in enumerate(ALPHABET)})
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<pad>", unk_token="<unk>", eos_token="<eos>"
+    )
+
+
+def build_dataset(tokenizer: PreTrainedTokenizerFast) -> Dataset:
+    """Synthetic sentences, tokenized to a fixed length; labels equal the inputs (causal LM)."""
+    count = setting("EXAMPLES", 96)
+    texts = [
+        " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(8)) + "." for i in range(count)
+    ]
+
+    def tokenize(batch):
+        encoded = tokenizer(batch["text"], truncation=True, max_length=SEQ_LEN, padding="max_length")
+        encoded["labels"] = [list(ids) for ids in encoded["input_ids"]]
+        return encoded
+
+    return Dataset.from_dict({"text": texts}).map(tokenize, batched=True, remove_columns=["text"])
+
+
+def build_model(tokenizer: PreTrainedTokenizerFast) -> GPT2LMHeadModel:
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=64,
+        n_embd=32,
+        n_layer=setting("LAYERS", 2),
+        n_head=2,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.eos_token_id,
+    )
+    return GPT2LMHeadModel(config)
+
+
+def training_arguments() -> TrainingArguments:
+    return TrainingArguments(
+        output_dir="out/trainer",
+        num_train_epochs=setting("EPOCHS", 3),
+        max_steps=setting("MAX_STEPS", -1),
+        per_device_train_batch_size=8,
+        learning_rate=1e-3,
+        warmup_steps=4,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=setting("SEED", 42),
+        disable_tqdm=True,
+    )
+
+
+def main() -> None:
+    args = training_arguments()
+    tokenizer = build_tokenizer()
+    # Built after the Trainer's seed is fixed, so the initial weights are the same every run.
+    from transformers import set_seed
+
+    set_seed(args.seed)
+    model = build_model(tokenizer)
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=build_dataset(tokenizer),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    trainer.save_model("out/model")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""One prepared Trainer: when to save, how to answer the runner, and how to resume.
+
+The hook creates a :class:`Session` when a Trainer inside the profile is built. The Trainer then
+calls into it at three moments: at the start of ``train()`` (resume and identity check), at every
+optimizer-step end and epoch end, after the Trainer's own logging (saves and requests), and when
+training ends (the final save).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, NoReturn
+
+from nodus.errors import IntegrationError
+from nodus.stages.hf import identity as identities
+from nodus.stages.hf.capture import Buffers, capture
+from nodus.stages.hf.control import ControlDir, Settings
+from nodus.stages.hf.writer import CheckpointWriter, checkpoint_name, remove_older_checkpoints
+
+
+class Session:
+    def __init__(self, trainer: Any, control: ControlDir, settings: Settings) -> None:
+        self.trainer = trainer
+        self.control = control
+        self.settings = settings
+        self.writer = CheckpointWriter(control, trainer, on_published=self._prune)
+        self.identity: dict[str, Any] | None = None
+        self.answered: set[int] = set()
+        self.last_saved_step: int | None = None
+        self.epoch_ending = False  # set by NodusCallback: the boundary is an epoch end
+        self.buffers = Buffers()
+
+    # --- train() start ---------------------------------------------------------------------------
+
+    def start(self) -> str | None:
+        """Record this training's identities; return the checkpoint to resume from, if any."""
+        trainer = self.trainer
+        self.identity = {**identities.compute(trainer),
+                         "training_argument_values": identities.argument_values(trainer.args)}
+        step = self.settings.restored_step
+        if step is None:
+            return None
+        self.last_saved_step = step
+        path = os.path.join(self.control.state_dir, checkpoint_name(step))
+        if not os.path.isfile(os.path.join(path, "trainer_state.json")):
+            refuse(self.control, [f"the restored checkpoint {path} is missing or incomplete"])
+        saved = identities.read(path)
+        if saved is None:
+            refuse(self.control, [f"the restored checkpoint {path} has no identity record; "
+                                  "it was not saved by hf-trainer-v1"])
+        problems = identities.differences(saved, self.identity)
+        if saved.get("training_arguments") != self.identity["training_arguments"]:
+            fields = identities.argument_differences(saved.get("training_argument_values", {}),
+                                                     trainer.args)
+            problems.append(f"changed training arguments: {', '.join(fields) or '(unknown)'}")
+        if problems:
+            refuse(self.control, problems)
+        return path
+
+    # --- optimizer boundaries --------------------------------------------------------------------
+
+    def at_boundary(self) -> None:
+        step = self.trainer.state.global_step
+        requests = self.control.pending_requests(self.answered)
+        if self._due(step) or requests:
+            self._save([r["id"] for r in requests])
+        self._prune()
+        if any(r["then"] == "stop" for r in requests):
+            self._stop()
+
+    def finish(self) -> None:
+        """Training ended: the final state is saved unless this step already was."""
+        if self.trainer.state.global_step != self.last_saved_step:
+            self._save([])
+        self.writer.wait()
+
+    def _due(self, step: int) -> bool:
+        if step == self.last_saved_step:
+            return False
+        every = self.settings.save_every
+        if self.epoch_ending:
+            return self.settings.save_each_epoch
+        return every > 0 and step % every == 0
+
+    def _save(self, request_ids: list[int]) -> None:
+        self.answered.update(request_ids)
+        self.last_saved_step = self.trainer.state.global_step
+        self.writer.wait()  # the buffers are about to be reused: the previous write must be done
+        self.writer.submit(capture(self.trainer, self.identity or {}, request_ids, self.buffers))
+
+    def _stop(self) -> NoReturn:
+        """Answer a stop request: wait until the save is on disk and recorded, then block."""
+        self.writer.wait()
+        while True:  # the runner captures, commits and ends the process group itself
+            time.sleep(3600)
+
+    def _prune(self, _published_step: int | None = None) -> None:
+        """Older local checkpoints go once a newer snapshot is committed (never before)."""
+        committed = self.control.committed_step()
+        if committed > 0:
+            remove_older_checkpoints(self.control.state_dir, committed)
+
+
+def refuse(control: ControlDir, reasons: list[str], kind: str = "integration_refused") -> NoReturn:
+    """End the program with every reason named (message, event, non-zero exit)."""
+    control.write_event(kind, {"reasons": reasons})
+    lines = "\n".join(f"  - {reason}" for reason in reasons)
+    print(f"nodus: hf-trainer-v1 refused this attempt:\n{lines}", file=sys.stderr, flush=True)
+    raise SystemExit(IntegrationError.exit_status)

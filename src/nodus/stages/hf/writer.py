@@ -1,0 +1,134 @@
+"""Write captured checkpoints in a background thread and publish them by atomic rename.
+
+Training continues while a checkpoint is written (like PyTorch DCP ``async_save`` or Orbax): the
+folder is built under ``.nodus/tmp/``, every file is fsynced, the folder is renamed into
+``state/`` and only then is the save record written. A crash at any point leaves either no
+``checkpoint-<step>`` at all or a complete one, so an incomplete newest checkpoint can never
+break a resume. At most one write is in flight; a save that comes due meanwhile waits for it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+import torch
+
+from nodus.stages.hf import identity as identities
+from nodus.stages.hf.capture import Captured
+from nodus.stages.hf.control import ControlDir, fsync_dir
+
+SLOW_WRITE_ENV = "NODUS_HF_WRITE_DELAY_S"
+"""Fault injection for qualification and tests: seconds to wait before publishing, so a kill can
+land in the middle of a save. Never set in normal use."""
+
+
+def checkpoint_name(step: int) -> str:
+    """The one place the folder name of a step is built (the Trainer's own naming)."""
+    return f"checkpoint-{step}"
+
+
+class CheckpointWriter:
+    def __init__(self, control: ControlDir, trainer: Any, on_published: Callable[[int], None]):
+        self._control = control
+        self._trainer = trainer
+        self._on_published = on_published
+        self._thread: threading.Thread | None = None
+
+    def submit(self, captured: Captured) -> None:
+        """Hand one capture to the background; waits only if the previous write is unfinished."""
+        self.wait()
+        self._thread = threading.Thread(
+            target=self._run, args=(captured,), name=f"nodus-save-{captured.step}", daemon=True
+        )
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self, captured: Captured) -> None:
+        try:
+            self._write(captured)
+        except Exception as error:  # a failed save must not kill training; the next one retries
+            print(f"nodus: checkpoint at step {captured.step} was not saved: {error!r}",
+                  file=sys.stderr)
+            self._control.write_event("checkpoint_save_failed",
+                                      {"step": captured.step, "error": repr(error)})
+
+    def _write(self, captured: Captured) -> None:
+        name = checkpoint_name(captured.step)
+        building = os.path.join(self._control.tmp_dir(), f"{name}.{os.getpid()}")
+        shutil.rmtree(building, ignore_errors=True)
+        os.makedirs(building)
+        try:
+            self._write_files(building, captured)
+            _fsync_tree(building)
+            delay = float(os.environ.get(SLOW_WRITE_ENV) or 0)
+            if delay:
+                time.sleep(delay)
+            self._publish(building, name)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+        self._control.write_save_record({
+            "step": captured.step,
+            "epoch": captured.epoch,
+            "checkpoint": name,
+            "requests": captured.requests,
+            "metrics": captured.metrics,
+        })
+        self._on_published(captured.step)
+
+    def _write_files(self, folder: str, captured: Captured) -> None:
+        """The file set of ``Trainer._save_checkpoint``, so a bare Trainer can resume from it."""
+        trainer = self._trainer
+        trainer.model.save_pretrained(folder, state_dict=captured.model_state,
+                                      safe_serialization=trainer.args.save_safetensors)
+        if trainer.processing_class is not None:
+            trainer.processing_class.save_pretrained(folder)
+        with open(os.path.join(folder, "training_args.bin"), "wb") as handle:
+            handle.write(captured.training_args)
+        torch.save(captured.optimizer_state, os.path.join(folder, "optimizer.pt"))
+        torch.save(captured.scheduler_state, os.path.join(folder, "scheduler.pt"))
+        torch.save(captured.rng_state, os.path.join(folder, "rng_state.pth"))
+        with open(os.path.join(folder, "trainer_state.json"), "w", encoding="utf-8") as handle:
+            handle.write(captured.trainer_state_json)
+        identities.write(folder, captured.identity)
+
+    def _publish(self, building: str, name: str) -> None:
+        state_dir = self._control.state_dir
+        os.makedirs(state_dir, exist_ok=True)
+        target = os.path.join(state_dir, name)
+        if os.path.exists(target):  # the same step saved again (a request at a restored step)
+            shutil.rmtree(target)
+        os.rename(building, target)
+        fsync_dir(state_dir)
+
+
+def remove_older_checkpoints(state_dir: str, committed_step: int) -> None:
+    """Remove local checkpoint folders older than the newest committed snapshot."""
+    try:
+        names = os.listdir(state_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        prefix, _, number = name.partition("-")
+        if prefix == "checkpoint" and number.isdigit():
+            step = int(number)
+            if step < committed_step:
+                shutil.rmtree(os.path.join(state_dir, name), ignore_errors=True)
+
+
+def _fsync_tree(folder: str) -> None:
+    for name in os.listdir(folder):
+        fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    fsync_dir(folder)

@@ -1,0 +1,54 @@
+"""Builds one Trainer per v1 profile violation, each a small change to the quick-start program.
+
+Run under nodus's bootstrap from a working copy holding the quick-start ``train.py``. For every
+violation it prints ``VIOLATION <name> refused`` (explicit hf-trainer-v1 ended the attempt at
+construction) or ``VIOLATION <name> trained`` (auto ran it unprepared). A real program would end
+at the first refusal; this one catches it so one process can show all seven.
+"""
+
+import dataclasses
+import os
+import sys
+
+sys.path.insert(0, os.getcwd())
+import train  # noqa: E402
+from transformers import Trainer, set_seed  # noqa: E402
+
+
+class CustomTrainer(Trainer):
+    pass
+
+
+def build(name):
+    args = train.training_arguments()
+    changes = {"fp16": {"fp16": True}, "workers": {"dataloader_num_workers": 2},
+               "save_only_model": {"save_only_model": True},
+               "load_best": {"load_best_model_at_end": True, "eval_strategy": "steps",
+                             "save_strategy": "steps", "save_steps": 50, "eval_steps": 50}}
+    if name in changes:
+        args = dataclasses.replace(args, **changes[name])
+    tokenizer = train.build_tokenizer()
+    set_seed(args.seed)
+    model = train.build_model(tokenizer)
+    data = train.build_dataset(tokenizer)
+    extra = {}
+    if name == "iterable":
+        data = data.to_iterable_dataset()
+    if name == "peft":
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=2, target_modules=["c_attn"], fan_in_fan_out=True))
+    if name == "load_best":
+        extra["eval_dataset"] = data
+    cls = CustomTrainer if name == "subclass" else Trainer
+    return cls(model=model, args=args, train_dataset=data, processing_class=tokenizer, **extra)
+
+
+for name in os.environ["VIOLATIONS"].split(","):
+    try:
+        trainer = build(name)
+    except SystemExit as stop:
+        print(f"VIOLATION {name} refused {stop.code}", flush=True)
+        continue
+    trainer.train()
+    print(f"VIOLATION {name} trained", flush=True)

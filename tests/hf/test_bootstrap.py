@@ -1,0 +1,43 @@
+"""Point 1: the bootstrap prepares a process without code changes and keeps other customisation."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from nodus.stages.hf import BOOTSTRAP_DIR
+
+PROBE = ("import sys, sitecustomize; "
+         "print(any(type(f).__name__ == '_TrainerFinder' for f in sys.meta_path)); "
+         "print(getattr(sitecustomize, 'SITE_MARK', 'none')); "
+         "print('transformers' in sys.modules)")
+
+
+def _probe(tmp_path, with_settings: bool) -> list[str]:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['SITE_RAN'] = 'yes'\n")
+    control = tmp_path / ".nodus"
+    control.mkdir()
+    if with_settings:
+        (control / "integration.json").write_text(json.dumps({"integration": "auto"}))
+    env = dict(os.environ, NODUS_CONTROL_DIR=str(control),
+               PYTHONPATH=os.pathsep.join([BOOTSTRAP_DIR, str(site)]))
+    code = PROBE + "; import os; print(os.environ.get('SITE_RAN'))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60, check=True)
+    return out.stdout.split()
+
+
+def test_bootstrap_chains_to_the_next_sitecustomize_and_installs_the_hook(tmp_path):
+    hooked, _mark, heavy, site_ran = _probe(tmp_path, with_settings=True)
+    assert hooked == "True"
+    assert site_ran == "yes"  # the site's own sitecustomize still ran
+    assert heavy == "False"  # nothing heavy is imported before the program asks for it
+
+
+def test_without_integration_settings_the_bootstrap_does_nothing(tmp_path):
+    hooked, _mark, _heavy, site_ran = _probe(tmp_path, with_settings=False)
+    assert hooked == "False" and site_ran == "yes"

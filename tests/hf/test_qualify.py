@@ -1,0 +1,47 @@
+"""Point 7: qualified environments and `nodus qualify`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nodus.stages.hf import qualification
+
+pytestmark = pytest.mark.hf
+
+OTHER = {"torch": "2.99.0", "transformers": "4.57.6", "accelerate": "1.12.0", "datasets": "4.4.2"}
+
+
+def test_shipped_sets_qualify_the_reference_and_ci_versions_only(tmp_path):
+    reference = {"torch": "2.7.1", "transformers": "4.57.6", "accelerate": "1.12.0",
+                 "datasets": "4.4.2"}
+    assert qualification.is_qualified(reference, None)
+    assert qualification.is_qualified({**reference, "torch": "2.13.0+cpu"}, None)
+    assert not qualification.is_qualified(OTHER, str(tmp_path))
+    reason = qualification.unqualified_reason(OTHER)
+    assert "torch 2.99.0" in reason and "nodus qualify" in reason
+
+
+def test_a_failed_record_qualifies_nothing_a_passed_one_does(tmp_path):
+    qualification.record_result(str(tmp_path), OTHER, False, {})
+    assert not qualification.is_qualified(OTHER, str(tmp_path))
+    qualification.record_result(str(tmp_path), OTHER, True, {})
+    assert qualification.is_qualified(OTHER, str(tmp_path))
+
+
+def test_nodus_qualify_passes_here_and_records_the_result(tmp_path):
+    home = tmp_path / "home"
+    proc = subprocess.run([sys.executable, "-m", "nodus", "qualify", "--json", "--home", str(home)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["passed"] and result["reference"] == result["resumed"]
+    assert result["resumed_from"] == [5, 12, 27, 27]  # the last one after the mid-save kill
+    record = json.loads((home / "qualified.json").read_text())
+    versions = qualification.current_versions()
+    assert [e["torch"] for e in record["environments"] if e["passed"]] == [versions["torch"]]
+    assert not os.listdir(home / "tmp")  # the suite cleans up after itself
