@@ -1,0 +1,154 @@
+"""`nodus run` against the bare program, and recovery against a cold start.
+
+    .venv/bin/python benchmarks/runner.py [--steps 400] [--sleep 0.025] [--save-every 50]
+                                          [--state-mib 64] [--repeat 3] [--dir SCRATCH]
+
+The program is the shipped directory-contract counter, saving a STATE_MIB checkpoint every
+SAVE_EVERY steps of SLEEP seconds. Reported (median of REPEAT):
+
+- overhead: wall of `nodus run` (acceptance, working copy, supervision, every capture, outputs)
+  over wall of the bare program on the same work in a plain folder; target <= 1.05x.
+- recovery: from SIGKILL of the program under nodus until the new attempt's program prints its
+  first line having restored its state, vs the bare program's cold start (spawn until its
+  first line, nothing to restore).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+from nodus.runner.catalog import Catalog  # noqa: E402
+
+COUNTER = [sys.executable, "-m", "nodus.testing.counter"]
+
+
+def program_args(args) -> list[str]:
+    return ["--steps", str(args.steps), "--save-every", str(args.save_every), "--sleep",
+            str(args.sleep), "--state-bytes", str(args.state_mib << 20)]
+
+
+def bare(args, scratch: str) -> float:
+    folder = tempfile.mkdtemp(dir=scratch)
+    env = dict(os.environ, NODUS_CHECKPOINT_DIR=os.path.join(folder, "state"))
+    started = time.perf_counter()
+    subprocess.run([*COUNTER, *program_args(args)], cwd=folder, env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def project(args, scratch: str) -> tuple[str, dict]:
+    folder = tempfile.mkdtemp(dir=scratch)
+    with open(os.path.join(folder, "workload.toml"), "w") as handle:
+        handle.write(f'name = "bench"\ncommand = {json.dumps([*COUNTER, *program_args(args)])}\n'
+                     'outputs = ["out"]\n[execution]\nmax_recoveries = 100\n')
+    env = dict(os.environ, NODUS_HOME=folder + "-home")
+    env.pop("NODUS_STORE", None)
+    return folder, env
+
+
+def under_nodus(args, scratch: str) -> float:
+    folder, env = project(args, scratch)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "nodus", "run", "workload.toml"], cwd=folder, env=env,
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def cold_start(args, scratch: str) -> float:
+    folder = tempfile.mkdtemp(dir=scratch)
+    env = dict(os.environ, NODUS_CHECKPOINT_DIR=os.path.join(folder, "state"))
+    started = time.perf_counter()
+    proc = subprocess.Popen([*COUNTER, *program_args(args)], cwd=folder, env=env,
+                            stdout=subprocess.PIPE, text=True)
+    proc.stdout.readline()
+    elapsed = time.perf_counter() - started
+    proc.kill()
+    proc.wait()
+    return elapsed
+
+
+def recovery(args, scratch: str) -> float:
+    """SIGKILL after the first committed snapshot; time until the new attempt has restored."""
+    folder, env = project(args, scratch)
+    runner = subprocess.Popen([sys.executable, "-m", "nodus", "run", "workload.toml", "--key",
+                               "bench"], cwd=folder, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    home = env["NODUS_HOME"]
+    attempt = _poll(lambda: _committed_attempt(home), runner=runner)
+    killed = time.perf_counter()
+    os.kill(attempt["pid"], signal.SIGKILL)
+    log = os.path.join(home, "work", attempt["run_id"], "main", str(attempt["number"] + 1),
+                       "output.log")
+    _poll(lambda: _restored_line(log), interval=0.002, runner=runner)
+    elapsed = time.perf_counter() - killed
+    runner.send_signal(signal.SIGTERM)
+    runner.wait()
+    return elapsed
+
+
+def _committed_attempt(home: str) -> dict | None:
+    if not os.path.exists(os.path.join(home, "nodus.db")):
+        return None
+    catalog = Catalog(home)
+    run = catalog.find_by_key("bench")
+    if run is None:
+        return None
+    committed = [e for e in catalog.events(run.id) if e["type"] == "snapshot_committed"]
+    attempts = catalog.attempts(run.id, "main")
+    if committed and attempts and attempts[-1]["pid"] and attempts[-1]["outcome"] is None:
+        return {**attempts[-1], "run_id": run.id}
+    return None
+
+
+def _restored_line(log: str) -> bool:
+    try:
+        with open(log) as handle:
+            first = handle.readline()
+    except FileNotFoundError:
+        return False
+    return first.startswith("counter: starting at step") and not first.endswith(" 0\n")
+
+
+def _poll(predicate, interval: float = 0.01, timeout: float = 300, runner=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if runner is not None and runner.poll() is not None:
+            raise RuntimeError(f"the runner exited with status {runner.returncode}")
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError("benchmark step did not happen")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--sleep", type=float, default=0.025)
+    parser.add_argument("--save-every", type=int, default=50)
+    parser.add_argument("--state-mib", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
+        rows = {name: statistics.median(fn(args, scratch) for _ in range(args.repeat))
+                for name, fn in (("bare_s", bare), ("nodus_s", under_nodus),
+                                 ("cold_start_s", cold_start), ("recovery_s", recovery))}
+    rows["overhead_x"] = rows["nodus_s"] / rows["bare_s"]
+    rows["recovery_vs_cold_start_x"] = rows["recovery_s"] / rows["cold_start_s"]
+    print(json.dumps({k: round(v, 3) for k, v in rows.items()}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

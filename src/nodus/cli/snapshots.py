@@ -1,0 +1,279 @@
+"""``nodus snapshots get|download|pin|release`` and ``nodus runs snapshots|outputs|plot``.
+
+The work is done in :mod:`nodus.snapshots`; handlers only parse, call and print. Nothing heavy
+is imported at module level (matplotlib only inside ``runs plot``). ``--json`` shapes are
+documented in docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["register"]
+
+_REF_HELP = "snapshot id (ckpt_…), RUN@STEP or RUN/STAGE@STEP (RUN: run id or key)"
+
+
+def register(commands, groups, common: argparse.ArgumentParser) -> None:
+    _register_snapshots(groups["snapshots"], common)
+    _register_runs(groups["runs"], common)
+
+
+def _register_snapshots(group, common) -> None:
+    get = _add(group, "get", "one snapshot: bytes per kind, files, hashes, holds", common, _get)
+    get.add_argument("ref", metavar="SNAPSHOT", help=_REF_HELP)
+    get.add_argument("--no-verify", action="store_true",
+                     help="do not read the files to check their hashes (quicker for big ones)")
+    get.add_argument("--json", action="store_true", help="machine-readable output")
+
+    download = _add(group, "download", "download a snapshot's model, resumable state or "
+                    "adapter into a folder (verified)", common, _download)
+    download.add_argument("ref", metavar="SNAPSHOT", help=_REF_HELP)
+    download.add_argument("--to", required=True, metavar="DIR", help="a new or empty folder")
+    download.add_argument("--artifact", default="model", choices=("model", "resumable", "adapter"),
+                          help="model (default): weights, config, tokenizer; resumable: the "
+                          "whole checkpoint; adapter: the LoRA adapter files")
+    download.add_argument("--json", action="store_true", help="print what was written as JSON")
+
+    for name, text in (("pin", "keep a snapshot's kinds from retention"),
+                       ("release", "drop a snapshot's pin and epoch hold")):
+        parser = _add(group, name, text, common, _pin if name == "pin" else _release)
+        parser.add_argument("ref", metavar="SNAPSHOT", help=_REF_HELP)
+        parser.add_argument("--json", action="store_true", help="print the holds as JSON")
+
+
+def _register_runs(group, common) -> None:
+    listing = _add(group, "snapshots", "a run's committed snapshots", common, _list)
+    listing.add_argument("run", help="run id (run_…) or key")
+    listing.add_argument("--stage", help="only this stage")
+    listing.add_argument("--sort", metavar="METRIC",
+                         help="sort by a logged metric (loss, reward, …) or step, epoch, attempt; "
+                         "smallest first")
+    listing.add_argument("--reverse", action="store_true", help="largest (or newest) first")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+
+    outputs = _add(group, "outputs", "download a run's final outputs (verified)", common, _outputs)
+    outputs.add_argument("run", help="run id (run_…) or key")
+    outputs.add_argument("--to", required=True, metavar="DIR", help="a new or empty folder")
+    outputs.add_argument("--stage", help="only this stage's outputs")
+    outputs.add_argument("--json", action="store_true", help="print what was written as JSON")
+
+    plot = _add(group, "plot", "draw a run's metrics, snapshots and recoveries (PNG)", common,
+                _plot)
+    plot.add_argument("run", help="run id (run_…) or key")
+    plot.add_argument("--out", required=True, metavar="FILE", help="image to write (.png, .svg)")
+
+
+def _add(group, name: str, help_text: str, common, handler):
+    parser = group.add_parser(name, parents=[common], help=help_text, description=help_text)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def _lookup(args):
+    from nodus.snapshots import Lookup
+
+    return Lookup(args.home, args.store)
+
+
+def _say(text: str) -> None:
+    print(f"nodus: {text}", file=sys.stderr, flush=True)
+
+
+# --- runs snapshots / snapshots get -------------------------------------------------------------
+
+
+def _list(args) -> int:
+    from nodus.snapshots.listing import list_run
+
+    run, rows = list_run(_lookup(args), args.run, stage=args.stage, sort=args.sort,
+                         descending=args.reverse)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        _say(f"{run.id} ({run.phase}) has no committed snapshots")
+        return 0
+    multi = len(run.stages) > 1
+    table = [("ID",) + (("STAGE",) if multi else ()) +
+             ("STEP", "EPOCH", "ATTEMPT", "KINDS", "METRICS", "PINNED", "MODEL")]
+    for row in rows:
+        table.append((row["id"],) + ((row["stage"],) if multi else ()) + (
+            _text(row["step"]), _epoch(row["epoch"]), str(row["attempt"]), _kinds(row),
+            _metrics(row["metrics"]), "yes" if row["pinned"] else "-",
+            "yes" if row["model"] else "-"))
+    _table(table)
+    return 0
+
+
+def _get(args) -> int:
+    from nodus.snapshots.listing import describe
+
+    lookup = _lookup(args)
+    data = describe(lookup, lookup.locate(args.ref), verify=not args.no_verify)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    for line in _detail_lines(data):
+        print(line)
+    return 0 if data["verified"] is not False else 1
+
+
+def _detail_lines(data: dict[str, Any]) -> list[str]:
+    verdict = {True: "verified", False: "DAMAGED", None: "not verified"}[data["verified"]]
+    lines = [
+        f"{data['id']}  {data['role']}  run {data['run']}  stage {data['stage'] or '-'}  "
+        f"attempt {data['attempt']}  step {_text(data['step'])}  epoch {_epoch(data['epoch'])}",
+        f"  kinds:   {_kinds(data) or 'none'}",
+        f"  metrics: {_metrics(data['metrics']) or '-'}",
+        f"  hashes:  {verdict}",
+    ]
+    lines += [f"    {problem}" for problem in data["problems"]]
+    holds = data["holds"]
+    lines.append("  holds:   " + ("-" if not holds else "; ".join(
+        f"{h['type']} ({', '.join(h['kinds'])}): {h['detail']}" for h in holds)))
+    if data["model"]:
+        lines.append("  the run's model (its save at the run's last update)")
+    lines.append("  files:")
+    width = max((len(f["path"]) for f in data["files"]), default=0)
+    for entry in data["files"]:
+        mark = {True: "ok", False: "BAD", None: "-"}[entry["verified"]]
+        held = "" if entry["held"] else "  (deleted by retention)"
+        lines.append(f"    {entry['path']:<{width}}  {entry['kind']:<7}  "
+                     f"{_human(entry['size']):>9}  {entry['hash'][:16] or 'symlink':<16}  "
+                     f"{mark}{held}")
+    return lines
+
+
+# --- download / outputs -------------------------------------------------------------------------
+
+
+def _download(args) -> int:
+    from nodus.snapshots.download import download_snapshot
+
+    located = _lookup(args).locate(args.ref)
+    written = download_snapshot(located.store, located.manifest, args.artifact, args.to)
+    return _report_written(args, located.manifest.id, args.artifact, written)
+
+
+def _outputs(args) -> int:
+    from nodus.errors import NotFoundError
+    from nodus.snapshots.download import download_outputs
+
+    lookup = _lookup(args)
+    run = lookup.run(args.run)
+    store = lookup.store_of_run(run)
+    manifests = []
+    for stage in run.stages:
+        if args.stage in (None, stage["name"]):
+            found = store.list(run=run.id, stage=stage["name"], role="outputs")
+            manifests += found[-1:]  # the stage's newest: its final outputs
+    if not manifests:
+        declared = sorted({p for s in run.workload["stages"] for p in s.get("outputs", ())})
+        why = (f"its workload declares outputs {declared}" if declared
+               else "its workload declares no outputs")
+        raise NotFoundError(f"{run.id} ({run.phase}) has no committed outputs yet; {why}, "
+                            "captured when a stage succeeds")
+    written = download_outputs(store, manifests, args.to)
+    return _report_written(args, ",".join(m.id for m in manifests), "outputs", written)
+
+
+def _report_written(args, source: str, artifact: str, written: list[str]) -> int:
+    if args.json:
+        print(json.dumps({"snapshot": source, "artifact": artifact, "to": args.to,
+                          "files": written}, indent=2))
+    else:
+        _say(f"wrote {len(written)} file(s) of {source} ({artifact}) into {args.to}, verified")
+    return 0
+
+
+# --- pin / release ------------------------------------------------------------------------------
+
+
+def _pin(args) -> int:
+    from nodus.snapshots import holds
+
+    located = _lookup(args).locate(args.ref)
+    added = holds.pin(located.store.backend, located.manifest)
+    note = "pinned" if added else "was already pinned"
+    return _report_holds(args, located, f"{located.manifest.id} {note}")
+
+
+def _release(args) -> int:
+    from nodus.snapshots import holds
+
+    located = _lookup(args).locate(args.ref)
+    epoch = holds.is_epoch_save(located.manifest, located.run)
+    dropped = holds.release(located.store.backend, located.manifest, epoch)
+    note = f"released ({' and '.join(dropped)} hold)" if dropped else "had no pin or epoch hold"
+    return _report_holds(args, located, f"{located.manifest.id} {note}")
+
+
+def _report_holds(args, located, message: str) -> int:
+    from nodus.snapshots.listing import describe
+
+    lookup = _lookup(args)
+    data = describe(lookup, located, verify=False)
+    if args.json:
+        print(json.dumps({"id": data["id"], "pinned": data["pinned"], "holds": data["holds"]},
+                         indent=2))
+    else:
+        remaining = ", ".join(h["type"] for h in data["holds"]) or "none"
+        _say(f"{message}; holds now: {remaining}")
+    return 0
+
+
+# --- plot ---------------------------------------------------------------------------------------
+
+
+def _plot(args) -> int:
+    from nodus.snapshots.plot import collect, draw
+
+    lookup = _lookup(args)
+    run = lookup.run(args.run)
+    series = collect(lookup.store_of_run(run), lookup.catalog, run)
+    drawn = draw(run, series, args.out)
+    snapshots = sum(len(s.snapshots) for s in series)
+    _say(f"drew {', '.join(drawn) or 'the snapshots'} of {run.id} ({snapshots} snapshot(s)) "
+         f"into {args.out}")
+    return 0
+
+
+# --- formatting ---------------------------------------------------------------------------------
+
+
+def _text(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _epoch(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _human(count: int) -> str:
+    from nodus.snapshots.progress import human_bytes
+
+    return human_bytes(count)
+
+
+def _kinds(row: dict[str, Any]) -> str:
+    return ", ".join(f"{kind} {_human(size)}" for kind, size in row["bytes_by_kind"].items())
+
+
+def _metrics(metrics: dict[str, Any]) -> str:
+    shown = []
+    for name in sorted(metrics):
+        value = metrics[name]
+        if name == "epoch":
+            continue
+        shown.append(f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}")
+    return " ".join(shown)
+
+
+def _table(rows: list[tuple]) -> None:
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())

@@ -1,0 +1,259 @@
+"""One attempt: prepare its working copy, run the program, capture, and classify how it ended.
+
+The poll loop is the runner's only loop: every ``POLL_S`` it ingests the program's events and
+save records, captures settled checkpoint folders, looks for a preemption notice (a signal to the
+runner) and for control requests other nodus processes wrote into the catalog, and checks
+whether the program ended. Nothing else ever blocks it except a capture.
+
+How an attempt ends:
+
+    succeeded    exit 0 (outputs captured)
+    failed       non-zero exit, or the command could not start
+    interrupted  killed by a signal nodus did not send
+    preempted    the runner got SIGTERM/SIGINT: the program was stopped and captured
+    cancelled    ``nodus runs cancel``
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from typing import IO, Any
+
+from nodus.errors import StaleAttemptError, StoreError
+from nodus.runner.capture import Capturer
+from nodus.runner.catalog import Catalog
+from nodus.runner.process import CannotStartError, StageProcess
+from nodus.runner.workspace import (
+    Workspace,
+    stage_environment,
+    write_integration,
+    write_json_atomic,
+)
+from nodus.schemas import defaults
+from nodus.schemas.resolved import ResolvedStage
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str  # "succeeded" | "failed" | "interrupted" | "preempted" | "cancelled"
+    detail: str
+
+
+@dataclass
+class RunContext:
+    """What every attempt of a run shares; ``notice`` is set by the runner's signal handler."""
+
+    home: str
+    catalog: Catalog
+    store: Any
+    run_id: str
+    terminal: IO[str]
+    notice: int | None = None
+
+    def event(
+        self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
+    ) -> None:
+        self.catalog.add_event(self.run_id, type_, details, stage=stage, attempt=attempt)
+
+
+@dataclass(frozen=True)
+class Restore:
+    """What to lay over the source: the newest checkpoint, one at a step, or nothing."""
+
+    newest: bool = False
+    step: int | None = None
+
+
+class Attempt:
+    """One process lifetime of a stage; its number (allocated at once) is its fencing token."""
+
+    def __init__(
+        self, ctx: RunContext, stage: ResolvedStage, source: str, restore: Restore, overlays=(),
+        recovering: bool = False,
+    ) -> None:
+        self.ctx = ctx
+        self.recovering = recovering  # the run stays RECOVERING until the program runs again
+        self.stage = stage
+        self.source = source  # the run's source snapshot id for this stage
+        self.restore = restore
+        self.overlays = tuple(overlays)  # outputs of earlier stages
+        self.number = ctx.catalog.start_attempt(ctx.run_id, stage.name, host=socket.gethostname())
+        self.ws = Workspace.of(ctx.home, ctx.run_id, stage.name, self.number)
+        self.process: StageProcess | None = None
+        self._save_request = 0
+
+    def run(self) -> Outcome:
+        restored = self._prepare()
+        capturer = Capturer(
+            store=self.ctx.store, catalog=self.ctx.catalog, run_id=self.ctx.run_id,
+            stage=self.stage, attempt=self.number, ws=self.ws,
+            restored_step=restored.step if restored else None,
+        )
+        env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
+        self.process = StageProcess(
+            self.stage.command, cwd=self.ws.copy, env=env,
+            log_path=self.ws.log_path, prefix=self.stage.name, terminal=self.ctx.terminal,
+        )
+        try:
+            self.process.start()
+        except CannotStartError as error:
+            return self._end(Outcome("failed", str(error)))
+        self.ctx.catalog.update_attempt(
+            self.ctx.run_id, self.stage.name, self.number, pid=self.process.pid
+        )
+        self.ctx.catalog.set_phase(self.ctx.run_id, "RUNNING", stage=self.stage.name)
+        try:
+            outcome = self._supervise(capturer)
+        except StaleAttemptError as error:
+            self.process.kill()
+            outcome = Outcome("failed", str(error))
+        self.process.finish_output()
+        return self._end(outcome)
+
+    # --- preparation ------------------------------------------------------------------------
+
+    def _prepare(self):
+        """Fresh copy = source + earlier outputs + the restored selection; the restored manifest."""
+        if not self.recovering:
+            self.ctx.catalog.set_phase(self.ctx.run_id, "PREPARING", stage=self.stage.name)
+        restored = None
+        for manifest in self._candidates():
+            self._lay_source()
+            try:
+                self.ctx.store.restore(manifest.id, self.ws.copy, overlay=True)
+            except (StoreError, OSError) as error:
+                # A damaged snapshot is passed over, never half-applied: rebuild and try older.
+                self.ctx.event("snapshot_damaged", {"snapshot": manifest.id, "error": str(error)},
+                               self.stage.name, self.number)
+                continue
+            restored = manifest
+            break
+        else:
+            self._lay_source()
+        self.ws.make_private_folders()
+        step = restored.step if restored else None
+        write_integration(self.ws, self.stage, self.ctx.run_id, self.number, step, self.ctx.home)
+        if restored:
+            write_json_atomic(self.ws.private_path("committed.json"),
+                              {"step": step, "snapshot": restored.id})
+        self.ctx.catalog.update_attempt(
+            self.ctx.run_id, self.stage.name, self.number, log_path=self.ws.log_path,
+            restored_snapshot=restored.id if restored else None, restored_step=step,
+        )
+        return restored
+
+    def _candidates(self) -> list:
+        """Committed checkpoints to try, newest first (only the asked step with ``step``)."""
+        if not (self.restore.newest or self.restore.step is not None):
+            return []
+        manifests = self.ctx.store.list(run=self.ctx.run_id, stage=self.stage.name)
+        if self.restore.step is not None:
+            manifests = [m for m in manifests if m.step == self.restore.step]
+        return list(reversed(manifests))
+
+    def _lay_source(self) -> None:
+        self.ws.reset_copy()
+        self.ctx.store.restore(self.source, self.ws.copy)
+        for snapshot in self.overlays:
+            self.ctx.store.restore(snapshot, self.ws.copy, overlay=True)
+
+    # --- supervision ------------------------------------------------------------------------
+
+    def _supervise(self, capturer: Capturer) -> Outcome:
+        assert self.process is not None
+        while True:
+            if self.ctx.notice is not None:
+                return self._preempt(capturer)
+            control = self._next_control()
+            if control is not None and control["action"] == "cancel":
+                self.process.stop(signal.SIGTERM, self.stage.execution.grace_period)
+                return Outcome("cancelled", "cancelled by `nodus runs cancel`")
+            capturer.tick()
+            status = self.process.poll()
+            if status is not None:
+                self.process.finish_output()
+                capturer.final_capture()
+                return self._classify(status)
+            self.process.wait(defaults.POLL_S)  # returns at once when the program ends
+
+    def _next_control(self) -> dict | None:
+        """The next control request for this run; unknown actions are left for newer code."""
+        for control in self.ctx.catalog.pending_controls(self.ctx.run_id):
+            if control["action"] == "cancel":
+                self.ctx.catalog.mark_handled(control["id"])
+                return control
+        return None
+
+    def _classify(self, status: int) -> Outcome:
+        assert self.process is not None
+        if status == 0:
+            self._capture_outputs()
+            return Outcome("succeeded", "exit status 0")
+        if status > 0:
+            return Outcome("failed", f"{self.stage.command[0]} exited with status {status}")
+        name = _signal_name(-status)
+        if -status in self.process.signals_sent:
+            return Outcome("failed", f"stopped by {name} from nodus")
+        return Outcome("interrupted", f"killed by {name}, which nodus did not send")
+
+    def _preempt(self, capturer: Capturer) -> Outcome:
+        """A preemption notice: save (integration) or forward SIGTERM, wait, capture, stop."""
+        assert self.process is not None
+        grace = self.stage.execution.grace_period
+        signame = _signal_name(self.ctx.notice or signal.SIGTERM)
+        self.ctx.event("preemption_notice", {"signal": signame, "grace_period": grace},
+                       self.stage.name, self.number)
+        if self.stage.integration is not None and capturer.watch_folders is False:
+            self._await_stop_save(capturer, grace)
+            self.process.kill()
+        else:
+            self.process.stop(signal.SIGTERM, grace)
+        self.process.finish_output()
+        capturer.final_capture()
+        return Outcome("preempted", f"runner received {signame} (preemption notice)")
+
+    def _await_stop_save(self, capturer: Capturer, grace: float) -> None:
+        """Ask the integration for a save then=stop and capture it, within the grace period."""
+        self._save_request += 1
+        request = self._save_request
+        write_json_atomic(self.ws.private_path("requests", f"{request}.json"),
+                          {"id": request, "then": "stop"})
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and request not in capturer.answered:
+            if self.process is not None and self.process.poll() is not None:
+                break
+            capturer.tick()
+            time.sleep(defaults.POLL_S)
+
+    def _capture_outputs(self) -> None:
+        from nodus.store.manifest import SnapshotInfo
+
+        if not self.stage.outputs:
+            return
+        info = SnapshotInfo(run=self.ctx.run_id, stage=self.stage.name, attempt=self.number,
+                            step=None, role="outputs")
+        try:
+            manifest = self.ctx.store.capture(self.ws.copy, list(self.stage.outputs), info=info)
+        except (StoreError, OSError) as error:
+            self.ctx.event("outputs_failed", {"error": str(error)}, self.stage.name, self.number)
+            return
+        self.ctx.event("outputs_committed", {"snapshot": manifest.id}, self.stage.name, self.number)
+
+    def _end(self, outcome: Outcome) -> Outcome:
+        self.ctx.catalog.end_attempt(
+            self.ctx.run_id, self.stage.name, self.number, outcome.kind, outcome.detail
+        )
+        self.ctx.event("attempt_ended", {"outcome": outcome.kind, "detail": outcome.detail},
+                       self.stage.name, self.number)
+        return outcome
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -1,0 +1,208 @@
+"""The capture loop of one attempt: what becomes a snapshot, and when.
+
+Three things trigger a capture while the program runs: a save record from the integration
+(``.nodus/saves/<step>.json``, captured at once with its step, epoch and metrics), a directory
+contract ``state/checkpoint-<step>`` folder that has settled, and the program's exit (the
+selection once more). Each capture takes the stage's selection, with the state folder narrowed
+to the one checkpoint folder of that step, so a restore never sees two generations of state.
+
+A capture that fails (full disk, unreachable store) leaves that snapshot uncommitted, records a
+``capture_failed`` event and lets the program train on; the next trigger tries again. Only a
+stale attempt (another attempt now owns the stage) stops the attempt: it must never commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from nodus.errors import StaleAttemptError, StoreError
+from nodus.runner.catalog import Catalog
+from nodus.runner.workspace import Workspace, write_json_atomic
+from nodus.schemas import defaults
+from nodus.schemas.resolved import ResolvedStage
+from nodus.stages.directory import DirectoryWatcher, checkpoint_folder, checkpoint_steps
+
+
+class Capturer:
+    """Captures one attempt's selection into the store, fenced by the attempt number."""
+
+    def __init__(
+        self,
+        *,
+        store: Any,
+        catalog: Catalog,
+        run_id: str,
+        stage: ResolvedStage,
+        attempt: int,
+        ws: Workspace,
+        restored_step: int | None,
+    ) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.run_id = run_id
+        self.stage = stage
+        self.attempt = attempt
+        self.ws = ws
+        self.last_step = restored_step
+        self.answered: set[int] = set()  # save requests fulfilled by a committed capture
+        self._seen_records: set[str] = set()
+        self._committed_state: tuple | None = None
+        self.watcher = DirectoryWatcher(
+            ws.state, seen={restored_step} if restored_step is not None else set()
+        )
+        # With an integration the save records drive captures; the watcher only takes over
+        # when the integration reports that it left the program unprepared.
+        self.watch_folders = stage.integration is None
+
+    # --- triggers ---------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """One pass of the poll loop: events, save records, settled folders."""
+        self.ingest_events()
+        self.capture_save_records()
+        if self.watch_folders:
+            for step in self.watcher.poll():
+                self.capture(step, reason="settled")
+
+    def capture_save_records(self) -> None:
+        folder = self.ws.private_path("saves")
+        for name in sorted(_json_names(folder), key=_numeric_stem):
+            if name in self._seen_records:
+                continue
+            record = _read_json(os.path.join(folder, name))
+            if record is None:
+                continue  # being written: read it at the next tick
+            self._seen_records.add(name)
+            step = int(record["step"])
+            self.watcher.mark_seen(step)
+            metrics = dict(record.get("metrics") or {})
+            if self.capture(step, epoch=record.get("epoch"), metrics=metrics, reason="save"):
+                self.answered.update(int(r) for r in record.get("requests") or ())
+
+    def final_capture(self) -> None:
+        """The selection once more after the program exited (skipped if nothing changed)."""
+        self.ingest_events()
+        self.capture_save_records()
+        steps = checkpoint_steps(self.ws.state)
+        newest = steps[-1] if steps else None
+        step = newest if newest is not None else (self.last_step or 0)
+        self.capture(step, reason="exit")
+
+    # --- capture ----------------------------------------------------------------------------
+
+    def capture(
+        self,
+        step: int,
+        *,
+        epoch: float | None = None,
+        metrics: dict[str, Any] | None = None,
+        reason: str,
+    ) -> str | None:
+        """Commit one snapshot at ``step``; its id, or None if skipped or failed."""
+        from nodus.store.manifest import SnapshotInfo
+
+        excludes = self._other_checkpoints(step)
+        state = _selection_state(self.ws.copy, self.stage.continuity.checkpoint_paths, excludes)
+        if state == self._committed_state:
+            return None  # the newest snapshot already holds exactly this
+        info = SnapshotInfo(
+            run=self.run_id, stage=self.stage.name, attempt=self.attempt, step=step,
+            epoch=epoch, metrics=metrics or {}, role="checkpoint",
+        )
+        try:
+            manifest = self.store.capture(
+                self.ws.copy, list(self.stage.continuity.checkpoint_paths),
+                info=info, guard=self.guard, excludes=excludes, on_event=self.event,
+            )
+        except StaleAttemptError:
+            raise
+        except (StoreError, OSError) as error:
+            self.event("capture_failed", {"step": step, "reason": reason, "error": str(error)})
+            return None
+        self._committed_state = state
+        self.last_step = step
+        self.event("snapshot_committed", {"snapshot": manifest.id, "step": step, "reason": reason})
+        write_json_atomic(
+            self.ws.private_path("committed.json"), {"step": step, "snapshot": manifest.id}
+        )
+        return manifest.id
+
+    def guard(self) -> None:
+        """Attempt fencing: called by the store just before the commit."""
+        current = self.catalog.current_attempt(self.run_id, self.stage.name)
+        if current != self.attempt:
+            raise StaleAttemptError(
+                f"attempt {self.attempt} of {self.run_id}/{self.stage.name} was superseded by "
+                f"attempt {current}; its snapshot is not committed"
+            )
+
+    def _other_checkpoints(self, step: int) -> list[str]:
+        return [
+            f"{defaults.STATE_DIR}/{checkpoint_folder(other)}"
+            for other in checkpoint_steps(self.ws.state)
+            if other != step
+        ]
+
+    # --- events -----------------------------------------------------------------------------
+
+    def ingest_events(self) -> None:
+        """Move the program's ``.nodus/events/*.json`` into the run's event log."""
+        folder = self.ws.private_path("events")
+        for name in sorted(_json_names(folder), key=_numeric_stem):
+            path = os.path.join(folder, name)
+            event = _read_json(path)
+            if event is None:
+                continue
+            self.event(str(event.get("type", "program_event")), dict(event.get("details") or {}))
+            if event.get("type") == "integration_unprepared":
+                self.watch_folders = True  # the program saves on its own, if at all
+            os.remove(path)
+
+    def event(self, type_: str, details: dict[str, Any]) -> None:
+        self.catalog.add_event(
+            self.run_id, type_, details, stage=self.stage.name, attempt=self.attempt
+        )
+
+
+def _selection_state(root: str, paths: tuple[str, ...], excludes: list[str]) -> tuple:
+    """A cheap fingerprint (names, sizes, mtimes) of what a capture would take."""
+    entries = []
+    for rel in paths:
+        top = os.path.normpath(os.path.join(root, rel))
+        for folder, dirs, files in os.walk(top) if os.path.isdir(top) else [("", [], [top])]:
+            dirs[:] = sorted(d for d in dirs if d != defaults.PRIVATE_DIR)
+            for name in sorted(files):
+                path = os.path.join(folder, name)
+                relative = os.path.relpath(path, root)
+                if any(relative == e or relative.startswith(e + "/") for e in excludes):
+                    continue
+                try:
+                    stat = os.stat(path)
+                except OSError:
+                    continue
+                entries.append((relative, stat.st_size, stat.st_mtime_ns))
+    return tuple(entries)
+
+
+def _json_names(folder: str) -> list[str]:
+    try:
+        return [name for name in os.listdir(folder) if name.endswith(".json")]
+    except FileNotFoundError:
+        return []
+
+
+def _numeric_stem(name: str) -> tuple[int, str]:
+    stem = name[: -len(".json")]
+    return (int(stem), name) if stem.isdigit() else (0, name)
+
+
+def _read_json(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+

@@ -1,0 +1,436 @@
+"""The run catalog: runs, stages, attempts, events and control requests in one SQLite file.
+
+Several nodus processes use the catalog at once (a runner, ``runs wait``, ``runs cancel``, cron),
+so it runs in WAL mode with a busy timeout, and every write is one short transaction. Control
+requests (cancel now, pause later) are rows another process inserts and the runner's poll loop
+picks up, so no process ever signals another one directly.
+
+The schema is versioned with ``PRAGMA user_version``; ``_MIGRATIONS[n]`` takes version ``n-1`` to
+``n``. A catalog written by a newer nodus is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+from nodus.errors import CatalogError, NotFoundError
+from nodus.schemas import defaults
+
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "INTERRUPTED")
+"""Phases a run never leaves by itself (INTERRUPTED can be resumed by hand)."""
+
+RESUMABLE = ("INTERRUPTED", "PAUSED")
+
+EXIT_STATUS = {"SUCCEEDED": 0, "FAILED": 1, "INTERRUPTED": 3, "PAUSED": 3, "CANCELLED": 4}
+
+_MIGRATIONS = {
+    1: """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        key TEXT UNIQUE,
+        name TEXT NOT NULL,
+        workload TEXT NOT NULL,          -- ResolvedWorkload.to_dict() as JSON
+        store TEXT NOT NULL,             -- store URL the run's snapshots live in
+        lock_name TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        exit_status INTEGER,
+        message TEXT,
+        runner_pid INTEGER,
+        runner_host TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        finished_at TEXT
+    );
+    CREATE TABLE stages (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        idx INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        source_snapshot TEXT,
+        recoveries INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (run_id, name)
+    );
+    CREATE TABLE attempts (
+        run_id TEXT NOT NULL,
+        stage TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        outcome TEXT,                    -- NULL while running
+        detail TEXT,
+        restored_snapshot TEXT,
+        restored_step INTEGER,
+        pid INTEGER,
+        host TEXT,
+        log_path TEXT,
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        PRIMARY KEY (run_id, stage, number)
+    );
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        stage TEXT,
+        attempt INTEGER,
+        type TEXT NOT NULL,
+        at TEXT NOT NULL,
+        details TEXT NOT NULL
+    );
+    CREATE INDEX events_run ON events(run_id, id);
+    CREATE TABLE controls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        action TEXT NOT NULL,
+        args TEXT NOT NULL,
+        requested_at TEXT NOT NULL,
+        handled_at TEXT
+    );
+    """,
+}
+SCHEMA_VERSION = max(_MIGRATIONS)
+
+
+def now() -> str:
+    """UTC timestamp with milliseconds, sortable as text."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_run_id() -> str:
+    return "run_" + secrets.token_hex(6)
+
+
+@dataclass
+class Run:
+    id: str
+    key: str | None
+    name: str
+    workload: dict[str, Any]
+    store: str
+    lock_name: str
+    phase: str
+    exit_status: int | None
+    message: str | None
+    runner_pid: int | None
+    runner_host: str | None
+    created_at: str
+    updated_at: str
+    finished_at: str | None
+    stages: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in TERMINAL or self.phase == "PAUSED"
+
+
+class Catalog:
+    """One connection to ``$NODUS_HOME/nodus.db``, usable from any thread of one process.
+
+    A store may call the fencing guard from its upload thread, so the connection is shared
+    across threads and every statement or transaction holds ``_mutex``.
+    """
+
+    def __init__(self, home: str) -> None:
+        os.makedirs(home, exist_ok=True)
+        self.path = os.path.join(home, defaults.CATALOG_FILE)
+        self._mutex = threading.RLock()
+        try:
+            self._db = sqlite3.connect(
+                self.path, timeout=defaults.CATALOG_BUSY_TIMEOUT_S, isolation_level=None,
+                check_same_thread=False,
+            )
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._migrate()
+        except sqlite3.Error as error:
+            raise self._explain(error) from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _explain(self, error: sqlite3.Error) -> CatalogError:
+        """Turn SQLite's words into what the user can do about it."""
+        text = str(error)
+        if "locked" in text or "busy" in text:
+            return CatalogError(
+                f"the run catalog {self.path} is locked by another process and stayed locked "
+                f"for {defaults.CATALOG_BUSY_TIMEOUT_S:.0f}s ({text}); retry, or find the process "
+                f"holding it with `fuser {self.path}`"
+            )
+        return CatalogError(
+            f"the run catalog {self.path} is damaged ({text}); move it aside "
+            f"(`mv {self.path} {self.path}.damaged`) and nodus starts a new one; snapshots in "
+            "the store are not affected"
+        )
+
+    def _execute(self, sql: str, params: tuple | dict = ()) -> int | None:
+        """One write statement; the new row id for an INSERT."""
+        with self._mutex:
+            try:
+                return self._db.execute(sql, params).lastrowid
+            except sqlite3.Error as error:
+                raise self._explain(error) from None
+
+    def _rows(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+        with self._mutex:
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.Error as error:
+                raise self._explain(error) from None
+
+    def _one(self, sql: str, params: tuple | dict = ()) -> sqlite3.Row | None:
+        rows = self._rows(sql, params)
+        return rows[0] if rows else None
+
+    def _transaction(self, statements: list[tuple[str, tuple]]) -> None:
+        with self._mutex:
+            self._run_transaction(statements)
+
+    def _run_transaction(self, statements: list[tuple[str, tuple]]) -> None:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, params in statements:
+                    self._db.execute(sql, params)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        except sqlite3.Error as error:
+            raise self._explain(error) from None
+
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise CatalogError(
+                f"the run catalog {self.path} has schema version {version}, newer than this "
+                f"nodus understands ({SCHEMA_VERSION}); upgrade nodus"
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            self._db.execute("BEGIN IMMEDIATE")
+            # Another process may have migrated while we waited for the write lock.
+            if self._db.execute("PRAGMA user_version").fetchone()[0] >= target:
+                self._db.execute("COMMIT")
+                continue
+            for statement in _MIGRATIONS[target].split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
+            self._db.execute(f"PRAGMA user_version = {target}")
+            self._db.execute("COMMIT")
+
+    # --- runs -------------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        *,
+        name: str,
+        workload: dict[str, Any],
+        store: str,
+        key: str | None,
+        lock_name: str,
+        stage_names: list[str],
+        run_id: str | None = None,
+    ) -> str:
+        run_id = run_id or new_run_id()
+        at = now()
+        statements = [
+            (
+                "INSERT INTO runs (id, key, name, workload, store, lock_name, phase, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?, 'QUEUED', ?, ?)",
+                (run_id, key, name, json.dumps(workload), store, lock_name, at, at),
+            )
+        ]
+        statements += [
+            ("INSERT INTO stages (run_id, idx, name, phase) VALUES (?, ?, ?, 'PENDING')",
+             (run_id, i, stage))
+            for i, stage in enumerate(stage_names)
+        ]
+        statements.append(_event_row(run_id, None, None, "accepted", {"key": key}))
+        self._transaction(statements)
+        return run_id
+
+    def get_run(self, ref: str) -> Run:
+        """A run by id or by key; NotFoundError names what was looked for."""
+        row = self._one("SELECT * FROM runs WHERE id = ? OR key = ?", (ref, ref))
+        if row is None:
+            raise NotFoundError(f"no run with id or key {ref!r} in {self.path}")
+        return self._run(row)
+
+    def find_by_key(self, key: str) -> Run | None:
+        row = self._one("SELECT * FROM runs WHERE key = ?", (key,))
+        return self._run(row) if row else None
+
+    def list_runs(self, limit: int = 50) -> list[Run]:
+        rows = self._rows(
+            "SELECT * FROM runs ORDER BY created_at DESC, id LIMIT ?", (limit,)
+        )
+        return [self._run(row, with_stages=False) for row in rows]
+
+    def _run(self, row: sqlite3.Row, with_stages: bool = True) -> Run:
+        data = dict(row)
+        data["workload"] = json.loads(data["workload"])
+        run = Run(**data)
+        if with_stages:
+            run.stages = self.stages(run.id)
+        return run
+
+    def set_phase(
+        self,
+        run_id: str,
+        phase: str,
+        *,
+        message: str | None = None,
+        stage: str | None = None,
+        stage_phase: str | None = None,
+    ) -> None:
+        """Move the run (and optionally one stage) to a phase, recording a ``phase`` event."""
+        at = now()
+        status = EXIT_STATUS.get(phase)
+        finished = at if phase in TERMINAL or phase == "PAUSED" else None
+        statements = [
+            (
+                "UPDATE runs SET phase = ?, exit_status = ?, message = ?, updated_at = ?,"
+                " finished_at = ? WHERE id = ?",
+                (phase, status, message, at, finished, run_id),
+            ),
+            _event_row(run_id, stage, None, "phase", {"phase": phase, "message": message}),
+        ]
+        if stage is not None:
+            statements.append(
+                ("UPDATE stages SET phase = ? WHERE run_id = ? AND name = ?",
+                 (stage_phase or phase, run_id, stage))
+            )
+        self._transaction(statements)
+
+    def set_runner(self, run_id: str, pid: int | None, host: str | None) -> None:
+        self._execute(
+            "UPDATE runs SET runner_pid = ?, runner_host = ?, updated_at = ? WHERE id = ?",
+            (pid, host, now(), run_id),
+        )
+
+    # --- stages and attempts ----------------------------------------------------------------
+
+    def stages(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self._rows(
+            "SELECT * FROM stages WHERE run_id = ? ORDER BY idx", (run_id,)
+        )
+        result = []
+        for row in rows:
+            stage = dict(row)
+            stage["attempts"] = self.attempts(run_id, stage["name"])
+            result.append(stage)
+        return result
+
+    def set_stage(self, run_id: str, stage: str, **values: Any) -> None:
+        columns = ", ".join(f"{name} = ?" for name in values)
+        self._execute(
+            f"UPDATE stages SET {columns} WHERE run_id = ? AND name = ?",
+            (*values.values(), run_id, stage),
+        )
+
+    def attempts(self, run_id: str, stage: str) -> list[dict[str, Any]]:
+        rows = self._rows(
+            "SELECT * FROM attempts WHERE run_id = ? AND stage = ? ORDER BY number",
+            (run_id, stage),
+        )
+        return [dict(row) for row in rows]
+
+    def current_attempt(self, run_id: str, stage: str) -> int:
+        """The newest attempt number of a stage (0 before the first): the fencing token."""
+        row = self._one(
+            "SELECT MAX(number) FROM attempts WHERE run_id = ? AND stage = ?", (run_id, stage)
+        )
+        return row[0] or 0
+
+    def start_attempt(self, run_id: str, stage: str, **values: Any) -> int:
+        """Allocate the next attempt number in one transaction, so two runners never share one."""
+        with self._mutex:
+            return self._start_attempt(run_id, stage, values)
+
+    def _start_attempt(self, run_id: str, stage: str, values: dict[str, Any]) -> int:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            row = self._db.execute(
+                "SELECT MAX(number) FROM attempts WHERE run_id = ? AND stage = ?",
+                (run_id, stage),
+            ).fetchone()
+            number = (row[0] or 0) + 1
+            fields = {"run_id": run_id, "stage": stage, "number": number, "started_at": now()}
+            fields.update(values)
+            self._db.execute(
+                f"INSERT INTO attempts ({', '.join(fields)}) VALUES "
+                f"({', '.join('?' for _ in fields)})",
+                tuple(fields.values()),
+            )
+            self._db.execute("COMMIT")
+        except sqlite3.Error as error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise self._explain(error) from None
+        return number
+
+    def update_attempt(self, run_id: str, stage: str, number: int, **values: Any) -> None:
+        columns = ", ".join(f"{name} = ?" for name in values)
+        self._execute(
+            f"UPDATE attempts SET {columns} WHERE run_id = ? AND stage = ? AND number = ?",
+            (*values.values(), run_id, stage, number),
+        )
+
+    def end_attempt(self, run_id: str, stage: str, number: int, outcome: str, detail: str) -> None:
+        self.update_attempt(run_id, stage, number, outcome=outcome, detail=detail, ended_at=now())
+
+    # --- events -----------------------------------------------------------------------------
+
+    def add_event(
+        self,
+        run_id: str,
+        type_: str,
+        details: dict[str, Any] | None = None,
+        *,
+        stage: str | None = None,
+        attempt: int | None = None,
+    ) -> None:
+        sql, params = _event_row(run_id, stage, attempt, type_, details or {})
+        self._execute(sql, params)
+
+    def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
+        rows = self._rows(
+            "SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id", (run_id, after)
+        )
+        return [{**dict(row), "details": json.loads(row["details"])} for row in rows]
+
+    # --- control requests -------------------------------------------------------------------
+
+    def request(self, run_id: str, action: str, args: dict[str, Any] | None = None) -> int:
+        row_id = self._execute(
+            "INSERT INTO controls (run_id, action, args, requested_at) VALUES (?, ?, ?, ?)",
+            (run_id, action, json.dumps(args or {}), now()),
+        )
+        return int(row_id or 0)
+
+    def pending_controls(self, run_id: str) -> Iterator[dict[str, Any]]:
+        rows = self._rows(
+            "SELECT * FROM controls WHERE run_id = ? AND handled_at IS NULL ORDER BY id",
+            (run_id,),
+        )
+        for row in rows:
+            yield {**dict(row), "args": json.loads(row["args"])}
+
+    def mark_handled(self, control_id: int) -> None:
+        self._execute("UPDATE controls SET handled_at = ? WHERE id = ?", (now(), control_id))
+
+
+def _event_row(
+    run_id: str, stage: str | None, attempt: int | None, type_: str, details: dict[str, Any]
+) -> tuple[str, tuple]:
+    return (
+        "INSERT INTO events (run_id, stage, attempt, type, at, details) VALUES (?, ?, ?, ?, ?, ?)",
+        (run_id, stage, attempt, type_, now(), json.dumps(details, default=str)),
+    )

@@ -1,0 +1,41 @@
+"""The background runner of ``nodus run --detach`` / ``runs resume --detach``.
+
+    python -m nodus.runner.detach RUN_ID --home HOME [--step N]
+
+Started in its own session by :func:`nodus.runner.service.spawn_detached`, with its output in
+``$NODUS_HOME/work/<run>/runner.log``; it takes the run's lock and drives the run like a
+foreground ``nodus run`` would. Its exit status is the run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nodus.errors import NodusError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nodus.runner.detach")
+    parser.add_argument("run_id")
+    parser.add_argument("--home", required=True)
+    parser.add_argument("--step", type=int, default=None)
+    args = parser.parse_args(argv)
+    from nodus.runner.attempt import Restore
+    from nodus.runner.catalog import Catalog
+    from nodus.runner.locks import RunLock
+    from nodus.runner.service import drive
+
+    try:
+        catalog = Catalog(args.home)
+        run = catalog.get_run(args.run_id)
+        with RunLock(args.home, run.lock_name, run.id):
+            restore = Restore(step=args.step) if args.step is not None else None
+            return drive(args.home, catalog, run.id, sys.stdout, restore)
+    except NodusError as error:
+        print(f"nodus: {error}", file=sys.stderr, flush=True)
+        return error.exit_status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

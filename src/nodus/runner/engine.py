@@ -1,0 +1,160 @@
+"""Driving a run: stages in order, attempts within a stage, and recovery between attempts.
+
+The runner holds the run's lock for as long as it drives it. For each stage that has not yet
+succeeded it starts attempts until one ends the stage:
+
+    succeeded    → next stage (its outputs are laid over the next stage's copy)
+    failed       → run FAILED, exit 1
+    preempted    → run INTERRUPTED, exit 3 (resumable by hand)
+    cancelled    → run CANCELLED, exit 4
+    interrupted  → continuity decides: resume_on_interruption false → INTERRUPTED (exit 3);
+                   otherwise RECOVERING and a new attempt (checkpointed: newest committed
+                   snapshot, restartable: the source alone), at most ``max_recoveries`` times.
+
+A runner that finds an attempt still marked running (its runner died) treats it as an
+interruption of that attempt, after making sure nothing of it is left alive.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from typing import IO, Any
+
+from nodus.errors import StoreError
+from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
+from nodus.runner.catalog import Catalog, Run
+from nodus.runner.process import kill_stale_group
+from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
+
+_SUMMARY = {0: "SUCCEEDED", 1: "FAILED", 3: "INTERRUPTED", 4: "CANCELLED"}
+
+
+class Runner:
+    """Drives one run to a phase where it stops; ``drive`` returns the exit status."""
+
+    def __init__(
+        self, *, home: str, catalog: Catalog, store: Any, run: Run, terminal: IO[str]
+    ) -> None:
+        self.catalog = catalog
+        self.run = run
+        self.workload = ResolvedWorkload.from_dict(run.workload)
+        self.ctx = RunContext(home=home, catalog=catalog, store=store, run_id=run.id,
+                              terminal=terminal)
+
+    def drive(self, restore: Restore | None = None) -> int:
+        """Run every unfinished stage; ``restore`` overrides the first attempt's restore."""
+        previous = self._install_notice_handlers()
+        self.catalog.set_runner(self.run.id, os.getpid(), socket.gethostname())
+        try:
+            return self._drive(restore)
+        except StoreError as error:
+            # The source or an earlier stage's outputs cannot be laid out: no attempt can run.
+            self.catalog.set_phase(self.run.id, "FAILED", message=str(error))
+            raise
+        finally:
+            self.catalog.set_runner(self.run.id, None, None)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _drive(self, restore: Restore | None) -> int:
+        stages = {row["name"]: row for row in self.catalog.stages(self.run.id)}
+        overlays: list[str] = []
+        for stage in self.workload.stages:
+            row = stages[stage.name]
+            if row["phase"] == "SUCCEEDED":
+                overlays += self._outputs_of(stage)
+                continue
+            status = self._run_stage(stage, row, restore, overlays)
+            if status != 0:
+                return status
+            overlays += self._outputs_of(stage)
+            restore = None
+        self.catalog.set_phase(self.run.id, "SUCCEEDED")
+        return 0
+
+    def _run_stage(
+        self, stage: ResolvedStage, row: dict, restore: Restore | None, overlays: list[str]
+    ) -> int:
+        recoveries = row["recoveries"]
+        lost = self._reap_lost_attempts(stage, row)
+        if restore is None:  # not a resume by hand: continue where the stage stood
+            restore = Restore(newest=bool(row["attempts"]) and _checkpointed(stage))
+            outcome = Outcome("interrupted", "its runner died") if lost else None
+        else:
+            outcome = None
+        while True:
+            recovering = outcome is not None
+            if recovering:  # an interruption: continuity decides what follows
+                verdict = self._after_interruption(stage, outcome, recoveries)
+                if verdict is not None:
+                    return verdict
+                recoveries += 1
+                restore = Restore(newest=_checkpointed(stage))
+            attempt = Attempt(self.ctx, stage, row["source_snapshot"], restore, overlays,
+                              recovering=recovering)
+            outcome = attempt.run()
+            self._discard_older_copies(stage, attempt.number)
+            if outcome.kind == "succeeded":
+                self.catalog.set_stage(self.run.id, stage.name, phase="SUCCEEDED")
+                return 0
+            if outcome.kind != "interrupted":
+                return self._stop(stage, outcome)
+
+    def _after_interruption(self, stage: ResolvedStage, outcome: Outcome, recoveries: int):
+        """None to recover with a new attempt, else the exit status the run stops with."""
+        if not stage.continuity.resume_on_interruption:
+            return self._stop(stage, Outcome("preempted", f"{outcome.detail}; "
+                              "resume_on_interruption is false: resume it with "
+                              f"`nodus runs resume {self.run.id}`"))
+        limit = stage.execution.max_recoveries
+        if recoveries >= limit:
+            return self._stop(stage, Outcome("failed", f"stage {stage.name!r} was interrupted "
+                              f"{recoveries + 1} times ({outcome.detail}); max_recoveries = "
+                              f"{limit} automatic recoveries are used up"))
+        self.catalog.set_stage(self.run.id, stage.name, recoveries=recoveries + 1)
+        self.catalog.set_phase(self.run.id, "RECOVERING", message=outcome.detail,
+                               stage=stage.name)
+        return None
+
+    def _reap_lost_attempts(self, stage: ResolvedStage, row: dict) -> bool:
+        """Attempts still marked running belong to a dead runner: end them, kill leftovers."""
+        lost = [a for a in row["attempts"] if a["outcome"] is None]
+        for attempt in lost:
+            kill_stale_group(attempt["pid"], self.run.id)
+            self.catalog.end_attempt(self.run.id, stage.name, attempt["number"], "interrupted",
+                                     "its runner died")
+            self.ctx.event("runner_lost", {"attempt": attempt["number"]}, stage.name)
+        return bool(lost)
+
+    def _stop(self, stage: ResolvedStage, outcome: Outcome) -> int:
+        status = {"failed": 1, "preempted": 3, "cancelled": 4}[outcome.kind]
+        self.catalog.set_phase(self.run.id, _SUMMARY[status], message=outcome.detail,
+                               stage=stage.name)
+        return status
+
+    def _outputs_of(self, stage: ResolvedStage) -> list[str]:
+        if not stage.outputs:
+            return []
+        manifests = self.ctx.store.list(run=self.run.id, stage=stage.name, role="outputs")
+        return [manifests[-1].id] if manifests else []
+
+    def _discard_older_copies(self, stage: ResolvedStage, keep_from: int) -> None:
+        """Keep only the newest attempt's copy (for inspection); logs always stay."""
+        from nodus.runner.workspace import Workspace
+
+        for number in range(1, keep_from):
+            Workspace.of(self.ctx.home, self.run.id, stage.name, number).discard_copy()
+
+    def _install_notice_handlers(self) -> dict:
+        """SIGTERM/SIGINT to the runner are a preemption notice, handled by the poll loop."""
+
+        def notice(signum, _frame) -> None:
+            self.ctx.notice = signum
+
+        return {signum: signal.signal(signum, notice) for signum in (signal.SIGTERM, signal.SIGINT)}
+
+
+def _checkpointed(stage: ResolvedStage) -> bool:
+    return stage.continuity.mode == "checkpointed"

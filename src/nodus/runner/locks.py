@@ -1,0 +1,86 @@
+"""Run locks: at most one runner drives a run (or a ``--key``) at a time.
+
+A lock is an OS file lock (filelock), so it is released by the kernel when its runner dies, even
+by SIGKILL: "lock free but run unfinished" therefore means "its runner died", which is how
+``nodus run --key`` and ``runs wait`` tell a lost runner from a live one. Next to the lock file a
+small JSON file names the holder (pid, host) for the "already running" message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+
+from filelock import FileLock, Timeout
+
+from nodus.errors import AlreadyRunningError
+from nodus.schemas import defaults
+
+
+def lock_name_for(run_id: str, key: str | None) -> str:
+    """A key's lock covers its run before the run exists, so keyed runs lock on the key."""
+    if key is None:
+        return run_id
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+class RunLock:
+    """Held by the runner of one run for as long as it drives it."""
+
+    def __init__(self, home: str, name: str, label: str) -> None:
+        folder = os.path.join(home, defaults.LOCKS_DIR)
+        os.makedirs(folder, exist_ok=True)
+        self.path = os.path.join(folder, name + ".lock")
+        self.holder_path = os.path.join(folder, name + ".holder.json")
+        self.label = label  # what the user called it: the key or the run id
+        self._lock = FileLock(self.path, timeout=0)
+
+    def acquire(self) -> "RunLock":
+        """Take the lock now or raise AlreadyRunningError naming the holder."""
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            raise AlreadyRunningError(self._held_message()) from None
+        _write_json(self.holder_path, {"pid": os.getpid(), "host": socket.gethostname()})
+        return self
+
+    def release(self) -> None:
+        if self._lock.is_locked:
+            self._lock.release(force=True)
+
+    def is_held_elsewhere(self) -> bool:
+        """True while another process holds the lock (probing takes and drops it at once)."""
+        probe = FileLock(self.path, timeout=0, is_singleton=False)
+        try:
+            probe.acquire(timeout=0)
+        except Timeout:
+            return True
+        probe.release(force=True)
+        return False
+
+    def holder(self) -> dict:
+        try:
+            with open(self.holder_path, encoding="utf-8") as handle:
+                return json.load(handle)
+        except (OSError, ValueError):
+            return {}
+
+    def _held_message(self) -> str:
+        holder = self.holder()
+        who = f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')}"
+        return f"{self.label} is already running elsewhere ({who}); wait for it or cancel it"
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _write_json(path: str, data: dict) -> None:
+    temp = f"{path}.{os.getpid()}.tmp"
+    with open(temp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    os.replace(temp, path)

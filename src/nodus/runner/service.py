@@ -1,0 +1,149 @@
+"""The runner's entry points: run a workload file, resume a run, drive a run in the background.
+
+``--key`` makes ``nodus run`` idempotent for cron: the key's lock is taken first, so of two
+``nodus run --key K`` started together exactly one proceeds (the other exits 5 naming the
+holder). Holding the lock, the runner looks the key up: no run yet → accept one; a finished run
+→ report it without rerunning; an unfinished one → its runner died (the lock was free), so
+recover it with the resolution stored when it was accepted, whatever the file says now.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import IO, Callable
+
+from nodus.errors import NotFoundError, UsageError
+from nodus.runner.acceptance import accept
+from nodus.runner.attempt import Restore
+from nodus.runner.catalog import RESUMABLE, TERMINAL, Catalog, Run
+from nodus.runner.engine import Runner
+from nodus.runner.locks import RunLock, lock_name_for
+from nodus.schemas import defaults
+
+
+@dataclass
+class Started:
+    """What ``nodus run`` / ``runs resume`` report: the run and its exit status."""
+
+    run_id: str
+    status: int | None  # None while a detached runner drives it
+    reran: bool = True
+
+
+def open_run_store(url: str):
+    from nodus.store import open_store
+
+    return open_store(url)
+
+
+Say = Callable[[str], None]
+
+
+def run_file(
+    home: str, store_url: str, path: str, *, key: str | None, detach: bool, terminal: IO[str],
+    say: Say,
+) -> Started:
+    """``nodus run FILE [--key]``; ``say`` tells the user what is happening as it happens."""
+    from nodus.schemas import resolve_file
+
+    workload = resolve_file(path)
+    catalog = Catalog(home)
+    if key is None:
+        run_id = accept(catalog, open_run_store(store_url), store_url, workload, None, home)
+        lock = RunLock(home, run_id, run_id).acquire()
+        say(f"accepted {run_id}")
+    else:
+        lock = RunLock(home, lock_name_for("", key), f"key {key!r}").acquire()
+        existing = catalog.find_by_key(key)
+        if existing is None:
+            run_id = accept(catalog, open_run_store(store_url), store_url, workload, key, home)
+            say(f"accepted {run_id} under key {key!r}")
+        elif existing.finished:
+            lock.release()
+            say(_finished_note(existing, key))
+            return Started(existing.id, existing.exit_status, reran=False)
+        else:
+            run_id = existing.id
+            for note in _continue_notes(existing, key, workload.to_dict()):
+                say(note)
+    return _drive_or_detach(home, catalog, run_id, lock, None, detach, terminal, say)
+
+
+def resume_run(
+    home: str, ref: str, *, step: int | None, detach: bool, terminal: IO[str], say: Say
+) -> Started:
+    """``nodus runs resume``: continue an interrupted, paused or runner-less run by hand."""
+    catalog = Catalog(home)
+    run = catalog.get_run(ref)
+    if run.phase in TERMINAL and run.phase not in RESUMABLE:
+        raise UsageError(f"{run.id} has finished ({run.phase}); only an interrupted, paused or "
+                         "runner-less run can be resumed")
+    if step is not None:
+        _check_step(run, step)
+    lock = RunLock(home, run.lock_name, run.id).acquire()
+    restore = Restore(step=step) if step is not None else None
+    say(f"resuming {run.id} from " + (f"step {step}" if step is not None else "where it stopped"))
+    return _drive_or_detach(home, catalog, run.id, lock, restore, detach, terminal, say)
+
+
+def _check_step(run: Run, step: int) -> None:
+    """``--step N`` must name a committed snapshot of the stage the run continues with."""
+    stage = next((s["name"] for s in run.stages if s["phase"] != "SUCCEEDED"), None)
+    steps = sorted({m.step for m in open_run_store(run.store).list(run=run.id, stage=stage)})
+    if step not in steps:
+        shown = ", ".join(map(str, steps)) or "none"
+        raise NotFoundError(f"{run.id} has no committed snapshot at step {step} of stage "
+                            f"{stage!r}; committed steps: {shown}")
+
+
+def drive(home: str, catalog: Catalog, run_id: str, terminal: IO[str],
+          restore: Restore | None = None) -> int:
+    """Drive a run whose lock the caller holds, to the phase where it stops."""
+    run = catalog.get_run(run_id)
+    store = open_run_store(run.store)
+    runner = Runner(home=home, catalog=catalog, store=store, run=run, terminal=terminal)
+    return runner.drive(restore)
+
+
+def _drive_or_detach(home, catalog, run_id, lock, restore, detach, terminal, say) -> Started:
+    if detach:
+        lock.release()  # the background runner takes it over
+        spawn_detached(home, run_id, restore)
+        say(f"{run_id} runs in the background; `nodus runs wait {run_id}` waits for it")
+        return Started(run_id, None)
+    try:
+        status = drive(home, catalog, run_id, terminal, restore)
+    finally:
+        lock.release()
+    return Started(run_id, status)
+
+
+def spawn_detached(home: str, run_id: str, restore: Restore | None) -> None:
+    """Start ``python -m nodus.runner.detach`` in its own session, output into a runner log."""
+    folder = os.path.join(home, defaults.WORK_DIR, run_id)
+    os.makedirs(folder, exist_ok=True)
+    command = [sys.executable, "-m", "nodus.runner.detach", run_id, "--home", home]
+    if restore is not None and restore.step is not None:
+        command += ["--step", str(restore.step)]
+    with open(os.path.join(folder, "runner.log"), "ab") as log:
+        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                         start_new_session=True, close_fds=True)
+
+
+def _finished_note(run: Run, key: str) -> str:
+    return (f"{run.id} under key {key!r} has already finished: {run.phase} (exit status "
+            f"{run.exit_status}); not running it again")
+
+
+def _continue_notes(run: Run, key: str, resolved: dict) -> list[str]:
+    notes = []
+    if run.phase != "QUEUED":
+        notes.append(f"{run.id} under key {key!r} was left {run.phase} by a runner that is gone; "
+                     "recovering it")
+    if resolved != run.workload:
+        notes.append(f"the workload file changed since {run.id} was accepted; keeping the "
+                     "resolution stored with the run (use a new --key to run the new file)")
+    return notes

@@ -1,0 +1,148 @@
+"""Where an attempt runs: its working copy, private folders, environment and integration file.
+
+    $NODUS_HOME/work/<run>/<stage>/<attempt>/
+        copy/            the run's source with the restored selection laid over it (cwd)
+        copy/state/      NODUS_CHECKPOINT_DIR, whatever the selection
+        copy/.nodus/     runner-private control files (never captured)
+        tmp/runtime/     TMPDIR; runtime/ is for rebuildable installs, outside the selection
+        cache/           HF_HOME, XDG_CACHE_HOME, PIP_CACHE_DIR
+        output.log       everything the program printed
+
+Everything an attempt may scribble on outside the selection lives here, so a recovered attempt
+starts from exactly the source plus the committed selection and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+
+from nodus.schemas import defaults
+from nodus.schemas.resolved import ResolvedStage
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: str
+
+    @classmethod
+    def of(cls, home: str, run_id: str, stage: str, attempt: int) -> "Workspace":
+        return cls(os.path.join(home, defaults.WORK_DIR, run_id, stage, str(attempt)))
+
+    @property
+    def copy(self) -> str:
+        return os.path.join(self.root, "copy")
+
+    @property
+    def state(self) -> str:
+        return os.path.join(self.copy, defaults.STATE_DIR)
+
+    @property
+    def private(self) -> str:
+        return os.path.join(self.copy, defaults.PRIVATE_DIR)
+
+    @property
+    def tmp(self) -> str:
+        return os.path.join(self.root, "tmp")
+
+    @property
+    def cache(self) -> str:
+        return os.path.join(self.root, "cache")
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.root, "output.log")
+
+    def private_path(self, *parts: str) -> str:
+        return os.path.join(self.private, *parts)
+
+    def reset_copy(self) -> None:
+        """An empty copy folder (a failed restore must not leave half a snapshot behind)."""
+        shutil.rmtree(self.copy, ignore_errors=True)
+        os.makedirs(self.root, exist_ok=True)
+
+    def make_private_folders(self) -> None:
+        for folder in (
+            self.state,
+            self.private_path("requests"),
+            self.private_path("saves"),
+            self.private_path("events"),
+            os.path.join(self.tmp, "runtime"),
+            os.path.join(self.cache, "hf"),
+            os.path.join(self.cache, "xdg"),
+            os.path.join(self.cache, "pip"),
+        ):
+            os.makedirs(folder, exist_ok=True)
+
+    def discard_copy(self) -> None:
+        """Free the disk of a finished attempt; its log stays for ``nodus runs logs``."""
+        shutil.rmtree(self.copy, ignore_errors=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def stage_environment(
+    ws: Workspace, stage: ResolvedStage, run_id: str, attempt: int, base: dict[str, str]
+) -> dict[str, str]:
+    """The program's environment: the runner's, then the stage's ``env``, then nodus's own."""
+    env = dict(base)
+    env.update(stage.env)
+    env.update(
+        {
+            "NODUS_CHECKPOINT_DIR": ws.state,
+            "NODUS_CONTROL_DIR": ws.private,
+            "NODUS_RUN_ID": run_id,
+            "NODUS_STAGE": stage.name,
+            "NODUS_ATTEMPT": str(attempt),
+            "TMPDIR": ws.tmp,
+            "HF_HOME": os.path.join(ws.cache, "hf"),
+            "XDG_CACHE_HOME": os.path.join(ws.cache, "xdg"),
+            "PIP_CACHE_DIR": os.path.join(ws.cache, "pip"),
+        }
+    )
+    if stage.integration in ("auto", "hf-trainer-v1"):
+        bootstrap = _bootstrap_dir()
+        if bootstrap:
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (bootstrap, env.get("PYTHONPATH", "")) if p
+            )
+    return env
+
+
+def _bootstrap_dir() -> str | None:
+    # Imported here: the hf package is optional at runtime and must not slow `nodus runs list`.
+    try:
+        from nodus.stages.hf import BOOTSTRAP_DIR
+    except ImportError:
+        return None
+    return BOOTSTRAP_DIR
+
+
+def write_integration(
+    ws: Workspace, stage: ResolvedStage, run_id: str, attempt: int, restored: int | None, home: str
+) -> None:
+    """``.nodus/integration.json``: the settings the prepared Trainer reads at start."""
+    if stage.integration not in ("auto", "hf-trainer-v1"):
+        return
+    settings = {
+        "integration": stage.integration,
+        "save_every": stage.execution.save_every,
+        "save_each_epoch": stage.execution.save_each_epoch,
+        "restored_step": restored,
+        "run_id": run_id,
+        "stage": stage.name,
+        "attempt": attempt,
+        "home": home,
+    }
+    write_json_atomic(ws.private_path("integration.json"), settings)
+
+
+def write_json_atomic(path: str, data: object) -> None:
+    """Readers on the other side of the protocol see the old file or the whole new one."""
+    temp = f"{path}.{os.getpid()}.tmp"
+    with open(temp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)

@@ -1,0 +1,240 @@
+"""``nodus snapshots download`` and ``nodus runs outputs``: verified copies out of the store.
+
+An artifact is a choice of files from one snapshot, laid out the way its framework loads them:
+
+    model      weights, config and tokenizer   AutoModelForCausalLM / AutoTokenizer.from_pretrained
+    resumable  everything in the checkpoint    Trainer.train(resume_from_checkpoint=DIR)
+    adapter    the LoRA adapter files only     PeftModel.from_pretrained
+
+A snapshot stores its checkpoint as ``state/checkpoint-<step>/…``; the download puts that
+folder's files at the top of ``--to`` (taking the folder of the snapshot's own step when the
+selection held several). Every file is hashed while it is written, under a temporary name, and
+renamed into place only once all of them matched the manifest: a damaged snapshot leaves
+nothing half-written behind.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import re
+import secrets
+from typing import IO, Any, Iterable
+
+from nodus.errors import NotFoundError, SnapshotDamagedError, UnsafePathError, UsageError
+from nodus.snapshots.progress import Progress
+
+__all__ = ["ARTIFACTS", "download_outputs", "download_snapshot", "select"]
+
+ARTIFACTS = ("model", "resumable", "adapter")
+
+_CHECKPOINT = re.compile(r"^(?P<prefix>(?:.*/)?checkpoint-(?P<step>\d+)/)")
+_ADAPTER = ("adapter_model.*", "adapter_config.json")
+_MODEL_WEIGHTS = ("model.safetensors", "model-*-of-*.safetensors", "pytorch_model.bin",
+                  "pytorch_model-*-of-*.bin")
+
+
+def download_snapshot(
+    store: Any, manifest: Any, artifact: str, target: str, stream: IO[str] | None = None
+) -> list[str]:
+    """Write ``artifact`` of ``manifest`` into the empty folder ``target``; relative paths written."""
+    pairs = select(manifest, artifact)
+    label = f"{manifest.id} {artifact}"
+    return _write(store, manifest.id, pairs, target, label, stream)
+
+
+def download_outputs(
+    store: Any, manifests: list[Any], target: str, stream: IO[str] | None = None
+) -> list[str]:
+    """Lay the outputs snapshots over each other in order (later stages win), verified."""
+    chosen: dict[str, Any] = {}
+    for manifest in manifests:
+        for entry in manifest.held_files():
+            chosen[entry.path] = entry
+    label = f"outputs of {manifests[-1].run}"
+    return _write(store, manifests[-1].id, [(e, e.path) for e in chosen.values()], target, label,
+                  stream)
+
+
+# --- which files ------------------------------------------------------------------------------
+
+
+def select(manifest: Any, artifact: str) -> list[tuple[Any, str]]:
+    """(entry, destination) pairs of ``artifact``; refuses with the reason when there are none."""
+    if artifact not in ARTIFACTS:
+        raise UsageError(f"--artifact {artifact!r}: use one of {', '.join(ARTIFACTS)}")
+    held = manifest.held_files()
+    base = _checkpoint_prefix(manifest, held)
+    inside = [e for e in held if base is None or e.path.startswith(base)]
+    chosen = {"model": _model, "resumable": _resumable, "adapter": _adapter}[artifact](
+        manifest, inside
+    )
+    if base is None:
+        base = _common_folder(e.path for e in chosen)
+    return [(entry, entry.path[len(base):]) for entry in chosen]
+
+
+def _model(manifest: Any, entries: list[Any]) -> list[Any]:
+    files = [e for e in entries if e.kind == "weights" and not _named(e, _ADAPTER)]
+    if not any(_named(e, _MODEL_WEIGHTS) for e in files):
+        raise NotFoundError(f"{manifest.id} holds no model weights{_why_not(manifest, entries)}")
+    return files
+
+
+def _adapter(manifest: Any, entries: list[Any]) -> list[Any]:
+    files = [e for e in entries if _named(e, _ADAPTER)]
+    if not files:
+        raise NotFoundError(
+            f"{manifest.id} holds no LoRA adapter files (adapter_model.*, adapter_config.json)"
+            f"{_why_not(manifest, entries)}"
+        )
+    return files
+
+
+def _resumable(manifest: Any, entries: list[Any]) -> list[Any]:
+    if "state" in manifest.deleting:
+        raise NotFoundError(
+            f"{manifest.id} no longer holds its training state (retention deleted it); "
+            "--artifact model still gives its weights, and `nodus snapshots pin` keeps a "
+            "snapshot's state from now on"
+        )
+    if not entries:
+        raise NotFoundError(f"{manifest.id} holds no files")
+    return entries
+
+
+def _why_not(manifest: Any, entries: list[Any]) -> str:
+    """The reason a user can act on: deleted by retention, or another artifact instead."""
+    if "weights" in manifest.deleting:
+        return " any more (retention deleted them; pin snapshots whose weights you want kept)"
+    if any(_named(e, _ADAPTER) for e in entries):
+        return "; it holds a LoRA adapter: use --artifact adapter"
+    if any(_named(e, _MODEL_WEIGHTS) for e in entries):
+        return "; it holds full model weights: use --artifact model"
+    kinds = ", ".join(manifest.kinds) or "nothing"
+    return f" (it holds {kinds}); --artifact resumable downloads every file it holds"
+
+
+def _named(entry: Any, patterns: tuple[str, ...]) -> bool:
+    name = posixpath.basename(entry.path)
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def _checkpoint_prefix(manifest: Any, entries: list[Any]) -> str | None:
+    """``…/checkpoint-<step>/`` of the snapshot's step, else the newest such folder, else None."""
+    prefixes: dict[str, int] = {}
+    for entry in entries:
+        match = _CHECKPOINT.match(entry.path)
+        if match:
+            prefixes[match["prefix"]] = int(match["step"])
+    if not prefixes:
+        return None
+    own = [p for p, step in prefixes.items() if step == manifest.step]
+    return own[0] if own else max(prefixes, key=lambda p: prefixes[p])
+
+
+def _common_folder(paths: Iterable[str]) -> str:
+    folders = [posixpath.dirname(path) for path in paths]
+    if not folders:
+        return ""
+    common = posixpath.commonpath(folders)
+    return common + "/" if common else ""
+
+
+# --- verified writing -------------------------------------------------------------------------
+
+
+def _write(
+    store: Any, snapshot_id: str, pairs: list[tuple[Any, str]], target: str, label: str,
+    stream: IO[str] | None,
+) -> list[str]:
+    from nodus.store.restore import unsafe_reason
+
+    for entry, dest in pairs:
+        reason = unsafe_reason(entry) or (None if dest else "is empty")
+        if reason is not None:
+            raise UnsafePathError(f"snapshot {snapshot_id}: path {entry.path!r} {reason}; refusing")
+    _prepare(target)
+    root = os.path.realpath(target)
+    progress = Progress(label, sum(e.size for e, _ in pairs if not e.is_link), stream)
+    staged: list[tuple[str, str, int]] = []
+    try:
+        for entry, dest in pairs:
+            if not entry.is_link:
+                staged.append(_stage(store, snapshot_id, entry, _destination(root, dest), progress))
+    except BaseException:
+        for temp, _final, _mode in staged:
+            _remove(temp)
+        raise
+    finally:
+        progress.close()
+    for temp, final, mode in staged:
+        os.replace(temp, final)
+        os.chmod(final, mode)
+    for entry, dest in pairs:
+        if entry.is_link:
+            os.symlink(entry.target, _destination(root, dest))
+    return sorted(dest for _, dest in pairs)
+
+
+def _prepare(target: str) -> None:
+    if os.path.exists(target) and not os.path.isdir(target):
+        raise UsageError(f"--to {target}: exists and is not a folder")
+    if os.path.isdir(target) and os.listdir(target):
+        raise UsageError(f"--to {target}: the folder is not empty; give a new or empty folder")
+    os.makedirs(target, exist_ok=True)
+
+
+def _destination(root: str, dest: str) -> str:
+    final = os.path.join(root, *dest.split("/"))
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    parent = os.path.realpath(os.path.dirname(final))
+    if parent != root and not parent.startswith(root + os.sep):
+        raise UnsafePathError(f"{dest!r} would be written outside {root}; refusing")
+    return final
+
+
+def _stage(store: Any, snapshot_id: str, entry: Any, final: str, progress: Progress):
+    """Copy one blob to a temporary name next to ``final``, hashing it as it is written."""
+    from nodus.store import keys
+    from nodus.store._io import copy_hashing
+
+    temp = os.path.join(os.path.dirname(final), f".nodus-download-{secrets.token_hex(6)}")
+    try:
+        with store.backend.open(keys.blob_key(entry.hash)) as source, open(temp, "wb") as sink:
+            digest, size = copy_hashing(source, _Counting(sink, progress))
+    except FileNotFoundError as error:
+        _remove(temp)
+        if error.filename == temp:
+            raise
+        raise SnapshotDamagedError(
+            f"snapshot {snapshot_id}: {entry.path}: its contents (blob {entry.hash}) are missing"
+        ) from None
+    if digest != entry.hash or size != entry.size:
+        _remove(temp)
+        raise SnapshotDamagedError(
+            f"snapshot {snapshot_id}: {entry.path}: contents do not match the manifest "
+            f"(expected xxh3-128 {entry.hash}, {entry.size} bytes; found {digest}, {size} bytes)"
+        )
+    return temp, final, entry.mode
+
+
+class _Counting:
+    """A file wrapper that tells the progress bar about every chunk written."""
+
+    def __init__(self, sink: Any, progress: Progress) -> None:
+        self._sink = sink
+        self._progress = progress
+
+    def write(self, chunk) -> int:
+        written = self._sink.write(chunk)
+        self._progress.advance(len(chunk) if written is None else written)
+        return written
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,166 @@
+"""``nodus runs plot``: a run's logged metrics over steps, its snapshots and its recoveries.
+
+Where the curves come from: every snapshot carries the metrics logged at its step, and an
+integration checkpoint also holds the Trainer's ``trainer_state.json`` whose ``log_history``
+has every logged step up to that save. The newest snapshot of each stage therefore gives the
+full curve of the path that led to it (steps an interrupted attempt trained past its last save
+were repeated by the next attempt and are drawn once). A directory-contract program logs
+nothing nodus can read, so its plot shows the snapshots alone.
+
+Every snapshot is a marker on the curves; every attempt after a stage's first is a vertical
+line at the step it restored (a recovery after an interruption, or a resume by hand).
+matplotlib is imported here only, with the Agg backend: no display is needed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodus.errors import NotFoundError
+
+__all__ = ["Series", "collect", "draw"]
+
+_SKIP = {"epoch", "step", "total_flos"}  # bookkeeping values, not curves
+_PREFERRED = ("loss", "reward", "eval_loss", "learning_rate", "grad_norm")
+MAX_PANELS = 4
+
+
+@dataclass
+class Series:
+    """What one stage contributes: per-step curves, snapshot points and restart lines."""
+
+    stage: str
+    curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    snapshots: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+    restarts: list[tuple[int, str]] = field(default_factory=list)  # (step, label)
+
+
+def collect(store: Any, catalog: Any, run: Any) -> list[Series]:
+    """One :class:`Series` per stage that has committed snapshots or attempts."""
+    manifests = store.list(run=run.id)
+    out = []
+    for stage in run.stages:
+        series = Series(stage["name"])
+        own = [m for m in manifests if m.stage == stage["name"]]
+        series.snapshots = [(m.step, _numbers(m.metrics)) for m in own if m.step is not None]
+        if own:
+            series.curves = _history(store, own[-1])
+        for name, value_points in _snapshot_curves(series.snapshots).items():
+            series.curves.setdefault(name, value_points)
+        series.restarts = _restarts(stage["attempts"])
+        if series.snapshots or series.restarts or series.curves:
+            out.append(series)
+    if not out:
+        raise NotFoundError(f"{run.id} has no snapshots and no attempts yet; nothing to plot")
+    return out
+
+
+def _history(store: Any, manifest: Any) -> dict[str, list[tuple[int, float]]]:
+    """Per-step curves from the newest snapshot's ``trainer_state.json`` (verified read)."""
+    from nodus.store import keys
+    from nodus.store._io import hash_stream
+
+    entries = [e for e in manifest.held_files() if e.path.endswith("trainer_state.json")]
+    if not entries:
+        return {}
+    entry = max(entries, key=lambda e: e.path)
+    try:
+        raw = store.backend.read(keys.blob_key(entry.hash))
+    except FileNotFoundError:
+        return {}
+    if hash_stream(io.BytesIO(raw))[0] != entry.hash:
+        return {}  # a damaged file draws nothing rather than a wrong curve
+    try:
+        history = json.loads(raw).get("log_history") or []
+    except ValueError:
+        return {}
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for record in history:
+        step = record.get("step")
+        for name, value in _numbers(record).items():
+            if isinstance(step, int) and not name.startswith("train_"):
+                curves.setdefault(name, []).append((step, value))
+    return curves
+
+
+def _snapshot_curves(points: list[tuple[int, dict[str, float]]]) -> dict[str, list]:
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for step, metrics in points:
+        for name, value in metrics.items():
+            curves.setdefault(name, []).append((step, value))
+    return curves
+
+
+def _numbers(metrics: dict[str, Any]) -> dict[str, float]:
+    return {
+        name: float(value) for name, value in metrics.items()
+        if name not in _SKIP and isinstance(value, (int, float)) and not isinstance(value, bool)
+        and math.isfinite(value)
+    }
+
+
+def _restarts(attempts: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    lines = []
+    for before, attempt in zip(attempts, attempts[1:]):
+        why = "recovery" if before["outcome"] == "interrupted" else "resume"
+        step = attempt["restored_step"] or 0
+        lines.append((step, f"{why}: attempt {attempt['number']} from step {step}"))
+    return lines
+
+
+def draw(run: Any, series: list[Series], out_path: str) -> list[str]:
+    """Draw the figure into ``out_path`` (PNG by its extension); the metrics drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = _panels(series)
+    fig, axes = plt.subplots(len(names) or 1, 1, sharex=True, squeeze=False,
+                             figsize=(8, 2.6 * max(len(names), 1) + 0.6))
+    panels = [ax for (ax,) in axes]
+    for index, one in enumerate(series):
+        color = f"C{index}"
+        label = one.stage if len(series) > 1 else None
+        for ax, name in zip(panels, names or ["snapshots"]):
+            _draw_panel(ax, one, name, color, label)
+    for ax, name in zip(panels, names or ["snapshot"]):
+        ax.set_ylabel(name)
+        ax.grid(alpha=0.3)
+    panels[-1].set_xlabel("optimizer step")
+    panels[0].set_title(f"{run.name} — {run.id} ({run.phase})")
+    handles, labels = panels[0].get_legend_handles_labels()
+    if handles:
+        unique = dict(zip(labels, handles))
+        panels[0].legend(unique.values(), unique.keys(), fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=110)
+    plt.close(fig)
+    return names
+
+
+def _panels(series: list[Series]) -> list[str]:
+    found = {name for one in series for name in one.curves}
+    ordered = [name for name in _PREFERRED if name in found]
+    ordered += sorted(found - set(ordered))
+    return ordered[:MAX_PANELS]
+
+
+def _draw_panel(ax: Any, one: Series, name: str, color: str, label: str | None) -> None:
+    curve = sorted(one.curves.get(name, []))
+    if curve:
+        ax.plot([s for s, _ in curve], [v for _, v in curve], color=color, linewidth=1.2,
+                label=label)
+    points = [(step, metrics[name]) for step, metrics in one.snapshots if name in metrics]
+    if not one.curves:  # nothing logged: show the snapshots on a plain row
+        points = [(step, 0.0) for step, _ in one.snapshots]
+        ax.set_yticks([])
+    if points:
+        ax.scatter([s for s, _ in points], [v for _, v in points], marker="o", s=28,
+                   facecolors="white", edgecolors=color, zorder=3, label="snapshot")
+    for step, text in one.restarts:
+        ax.axvline(step, color="crimson", linestyle="--", linewidth=1, label=text.split(":")[0])

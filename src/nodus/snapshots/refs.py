@@ -1,0 +1,162 @@
+"""Naming a snapshot on the command line: ``ID``, ``RUN@STEP`` or ``RUN/STAGE@STEP``.
+
+``RUN`` is a run id or its ``--key``. A step names a checkpoint snapshot of that run; when
+several attempts saved the same step the latest attempt's is meant (the one a resume would
+restore), and when several stages reached it the reference must name the stage.
+
+A run's snapshots live in the store recorded when the run was accepted, so a ``RUN@STEP``
+reference is looked up there. A bare id is looked up in ``--store`` (or the default store),
+then in the stores the catalog's runs recorded, so ``nodus snapshots get ckpt_…`` works for a
+run that used an S3 store without repeating its URL.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from nodus.errors import NotFoundError, UsageError
+from nodus.schemas import defaults
+
+__all__ = ["Located", "Lookup", "SnapshotRef", "parse_ref"]
+
+_STEP = re.compile(r"^(?P<run>.+)@(?P<step>-?\d+)$")
+_ID = re.compile(r"^(ckpt|src|out)_[0-9a-f]{16}$")
+
+CATALOG_SCAN = 10_000
+"""Most runs whose recorded stores a bare id is searched in (newest first)."""
+
+
+@dataclass(frozen=True)
+class SnapshotRef:
+    """A parsed reference: either ``snapshot_id`` or ``run`` + ``step`` (+ ``stage``)."""
+
+    text: str
+    snapshot_id: str | None = None
+    run: str | None = None
+    stage: str | None = None
+    step: int | None = None
+
+
+def parse_ref(text: str) -> SnapshotRef:
+    """Parse ``ID | RUN@STEP | RUN/STAGE@STEP``; the stage split is settled by :class:`Lookup`."""
+    text = text.strip()
+    if _ID.match(text):
+        return SnapshotRef(text, snapshot_id=text)
+    match = _STEP.match(text)
+    if match is None:
+        raise UsageError(
+            f"snapshot {text!r}: give a snapshot id (ckpt_…), RUN@STEP or RUN/STAGE@STEP "
+            "(RUN is a run id or key)"
+        )
+    step = int(match["step"])
+    if step < 0:
+        raise UsageError(f"snapshot {text!r}: the step must be 0 or more")
+    return SnapshotRef(text, run=match["run"], step=step)
+
+
+@dataclass
+class Located:
+    """A committed snapshot, the store it lives in, and its run when the catalog knows it."""
+
+    manifest: Any  # nodus.store.Manifest
+    store: Any  # nodus.store.SnapshotStore
+    run: Any | None  # nodus.runner.catalog.Run
+
+
+class Lookup:
+    """Finds runs and snapshots for one command: one catalog, stores opened once per URL."""
+
+    def __init__(self, home: str | None, store_url: str | None) -> None:
+        from nodus.runner.catalog import Catalog
+
+        self.home = defaults.nodus_home(home)
+        self.explicit_store = store_url
+        self.catalog = Catalog(self.home)
+        self._stores: dict[str, Any] = {}
+
+    # --- stores -----------------------------------------------------------------------------
+
+    def store(self, url: str) -> Any:
+        from nodus.store import open_store
+
+        if url not in self._stores:
+            self._stores[url] = open_store(url)
+        return self._stores[url]
+
+    def store_of_run(self, run: Any) -> Any:
+        """``--store`` when given, else the store the run recorded when it was accepted."""
+        return self.store(self.explicit_store or run.store)
+
+    def default_store(self) -> Any:
+        return self.store(defaults.store_url(self.explicit_store, self.home))
+
+    # --- runs -------------------------------------------------------------------------------
+
+    def run(self, ref: str) -> Any:
+        return self.catalog.get_run(ref)
+
+    def run_or_none(self, run_id: str) -> Any | None:
+        try:
+            return self.catalog.get_run(run_id)
+        except NotFoundError:
+            return None  # a snapshot of a run this catalog never saw (a shared store)
+
+    # --- snapshots --------------------------------------------------------------------------
+
+    def locate(self, text: str) -> Located:
+        """The committed snapshot a reference names; NotFoundError (exit 2) says what is missing."""
+        ref = parse_ref(text)
+        if ref.snapshot_id is not None:
+            return self._by_id(ref.snapshot_id)
+        return self._by_step(ref)
+
+    def _by_id(self, snapshot_id: str) -> Located:
+        tried = []
+        for url in self._candidate_urls():
+            store = self.store(url)
+            try:
+                manifest = store.get(snapshot_id)
+            except NotFoundError:
+                tried.append(url)
+                continue
+            return Located(manifest, store, self.run_or_none(manifest.run))
+        raise NotFoundError(f"snapshot {snapshot_id} not found (looked in {', '.join(tried)})")
+
+    def _candidate_urls(self) -> list[str]:
+        urls = [defaults.store_url(self.explicit_store, self.home)]
+        if self.explicit_store is None:
+            for run in self.catalog.list_runs(limit=CATALOG_SCAN):
+                if run.store not in urls:
+                    urls.append(run.store)
+        return urls
+
+    def _by_step(self, ref: SnapshotRef) -> Located:
+        run, stage = self._run_and_stage(ref.run or "")
+        store = self.store_of_run(run)
+        found = [m for m in store.list(run=run.id, stage=stage) if m.step == ref.step]
+        if not found:
+            where = f"{run.id}/{stage}" if stage else run.id
+            raise NotFoundError(f"{where} has no committed snapshot at step {ref.step}")
+        stages = sorted({m.stage or "" for m in found})
+        if len(stages) > 1:
+            names = ", ".join(f"{run.id}/{name}@{ref.step}" for name in stages)
+            raise UsageError(f"{ref.text}: several stages saved step {ref.step}; name one: {names}")
+        # Oldest first by step then commit time: the last one is the latest attempt's save.
+        latest = max(found, key=lambda m: (m.attempt, m.created))
+        return Located(latest, store, run)
+
+    def _run_and_stage(self, text: str) -> tuple[Any, str | None]:
+        """``RUN`` or ``RUN/STAGE``; a key may itself hold ``/``, so the whole text wins."""
+        try:
+            return self.catalog.get_run(text), None
+        except NotFoundError:
+            if "/" not in text:
+                raise
+        run_ref, _, stage = text.rpartition("/")
+        run = self.catalog.get_run(run_ref)
+        names = [s["name"] for s in run.stages]
+        if stage not in names:
+            raise NotFoundError(f"{run.id} has no stage {stage!r} (stages: {', '.join(names)})")
+        return run, stage

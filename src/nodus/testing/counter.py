@@ -1,0 +1,147 @@
+"""A tiny deterministic stage program that follows the directory contract.
+
+    python -m nodus.testing.counter --steps 100 --save-every 10 [--sleep 0.01]
+
+Its state is a hash chain: ``value(n) = sha256(value(n-1) + n)``, so the value after N steps is
+the same however often the program was killed and resumed, and any lost or repeated step shows.
+Every ``--save-every`` steps it writes ``checkpoint-<step>/state.json`` into
+``$NODUS_CHECKPOINT_DIR`` by atomic rename (built in ``$TMPDIR``, same filesystem), keeps the
+newest ``--keep`` folders, and on start resumes from the newest one. At the end it writes
+``--result`` (default ``out/result.json``) with the step count and the final value.
+
+Use :func:`expected_value` in a test to know what an uninterrupted run ends with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+SEED = "nodus-counter"
+
+
+def advance(value: str, step: int) -> str:
+    """One training step: the next link of the hash chain."""
+    return hashlib.sha256(f"{value}:{step}".encode()).hexdigest()
+
+
+def expected_value(steps: int) -> str:
+    """The value an uninterrupted run of ``steps`` steps ends with."""
+    value = SEED
+    for step in range(1, steps + 1):
+        value = advance(value, step)
+    return value
+
+
+def newest_checkpoint(state_dir: str) -> tuple[int, str] | None:
+    """(step, value) of the newest readable checkpoint folder, or None to start fresh."""
+    steps = sorted(
+        (int(m.group(1)) for name in _listdir(state_dir) if (m := _CHECKPOINT.match(name))),
+        reverse=True,
+    )
+    for step in steps:
+        try:
+            with open(os.path.join(state_dir, f"checkpoint-{step}", "state.json")) as handle:
+                data = json.load(handle)
+            return int(data["step"]), str(data["value"])
+        except (OSError, ValueError, KeyError):
+            continue  # a damaged folder: fall back to the one before it
+    return None
+
+
+def save(state_dir: str, step: int, value: str, keep: int, state_bytes: int = 0) -> None:
+    """Publish checkpoint-<step> by rename so nobody ever sees it half written."""
+    building = tempfile.mkdtemp(prefix=f"checkpoint-{step}-")
+    with open(os.path.join(building, "state.json"), "w") as handle:
+        json.dump({"step": step, "value": value}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if state_bytes:  # stands in for model and optimizer tensors: different at every step
+        block = hashlib.sha256(value.encode()).digest() * (1 << 15)
+        with open(os.path.join(building, "weights.bin"), "wb") as handle:
+            for start in range(0, state_bytes, len(block)):
+                handle.write(block[: min(len(block), state_bytes - start)])
+            handle.flush()
+            os.fsync(handle.fileno())
+    target = os.path.join(state_dir, f"checkpoint-{step}")
+    if os.path.exists(target):
+        shutil.rmtree(target)
+    try:
+        os.rename(building, target)
+    except OSError:  # $TMPDIR on another filesystem: stage next to the target instead
+        staged = os.path.join(state_dir, f".checkpoint-{step}.tmp")
+        shutil.move(building, staged)
+        os.rename(staged, target)
+    _prune(state_dir, keep)
+
+
+def _prune(state_dir: str, keep: int) -> None:
+    steps = sorted(int(m.group(1)) for n in _listdir(state_dir) if (m := _CHECKPOINT.match(n)))
+    for step in steps[:-keep] if keep > 0 else []:
+        shutil.rmtree(os.path.join(state_dir, f"checkpoint-{step}"), ignore_errors=True)
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except FileNotFoundError:
+        return []
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m nodus.testing.counter", description=__doc__)
+    parser.add_argument("--steps", type=int, required=True, help="steps to run in total")
+    parser.add_argument("--save-every", type=int, default=10, help="steps between checkpoints")
+    parser.add_argument("--sleep", type=float, default=0.0, help="seconds per step")
+    parser.add_argument("--keep", type=int, default=2, help="checkpoint folders to keep")
+    parser.add_argument("--state-bytes", type=int, default=0,
+                        help="size of a weights.bin written with each checkpoint")
+    parser.add_argument("--result", default=os.path.join("out", "result.json"))
+    parser.add_argument("--fail-at", type=int, default=None, help="exit 1 at this step")
+    parser.add_argument(
+        "--save-on-term", action="store_true", help="on SIGTERM save the current step, then exit"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    state_dir = os.environ.get("NODUS_CHECKPOINT_DIR", "state")
+    os.makedirs(state_dir, exist_ok=True)
+    step, value = newest_checkpoint(state_dir) or (0, SEED)
+    print(f"counter: starting at step {step}", flush=True)
+    stop = []
+    if args.save_on_term:
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    while step < args.steps and not stop:
+        time.sleep(args.sleep)
+        step += 1
+        value = advance(value, step)
+        if args.fail_at == step:
+            print(f"counter: failing at step {step} as asked", flush=True)
+            return 1
+        if args.save_every and step % args.save_every == 0:
+            save(state_dir, step, value, args.keep, args.state_bytes)
+            print(f"counter: saved checkpoint-{step}", flush=True)
+    if stop:
+        save(state_dir, step, value, args.keep, args.state_bytes)
+        print(f"counter: stopped by SIGTERM, saved checkpoint-{step}", flush=True)
+        return 143
+    os.makedirs(os.path.dirname(args.result) or ".", exist_ok=True)
+    with open(args.result, "w") as handle:
+        json.dump({"steps": step, "value": value}, handle)
+    print(f"counter: done at step {step}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""The quick-start program under the real runner: workload files, `nodus` processes, observations.
+
+Everything here goes through what a user has: a workload file, the `nodus` command line as a
+subprocess, the run catalog and the store under a private ``$NODUS_HOME``, real signals. The test
+reads the catalog (attempt pids, restored steps) and the store (committed snapshots) directly,
+because polling them through a fresh `nodus` process per look would cost a second each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import tomli_w
+from hf_helpers import PROGRAMS, QUICKSTART
+
+from nodus.runner.catalog import Catalog
+from nodus.stages.hf import driver
+from nodus.stages.hf.writer import SLOW_WRITE_ENV
+
+NODUS = [sys.executable, "-m", "nodus"]
+STAGE = "main"
+SAVE_EVERY = 6  # the quick-start's setting: 12 steps per epoch, saves inside and at epoch ends
+STEPS = 48
+# Each save waits this long before it is published, and a save that comes due meanwhile waits
+# for it: training crawls from save to save, so kills land at chosen steps and a save is in
+# progress for a whole second at a time. It never changes what is trained. A workload's env may
+# not name NODUS_* variables, so it reaches the program through the runner's environment.
+WRITE_DELAY_S = "1.0"
+PROGRAM_ENV = {"WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+               "QUICKSTART_EPOCHS": "4", "QUICKSTART_SEED": "42"}
+WAIT_S = 180.0  # generous: the CI machine is shared; a healthy wait ends in seconds
+
+
+class Project:
+    """A copy of the quick-start code, a workload file for it and a private nodus home."""
+
+    def __init__(self, root: Path, *, program: str = "train.py", env: dict | None = None) -> None:
+        self.root = root
+        self.code = root / "code"
+        self.home = root / "home"
+        self.file = root / "workload.toml"
+        shutil.copytree(QUICKSTART, self.code,
+                        ignore=shutil.ignore_patterns("out", "state", ".nodus", "__pycache__"))
+        if program != "train.py":
+            shutil.copy(PROGRAMS / program, self.code / program)
+        workload = {
+            "name": "quickstart-e2e", "code": "code", "command": [sys.executable, program],
+            "integration": "hf-trainer-v1", "outputs": ["out/model"],
+            # unbuffered: the log shows every step the program reached, even when it is killed
+            "env": {**PROGRAM_ENV, "PYTHONUNBUFFERED": "1", **(env or {})},
+            "continuity": {"mode": "checkpointed", "resume_on_interruption": True,
+                           "checkpoint_paths": ["state"]},
+            "execution": {"save_every": SAVE_EVERY, "save_each_epoch": True,
+                          "keep_recoverable": 1, "keep_adapters": 3, "max_recoveries": 10},
+        }
+        self.file.write_text(tomli_w.dumps(workload))
+
+    # --- the command line -------------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ, NODUS_HOME=str(self.home), **{SLOW_WRITE_ENV: WRITE_DELAY_S})
+        env.pop("NODUS_STORE", None)
+        return env
+
+    def start(self, *args: str) -> subprocess.Popen:
+        """`nodus ARGS` in the background, in its own session so a signal reaches only it."""
+        path = self.root / f"nodus-{args[0]}-{time.monotonic_ns()}.log"
+        with open(path, "w") as log:  # the child keeps its own descriptor
+            process = subprocess.Popen([*NODUS, *args], cwd=self.root, env=self.env(),
+                                       stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        process.log_path = path  # type: ignore[attr-defined]  (read by wait_for on failure)
+        return process
+
+    def nodus(self, *args: str, timeout: float = WAIT_S) -> subprocess.CompletedProcess:
+        return subprocess.run([*NODUS, *args], cwd=self.root, env=self.env(),
+                              capture_output=True, text=True, timeout=timeout)
+
+    def get(self, run: str) -> dict:
+        """`nodus runs get RUN --json`: the documented view of a run."""
+        proc = self.nodus("runs", "get", run, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    def outputs_hash(self, run: str) -> str:
+        """Hash of out/model/model.safetensors as `nodus runs outputs` hands it to a user."""
+        target = self.root / f"outputs-{run}"
+        proc = self.nodus("runs", "outputs", run, "--to", str(target))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return driver.weights_hash(str(target / "out" / "model"))
+
+    # --- observing a run --------------------------------------------------------------------
+
+    def attempts(self, run: str) -> list[dict]:
+        """The catalog's attempts of the stage, with the program pid `runs get` leaves out."""
+        catalog = Catalog(str(self.home))
+        try:
+            return catalog.attempts(catalog.get_run(run).id, STAGE)
+        except Exception:  # the run is not accepted yet
+            return []
+        finally:
+            catalog.close()
+
+    def snapshots(self, run: str) -> list:
+        """Committed checkpoint manifests of the run, oldest first."""
+        from nodus.store import open_store
+
+        run_id = self.get_id(run)
+        if run_id is None:
+            return []
+        return open_store("file://" + str(self.home / "store")).list(run=run_id, stage=STAGE)
+
+    def get_id(self, run: str) -> str | None:
+        catalog = Catalog(str(self.home))
+        try:
+            return catalog.get_run(run).id
+        except Exception:
+            return None
+        finally:
+            catalog.close()
+
+    def committed_steps(self, run: str, attempt: int | None = None) -> list[int]:
+        return sorted(m.step for m in self.snapshots(run)
+                      if attempt is None or m.attempt == attempt)
+
+    def running(self, run: str, number: int | None = None) -> dict | None:
+        """The newest attempt while its program lives (optionally only attempt ``number``)."""
+        attempts = self.attempts(run)
+        newest = attempts[-1] if attempts else None
+        if (newest and newest["outcome"] is None and newest["pid"] and pid_alive(newest["pid"])
+                and number in (None, newest["number"])):
+            return newest
+        return None
+
+    def copy_of(self, run: str, number: int) -> Path:
+        return self.home / "work" / self.get_id(run) / STAGE / str(number) / "copy"
+
+    def log_of(self, attempt: dict) -> str:
+        return Path(attempt["log_path"]).read_text(errors="replace")
+
+    def saving(self, run: str, number: int) -> int | None:
+        """The step whose checkpoint attempt ``number`` is building right now, if any."""
+        try:
+            names = os.listdir(self.copy_of(run, number) / ".nodus" / "tmp")
+        except FileNotFoundError:
+            return None
+        steps = [int(n.split("-")[1].split(".")[0]) for n in names if n.startswith("checkpoint-")]
+        return max(steps) if steps else None
+
+
+# --- waiting, killing, the reference run ------------------------------------------------------
+
+
+def wait_for(predicate, what: str, runner: subprocess.Popen | None = None,
+             timeout: float = WAIT_S):
+    """Poll until ``predicate()`` is truthy and return it; fail naming ``what``.
+
+    Fails at once if the runner ended meanwhile: waiting on a dead run only hides why.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if runner is not None and runner.poll() is not None:
+            output = Path(runner.log_path).read_text(errors="replace")[-3000:]
+            raise AssertionError(f"nodus exited {runner.returncode} while waiting for {what}:\n"
+                                 f"{output}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def kill_program(attempt: dict) -> None:
+    """What an OOM kill or a crash does to the stage program: SIGKILL, no warning."""
+    os.kill(attempt["pid"], signal.SIGKILL)
+
+
+def pid_alive(pid: int) -> bool:
+    try:  # a zombie counts as dead: its runner has not reaped it yet
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def steps_logged(log: str) -> int:
+    """Optimizer steps an attempt trained: the Trainer logs one ``{'loss': …}`` line per step."""
+    return sum(1 for line in log.splitlines() if "{'loss':" in line)
+
+
+def bare_run_hash(root: Path) -> str:
+    """Final weights of an uninterrupted bare `python train.py`: no nodus, same program env."""
+    copy = driver.new_copy(QUICKSTART, str(root), "bare")
+    proc = subprocess.run([sys.executable, "train.py"], cwd=copy, capture_output=True, text=True,
+                          env=dict(os.environ, **PROGRAM_ENV), timeout=WAIT_S)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return driver.weights_hash(os.path.join(copy, "out", "model"))

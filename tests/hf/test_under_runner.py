@@ -1,0 +1,126 @@
+"""Point 8 end to end: the unmodified quick-start program under real `nodus run` processes.
+
+The stand-in driver proves the integration's half of the protocol; these tests prove the whole
+product as a user meets it: the runner supervises, captures and recovers, and the final weights
+a user downloads with `nodus runs outputs` equal those of a bare `python train.py`.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+
+import pytest
+from runner_e2e_helpers import (
+    STEPS,
+    Project,
+    bare_run_hash,
+    kill_program,
+    steps_logged,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.hf, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def bare_hash(tmp_path_factory) -> str:
+    return bare_run_hash(tmp_path_factory.mktemp("bare"))
+
+
+def test_program_sigkilled_three_times_once_mid_save_recovers_to_the_bare_weights(
+    tmp_path, bare_hash
+):
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    first = rng.choice([6, 12, 18])  # inside epoch 0, at the end of epoch 0, inside epoch 1
+    second = rng.choice([24, 30])  # at the end of epoch 1, inside epoch 2
+    mid_save = rng.choice([s for s in (30, 36, 42) if s > second])  # killed while it is written
+    why = f"random seed {seed}: killed after {first}, after {second}, during the save of {mid_save}"
+    project = Project(tmp_path)
+    runner = project.start("run", str(project.file), "--key", "a")
+
+    for number, step in ((1, first), (2, second)):
+        attempt = wait_for(lambda: project.running("a", number), f"attempt {number}", runner)
+        wait_for(lambda: step in project.committed_steps("a", number),
+                 f"attempt {number} committing step {step}", runner)
+        kill_program(attempt)
+    attempt = wait_for(lambda: project.running("a", 3), "attempt 3", runner)
+    def building() -> int | None:
+        step = project.saving("a", 3)
+        return step if step is not None and step >= mid_save else None
+
+    saving = wait_for(building, f"attempt 3 writing the save of step {mid_save}", runner)
+    kill_program(attempt)
+    in_flight = project.saving("a", 3)  # still half-built after the kill: it landed mid-save
+
+    assert runner.wait(timeout=300) == 0, why
+    view = project.get("a")
+    attempts = view["stages"][0]["attempts"]
+    assert view["phase"] == "SUCCEEDED"
+    assert [a["outcome"] for a in attempts] == ["interrupted"] * 3 + ["succeeded"], why
+    assert all("SIGKILL" in a["detail"] for a in attempts[:3])
+    snapshots = project.snapshots("a")
+    for before, after in zip(attempts, attempts[1:]):  # each recovery took the newest commit
+        newest = max(m.step for m in snapshots if m.attempt <= before["number"])
+        assert after["restored_step"] == newest, why
+    # the save interrupted mid-write was never committed and never restored from
+    assert in_flight == saving, f"{why}: the kill missed the save"
+    assert all(m.attempt == 4 for m in snapshots if m.step == saving), why
+    assert attempts[3]["restored_step"] < saving
+    assert project.committed_steps("a", 4)[-1] == STEPS
+    assert project.outputs_hash("a") == bare_hash, why
+
+
+def test_sigterm_to_the_runner_saves_at_the_boundary_and_resume_loses_no_step(
+    tmp_path, bare_hash
+):
+    seed = random.randrange(1 << 30)
+    notice_after = random.Random(seed).choice([6, 12, 18, 24, 30])
+    why = f"random seed {seed}: SIGTERM after the commit of step {notice_after}"
+    project = Project(tmp_path)
+    runner = project.start("run", str(project.file), "--key", "b")
+    wait_for(lambda: notice_after in project.committed_steps("b", 1),
+             f"step {notice_after} committed", runner)
+    runner.send_signal(signal.SIGTERM)
+
+    assert runner.wait(timeout=300) == 3, why
+    view = project.get("b")
+    assert (view["phase"], view["exit_status"]) == ("INTERRUPTED", 3)
+    interrupted = view["stages"][0]["attempts"][0]
+    assert interrupted["outcome"] == "preempted"
+    reached = steps_logged(project.log_of(interrupted))  # the last step the program trained
+    assert reached >= notice_after
+    assert project.committed_steps("b", 1)[-1] == reached, why  # saved where it stopped
+
+    resumed = project.nodus("runs", "resume", "b")
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    view = project.get("b")
+    assert view["phase"] == "SUCCEEDED"
+    assert view["stages"][0]["attempts"][1]["restored_step"] == reached, why  # zero steps lost
+    assert project.outputs_hash("b") == bare_hash, why
+
+
+def test_dataset_changed_between_attempts_fails_the_recovery_naming_it(tmp_path):
+    data = tmp_path / "data" / "examples.txt"  # outside the code folder: not in the source
+    data.parent.mkdir()
+    data.write_text("96")
+    project = Project(tmp_path, program="external_dataset.py",
+                      env={"QUICKSTART_DATA_FILE": str(data)})
+    runner = project.start("run", str(project.file), "--key", "c")
+    attempt = wait_for(lambda: project.running("c", 1), "attempt 1", runner)
+    wait_for(lambda: project.committed_steps("c", 1), "a committed snapshot", runner)
+    data.write_text("80")
+    kill_program(attempt)
+
+    assert runner.wait(timeout=300) == 1
+    view = project.get("c")
+    assert (view["phase"], view["exit_status"]) == ("FAILED", 1)
+    first, second = view["stages"][0]["attempts"]
+    assert (first["outcome"], second["outcome"]) == ("interrupted", "failed")
+    assert second["restored_step"] == project.committed_steps("c", 1)[-1]
+    refused = [e for e in view["events"] if e["type"] == "integration_refused"]
+    assert [e["attempt"] for e in refused] == [2]
+    assert any("dataset fingerprint differs" in reason for reason in refused[0]["reasons"])
+    assert "dataset fingerprint differs" in project.log_of(second)
+    assert project.committed_steps("c", 2) == []  # nothing trained, nothing saved

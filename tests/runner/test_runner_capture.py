@@ -1,0 +1,121 @@
+"""The capture loop against a real store and catalog: fencing, failures, save records, events."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from nodus.errors import StaleAttemptError
+from nodus.runner.capture import Capturer
+from nodus.runner.catalog import Catalog
+from nodus.runner.workspace import Workspace
+from nodus.schemas.resolved import ResolvedContinuity, ResolvedExecution, ResolvedStage
+from nodus.store import open_store
+
+
+def stage(paths=("state", "progress.json"), integration=None) -> ResolvedStage:
+    return ResolvedStage(
+        name="main", command=("true",), code="/", env={}, outputs=(), integration=integration,
+        continuity=ResolvedContinuity("checkpointed", True, tuple(paths)),
+        execution=ResolvedExecution(50, False, 1, 3, 10, 5.0, 7),
+    )
+
+
+@pytest.fixture
+def setup(tmp_path):
+    catalog = Catalog(str(tmp_path / "home"))
+    run_id = catalog.create_run(name="w", workload={}, store="", key=None, lock_name="l",
+                                stage_names=["main"])
+    store = open_store("file://" + str(tmp_path / "store"))
+    ws = Workspace(str(tmp_path / "attempt"))
+    ws.make_private_folders()
+    return catalog, run_id, store, ws
+
+
+def capturer(setup, **kwargs) -> Capturer:
+    catalog, run_id, store, ws = setup
+    number = catalog.start_attempt(run_id, "main")
+    return Capturer(store=store, catalog=catalog, run_id=run_id, stage=kwargs.get("stage", stage()),
+                    attempt=number, ws=ws, restored_step=None)
+
+
+def checkpoint(ws: Workspace, step: int) -> None:
+    folder = os.path.join(ws.state, f"checkpoint-{step}")
+    os.makedirs(folder)
+    with open(os.path.join(folder, "state.json"), "w") as handle:
+        json.dump({"step": step}, handle)
+
+
+def test_a_snapshot_holds_its_own_checkpoint_folder_and_the_other_selected_paths(setup):
+    catalog, run_id, store, ws = setup
+    checkpoint(ws, 10)
+    checkpoint(ws, 20)
+    with open(os.path.join(ws.copy, "progress.json"), "w") as handle:
+        handle.write("{}")
+    with open(os.path.join(ws.copy, "unselected.txt"), "w") as handle:
+        handle.write("x")
+    snapshot = capturer(setup).capture(20, reason="settled")
+    paths = sorted(entry.path for entry in store.get(snapshot).files)
+    assert paths == ["progress.json", "state/checkpoint-20/state.json"]
+    committed = json.loads(open(ws.private_path("committed.json")).read())
+    assert committed == {"step": 20, "snapshot": snapshot}
+
+
+def test_a_stale_attempt_can_never_commit(setup):
+    catalog, run_id, store, ws = setup
+    stale = capturer(setup)
+    catalog.start_attempt(run_id, "main")  # a newer attempt now owns the stage
+    checkpoint(ws, 10)
+    with pytest.raises(StaleAttemptError, match="superseded by attempt 2"):
+        stale.capture(10, reason="settled")
+    assert store.list(run=run_id) == []
+
+
+def test_a_failed_capture_is_recorded_and_the_next_one_commits(setup, tmp_path):
+    catalog, run_id, store, ws = setup
+    capture = capturer(setup)
+    checkpoint(ws, 10)
+    blobs = tmp_path / "store" / "blobs"
+    if blobs.exists():
+        os.rename(blobs, tmp_path / "blobs-aside")
+    blobs.write_text("the store cannot write here")  # like an unreachable or full store
+    assert capture.capture(10, reason="settled") is None
+    failed = [e for e in catalog.events(run_id) if e["type"] == "capture_failed"]
+    assert failed and failed[0]["details"]["step"] == 10
+    assert store.list(run=run_id) == []
+    blobs.unlink()
+    checkpoint(ws, 20)
+    assert capture.capture(20, reason="settled") is not None
+    assert [m.step for m in store.list(run=run_id)] == [20]
+
+
+def test_save_records_are_captured_with_their_metrics_and_answer_requests(setup):
+    catalog, run_id, store, ws = setup
+    capture = capturer(setup, stage=stage(paths=("state",), integration="hf-trainer-v1"))
+    checkpoint(ws, 40)
+    record = {"step": 40, "epoch": 1.25, "checkpoint": "checkpoint-40", "requests": [3],
+              "metrics": {"loss": 2.1, "epoch": 1.25}}
+    with open(ws.private_path("saves", "40.json"), "w") as handle:
+        json.dump(record, handle)
+    with open(ws.private_path("events", "1.json"), "w") as handle:
+        json.dump({"type": "integration_note", "details": {"why": "testing"}}, handle)
+    capture.tick()
+    manifest = store.list(run=run_id)[-1]
+    assert (manifest.step, manifest.epoch, manifest.metrics["loss"]) == (40, 1.25, 2.1)
+    assert capture.answered == {3}
+    notes = [e for e in catalog.events(run_id) if e["type"] == "integration_note"]
+    assert notes[0]["details"] == {"why": "testing"} and notes[0]["attempt"] == 1
+    assert os.listdir(ws.private_path("events")) == []
+    capture.tick()  # a record is captured once
+    assert len(store.list(run=run_id)) == 1
+
+
+def test_an_unchanged_selection_is_not_captured_twice(setup):
+    catalog, run_id, store, ws = setup
+    capture = capturer(setup)
+    checkpoint(ws, 10)
+    assert capture.capture(10, reason="settled")
+    capture.final_capture()
+    assert len(store.list(run=run_id)) == 1

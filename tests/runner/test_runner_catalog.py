@@ -1,0 +1,87 @@
+"""The run catalog: schema versions, several processes at once, and a damaged or locked file."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from nodus.errors import CatalogError, NotFoundError
+from nodus.runner import catalog as catalog_module
+from nodus.runner.catalog import SCHEMA_VERSION, Catalog
+
+WORKLOAD = {"name": "w", "stages": []}
+
+
+def make_run(catalog: Catalog, key: str | None = None) -> str:
+    return catalog.create_run(name="w", workload=WORKLOAD, store="memory://", key=key,
+                              lock_name="l", stage_names=["main"])
+
+
+def test_new_catalog_is_at_the_current_schema_version_in_wal_mode(tmp_path):
+    catalog = Catalog(str(tmp_path))
+    db = sqlite3.connect(catalog.path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_runs_are_found_by_id_or_key_and_unknown_names_are_refused(tmp_path):
+    catalog = Catalog(str(tmp_path))
+    run_id = make_run(catalog, key="nightly")
+    assert catalog.get_run("nightly").id == run_id
+    assert catalog.get_run(run_id).stages[0]["name"] == "main"
+    with pytest.raises(NotFoundError, match="no run with id or key 'nope'"):
+        catalog.get_run("nope")
+
+
+def test_attempt_numbers_are_never_shared_between_processes(tmp_path):
+    run_id = make_run(Catalog(str(tmp_path)))
+    script = (
+        "import sys; from nodus.runner.catalog import Catalog; c = Catalog(sys.argv[1]);"
+        "[c.start_attempt(sys.argv[2], 'main') for _ in range(25)]"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), run_id])
+             for _ in range(4)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
+    numbers = [a["number"] for a in Catalog(str(tmp_path)).attempts(run_id, "main")]
+    assert numbers == list(range(1, 101))
+
+
+def test_a_catalog_from_a_newer_nodus_is_refused(tmp_path):
+    Catalog(str(tmp_path))
+    db = sqlite3.connect(tmp_path / "nodus.db")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.commit()
+    with pytest.raises(CatalogError, match="upgrade nodus"):
+        Catalog(str(tmp_path))
+
+
+def test_a_damaged_catalog_says_how_to_move_it_aside(tmp_path):
+    (tmp_path / "nodus.db").write_bytes(b"this is not a database" * 100)
+    proc = subprocess.run([sys.executable, "-m", "nodus", "runs", "list", "--home",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "damaged" in proc.stderr and "mv " in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_locked_catalog_says_what_to_do(tmp_path, monkeypatch):
+    catalog = Catalog(str(tmp_path))
+    holder = sqlite3.connect(catalog.path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    monkeypatch.setattr(catalog_module.defaults, "CATALOG_BUSY_TIMEOUT_S", 0.1)
+    with pytest.raises(CatalogError, match="locked by another process.*retry"):
+        make_run(Catalog(str(tmp_path)))
+    holder.execute("ROLLBACK")
+
+
+def test_control_requests_are_seen_once_by_the_runner(tmp_path):
+    catalog = Catalog(str(tmp_path))
+    run_id = make_run(catalog)
+    Catalog(str(tmp_path)).request(run_id, "cancel")  # another process's connection
+    pending = list(catalog.pending_controls(run_id))
+    assert [c["action"] for c in pending] == ["cancel"]
+    catalog.mark_handled(pending[0]["id"])
+    assert list(catalog.pending_controls(run_id)) == []

@@ -1,0 +1,199 @@
+"""Interruptions with real signals: the program killed, the runner killed or told to stop."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sys
+import textwrap
+import time
+
+from runner_helpers import committed_steps, kill_program, pid_alive, running_attempt, wait_for
+
+from nodus.testing.counter import expected_value
+
+STEPS, SAVE_EVERY, SLEEP = 400, 10, 0.01
+
+
+def test_a_program_sigkilled_at_random_moments_ends_like_an_uninterrupted_run(project):
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP)
+    runner = project.start("run", "workload.toml", "--key", "k")
+    run_id = wait_for(lambda: _run_id(project, "k"), what="the run")
+    rng = random.Random(4)
+    kills = 0
+    for _ in range(3):
+        wait_for(lambda: running_attempt(project.catalog(), run_id), what="an attempt")
+        time.sleep(rng.uniform(0.3, 0.8))
+        if runner.poll() is not None:
+            break
+        kill_program(project, run_id)
+        kills += 1
+    out, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0, err
+    assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
+    attempts = project.get(run_id)["stages"][0]["attempts"]
+    assert len(attempts) == kills + 1 and kills >= 2
+    interrupted = [a for a in attempts if a["outcome"] == "interrupted"]
+    assert all("SIGKILL, which nodus did not send" in a["detail"] for a in interrupted)
+    restored = [a["restored_step"] for a in attempts[1:]]
+    assert all(step is not None and step % SAVE_EVERY == 0 for step in restored)
+    assert out.count("counter: starting at step 0") == 1  # every recovery restored state
+
+
+def test_a_sigkilled_runner_takes_its_program_along_and_run_key_recovers(project):
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP)
+    runner = project.start("run", "workload.toml", "--key", "cron")
+    run_id = wait_for(lambda: _run_id(project, "cron"), what="the run")
+    wait_for(lambda: committed_steps(project, run_id), what="a first snapshot")
+    program = running_attempt(project.catalog(), run_id)["pid"]
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=30)
+    wait_for(lambda: not pid_alive(program), timeout=10, what="the program to die with it")
+    before = committed_steps(project, run_id)
+    orphaned = project.nodus("runs", "wait", run_id)
+    assert orphaned.returncode == 3
+    assert "its runner is gone; `nodus run FILE --key cron` recovers it" in orphaned.stderr
+    again = project.nodus("run", "workload.toml", "--key", "cron")
+    assert again.returncode == 0, again.stderr
+    assert "recovering it" in again.stderr
+    assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
+    run = project.get(run_id)
+    attempts = run["stages"][0]["attempts"]
+    assert attempts[0]["detail"] == "its runner died"
+    assert attempts[1]["restored_step"] == max(before)
+    assert "runner_lost" in [e["type"] for e in run["events"]]
+
+
+def test_sigterm_to_the_runner_is_a_preemption_notice_then_resume_finishes(project):
+    project.write(steps=STEPS, save_every=1000, sleep=SLEEP, extra_args=("--save-on-term",))
+    runner = project.start("run", "workload.toml", "--key", "pre")
+    run_id = wait_for(lambda: _run_id(project, "pre"), what="the run")
+    wait_for(lambda: running_attempt(project.catalog(), run_id), what="the program")
+    time.sleep(0.5)
+    os.kill(runner.pid, signal.SIGTERM)
+    runner.communicate(timeout=60)
+    assert runner.returncode == 3
+    run = project.get(run_id)
+    assert run["phase"] == "INTERRUPTED" and run["exit_status"] == 3
+    assert "preemption notice" in run["message"]
+    # The program saved on SIGTERM (not a multiple of save_every): the final capture has it.
+    saved = committed_steps(project, run_id)
+    assert saved and 0 < saved[-1] < STEPS
+    wait = project.nodus("runs", "wait", run_id, "--exit-status")
+    assert wait.returncode == 3
+    wrong = project.nodus("runs", "resume", run_id, "--step", "99999")
+    assert wrong.returncode == 2 and f"committed steps: {saved[-1]}" in wrong.stderr
+    resumed = project.nodus("runs", "resume", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
+    assert project.get(run_id)["stages"][0]["attempts"][1]["restored_step"] == saved[-1]
+
+
+def test_restartable_recovery_starts_again_from_the_source_alone(project):
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, body=textwrap.dedent("""
+        [continuity]
+        mode = "restartable"
+        resume_on_interruption = true
+    """))
+    runner = project.start("run", "workload.toml", "--key", "r")
+    run_id = wait_for(lambda: _run_id(project, "r"), what="the run")
+    kill_program(project, run_id, after_step=0)
+    out, _ = runner.communicate(timeout=120)
+    assert runner.returncode == 0
+    attempts = project.get(run_id)["stages"][0]["attempts"]
+    assert [a["restored_step"] for a in attempts] == [None, None]
+    assert out.count("counter: starting at step 0") == 2
+    assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
+
+
+def test_resume_false_stops_interrupted_and_resumable_by_hand(project):
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, body=textwrap.dedent("""
+        [continuity]
+        mode = "checkpointed"
+        resume_on_interruption = false
+    """))
+    runner = project.start("run", "workload.toml", "--key", "nr")
+    run_id = wait_for(lambda: _run_id(project, "nr"), what="the run")
+    kill_program(project, run_id, after_step=0)
+    runner.communicate(timeout=60)
+    assert runner.returncode == 3
+    run = project.get(run_id)
+    assert run["phase"] == "INTERRUPTED" and "nodus runs resume" in run["message"]
+    again = project.nodus("run", "workload.toml", "--key", "nr")  # reports, does not rerun
+    assert again.returncode == 3 and "already finished: INTERRUPTED" in again.stderr
+    assert project.nodus("runs", "resume", "nr").returncode == 0
+    assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
+
+
+def test_files_outside_the_selection_are_gone_after_recovery(project):
+    (project.root / "train.py").write_text(textwrap.dedent("""
+        import json, os, sys
+        from nodus.testing import counter
+        os.makedirs("out", exist_ok=True)
+        with open("out/strays.txt", "a") as log:  # out/ is not selected either
+            log.write(f"{os.path.exists('stray.txt')}\\n")
+        with open("out/seen.json", "w") as seen:
+            json.dump({"stray_seen": os.path.exists("stray.txt")}, seen)
+        open("stray.txt", "w").write("scribbled by the program")
+        sys.exit(counter.main(sys.argv[1:]))
+    """))
+    project.write(command=[sys.executable, "train.py", "--steps", str(STEPS), "--save-every",
+                           str(SAVE_EVERY), "--sleep", str(SLEEP)])
+    runner = project.start("run", "workload.toml", "--key", "sel")
+    run_id = wait_for(lambda: _run_id(project, "sel"), what="the run")
+    kill_program(project, run_id, after_step=0)
+    runner.communicate(timeout=120)
+    assert runner.returncode == 0
+    store = project.store()
+    output = store.list(run=run_id, role="outputs")[-1]
+    store.restore(output.id, str(project.root.parent / "o"))
+    out = project.root.parent / "o" / "out"
+    assert out.joinpath("strays.txt").read_text() == "False\n"  # fresh copy, no old log
+    assert out.joinpath("seen.json").read_text() == '{"stray_seen": false}'
+    assert project.get(run_id)["stages"][0]["attempts"][1]["restored_step"] is not None
+
+
+def test_max_recoveries_bounds_the_loop_and_names_the_count(project):
+    project.write(steps=100000, save_every=SAVE_EVERY, sleep=SLEEP,
+                  body="[execution]\nmax_recoveries = 1\n")
+    runner = project.start("run", "workload.toml", "--key", "max")
+    run_id = wait_for(lambda: _run_id(project, "max"), what="the run")
+    first = kill_program(project, run_id)
+    wait_for(lambda: (running_attempt(project.catalog(), run_id) or {}).get("number", 0) > first,
+             what="the recovered attempt")
+    kill_program(project, run_id)
+    runner.communicate(timeout=60)
+    assert runner.returncode == 1
+    run = project.get(run_id)
+    assert run["phase"] == "FAILED"
+    assert "interrupted 2 times" in run["message"] and "max_recoveries = 1" in run["message"]
+
+
+def _run_id(project, key: str) -> str | None:
+    if not (project.home / "nodus.db").exists():
+        return None
+    run = project.catalog().find_by_key(key)
+    return run.id if run else None
+
+
+def test_recovery_falls_back_past_a_damaged_snapshot(project):
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP)
+    runner = project.start("run", "workload.toml", "--key", "dmg")
+    run_id = wait_for(lambda: _run_id(project, "dmg"), what="the run")
+    wait_for(lambda: len(committed_steps(project, run_id)) >= 2, what="two snapshots")
+    program = running_attempt(project.catalog(), run_id)["pid"]
+    os.kill(program, signal.SIGSTOP)  # freeze it, so the newest snapshot stays the newest
+    time.sleep(0.6)  # let every settled folder be captured
+    newest, older = project.store().list(run=run_id, stage="main")[-1:-3:-1]
+    for entry in newest.files:
+        blob = project.home / "store" / "blobs" / entry.hash[:2] / entry.hash
+        blob.write_bytes(b"X" * entry.size)  # same size, other bytes: only hashes tell
+    os.kill(program, signal.SIGKILL)
+    runner.communicate(timeout=120)
+    assert runner.returncode == 0
+    run = project.get(run_id)
+    assert run["stages"][0]["attempts"][1]["restored_step"] == older.step
+    damaged = [e for e in run["events"] if e["type"] == "snapshot_damaged"]
+    assert damaged and damaged[0]["snapshot"] == newest.id
+    assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}

@@ -1,0 +1,166 @@
+"""`nodus run` end to end: acceptance, attempts, output, classification, the commands around it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+from nodus.testing.counter import expected_value
+
+ENV_PROBE = textwrap.dedent("""
+    import json, os, sys
+    keys = ["NODUS_CHECKPOINT_DIR", "NODUS_CONTROL_DIR", "NODUS_RUN_ID", "NODUS_STAGE",
+            "NODUS_ATTEMPT", "TMPDIR", "HF_HOME", "XDG_CACHE_HOME", "PIP_CACHE_DIR",
+            "GREETING", "PYTHONPATH"]
+    seen = {k: os.environ.get(k) for k in keys}
+    seen["cwd"] = os.getcwd()
+    seen["runtime_exists"] = os.path.isdir(os.path.join(os.environ["TMPDIR"], "runtime"))
+    seen["state_exists"] = os.path.isdir(os.environ["NODUS_CHECKPOINT_DIR"])
+    seen["files"] = sorted(os.listdir("."))
+    private = os.environ["NODUS_CONTROL_DIR"]
+    path = os.path.join(private, "integration.json")
+    seen["integration"] = json.load(open(path)) if os.path.exists(path) else None
+    os.makedirs("out", exist_ok=True)
+    json.dump(seen, open("out/env.json", "w"))
+    print("probe done")
+""")
+
+
+def test_a_run_succeeds_streams_prefixed_output_and_keeps_its_log(project):
+    project.write(steps=30, save_every=10)
+    proc = project.nodus("run", "workload.toml")
+    assert proc.returncode == 0, proc.stderr
+    assert "[main] counter: done at step 30" in proc.stdout
+    run_id = proc.stderr.split("accepted ")[1].split()[0]
+    assert project.result(run_id) == {"steps": 30, "value": expected_value(30)}
+    logs = project.nodus("runs", "logs", run_id)
+    assert "==> main, attempt 1 <==" in logs.stdout
+    assert "counter: done at step 30" in logs.stdout and "[main]" not in logs.stdout
+
+
+def test_runs_get_json_has_the_documented_shape(project):
+    project.write(steps=5, save_every=5)
+    proc = project.nodus("run", "workload.toml", "--json", "--key", "shape")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)  # stage output went to stderr, stdout is JSON only
+    assert {"id", "key", "name", "phase", "exit_status", "stages", "events"} <= set(data)
+    assert (data["key"], data["name"], data["phase"], data["exit_status"]) == \
+        ("shape", "counter", "SUCCEEDED", 0)
+    stage = data["stages"][0]
+    assert stage["name"] == "main" and stage["phase"] == "SUCCEEDED"
+    assert [a["outcome"] for a in stage["attempts"]] == ["succeeded"]
+    types = [e["type"] for e in data["events"]]
+    assert {"accepted", "source_captured", "snapshot_committed", "outputs_committed"} <= set(types)
+    assert all("at" in e for e in data["events"])
+    listed = json.loads(project.nodus("runs", "list", "--json").stdout)
+    assert [r["id"] for r in listed] == [data["id"]]
+    assert project.get("shape")["id"] == data["id"]
+
+
+def test_the_program_gets_its_private_environment_and_integration_settings(project):
+    (project.root / "probe.py").write_text(ENV_PROBE)
+    (project.root / ".nodusignore").write_text("# build output\nscratch\n")
+    (project.root / "scratch").mkdir()
+    (project.root / "scratch" / "big.bin").write_text("x")
+    (project.root / ".git").mkdir()
+    (project.root / ".git" / "HEAD").write_text("ref")
+    project.write(command=[sys.executable, "probe.py"], body=textwrap.dedent("""
+        integration = "hf-trainer-v1"
+        env = { GREETING = "hi" }
+        [execution]
+        save_every = 7
+    """))
+    proc = project.nodus("run", "workload.toml", "--key", "env")
+    assert proc.returncode == 0, proc.stderr
+    run_id = project.get("env")["id"]
+    store = project.store()
+    output = store.list(run=run_id, role="outputs")[-1]
+    store.restore(output.id, str(project.root.parent / "o"))
+    seen = json.loads((project.root.parent / "o" / "out" / "env.json").read_text())
+    copy = seen["cwd"]
+    assert copy.startswith(str(project.home / "work" / run_id / "main" / "1"))
+    assert seen["NODUS_CHECKPOINT_DIR"] == copy + "/state" and seen["state_exists"]
+    assert seen["NODUS_CONTROL_DIR"] == copy + "/.nodus"
+    assert (seen["NODUS_RUN_ID"], seen["NODUS_STAGE"], seen["NODUS_ATTEMPT"]) == \
+        (run_id, "main", "1")
+    for private in ("TMPDIR", "HF_HOME", "XDG_CACHE_HOME", "PIP_CACHE_DIR"):
+        assert not seen[private].startswith(copy), private  # outside the selection
+    assert seen["runtime_exists"] and seen["GREETING"] == "hi"
+    assert seen["PYTHONPATH"].split(":")[0].endswith("nodus/stages/hf/bootstrap")
+    assert "scratch" not in seen["files"] and ".git" not in seen["files"]
+    assert "probe.py" in seen["files"]
+    assert seen["integration"]["integration"] == "hf-trainer-v1"
+    assert seen["integration"]["save_every"] == 7
+    assert seen["integration"]["restored_step"] is None
+    assert seen["integration"]["run_id"] == run_id
+
+
+def test_a_failing_program_fails_the_run_with_exit_1(project):
+    project.write(steps=20, save_every=5, extra_args=("--fail-at", "8"))
+    proc = project.nodus("run", "workload.toml", "--key", "fails")
+    assert proc.returncode == 1
+    run = project.get("fails")
+    assert run["phase"] == "FAILED" and run["exit_status"] == 1
+    assert "exited with status 1" in run["message"]
+    assert len(run["stages"][0]["attempts"]) == 1  # a failure is never retried as a recovery
+
+
+def test_a_command_that_cannot_start_fails_the_stage_naming_it(project):
+    project.write(command=["no-such-trainer", "--fast"])
+    proc = project.nodus("run", "workload.toml", "--key", "missing")
+    assert proc.returncode == 1
+    assert "'no-such-trainer' cannot start: not found" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_refused_workload_exits_2_without_a_traceback(project):
+    project.file.write_text('name = "Bad Name"\ncommand = "true"\ninterrupt_tolerance = 3\n')
+    proc = project.nodus("run", "workload.toml")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and proc.stderr.strip()
+
+
+def test_unknown_runs_are_refused_with_exit_2(project):
+    project.home.mkdir()
+    proc = project.nodus("runs", "get", "run_nothere")
+    assert proc.returncode == 2 and "no run with id or key 'run_nothere'" in proc.stderr
+
+
+def test_stages_run_in_order_and_see_the_outputs_of_earlier_stages(project):
+    write = "import os; os.makedirs('out', exist_ok=True); open('out/data.txt', 'w').write('42')"
+    read = ("import os; os.makedirs('result', exist_ok=True); "
+            "open('result/seen.txt', 'w').write(open('out/data.txt').read())")
+    project.file.write_text(textwrap.dedent(f"""
+        name = "two"
+        [[stages]]
+        name = "prep"
+        command = {json.dumps([sys.executable, "-c", write])}
+        outputs = ["out"]
+        [[stages]]
+        name = "train"
+        command = {json.dumps([sys.executable, "-c", read])}
+        outputs = ["result"]
+    """))
+    proc = project.nodus("run", "workload.toml", "--key", "two")
+    assert proc.returncode == 0, proc.stderr
+    run = project.get("two")
+    assert [s["phase"] for s in run["stages"]] == ["SUCCEEDED", "SUCCEEDED"]
+    store = project.store()
+    output = store.list(run=run["id"], stage="train", role="outputs")[-1]
+    store.restore(output.id, str(project.root.parent / "o"))
+    assert (project.root.parent / "o" / "result" / "seen.txt").read_text() == "42"
+
+
+def test_a_home_inside_the_code_folder_is_not_captured_as_source(tmp_path):
+    from runner_helpers import Project
+
+    root = tmp_path / "project"
+    root.mkdir()
+    project = Project(root, root / ".nodus-home")
+    (root / "probe.py").write_text(ENV_PROBE)
+    project.write(command=[sys.executable, "probe.py"])
+    assert project.nodus("run", "workload.toml", "--key", "inside").returncode == 0
+    store = project.store()
+    source = store.get(project.get("inside")["stages"][0]["source_snapshot"])
+    assert sorted(entry.path for entry in source.files) == ["probe.py", "workload.toml"]

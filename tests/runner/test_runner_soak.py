@@ -1,0 +1,65 @@
+"""Soak: kill the program and the runner at random points, many times; nothing committed is lost.
+
+Each round SIGKILLs either the stage program (the runner recovers by itself) or the runner
+(its program dies with it; `nodus run --key` recovers). At the end the run must have succeeded
+with the result of an uninterrupted run, every snapshot ever seen committed must still be listed
+and sound, and every recovery must have restored at least the newest step committed before it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+
+import pytest
+from runner_helpers import pid_alive, running_attempt, wait_for
+
+from nodus.testing.counter import expected_value
+
+KILLS, STEPS = 30, 2000
+
+
+@pytest.mark.slow
+def test_random_kills_of_program_and_runner_lose_nothing_committed(project):
+    project.write(steps=STEPS, save_every=5, sleep=0.01,
+                  body="[execution]\nmax_recoveries = 1000\n")
+    rng = random.Random(2026)
+    store = project.store()
+    runner = project.start("run", "workload.toml", "--key", "soak")
+    run_id = wait_for(lambda: project.home.exists() and project.catalog().find_by_key("soak"),
+                      what="the run").id
+    seen: set[str] = set()
+    floors: dict[int, int] = {}  # attempt number after a kill -> newest step committed before
+    kinds = []
+    while len(kinds) < KILLS:
+        attempt = wait_for(lambda: running_attempt(project.catalog(), run_id), what="an attempt")
+        time.sleep(rng.uniform(0.05, 0.35))
+        committed = store.list(run=run_id, stage="main")
+        seen.update(m.id for m in committed)
+        floors[attempt["number"] + 1] = max((m.step for m in committed), default=0)
+        if rng.random() < 0.6:
+            try:
+                os.kill(attempt["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                continue  # it ended by itself just now: not a kill, pick again
+            kinds.append("program")
+        else:
+            kinds.append("runner")
+            os.kill(runner.pid, signal.SIGKILL)
+            runner.wait(timeout=30)
+            wait_for(lambda: not pid_alive(attempt["pid"]), timeout=10, what="orphan to die")
+            runner = project.start("run", "workload.toml", "--key", "soak")
+        assert runner.poll() is None, "the run ended before the soak was over; raise STEPS"
+    _, err = runner.communicate(timeout=300)
+    assert runner.returncode == 0, err
+    assert {"program", "runner"} <= set(kinds)
+    assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
+    listed = {m.id for m in store.list(run=run_id, stage="main")}
+    assert seen <= listed
+    assert all(store.check(snapshot) == [] for snapshot in seen)
+    attempts = {a["number"]: a for a in project.get(run_id)["stages"][0]["attempts"]}
+    for number, floor in floors.items():
+        restored = attempts[number]["restored_step"] or 0
+        assert restored >= floor, (number, restored, floor)

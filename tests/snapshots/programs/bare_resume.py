@@ -1,0 +1,24 @@
+"""The quick-start program resumed by a bare ``Trainer`` (no nodus) from ``$RESUME_FROM``.
+
+Run in a copy of examples/quickstart: it proves a ``--artifact resumable`` download is an
+ordinary Trainer checkpoint. It writes the final model to ``out/model`` and the global step
+the Trainer reached to ``out/global_step``.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.getcwd())
+import train  # noqa: E402  (the quick-start train.py in the working folder)
+from transformers import Trainer, set_seed  # noqa: E402
+
+args = train.training_arguments()
+tokenizer = train.build_tokenizer()
+set_seed(args.seed)
+model = train.build_model(tokenizer)
+trainer = Trainer(model=model, args=args, train_dataset=train.build_dataset(tokenizer),
+                  processing_class=tokenizer)
+trainer.train(resume_from_checkpoint=os.environ["RESUME_FROM"])
+trainer.save_model("out/model")
+with open("out/global_step", "w") as handle:
+    handle.write(str(trainer.state.global_step))
