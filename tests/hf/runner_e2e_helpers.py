@@ -20,6 +20,7 @@ from pathlib import Path
 import tomli_w
 from hf_helpers import PROGRAMS, QUICKSTART
 
+from nodus.errors import NotFoundError
 from nodus.runner.catalog import Catalog
 from nodus.stages.hf import driver
 from nodus.stages.hf.writer import SLOW_WRITE_ENV
@@ -35,14 +36,19 @@ STEPS = 48
 WRITE_DELAY_S = "1.0"
 PROGRAM_ENV = {"WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                "QUICKSTART_EPOCHS": "4", "QUICKSTART_SEED": "42"}
+# Seconds a stopping program gets to answer the stop request: a stop save here takes about two
+# write delays, and a short grace keeps a missed answer from stalling the tests for a minute.
+GRACE_S = 15
 WAIT_S = 180.0  # generous: the CI machine is shared; a healthy wait ends in seconds
 
 
 class Project:
     """A copy of the quick-start code, a workload file for it and a private nodus home."""
 
-    def __init__(self, root: Path, *, program: str = "train.py", env: dict | None = None) -> None:
+    def __init__(self, root: Path, *, program: str = "train.py", env: dict | None = None,
+                 write_delay: str = WRITE_DELAY_S) -> None:
         self.root = root
+        self.write_delay = write_delay
         self.code = root / "code"
         self.home = root / "home"
         self.file = root / "workload.toml"
@@ -58,14 +64,15 @@ class Project:
             "continuity": {"mode": "checkpointed", "resume_on_interruption": True,
                            "checkpoint_paths": ["state"]},
             "execution": {"save_every": SAVE_EVERY, "save_each_epoch": True,
-                          "keep_recoverable": 1, "keep_adapters": 3, "max_recoveries": 10},
+                          "keep_recoverable": 1, "keep_adapters": 3, "max_recoveries": 10,
+                          "grace_period": GRACE_S},
         }
         self.file.write_text(tomli_w.dumps(workload))
 
     # --- the command line -------------------------------------------------------------------
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ, NODUS_HOME=str(self.home), **{SLOW_WRITE_ENV: WRITE_DELAY_S})
+        env = dict(os.environ, NODUS_HOME=str(self.home), **{SLOW_WRITE_ENV: self.write_delay})
         env.pop("NODUS_STORE", None)
         return env
 
@@ -100,11 +107,12 @@ class Project:
 
     def attempts(self, run: str) -> list[dict]:
         """The catalog's attempts of the stage, with the program pid `runs get` leaves out."""
+        run_id = self.get_id(run)
+        if run_id is None:
+            return []
         catalog = Catalog(str(self.home))
         try:
-            return catalog.attempts(catalog.get_run(run).id, STAGE)
-        except Exception:  # the run is not accepted yet
-            return []
+            return catalog.attempts(run_id, STAGE)
         finally:
             catalog.close()
 
@@ -118,10 +126,11 @@ class Project:
         return open_store("file://" + str(self.home / "store")).list(run=run_id, stage=STAGE)
 
     def get_id(self, run: str) -> str | None:
+        """The run id behind an id or key; None until the runner has accepted the run."""
         catalog = Catalog(str(self.home))
         try:
             return catalog.get_run(run).id
-        except Exception:
+        except NotFoundError:
             return None
         finally:
             catalog.close()
