@@ -38,6 +38,7 @@ class Capturer:
         attempt: int,
         ws: Workspace,
         restored_step: int | None,
+        restored_snapshot: str | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -47,8 +48,15 @@ class Capturer:
         self.ws = ws
         self.last_step = restored_step
         self.answered: set[int] = set()  # save requests fulfilled by a committed capture
-        self._seen_records: set[str] = set()
+        # A record is read again when it changes: the integration rewrites a step's record to
+        # answer a request that arrives at a step it has already saved.
+        self._seen_records: dict[str, tuple[int, int]] = {}
+        # The restored selection is already committed: an attempt that ends before it saves
+        # anything must not commit the same files again as a new snapshot.
+        self._committed_id = restored_snapshot
         self._committed_state: tuple | None = None
+        if restored_step is not None:
+            self._committed_state = self._selection(restored_step)
         self.watcher = DirectoryWatcher(
             ws.state, seen={restored_step} if restored_step is not None else set()
         )
@@ -69,12 +77,14 @@ class Capturer:
     def capture_save_records(self) -> None:
         folder = self.ws.private_path("saves")
         for name in sorted(_json_names(folder), key=_numeric_stem):
-            if name in self._seen_records:
+            path = os.path.join(folder, name)
+            version = _version(path)
+            if version is None or self._seen_records.get(name) == version:
                 continue
-            record = _read_json(os.path.join(folder, name))
+            record = _read_json(path)
             if record is None:
                 continue  # being written: read it at the next tick
-            self._seen_records.add(name)
+            self._seen_records[name] = version
             step = int(record["step"])
             self.watcher.mark_seen(step)
             metrics = dict(record.get("metrics") or {})
@@ -100,13 +110,17 @@ class Capturer:
         metrics: dict[str, Any] | None = None,
         reason: str,
     ) -> str | None:
-        """Commit one snapshot at ``step``; its id, or None if skipped or failed."""
+        """Commit one snapshot at ``step``.
+
+        Returns the id of the snapshot that holds the selection now (the newest one when
+        nothing changed since it), or None when the capture failed.
+        """
         from nodus.store.manifest import SnapshotInfo
 
         excludes = self._other_checkpoints(step)
-        state = _selection_state(self.ws.copy, self.stage.continuity.checkpoint_paths, excludes)
+        state = self._selection(step)
         if state == self._committed_state:
-            return None  # the newest snapshot already holds exactly this
+            return self._committed_id  # the newest snapshot already holds exactly this
         info = SnapshotInfo(
             run=self.run_id, stage=self.stage.name, attempt=self.attempt, step=step,
             epoch=epoch, metrics=metrics or {}, role="checkpoint",
@@ -122,6 +136,7 @@ class Capturer:
             self.event("capture_failed", {"step": step, "reason": reason, "error": str(error)})
             return None
         self._committed_state = state
+        self._committed_id = manifest.id
         self.last_step = step
         self.event("snapshot_committed", {"snapshot": manifest.id, "step": step, "reason": reason})
         write_json_atomic(
@@ -137,6 +152,12 @@ class Capturer:
                 f"attempt {self.attempt} of {self.run_id}/{self.stage.name} was superseded by "
                 f"attempt {current}; its snapshot is not committed"
             )
+
+    def _selection(self, step: int) -> tuple:
+        """The fingerprint of what a capture at ``step`` would take."""
+        return _selection_state(
+            self.ws.copy, self.stage.continuity.checkpoint_paths, self._other_checkpoints(step)
+        )
 
     def _other_checkpoints(self, step: int) -> list[str]:
         return [
@@ -184,6 +205,15 @@ def _selection_state(root: str, paths: tuple[str, ...], excludes: list[str]) -> 
                     continue
                 entries.append((relative, stat.st_size, stat.st_mtime_ns))
     return tuple(entries)
+
+
+def _version(path: str) -> tuple[int, int] | None:
+    """What tells one write of a record from the next: (mtime_ns, size)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
 
 
 def _json_names(folder: str) -> list[str]:

@@ -135,6 +135,22 @@ class ControlDir:
         os.makedirs(self.path("saves"), exist_ok=True)
         write_json_atomic(self.path("saves", f"{record['step']}.json"), record)
 
+    def add_answers(self, step: int, request_ids: list[int]) -> bool:
+        """Answer requests with the save record of ``step``, already written; False if none.
+
+        A request that arrives at a step already saved is answered by that save: the record is
+        rewritten naming it (the runner reads a record again when it changes), and the same
+        state is not written a second time.
+        """
+        path = self.path("saves", f"{step}.json")
+        try:
+            record = read_json(path)
+        except (OSError, ValueError):
+            return False
+        record["requests"] = sorted({*record.get("requests", ()), *request_ids})
+        write_json_atomic(path, record)
+        return True
+
     def committed_step(self) -> int:
         """The newest step the runner committed, or -1; cheap enough to ask at every step end."""
         path = self.path("committed.json")

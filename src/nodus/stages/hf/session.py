@@ -64,8 +64,11 @@ class Session:
     def at_boundary(self) -> None:
         step = self.trainer.state.global_step
         requests = self.control.pending_requests(self.answered)
-        if self._due(step) or requests:
-            self._save([r["id"] for r in requests])
+        ids = [r["id"] for r in requests]
+        if ids and step == self.last_saved_step and self._answer_saved(step, ids):
+            pass  # this boundary is saved already: its record now answers the requests too
+        elif self._due(step) or requests:
+            self._save(ids)
         self._prune()
         if any(r["then"] == "stop" for r in requests):
             self._stop()
@@ -89,6 +92,13 @@ class Session:
         self.last_saved_step = self.trainer.state.global_step
         self.writer.wait()  # the buffers are about to be reused: the previous write must be done
         self.writer.submit(capture(self.trainer, self.identity or {}, request_ids, self.buffers))
+
+    def _answer_saved(self, step: int, request_ids: list[int]) -> bool:
+        self.writer.wait()  # the record of that save is written once its files are on disk
+        if not self.control.add_answers(step, request_ids):
+            return False
+        self.answered.update(request_ids)
+        return True
 
     def _stop(self) -> NoReturn:
         """Answer a stop request: wait until the save is on disk and recorded, then block."""
