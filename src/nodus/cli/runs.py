@@ -1,11 +1,12 @@
-"""``nodus run`` and ``nodus runs list|get|wait|cancel|logs|resume``.
+"""``nodus run`` and ``nodus runs list|get|wait|cancel|pause|logs|resume``.
 
 Every command that names a run takes its id or its ``--key``. Nothing heavy is imported at
 module level: ``nodus runs list`` is called from shells and cron and must answer at once; the
 runner and the store are imported inside the handlers that need them.
 
 ``--json`` shapes are documented in docs/recovery.md; ``runs get --json`` is the reference
-shape (``id, key, name, phase, exit_status, stages[{name, phase, attempts}], events[{type, at}]``).
+shape (``id, key, name, phase, exit_status, pause, stages[{name, phase, attempts}],
+events[{type, at}]``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ def register(commands, groups, common) -> None:
     wait.add_argument("--exit-status", action="store_true",
                       help="exit with the run's status (0, 1, 3, 4) instead of 0")
     _parser(runs, "cancel", "cancel a run (its program is stopped)", common, _cancel)
+    pause = _parser(runs, "pause", "pause a run: save (or keep the newest snapshot) and stop",
+                    common, _pause)
+    pause.add_argument("--checkpoint", required=True, choices=("save", "latest"),
+                       help="save: save at the next optimizer boundary, then stop; latest: "
+                       "stop now, a resume repeats the updates after the newest snapshot")
+    pause.add_argument("--deadline", help="mark the pause timed out after this long "
+                       "(30s, 10m, 1h; default 10m)")
     logs = _parser(runs, "logs", "the program output of a run, per attempt", common, _logs)
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until it stops")
     logs.add_argument("--stage", help="only this stage")
@@ -130,6 +138,8 @@ def _get(args) -> int:
           + (f"  key {run.key}" if run.key else ""))
     if run.message:
         print(f"  {run.message}")
+    if data["pause"]:
+        print(_pause_line(data["pause"]))
     for stage in data["stages"]:
         print(f"stage {stage['name']}: {stage['phase']}, {len(stage['attempts'])} attempt(s), "
               f"{stage['recoveries']} recovery(ies)")
@@ -150,7 +160,8 @@ def run_json(catalog, run) -> dict[str, Any]:
     data = _run_summary(run)
     data.update(message=run.message, store=run.store, updated_at=run.updated_at,
                 finished_at=run.finished_at,
-                runner={"pid": run.runner_pid, "host": run.runner_host})
+                runner={"pid": run.runner_pid, "host": run.runner_host},
+                pause=pause_json(catalog.latest_pause(run.id)))
     data["stages"] = [
         {"name": s["name"], "phase": s["phase"], "recoveries": s["recoveries"],
          "source_snapshot": s["source_snapshot"],
@@ -170,9 +181,33 @@ def _run_summary(run) -> dict[str, Any]:
             "exit_status": run.exit_status, "created_at": run.created_at}
 
 
+def pause_json(pause: dict | None) -> dict[str, Any] | None:
+    """The ``pause`` object of ``runs get --json``: the run's newest pause, or null."""
+    if pause is None:
+        return None
+    keys = ("policy", "state", "requested_at", "accepted_at", "deadline", "timed_out",
+            "failure", "resources_released", "ended_at")
+    data = {key: pause[key] for key in keys}
+    data["save"] = {"bytes": pause["save_bytes"], "snapshot": pause["snapshot"],
+                    "step": pause["step"]}
+    return data
+
+
+def _pause_line(pause: dict) -> str:
+    save = pause["save"]
+    acknowledged = f", snapshot {save['snapshot']} at step {save['step']}" \
+        if save["snapshot"] else ""
+    flags = "".join([", timed out" if pause["timed_out"] else "",
+                     ", resources released" if pause["resources_released"] else "",
+                     f", failure: {pause['failure']}" if pause["failure"] else ""])
+    return (f"pause --checkpoint {pause['policy']}: {pause['state']} (requested "
+            f"{pause['requested_at']}, deadline {pause['deadline']}, {save['bytes']} bytes"
+            f"{acknowledged}{flags})")
+
+
 def _attempt_json(attempt: dict) -> dict[str, Any]:
-    keys = ("number", "outcome", "detail", "restored_snapshot", "restored_step", "started_at",
-            "ended_at", "log_path")
+    keys = ("number", "outcome", "detail", "restored_snapshot", "restored_step", "devices",
+            "started_at", "ended_at", "log_path")
     return {key: attempt[key] for key in keys}
 
 
@@ -235,12 +270,42 @@ def _cancel(args) -> int:
     else:
         with lock:  # no runner: cancel it here, holding its lock so none starts meanwhile
             catalog.set_phase(run.id, "CANCELLED", message="cancelled by `nodus runs cancel`")
+            _cancel_open_pause(catalog, run.id)
         run = catalog.get_run(run.id)
     if args.json:
         print(json.dumps(run_json(catalog, run), indent=2))
     else:
         print(f"{run.id} {run.phase}")
     return 0 if run.phase == "CANCELLED" else 1
+
+
+def _cancel_open_pause(catalog, run_id: str) -> None:
+    """A pause its runner never carried out ends with the cancel (cancellation wins)."""
+    from nodus.runner.catalog import now
+
+    pause = catalog.latest_pause(run_id)
+    if pause is not None and pause["state"] in ("requested", "pausing"):
+        catalog.update_pause(pause["id"], state="cancelled", ended_at=now(),
+                             failure="cancelled before the pause completed")
+
+
+def _pause(args) -> int:
+    from nodus.runner.pause_request import parse_duration, request_pause, wait_accepted
+    from nodus.schemas import defaults
+
+    deadline_s = parse_duration(args.deadline) if args.deadline else defaults.PAUSE_DEADLINE_S
+    home = _home(args)
+    pause = request_pause(home, args.run, args.checkpoint, deadline_s)
+    pause = wait_accepted(home, pause["run_id"], pause["id"]) or pause
+    if args.json:
+        print(json.dumps(pause_json(pause), indent=2))
+        return 0
+    taken = "accepted by its runner" if pause["state"] != "requested" else \
+        "recorded; its runner takes it up at its next look"
+    print(f"pause of {pause['run_id']} (--checkpoint {pause['policy']}, deadline "
+          f"{pause['deadline']}) {taken}; saving and release continue in the background: "
+          f"`nodus runs wait {pause['run_id']}` follows it")
+    return 0
 
 
 # --- runs logs ----------------------------------------------------------------------------------

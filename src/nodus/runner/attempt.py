@@ -11,7 +11,8 @@ How an attempt ends:
     failed       non-zero exit, or the command could not start
     interrupted  killed by a signal nodus did not send
     preempted    the runner got SIGTERM/SIGINT: the program was stopped and captured
-    cancelled    ``nodus runs cancel``
+    paused       ``nodus runs pause`` (carried out by :mod:`nodus.runner.pausing`)
+    cancelled    ``nodus runs cancel``, which wins over a pending pause
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from nodus.errors import StaleAttemptError, StoreError
 from nodus.runner.capture import Capturer
 from nodus.runner.catalog import Catalog
 from nodus.runner.process import CannotStartError, StageProcess
+from nodus.runner import restorable
+from nodus.runner.restorable import device_count
 from nodus.runner.workspace import (
     Workspace,
     stage_environment,
@@ -39,7 +42,7 @@ from nodus.schemas.resolved import ResolvedStage
 
 @dataclass(frozen=True)
 class Outcome:
-    kind: str  # "succeeded" | "failed" | "interrupted" | "preempted" | "cancelled"
+    kind: str  # "succeeded" | "failed" | "interrupted" | "preempted" | "paused" | "cancelled"
     detail: str
 
 
@@ -66,6 +69,7 @@ class Restore:
 
     newest: bool = False
     step: int | None = None
+    by_hand: bool = False  # ``nodus runs resume``: continue from the newest, or fail loudly
 
 
 class Attempt:
@@ -81,7 +85,9 @@ class Attempt:
         self.source = source  # the run's source snapshot id for this stage
         self.restore = restore
         self.overlays = tuple(overlays)  # outputs of earlier stages
-        self.number = ctx.catalog.start_attempt(ctx.run_id, stage.name, host=socket.gethostname())
+        # The device count is recorded so a resume can insist on the same allocation.
+        self.number = ctx.catalog.start_attempt(ctx.run_id, stage.name, host=socket.gethostname(),
+                                                devices=device_count())
         self.ws = Workspace.of(ctx.home, ctx.run_id, stage.name, self.number)
         self.process: StageProcess | None = None
         self._save_request = 0
@@ -92,6 +98,7 @@ class Attempt:
             store=self.ctx.store, catalog=self.ctx.catalog, run_id=self.ctx.run_id,
             stage=self.stage, attempt=self.number, ws=self.ws,
             restored_step=restored.step if restored else None,
+            restored_snapshot=restored.id if restored else None,
         )
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
         self.process = StageProcess(
@@ -147,13 +154,13 @@ class Attempt:
         return restored
 
     def _candidates(self) -> list:
-        """Committed checkpoints to try, newest first (only the asked step with ``step``)."""
+        """Restorable checkpoints to try, newest first (only the asked step with ``step``)."""
         if not (self.restore.newest or self.restore.step is not None):
             return []
         manifests = self.ctx.store.list(run=self.ctx.run_id, stage=self.stage.name)
         if self.restore.step is not None:
-            manifests = [m for m in manifests if m.step == self.restore.step]
-        return list(reversed(manifests))
+            return restorable.at_step(manifests, self.restore.step)
+        return restorable.newest_first(manifests)
 
     def _lay_source(self) -> None:
         self.ws.reset_copy()
@@ -168,27 +175,46 @@ class Attempt:
         while True:
             if self.ctx.notice is not None:
                 return self._preempt(capturer)
-            control = self._next_control()
-            if control is not None and control["action"] == "cancel":
+            if self.take_cancel():
                 self.process.stop(signal.SIGTERM, self.stage.execution.grace_period)
                 return Outcome("cancelled", "cancelled by `nodus runs cancel`")
+            paused = self._take_pause(capturer)
+            if paused is not None:
+                return paused
             capturer.tick()
             status = self.process.poll()
             if status is not None:
                 self.process.finish_output()
                 capturer.final_capture()
-                return self._classify(status)
+                return self.classify(status)
             self.process.wait(defaults.POLL_S)  # returns at once when the program ends
 
-    def _next_control(self) -> dict | None:
-        """The next control request for this run; unknown actions are left for newer code."""
+    def take_cancel(self) -> bool:
+        """True (and the request marked handled) if a cancel is pending: it wins over a pause."""
+        return self._take_control("cancel") is not None
+
+    def _take_pause(self, capturer: Capturer) -> Outcome | None:
+        """Carry out a pending pause; None when there is none or it was refused."""
+        from nodus.runner.pausing import PauseDriver
+
+        control = self._take_control("pause")
+        if control is None:
+            return None
+        pause = self.ctx.catalog.pause_for_control(control["id"])
+        if pause is None:  # a control row without its pause: written by a foreign tool
+            return None
+        return PauseDriver(self, capturer, pause).run()
+
+    def _take_control(self, action: str) -> dict | None:
+        """The oldest pending request of ``action``; other actions are left for their turn."""
         for control in self.ctx.catalog.pending_controls(self.ctx.run_id):
-            if control["action"] == "cancel":
+            if control["action"] == action:
                 self.ctx.catalog.mark_handled(control["id"])
                 return control
         return None
 
-    def _classify(self, status: int) -> Outcome:
+    def classify(self, status: int) -> Outcome:
+        """How an attempt whose program exited with ``status`` ended."""
         assert self.process is not None
         if status == 0:
             self._capture_outputs()
@@ -216,12 +242,17 @@ class Attempt:
         capturer.final_capture()
         return Outcome("preempted", f"runner received {signame} (preemption notice)")
 
-    def _await_stop_save(self, capturer: Capturer, grace: float) -> None:
-        """Ask the integration for a save then=stop and capture it, within the grace period."""
+    def request_save(self, then: str) -> int:
+        """Ask the integration for a save at its next optimizer boundary; the request id."""
         self._save_request += 1
         request = self._save_request
         write_json_atomic(self.ws.private_path("requests", f"{request}.json"),
-                          {"id": request, "then": "stop"})
+                          {"id": request, "then": then})
+        return request
+
+    def _await_stop_save(self, capturer: Capturer, grace: float) -> None:
+        """Ask the integration for a save then=stop and capture it, within the grace period."""
+        request = self.request_save("stop")
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and request not in capturer.answered:
             if self.process is not None and self.process.poll() is not None:

@@ -2,7 +2,7 @@
 
 Several nodus processes use the catalog at once (a runner, ``runs wait``, ``runs cancel``, cron),
 so it runs in WAL mode with a busy timeout, and every write is one short transaction. Control
-requests (cancel now, pause later) are rows another process inserts and the runner's poll loop
+requests (cancel, pause) are rows another process inserts and the runner's poll loop
 picks up, so no process ever signals another one directly.
 
 The schema is versioned with ``PRAGMA user_version``; ``_MIGRATIONS[n]`` takes version ``n-1`` to
@@ -17,7 +17,7 @@ import secrets
 import sqlite3
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator
 
 from nodus.errors import CatalogError, NotFoundError
@@ -91,13 +91,35 @@ _MIGRATIONS = {
         handled_at TEXT
     );
     """,
+    2: """
+    ALTER TABLE attempts ADD COLUMN devices INTEGER;  -- accelerators the attempt was given
+    CREATE TABLE pauses (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        control_id INTEGER NOT NULL,     -- the control row that asks the runner for it
+        policy TEXT NOT NULL,            -- "save" | "latest"
+        requested_at TEXT NOT NULL,
+        deadline TEXT NOT NULL,          -- requested_at + the --deadline duration
+        deadline_s REAL NOT NULL,
+        state TEXT NOT NULL,             -- requested pausing paused cancelled completed failed
+        accepted_at TEXT,
+        save_bytes INTEGER NOT NULL DEFAULT 0,
+        snapshot TEXT,                   -- the acknowledged snapshot: what a resume restores
+        step INTEGER,
+        failure TEXT,
+        timed_out INTEGER NOT NULL DEFAULT 0,
+        resources_released INTEGER NOT NULL DEFAULT 0,
+        ended_at TEXT
+    );
+    CREATE INDEX pauses_run ON pauses(run_id, id);
+    """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 
 
 def now() -> str:
     """UTC timestamp with milliseconds, sortable as text."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return _stamp(datetime.now(timezone.utc))
 
 
 def new_run_id() -> str:
@@ -425,6 +447,58 @@ class Catalog:
 
     def mark_handled(self, control_id: int) -> None:
         self._execute("UPDATE controls SET handled_at = ? WHERE id = ?", (now(), control_id))
+
+    # --- pauses -----------------------------------------------------------------------------
+
+    def request_pause(self, run_id: str, policy: str, deadline_s: float) -> dict[str, Any]:
+        """Record a pause and the control row that hands it to the runner, in one transaction."""
+        at = datetime.now(timezone.utc)
+        deadline = at + timedelta(seconds=deadline_s)
+        with self._mutex:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                control = self._db.execute(
+                    "INSERT INTO controls (run_id, action, args, requested_at) VALUES (?, ?, ?, ?)",
+                    (run_id, "pause", json.dumps({"policy": policy}), _stamp(at)),
+                ).lastrowid
+                self._db.execute(
+                    "INSERT INTO pauses (run_id, control_id, policy, requested_at, deadline,"
+                    " deadline_s, state) VALUES (?, ?, ?, ?, ?, ?, 'requested')",
+                    (run_id, control, policy, _stamp(at), _stamp(deadline), deadline_s),
+                )
+                self._db.execute("COMMIT")
+            except sqlite3.Error as error:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise self._explain(error) from None
+        pause = self.latest_pause(run_id)
+        assert pause is not None
+        return pause
+
+    def latest_pause(self, run_id: str) -> dict[str, Any] | None:
+        """The run's newest pause (the one ``runs get`` shows), or None if it was never paused."""
+        row = self._one("SELECT * FROM pauses WHERE run_id = ? ORDER BY id DESC LIMIT 1",
+                        (run_id,))
+        return _pause(row) if row else None
+
+    def pause_for_control(self, control_id: int) -> dict[str, Any] | None:
+        row = self._one("SELECT * FROM pauses WHERE control_id = ?", (control_id,))
+        return _pause(row) if row else None
+
+    def update_pause(self, pause_id: int, **values: Any) -> None:
+        columns = ", ".join(f"{name} = ?" for name in values)
+        self._execute(f"UPDATE pauses SET {columns} WHERE id = ?", (*values.values(), pause_id))
+
+
+def _stamp(at: datetime) -> str:
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _pause(row: sqlite3.Row) -> dict[str, Any]:
+    pause = dict(row)
+    pause["timed_out"] = bool(pause["timed_out"])
+    pause["resources_released"] = bool(pause["resources_released"])
+    return pause
 
 
 def _event_row(

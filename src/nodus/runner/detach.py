@@ -1,6 +1,6 @@
 """The background runner of ``nodus run --detach`` / ``runs resume --detach``.
 
-    python -m nodus.runner.detach RUN_ID --home HOME [--step N]
+    python -m nodus.runner.detach RUN_ID --home HOME [--step N] [--resume]
 
 Started in its own session by :func:`nodus.runner.service.spawn_detached`, with its output in
 ``$NODUS_HOME/work/<run>/runner.log``; it takes the run's lock and drives the run like a
@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_id")
     parser.add_argument("--home", required=True)
     parser.add_argument("--step", type=int, default=None)
+    parser.add_argument("--resume", action="store_true", help="a resume by hand (runs resume)")
     args = parser.parse_args(argv)
     from nodus.runner.attempt import Restore
     from nodus.runner.catalog import Catalog
@@ -30,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         catalog = Catalog(args.home)
         run = catalog.get_run(args.run_id)
         with RunLock(args.home, run.lock_name, run.id):
-            restore = Restore(step=args.step) if args.step is not None else None
+            wanted = args.step is not None or args.resume
+            restore = Restore(step=args.step, by_hand=args.resume) if wanted else None
             return drive(args.home, catalog, run.id, sys.stdout, restore)
     except NodusError as error:
         print(f"nodus: {error}", file=sys.stderr, flush=True)

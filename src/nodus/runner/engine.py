@@ -6,6 +6,7 @@ succeeded it starts attempts until one ends the stage:
     succeeded    → next stage (its outputs are laid over the next stage's copy)
     failed       → run FAILED, exit 1
     preempted    → run INTERRUPTED, exit 3 (resumable by hand)
+    paused       → run PAUSED, exit 3 (``nodus runs resume``)
     cancelled    → run CANCELLED, exit 4
     interrupted  → continuity decides: resume_on_interruption false → INTERRUPTED (exit 3);
                    otherwise RECOVERING and a new attempt (checkpointed: newest committed
@@ -13,6 +14,10 @@ succeeded it starts attempts until one ends the stage:
 
 A runner that finds an attempt still marked running (its runner died) treats it as an
 interruption of that attempt, after making sure nothing of it is left alive.
+
+A checkpointed stage never quietly starts over: when it committed snapshots but none holds
+training state any more, or when ``nodus runs resume`` finds that earlier attempts trained
+without leaving any, the run fails naming why instead of restarting from the source.
 """
 
 from __future__ import annotations
@@ -24,11 +29,16 @@ from typing import IO, Any
 
 from nodus.errors import StoreError
 from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
-from nodus.runner.catalog import Catalog, Run
+from nodus.runner.catalog import Catalog, Run, now
 from nodus.runner.process import kill_stale_group
+from nodus.runner.restorable import newest_first
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
 
-_SUMMARY = {0: "SUCCEEDED", 1: "FAILED", 3: "INTERRUPTED", 4: "CANCELLED"}
+_STOPS = {"failed": ("FAILED", 1), "preempted": ("INTERRUPTED", 3), "paused": ("PAUSED", 3),
+          "cancelled": ("CANCELLED", 4)}
+"""How an attempt outcome that ends the run's drive shows: phase and exit status."""
+
+_OPEN_PAUSE = ("requested", "pausing")
 
 
 class Runner:
@@ -48,7 +58,9 @@ class Runner:
         previous = self._install_notice_handlers()
         self.catalog.set_runner(self.run.id, os.getpid(), socket.gethostname())
         try:
-            return self._drive(restore)
+            status = self._drive(restore)
+            self._settle_open_pause()
+            return status
         except StoreError as error:
             # The source or an earlier stage's outputs cannot be laid out: no attempt can run.
             self.catalog.set_phase(self.run.id, "FAILED", message=str(error))
@@ -83,6 +95,8 @@ class Runner:
             restore = Restore(newest=bool(row["attempts"]) and _checkpointed(stage))
             outcome = Outcome("interrupted", "its runner died") if lost else None
         else:
+            if restore.by_hand and restore.step is None:
+                restore = Restore(newest=_checkpointed(stage), by_hand=True)
             outcome = None
         while True:
             recovering = outcome is not None
@@ -92,6 +106,9 @@ class Runner:
                     return verdict
                 recoveries += 1
                 restore = Restore(newest=_checkpointed(stage))
+            lost_state = self._lost_training_state(stage, restore)
+            if lost_state:
+                return self._stop(stage, Outcome("failed", lost_state))
             attempt = Attempt(self.ctx, stage, row["source_snapshot"], restore, overlays,
                               recovering=recovering)
             outcome = attempt.run()
@@ -129,10 +146,45 @@ class Runner:
         return bool(lost)
 
     def _stop(self, stage: ResolvedStage, outcome: Outcome) -> int:
-        status = {"failed": 1, "preempted": 3, "cancelled": 4}[outcome.kind]
-        self.catalog.set_phase(self.run.id, _SUMMARY[status], message=outcome.detail,
-                               stage=stage.name)
+        phase, status = _STOPS[outcome.kind]
+        self.catalog.set_phase(self.run.id, phase, message=outcome.detail, stage=stage.name)
         return status
+
+    def _lost_training_state(self, stage: ResolvedStage, restore: Restore) -> str | None:
+        """Why a checkpointed stage must not start again from its source, or None if it may.
+
+        Progress is known when the stage committed snapshots, or (on a resume by hand) when an
+        earlier attempt's program ran at all.
+        """
+        if not (_checkpointed(stage) and restore.newest):
+            return None
+        # An empty capture (the program exited before writing anything) is no progress.
+        manifests = [m for m in self.ctx.store.list(run=self.run.id, stage=stage.name)
+                     if m.files]
+        if newest_first(manifests):
+            return None
+        attempts = self.catalog.attempts(self.run.id, stage.name)
+        trained = [a for a in attempts if a["pid"] is not None]
+        if not manifests and not (restore.by_hand and trained):
+            return None
+        return (f"stage {stage.name!r} of {self.run.id} made progress ({len(trained)} "
+                "attempt(s) ran, " + (f"{len(manifests)} snapshot(s) committed" if manifests
+                                      else "no snapshot committed")
+                + ") but no committed snapshot holds its training state; it fails rather than "
+                "start again from the beginning (start a new run with `nodus run`)")
+
+    def _settle_open_pause(self) -> None:
+        """A pause still open when the drive ends lost its chance: say how the run ended."""
+        pause = self.catalog.latest_pause(self.run.id)
+        if pause is None or pause["state"] not in _OPEN_PAUSE:
+            return
+        phase = self.catalog.get_run(self.run.id).phase
+        state = {"SUCCEEDED": "completed", "CANCELLED": "cancelled"}.get(phase, "failed")
+        self.catalog.update_pause(pause["id"], state=state, ended_at=now(),
+                                  failure=f"the run ended {phase} before it could pause")
+        for control in self.catalog.pending_controls(self.run.id):
+            if control["id"] == pause["control_id"]:
+                self.catalog.mark_handled(control["id"])
 
     def _outputs_of(self, stage: ResolvedStage) -> list[str]:
         if not stage.outputs:

@@ -122,7 +122,7 @@ class StageProcess:
         if status is None:
             status = self.kill()
         else:
-            self._kill_leftovers()
+            self.kill_leftovers()
         return status
 
     def finish_output(self) -> None:
@@ -130,8 +130,8 @@ class StageProcess:
         if self._pump is not None:
             self._pump.join(timeout=5)
 
-    def _kill_leftovers(self) -> None:
-        # Children the program left behind in its group must not outlive the attempt.
+    def kill_leftovers(self) -> None:
+        """Children the program left behind in its group must not outlive the attempt."""
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

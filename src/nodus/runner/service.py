@@ -15,7 +15,8 @@ import sys
 from dataclasses import dataclass
 from typing import IO, Callable
 
-from nodus.errors import NotFoundError, UsageError
+from nodus.errors import UsageError
+from nodus.runner import restorable
 from nodus.runner.acceptance import accept
 from nodus.runner.attempt import Restore
 from nodus.runner.catalog import RESUMABLE, TERMINAL, Catalog, Run
@@ -81,22 +82,38 @@ def resume_run(
     if run.phase in TERMINAL and run.phase not in RESUMABLE:
         raise UsageError(f"{run.id} has finished ({run.phase}); only an interrupted, paused or "
                          "runner-less run can be resumed")
+    stage = _continuing_stage(run)
     if step is not None:
-        _check_step(run, step)
+        _check_step(run, stage, step)
+    _check_devices(catalog, run, stage)
     lock = RunLock(home, run.lock_name, run.id).acquire()
-    restore = Restore(step=step) if step is not None else None
+    restore = Restore(step=step, by_hand=True)
     say(f"resuming {run.id} from " + (f"step {step}" if step is not None else "where it stopped"))
     return _drive_or_detach(home, catalog, run.id, lock, restore, detach, terminal, say)
 
 
-def _check_step(run: Run, step: int) -> None:
-    """``--step N`` must name a committed snapshot of the stage the run continues with."""
-    stage = next((s["name"] for s in run.stages if s["phase"] != "SUCCEEDED"), None)
-    steps = sorted({m.step for m in open_run_store(run.store).list(run=run.id, stage=stage)})
-    if step not in steps:
-        shown = ", ".join(map(str, steps)) or "none"
-        raise NotFoundError(f"{run.id} has no committed snapshot at step {step} of stage "
-                            f"{stage!r}; committed steps: {shown}")
+def _continuing_stage(run: Run) -> str | None:
+    return next((s["name"] for s in run.stages if s["phase"] != "SUCCEEDED"), None)
+
+
+def _check_step(run: Run, stage: str | None, step: int) -> None:
+    """``--step N``: a PAUSED run, and a committed snapshot at N that holds training state."""
+    manifests = open_run_store(run.store).list(run=run.id, stage=stage)
+    restorable.check_step(run.id, str(stage), manifests, step)
+    if run.phase != "PAUSED":
+        raise UsageError(f"--step applies only to a PAUSED run; {run.id} is {run.phase} "
+                         f"(`nodus runs resume {run.id}` continues from its newest snapshot)")
+
+
+def _check_devices(catalog: Catalog, run: Run, stage: str | None) -> None:
+    """A resumed attempt needs the device count the run's attempts were given."""
+    attempts = catalog.attempts(run.id, stage) if stage else []
+    recorded = next((a["devices"] for a in reversed(attempts) if a["devices"] is not None), None)
+    here = restorable.device_count()
+    if recorded is not None and recorded != here:
+        raise UsageError(f"{run.id} ran with {recorded} device(s) but this resume would have "
+                         f"{here} (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
+                         f"); give it {recorded} device(s) to resume it")
 
 
 def drive(home: str, catalog: Catalog, run_id: str, terminal: IO[str],
@@ -128,6 +145,8 @@ def spawn_detached(home: str, run_id: str, restore: Restore | None) -> None:
     command = [sys.executable, "-m", "nodus.runner.detach", run_id, "--home", home]
     if restore is not None and restore.step is not None:
         command += ["--step", str(restore.step)]
+    if restore is not None and restore.by_hand:
+        command.append("--resume")
     with open(os.path.join(folder, "runner.log"), "ab") as log:
         subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                          start_new_session=True, close_fds=True)

@@ -91,6 +91,13 @@ WAIT_POLL_S = 0.5
 QUEUED_ORPHAN_S = 30.0
 """A QUEUED run no runner has picked up after this long counts as having lost its runner."""
 
+PAUSE_DEADLINE_S = 600.0
+"""``nodus runs pause --deadline``: after this long a pause is marked timed out (it still waits
+for the program to stop, killing it one grace period later)."""
+
+PAUSE_ACCEPT_WAIT_S = 10.0
+"""How long ``nodus runs pause`` waits for the runner to take the request up before returning."""
+
 IGNORE_FILE = ".nodusignore"
 SOURCE_EXCLUDES = (".git", PRIVATE_DIR)
 """Never part of a run's captured source."""

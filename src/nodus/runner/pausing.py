@@ -1,0 +1,202 @@
+"""Carrying out ``nodus runs pause`` inside an attempt's poll loop.
+
+``nodus runs pause`` records a pause row and a control row and returns; the runner picks the
+control up at its next look and drives the pause to its end here:
+
+    save    integration: a save request ``then: stop`` answered at the next optimizer boundary,
+            committed, then the blocked program is ended. Directory contract: SIGTERM to the
+            program's group, wait for it to exit, capture the selection once more.
+    latest  end the program now without saving; a resume restores the newest snapshot that
+            holds training state and repeats the updates after it.
+
+While it waits the loop keeps capturing, reports save progress (bytes written so far), and
+still answers a cancel, which wins over the pause. A program that finishes meanwhile completes
+the stage instead. Past the deadline the pause is marked ``timed_out`` and the program gets one
+grace period more before it is killed: a pause never leaves a program running.
+
+Once the program is gone the attempt's working copy is removed (``resources_released``); the
+engine then records PAUSED and the runner exits 3.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import TYPE_CHECKING, Any
+
+from nodus.runner import restorable
+from nodus.runner.catalog import now
+from nodus.schemas import defaults
+
+if TYPE_CHECKING:
+    from nodus.runner.attempt import Attempt, Outcome
+    from nodus.runner.capture import Capturer
+
+
+class PauseDriver:
+    """One pause of one attempt, from the runner taking it up to the program being gone."""
+
+    def __init__(self, attempt: "Attempt", capturer: "Capturer", pause: dict[str, Any]) -> None:
+        self.attempt = attempt
+        self.capturer = capturer
+        self.pause = pause
+        self.catalog = attempt.ctx.catalog
+        self.process = attempt.process
+        grace = attempt.stage.execution.grace_period
+        # Monotonic clocks from the moment the runner took the pause up.
+        self.deadline = time.monotonic() + float(pause["deadline_s"])
+        self.kill_at = self.deadline + grace
+
+    def run(self) -> "Outcome | None":
+        """The attempt's outcome, or None when the pause was refused and training goes on."""
+        self._update(state="pausing", accepted_at=now())
+        self.attempt.ctx.catalog.set_phase(self.attempt.ctx.run_id, "PAUSING",
+                                           stage=self.attempt.stage.name)
+        self._event("pause_accepted", {"policy": self.pause["policy"],
+                                       "deadline": self.pause["deadline"]})
+        if self.pause["policy"] == "latest":
+            return self._latest()
+        if self._integration():
+            return self._save_with_integration()
+        return self._save_with_signal()
+
+    # --- policies -------------------------------------------------------------------------
+
+    def _latest(self) -> "Outcome | None":
+        target = self._newest_restorable()
+        if target is None:  # accepted by `runs pause`, but nothing is restorable any more
+            self._end_pause("failed", failure="no committed snapshot holds training state; "
+                            "pausing now would lose all training (use --checkpoint save)")
+            self.catalog.set_phase(self.attempt.ctx.run_id, "RUNNING",
+                                   stage=self.attempt.stage.name)
+            return None
+        self.process.kill()
+        self._update(snapshot=target.id, step=target.step, save_bytes=target.total_bytes)
+        return self._paused(f"paused at the newest snapshot, step {target.step} "
+                            "(--checkpoint latest)")
+
+    def _save_with_integration(self) -> "Outcome":
+        request = self.attempt.request_save("stop")
+        ended = self._wait(lambda: request in self.capturer.answered)
+        if ended is not None:
+            return ended
+        self.process.kill()  # after answering a stop request the program blocks until ended
+        return self._acknowledge("paused after a save at the next optimizer boundary")
+
+    def _save_with_signal(self) -> "Outcome":
+        self.process.signal_group(signal.SIGTERM)
+        ended = self._wait(lambda: False, signalled=True)
+        if ended is not None:
+            return ended
+        return self._acknowledge("paused after the program saved on SIGTERM")
+
+    # --- waiting ----------------------------------------------------------------------------
+
+    def _wait(self, done, signalled: bool = False) -> "Outcome | None":
+        """Poll until ``done()``; an Outcome if the attempt ended some other way meanwhile.
+
+        With ``signalled`` the program was asked to stop by SIGTERM, so its exit *is* the pause
+        (unless it exits 0: it says it finished, and a run that finishes during a pause
+        completes).
+        """
+        from nodus.runner.attempt import Outcome
+
+        while not done():
+            if self.attempt.take_cancel():
+                self._end_pause("cancelled", failure="cancelled before the pause completed")
+                self.process.stop(signal.SIGTERM, self.attempt.stage.execution.grace_period)
+                self.process.finish_output()
+                return Outcome("cancelled", "cancelled by `nodus runs cancel` during a pause")
+            self.capturer.tick()
+            self._report_progress()
+            status = self.process.poll()
+            if status is not None:
+                return self._exited(status, signalled)
+            if time.monotonic() > self.deadline and not self.pause["timed_out"]:
+                self._update(timed_out=1)
+                self._event("pause_timed_out", {"deadline": self.pause["deadline"]})
+            if time.monotonic() > self.kill_at:
+                self.process.kill()
+                return self._acknowledge("paused: the program was killed one grace period "
+                                         "after the pause deadline")
+            self.process.wait(defaults.POLL_S)
+        return None
+
+    def _exited(self, status: int, signalled: bool) -> "Outcome | None":
+        self.process.finish_output()
+        self.capturer.final_capture()
+        if status == 0:
+            self._end_pause("completed", failure="the program finished before it could pause")
+            return self.attempt.classify(status)
+        if signalled:
+            return self._acknowledge_captured(f"paused: the program exited with status {status} "
+                                              "after SIGTERM")
+        outcome = self.attempt.classify(status)
+        self._end_pause("failed", failure=f"the program ended before saving: {outcome.detail}")
+        return outcome
+
+    # --- the end of a pause -------------------------------------------------------------------
+
+    def _acknowledge(self, detail: str) -> "Outcome":
+        self.process.finish_output()
+        self.capturer.final_capture()
+        return self._acknowledge_captured(detail)
+
+    def _acknowledge_captured(self, detail: str) -> "Outcome":
+        target = self._newest_restorable()
+        if target is not None:
+            self._update(snapshot=target.id, step=target.step, save_bytes=target.total_bytes)
+        else:
+            self._update(failure="no snapshot holding training state was committed")
+        return self._paused(detail)
+
+    def _paused(self, detail: str) -> "Outcome":
+        from nodus.runner.attempt import Outcome
+
+        self.process.kill_leftovers()
+        self.attempt.ws.discard_copy()
+        self._end_pause("paused", resources_released=1)
+        return Outcome("paused", detail)
+
+    def _end_pause(self, state: str, **values: Any) -> None:
+        self._update(state=state, ended_at=now(), **values)
+        self._event("pause_ended", {"state": state, **{k: v for k, v in values.items()
+                                                       if k == "failure"}})
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _integration(self) -> bool:
+        return self.attempt.stage.integration is not None and not self.capturer.watch_folders
+
+    def _newest_restorable(self):
+        store = self.attempt.ctx.store
+        manifests = store.list(run=self.attempt.ctx.run_id, stage=self.attempt.stage.name)
+        usable = restorable.newest_first(manifests)
+        return usable[0] if usable else None
+
+    def _report_progress(self) -> None:
+        """Bytes of the checkpoint being written (integration) or of the state folder."""
+        where = self.attempt.ws.private_path("tmp") if self._integration() \
+            else self.attempt.ws.state
+        written = _folder_bytes(where)
+        if written != self.pause["save_bytes"]:
+            self._update(save_bytes=written)
+
+    def _update(self, **values: Any) -> None:
+        self.pause.update(values)
+        self.catalog.update_pause(self.pause["id"], **values)
+
+    def _event(self, type_: str, details: dict[str, Any]) -> None:
+        self.attempt.ctx.event(type_, details, self.attempt.stage.name, self.attempt.number)
+
+
+def _folder_bytes(folder: str) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue  # renamed away meanwhile: it is counted where it went next time
+    return total

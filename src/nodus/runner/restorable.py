@@ -1,0 +1,58 @@
+"""Which snapshots a new attempt may restore, and what an attempt must match to continue one.
+
+A snapshot can continue training only while it holds its training state: retention may have
+deleted the ``state`` kind and kept the weights, and such a snapshot would restart the optimizer
+from nothing. A directory-contract program lays its folder out its own way (kind ``files``); its
+snapshot is restorable as long as retention never classified part of it as ``state`` and then
+deleted that part.
+
+Among restorable snapshots the latest attempt's count as the newest (seed 001, "Retention"): after
+``runs resume --step 10`` the new attempt's step 20 is newer than the old attempt's step 30.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+from nodus.errors import NotFoundError
+
+
+def holds_training_state(manifest: Any) -> bool:
+    """True while ``manifest`` can continue training (see the module docstring)."""
+    if "state" in manifest.kinds:
+        return True
+    had_state = any(entry.kind == "state" for entry in manifest.files)
+    return not had_state and "files" in manifest.kinds
+
+
+def newest_first(manifests: Iterable[Any]) -> list[Any]:
+    """Restorable snapshots, newest first: latest attempt, then highest step, then latest commit."""
+    usable = [m for m in manifests if holds_training_state(m)]
+    return sorted(usable, key=lambda m: (m.attempt, m.step or 0, m.created), reverse=True)
+
+
+def at_step(manifests: Iterable[Any], step: int) -> list[Any]:
+    """Restorable snapshots at ``step``, the latest attempt's first."""
+    return [m for m in newest_first(manifests) if m.step == step]
+
+
+def check_step(run_id: str, stage: str, manifests: list[Any], step: int) -> None:
+    """``--step N`` must name a snapshot that still holds training state, else say which do."""
+    if at_step(manifests, step):
+        return
+    usable = sorted({m.step for m in newest_first(manifests)})
+    shown = ", ".join(map(str, usable)) or "none"
+    without = " (its snapshot no longer holds training state)" \
+        if any(m.step == step for m in manifests) else ""
+    raise NotFoundError(f"{run_id} has no committed snapshot at step {step} of stage {stage!r}"
+                        f"{without}; committed steps: {shown}")
+
+
+def device_count(environ: dict[str, str] | None = None) -> int:
+    """Accelerators this process would hand a program: the ``CUDA_VISIBLE_DEVICES`` entries.
+
+    Read from the environment, never by importing a framework, so the runner stays light.
+    """
+    value = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES", "")
+    return len([part for part in value.split(",") if part.strip()])
