@@ -119,3 +119,59 @@ def test_an_unchanged_selection_is_not_captured_twice(setup):
     assert capture.capture(10, reason="settled")
     capture.final_capture()
     assert len(store.list(run=run_id)) == 1
+
+
+def test_a_rewritten_save_record_answers_its_new_requests_without_a_second_snapshot(setup):
+    catalog, run_id, store, ws = setup
+    capture = capturer(setup, stage=stage(paths=("state",), integration="hf-trainer-v1"))
+    checkpoint(ws, 24)
+    path = ws.private_path("saves", "24.json")
+    with open(path, "w") as handle:
+        json.dump({"step": 24, "requests": []}, handle)
+    capture.tick()
+    with open(path + ".tmp", "w") as handle:  # the integration answers a stop at that step
+        json.dump({"step": 24, "requests": [7]}, handle)
+    os.replace(path + ".tmp", path)
+    capture.tick()
+    assert capture.answered == {7}
+    assert [m.step for m in store.list(run=run_id)] == [24]
+
+
+def test_a_checkpoint_folder_gone_before_its_capture_is_skipped(setup):
+    catalog, run_id, store, ws = setup
+    assert capturer(setup).capture(30, reason="settled") is None  # pruned by the program
+    assert store.list(run=run_id) == []
+    assert "capture_skipped" in [e["type"] for e in catalog.events(run_id)]
+
+
+class _PruningStore:
+    """The real store, with the program pruning the folder while the capture copies it."""
+
+    def __init__(self, store, folder):
+        self.store, self.folder = store, folder
+
+    def capture(self, *args, **kwargs):
+        os.remove(os.path.join(self.folder, "state.json"))
+        return self.store.capture(*args, **kwargs)
+
+
+def test_a_checkpoint_folder_removed_during_its_capture_is_never_committed(setup):
+    catalog, run_id, store, ws = setup
+    checkpoint(ws, 30)
+    capture = capturer(setup)
+    capture.store = _PruningStore(store, os.path.join(ws.state, "checkpoint-30"))
+    assert capture.capture(30, reason="settled") is None
+    assert store.list(run=run_id) == []  # no snapshot at step 30 missing its files
+    skipped = [e for e in catalog.events(run_id) if e["type"] == "capture_skipped"]
+    assert skipped and "changed" in skipped[0]["details"]["reason"]
+
+
+def test_a_restored_attempt_that_saves_nothing_commits_nothing(setup):
+    catalog, run_id, store, ws = setup
+    checkpoint(ws, 10)
+    first = capturer(setup).capture(10, reason="settled")
+    number = catalog.start_attempt(run_id, "main")
+    restored = Capturer(store=store, catalog=catalog, run_id=run_id, stage=stage(),
+                        attempt=number, ws=ws, restored_step=10, restored_snapshot=first)
+    restored.final_capture()
+    assert [m.id for m in store.list(run=run_id)] == [first]

@@ -184,7 +184,7 @@ def test_recovery_falls_back_past_a_damaged_snapshot(project):
     wait_for(lambda: len(committed_steps(project, run_id)) >= 2, what="two snapshots")
     program = running_attempt(project.catalog(), run_id)["pid"]
     os.kill(program, signal.SIGSTOP)  # freeze it, so the newest snapshot stays the newest
-    time.sleep(0.6)  # let every settled folder be captured
+    _wait_until_no_new_commits(project, run_id)  # every settled folder has been captured
     newest, older = project.store().list(run=run_id, stage="main")[-1:-3:-1]
     for entry in newest.files:
         blob = project.home / "store" / "blobs" / entry.hash[:2] / entry.hash
@@ -197,3 +197,13 @@ def test_recovery_falls_back_past_a_damaged_snapshot(project):
     damaged = [e for e in run["events"] if e["type"] == "snapshot_damaged"]
     assert damaged and damaged[0]["snapshot"] == newest.id
     assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
+
+
+def _wait_until_no_new_commits(project, run_id: str, quiet_s: float = 1.5) -> None:
+    """Return once no snapshot has been committed for ``quiet_s`` (settle time is 0.2 s)."""
+    seen, since = None, time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        now = [m.id for m in project.store().list(run=run_id, stage="main")]
+        if now != seen:
+            seen, since = now, time.monotonic()
+        time.sleep(0.1)

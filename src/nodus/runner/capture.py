@@ -121,6 +121,11 @@ class Capturer:
         state = self._selection(step)
         if state == self._committed_state:
             return self._committed_id  # the newest snapshot already holds exactly this
+        folder = os.path.join(self.ws.state, checkpoint_folder(step))
+        before = _folder_state(folder)
+        if not before and reason in ("settled", "save"):
+            self.event("capture_skipped", {"step": step, "reason": f"{folder} is gone"})
+            return None
         info = SnapshotInfo(
             run=self.run_id, stage=self.stage.name, attempt=self.attempt, step=step,
             epoch=epoch, metrics=metrics or {}, role="checkpoint",
@@ -128,10 +133,16 @@ class Capturer:
         try:
             manifest = self.store.capture(
                 self.ws.copy, list(self.stage.continuity.checkpoint_paths),
-                info=info, guard=self.guard, excludes=excludes, on_event=self.event,
+                info=info, guard=lambda: self._guard_folder(folder, before),
+                excludes=excludes, on_event=self.event,
             )
         except StaleAttemptError:
             raise
+        except _FolderChanged:
+            # The program removed (pruned) or rewrote the checkpoint while it was copied: the
+            # copy may be missing files, so it is never committed; a newer save follows.
+            self.event("capture_skipped", {"step": step, "reason": f"{folder} changed"})
+            return None
         except (StoreError, OSError) as error:
             self.event("capture_failed", {"step": step, "reason": reason, "error": str(error)})
             return None
@@ -152,6 +163,12 @@ class Capturer:
                 f"attempt {self.attempt} of {self.run_id}/{self.stage.name} was superseded by "
                 f"attempt {current}; its snapshot is not committed"
             )
+
+    def _guard_folder(self, folder: str, before: tuple) -> None:
+        """Fencing, then: the step's checkpoint folder is still whole, as it was at the start."""
+        self.guard()
+        if _folder_state(folder) != before:
+            raise _FolderChanged(folder)
 
     def _selection(self, step: int) -> tuple:
         """The fingerprint of what a capture at ``step`` would take."""
@@ -185,6 +202,17 @@ class Capturer:
         self.catalog.add_event(
             self.run_id, type_, details, stage=self.stage.name, attempt=self.attempt
         )
+
+
+class _FolderChanged(Exception):
+    """A checkpoint folder changed or vanished while it was being captured."""
+
+
+def _folder_state(folder: str) -> tuple:
+    """Fingerprint of one checkpoint folder; empty when it does not exist."""
+    if not os.path.isdir(folder):
+        return ()
+    return _selection_state(folder, (".",), [])
 
 
 def _selection_state(root: str, paths: tuple[str, ...], excludes: list[str]) -> tuple:
