@@ -19,10 +19,9 @@ import fnmatch
 import os
 import posixpath
 import re
-import secrets
 from typing import IO, Any, Iterable
 
-from nodus.errors import NotFoundError, SnapshotDamagedError, UnsafePathError, UsageError
+from nodus.errors import NotFoundError, UnsafePathError, UsageError
 from nodus.snapshots.progress import Progress
 
 __all__ = ["ARTIFACTS", "download_outputs", "download_snapshot", "select"]
@@ -149,32 +148,19 @@ def _write(
     store: Any, snapshot_id: str, pairs: list[tuple[Any, str]], target: str, label: str,
     stream: IO[str] | None,
 ) -> list[str]:
-    from nodus.store.restore import unsafe_reason
+    from nodus.store.restore import unsafe_reason, write_verified
 
     for entry, dest in pairs:
         reason = unsafe_reason(entry) or (None if dest else "is empty")
         if reason is not None:
             raise UnsafePathError(f"snapshot {snapshot_id}: path {entry.path!r} {reason}; refusing")
     _prepare(target)
-    root = os.path.realpath(target)
     progress = Progress(label, sum(e.size for e, _ in pairs if not e.is_link), stream)
-    staged: list[tuple[str, str, int]] = []
     try:
-        for entry, dest in pairs:
-            if not entry.is_link:
-                staged.append(_stage(store, snapshot_id, entry, _destination(root, dest), progress))
-    except BaseException:
-        for temp, _final, _mode in staged:
-            _remove(temp)
-        raise
+        write_verified(store.backend, snapshot_id, pairs, target,
+                       wrap=lambda sink: _Counting(sink, progress))
     finally:
         progress.close()
-    for temp, final, mode in staged:
-        os.replace(temp, final)
-        os.chmod(final, mode)
-    for entry, dest in pairs:
-        if entry.is_link:
-            os.symlink(entry.target, _destination(root, dest))
     return sorted(dest for _, dest in pairs)
 
 
@@ -184,40 +170,6 @@ def _prepare(target: str) -> None:
     if os.path.isdir(target) and os.listdir(target):
         raise UsageError(f"--to {target}: the folder is not empty; give a new or empty folder")
     os.makedirs(target, exist_ok=True)
-
-
-def _destination(root: str, dest: str) -> str:
-    final = os.path.join(root, *dest.split("/"))
-    os.makedirs(os.path.dirname(final), exist_ok=True)
-    parent = os.path.realpath(os.path.dirname(final))
-    if parent != root and not parent.startswith(root + os.sep):
-        raise UnsafePathError(f"{dest!r} would be written outside {root}; refusing")
-    return final
-
-
-def _stage(store: Any, snapshot_id: str, entry: Any, final: str, progress: Progress):
-    """Copy one blob to a temporary name next to ``final``, hashing it as it is written."""
-    from nodus.store import keys
-    from nodus.store._io import copy_hashing
-
-    temp = os.path.join(os.path.dirname(final), f".nodus-download-{secrets.token_hex(6)}")
-    try:
-        with store.backend.open(keys.blob_key(entry.hash)) as source, open(temp, "wb") as sink:
-            digest, size = copy_hashing(source, _Counting(sink, progress))
-    except FileNotFoundError as error:
-        _remove(temp)
-        if error.filename == temp:
-            raise
-        raise SnapshotDamagedError(
-            f"snapshot {snapshot_id}: {entry.path}: its contents (blob {entry.hash}) are missing"
-        ) from None
-    if digest != entry.hash or size != entry.size:
-        _remove(temp)
-        raise SnapshotDamagedError(
-            f"snapshot {snapshot_id}: {entry.path}: contents do not match the manifest "
-            f"(expected xxh3-128 {entry.hash}, {entry.size} bytes; found {digest}, {size} bytes)"
-        )
-    return temp, final, entry.mode
 
 
 class _Counting:
@@ -231,10 +183,3 @@ class _Counting:
         written = self._sink.write(chunk)
         self._progress.advance(len(chunk) if written is None else written)
         return written
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 import secrets
-from typing import Sequence
+from typing import Any, BinaryIO, Callable, Sequence
 
 from nodus.errors import SnapshotDamagedError, StoreError, UnsafePathError, UsageError
 from nodus.store import keys
@@ -19,7 +19,7 @@ from nodus.store._io import copy_hashing
 from nodus.store.backend import Backend
 from nodus.store.manifest import FileEntry, Manifest
 
-__all__ = ["restore", "unsafe_reason"]
+__all__ = ["restore", "unsafe_reason", "write_verified"]
 
 
 def unsafe_reason(entry: FileEntry) -> str | None:
@@ -51,13 +51,28 @@ def restore(
     entries = manifest.held_files(tuple(kinds) if kinds is not None else None)
     _refuse_unsafe(manifest, entries)
     _prepare_target(target, overlay)
+    write_verified(backend, manifest.id, [(entry, entry.path) for entry in entries], target)
+
+
+def write_verified(
+    backend: Backend,
+    snapshot_id: str,
+    pairs: Sequence[tuple[FileEntry, str]],
+    target: str,
+    wrap: Callable[[BinaryIO], Any] | None = None,
+) -> None:
+    """Write each ``(entry, destination)`` under ``target``; nothing lands unless all verify.
+
+    ``destination`` is a relative path checked like a manifest path; ``wrap`` may wrap each
+    file being written (a progress counter) and then the plain, non-kernel copy is used.
+    """
     root = os.path.realpath(target)
-    files = [entry for entry in entries if not entry.is_link]
-    links = [entry for entry in entries if entry.is_link]
     staged: list[tuple[str, str, int]] = []
     try:
-        for entry in files:
-            staged.append(_stage(backend, manifest, entry, root))
+        for entry, dest in pairs:
+            if not entry.is_link:
+                final = _checked_destination(root, dest)
+                staged.append(_stage(backend, snapshot_id, entry, final, wrap))
     except BaseException:
         for temp, _final, _mode in staged:
             _remove(temp)
@@ -65,8 +80,9 @@ def restore(
     for temp, final, mode in staged:
         os.replace(temp, final)
         os.chmod(final, mode)
-    for entry in links:
-        _link(entry, root)
+    for entry, dest in pairs:
+        if entry.is_link:
+            _link(entry.target, _checked_destination(root, dest))
 
 
 def _refuse_unsafe(manifest: Manifest, entries: list[FileEntry]) -> None:
@@ -88,50 +104,50 @@ def _prepare_target(target: str, overlay: bool) -> None:
         raise UsageError(f"restore target {target} is not empty (restore needs an empty folder)")
 
 
-def _stage(backend: Backend, manifest: Manifest, entry: FileEntry, root: str) -> tuple[str, str, int]:
+def _stage(
+    backend: Backend, snapshot_id: str, entry: FileEntry, final: str, wrap
+) -> tuple[str, str, int]:
     """Copy one blob next to its final place under a temporary name, checking its hash."""
-    final = _checked_destination(root, entry)
     temp = os.path.join(os.path.dirname(final), f".nodus-restore-{secrets.token_hex(6)}")
     try:
         with backend.open(keys.blob_key(entry.hash)) as source, open(temp, "w+b", buffering=0) as sink:
-            digest, size = copy_hashing(source, sink)
+            digest, size = copy_hashing(source, wrap(sink) if wrap else sink)
     except FileNotFoundError as error:
         _remove(temp)
         if error.filename == temp:
             raise
         raise SnapshotDamagedError(
-            f"snapshot {manifest.id}: {entry.path}: its contents (blob {entry.hash}) are missing"
+            f"snapshot {snapshot_id}: {entry.path}: its contents (blob {entry.hash}) are missing"
         ) from None
     if digest != entry.hash or size != entry.size:
         _remove(temp)
         raise SnapshotDamagedError(
-            f"snapshot {manifest.id}: {entry.path}: contents do not match the manifest "
+            f"snapshot {snapshot_id}: {entry.path}: contents do not match the manifest "
             f"(expected xxh3-128 {entry.hash}, {entry.size} bytes; found {digest}, {size} bytes)"
         )
     return temp, final, entry.mode
 
 
-def _checked_destination(root: str, entry: FileEntry) -> str:
+def _checked_destination(root: str, path: str) -> str:
     """The file's place under ``root``, refusing parents that lead out of it through a symlink."""
-    final = os.path.join(root, *entry.path.split("/"))
+    final = os.path.join(root, *path.split("/"))
     parent = os.path.dirname(final)
     os.makedirs(parent, exist_ok=True)
     real_parent = os.path.realpath(parent)
     if real_parent != root and not real_parent.startswith(root + os.sep):
         raise UnsafePathError(
-            f"restoring {entry.path!r} would pass through a symlink out of the target "
+            f"restoring {path!r} would pass through a symlink out of the target "
             f"(its folder resolves to {real_parent}); refusing"
         )
     if os.path.isdir(final) and not os.path.islink(final):
-        raise StoreError(f"cannot restore file {entry.path!r}: a folder of that name is in the way")
+        raise StoreError(f"cannot restore file {path!r}: a folder of that name is in the way")
     return final
 
 
-def _link(entry: FileEntry, root: str) -> None:
-    final = _checked_destination(root, entry)
+def _link(link_target: str, final: str) -> None:
     if os.path.lexists(final):
         os.unlink(final)  # overlay: the snapshot's link replaces what the source copy had
-    os.symlink(entry.target, final)
+    os.symlink(link_target, final)
 
 
 def _remove(path: str) -> None:
