@@ -24,18 +24,14 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any
 
+from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.runner.capture import Capturer
 from nodus.runner.catalog import Catalog
 from nodus.runner.process import CannotStartError, StageProcess
 from nodus.runner import restorable
 from nodus.runner.restorable import device_count
-from nodus.runner.workspace import (
-    Workspace,
-    stage_environment,
-    write_integration,
-    write_json_atomic,
-)
+from nodus.runner.workspace import Workspace, stage_environment, write_integration
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 

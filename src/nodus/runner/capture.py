@@ -19,7 +19,8 @@ from typing import Any
 
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.runner.catalog import Catalog
-from nodus.runner.workspace import Workspace, write_json_atomic
+from nodus._atomic import write_json_atomic
+from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 from nodus.stages.directory import DirectoryWatcher, checkpoint_folder, checkpoint_steps

@@ -15,6 +15,7 @@ import socket
 
 from filelock import FileLock, Timeout
 
+from nodus._atomic import write_json_atomic
 from nodus.errors import AlreadyRunningError
 from nodus.schemas import defaults
 
@@ -43,7 +44,7 @@ class RunLock:
             self._lock.acquire(timeout=0)
         except Timeout:
             raise AlreadyRunningError(self._held_message()) from None
-        _write_json(self.holder_path, {"pid": os.getpid(), "host": socket.gethostname()})
+        write_json_atomic(self.holder_path, {"pid": os.getpid(), "host": socket.gethostname()})
         return self
 
     def release(self) -> None:
@@ -77,10 +78,3 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-def _write_json(path: str, data: dict) -> None:
-    temp = f"{path}.{os.getpid()}.tmp"
-    with open(temp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
-    os.replace(temp, path)

@@ -14,11 +14,11 @@ starts from exactly the source plus the committed selection and nothing else.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
 
+from nodus._atomic import write_json_atomic
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 
@@ -136,13 +136,3 @@ def write_integration(
         "home": home,
     }
     write_json_atomic(ws.private_path("integration.json"), settings)
-
-
-def write_json_atomic(path: str, data: object) -> None:
-    """Readers on the other side of the protocol see the old file or the whole new one."""
-    temp = f"{path}.{os.getpid()}.tmp"
-    with open(temp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)

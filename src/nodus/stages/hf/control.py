@@ -14,11 +14,12 @@ torn JSON file would be read as garbage.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from nodus._atomic import read_json, write_json_atomic
 
 INTEGRATIONS = ("auto", "hf-trainer-v1")
 
@@ -56,31 +57,6 @@ class Settings:
             home=str(data.get("home", "")),
             qualifying=bool(data.get("qualifying", False)),
         )
-
-
-def write_json_atomic(path: str, data: Any) -> None:
-    """Write JSON so a reader sees the old file, or the whole new one, never a torn one."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path))
-
-
-def fsync_dir(path: str) -> None:
-    """Make a rename inside ``path`` durable (a crash must not undo a published checkpoint)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def read_json(path: str) -> Any:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
 
 
 class ControlDir:

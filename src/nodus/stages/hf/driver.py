@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from nodus.stages.hf import BOOTSTRAP_DIR
-from nodus.stages.hf.control import write_json_atomic
+from nodus._atomic import write_json_atomic
 from nodus.stages.hf.writer import checkpoint_name
 
 

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from nodus.schemas import defaults
-from nodus.stages.hf.control import write_json_atomic
+from nodus._atomic import write_json_atomic
 
 PACKAGES = ("torch", "transformers", "accelerate", "datasets")
 SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qualified.json")

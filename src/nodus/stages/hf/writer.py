@@ -20,7 +20,8 @@ import torch
 
 from nodus.stages.hf import identity as identities
 from nodus.stages.hf.capture import Captured
-from nodus.stages.hf.control import ControlDir, fsync_dir
+from nodus._atomic import fsync_dir
+from nodus.stages.hf.control import ControlDir
 
 SLOW_WRITE_ENV = "NODUS_HF_WRITE_DELAY_S"
 """Fault injection for qualification and tests: seconds to wait before publishing, so a kill can
