@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,39 +42,63 @@ def make_folder(root: str, total: int, count: int) -> None:
 
 
 def timed(action) -> float:
+    # Nothing written earlier may still be in flight: on this disk a measure that runs while
+    # the page cache writes back the previous one's 2 GiB is slowed several times over.
+    subprocess.run(["sync"], check=True)
     started = time.perf_counter()
     action()
     return time.perf_counter() - started
 
 
-def run(scratch: str, total: int, count: int) -> dict:
-    source = os.path.join(scratch, "live")
-    make_folder(source, total, count)
+def one_round(source: str, scratch: str, cp_first: bool) -> dict:
+    """Each measure once, on fresh targets (a fresh store: existing blobs are never rewritten)."""
+    os.makedirs(scratch)
     store = open_store("file://" + os.path.join(scratch, "store"))
     info = SnapshotInfo(run="bench", stage="main", attempt=1, step=1)
-    time.sleep(1.5)  # leave the files out of the "just written" window, as a saved checkpoint is
-
-    cp_sync = timed(lambda: subprocess.run(
-        f"cp -r {source} {scratch}/cp1 && sync", shell=True, check=True))
     made = {}
-    capture = timed(lambda: made.update(m=store.capture(source, ["."], info=info)))
-    recapture = timed(lambda: store.capture(source, ["."], info=info))
-    cp_plain = timed(lambda: subprocess.run(["cp", "-r", source, f"{scratch}/cp2"], check=True))
-    restore = timed(lambda: store.restore(made["m"].id, os.path.join(scratch, "restored")))
+    cp_sync = lambda: timed(lambda: subprocess.run(  # noqa: E731
+        f"cp -r {source} {scratch}/cp1 && sync", shell=True, check=True))
+    capture = lambda: timed(lambda: made.update(m=store.capture(source, ["."], info=info)))  # noqa: E731
+    first, second = (cp_sync, capture) if cp_first else (capture, cp_sync)
+    times = {"cp_sync" if cp_first else "capture": first()}
+    times["capture" if cp_first else "cp_sync"] = second()
+    times["recapture"] = timed(lambda: store.capture(source, ["."], info=info))
+    cp_plain = lambda: timed(  # noqa: E731
+        lambda: subprocess.run(["cp", "-r", source, f"{scratch}/cp2"], check=True))
+    restore = lambda: timed(  # noqa: E731
+        lambda: store.restore(made["m"].id, os.path.join(scratch, "restored")))
+    first, second = (cp_plain, restore) if cp_first else (restore, cp_plain)
+    times["cp_plain" if cp_first else "restore"] = first()
+    times["restore" if cp_first else "cp_plain"] = second()
+    shutil.rmtree(scratch)
+    subprocess.run(["sync"], check=True)
+    return times
+
+
+def run(scratch: str, total: int, count: int, rounds: int = 1) -> dict:
+    source = os.path.join(scratch, "live")
+    make_folder(source, total, count)
+    time.sleep(1.5)  # leave the files out of the "just written" window, as a saved checkpoint is
+    # Rounds alternate which of cp and capture goes first, so drift on a shared disk cancels.
+    measured = [one_round(source, os.path.join(scratch, f"round{r}"), r % 2 == 0)
+                for r in range(rounds)]
+    median = {name: statistics.median(t[name] for t in measured) for name in measured[0]}
     gib = total / 2**30
     return {
         "gib": round(gib, 3),
         "files": count,
-        "cp_r_sync_s": round(cp_sync, 3),
-        "capture_s": round(capture, 3),
-        "capture_vs_cp_throughput": round(cp_sync / capture, 3),
-        "unchanged_recapture_s": round(recapture, 4),
-        "recapture_vs_cp_time": round(recapture / cp_sync, 4),
-        "cp_r_s": round(cp_plain, 3),
-        "restore_s": round(restore, 3),
-        "restore_vs_cp_throughput": round(cp_plain / restore, 3),
-        "capture_gib_s": round(gib / capture, 3),
-        "restore_gib_s": round(gib / restore, 3),
+        "rounds": rounds,
+        "cp_r_sync_s": round(median["cp_sync"], 3),
+        "capture_s": round(median["capture"], 3),
+        "capture_vs_cp_throughput": round(median["cp_sync"] / median["capture"], 3),
+        "unchanged_recapture_s": round(median["recapture"], 4),
+        "recapture_vs_cp_time": round(median["recapture"] / median["cp_sync"], 4),
+        "cp_r_s": round(median["cp_plain"], 3),
+        "restore_s": round(median["restore"], 3),
+        "restore_vs_cp_throughput": round(median["cp_plain"] / median["restore"], 3),
+        "capture_gib_s": round(gib / median["capture"], 3),
+        "restore_gib_s": round(gib / median["restore"], 3),
+        "per_round_s": [{k: round(v, 3) for k, v in t.items()} for t in measured],
     }
 
 
@@ -82,14 +107,16 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=2.0)
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; medians are reported")
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix="nodus-bench-", dir=args.dir)
     try:
         # Warm-up: this machine's first touch of memory and of the code paths is slow.
         run(os.path.join(base, "warmup"), 256 * 2**20, args.files)
         shutil.rmtree(os.path.join(base, "warmup"))
-        print(json.dumps(run(os.path.join(base, "measured"), int(args.gib * 2**30), args.files),
-                         indent=2))
+        result = run(os.path.join(base, "measured"), int(args.gib * 2**30), args.files,
+                     args.rounds)
+        print(json.dumps(result, indent=2))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
