@@ -205,3 +205,25 @@ def test_a_resume_after_progress_without_restorable_state_fails_instead_of_resta
     assert view["phase"] == "FAILED"
     assert "no committed snapshot holds its training state" in view["message"]
     assert len(view["stages"][0]["attempts"]) == 1  # nothing started again from the source
+
+
+FINISHING = STUBBORN.replace(
+    "time.sleep(3600)",
+    'time.sleep(5)\nos.makedirs("out", exist_ok=True)\n'
+    'open("out/result.json", "w").write(json.dumps({"done": True}))',
+)
+
+
+def test_a_run_that_finishes_during_a_pause_completes(project):
+    (project.root / "finishing.py").write_text(FINISHING)
+    project.write(command=[sys.executable, "finishing.py"],
+                  body="[execution]\ngrace_period = 30\n")
+    runner, run_id = _start_and_train(project, "finishing", after_step=0)
+    asked = project.nodus("runs", "pause", run_id, "--checkpoint", "save")
+    assert asked.returncode == 0, asked.stderr
+    runner.communicate(timeout=60)
+    assert runner.returncode == 0
+    view = project.get(run_id)
+    assert (view["phase"], view["exit_status"]) == ("SUCCEEDED", 0)
+    assert view["pause"]["state"] == "completed"
+    assert project.result(run_id) == {"done": True}
