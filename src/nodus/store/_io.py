@@ -11,7 +11,7 @@ import xxhash
 
 from nodus.schemas import defaults
 
-__all__ = ["copy_hashing", "fsync_dir", "hasher", "hash_stream"]
+__all__ = ["copy_hashing", "hasher", "hash_stream"]
 
 
 def hasher() -> "xxhash.xxh3_128":
@@ -99,12 +99,3 @@ def _write_all(sink: BinaryIO, chunk) -> None:
     while written is not None and written < len(chunk):
         chunk = chunk[written:]
         written = sink.write(chunk)
-
-
-def fsync_dir(path: str) -> None:
-    """Make a rename or a new entry in ``path`` durable (POSIX needs the folder synced too)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

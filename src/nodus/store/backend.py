@@ -18,9 +18,9 @@ from typing import Any, BinaryIO
 import fsspec
 from fsspec.core import url_to_fs
 
+from nodus._atomic import fsync_dir
 from nodus.errors import UsageError
 from nodus.store import keys
-from nodus.store._io import fsync_dir
 
 __all__ = ["Backend", "ObjectInfo"]
 
