@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import io
 import os
+import queue
+import threading
 from typing import BinaryIO
 
 import xxhash
@@ -64,29 +66,52 @@ def _kernel_copy_possible(source, sink) -> bool:
 
 
 def _kernel_copy(source_fd: int, sink_fd: int) -> tuple[str, int]:
+    """The kernel copies in slices while a second thread hashes each slice of the copy.
+
+    Both ``copy_file_range`` and the read-back release the GIL, so on two cores the hash of
+    the copy costs almost no time beyond the copy itself.
+    """
+    copied: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+    hashed: list[str] = []
+    reader = threading.Thread(target=_hash_copied, args=(sink_fd, copied, hashed), daemon=True)
+    reader.start()
     total = 0
-    while True:
-        try:
-            count = os.copy_file_range(source_fd, sink_fd, 1 << 30)
-        except OSError as error:
-            if total == 0 and error.errno in (errno.EXDEV, errno.ENOSYS, errno.EINVAL,
-                                              errno.EOPNOTSUPP, errno.EBADF):
-                raise _Unsupported from error
-            raise
-        if not count:
-            break
-        total += count
+    try:
+        while True:
+            try:
+                count = os.copy_file_range(source_fd, sink_fd, _KERNEL_SLICE)
+            except OSError as error:
+                if total == 0 and error.errno in (errno.EXDEV, errno.ENOSYS, errno.EINVAL,
+                                                  errno.EOPNOTSUPP, errno.EBADF):
+                    raise _Unsupported from error
+                raise
+            if not count:
+                break
+            total += count
+            copied.put(total)
+    finally:
+        copied.put(None)
+        reader.join()
+    return hashed[0], total
+
+
+_KERNEL_SLICE = 64 * 1024 * 1024
+
+
+def _hash_copied(sink_fd: int, copied: "queue.SimpleQueue[int | None]", out: list[str]) -> None:
+    """Hash the sink up to each offset the copier reports, until it reports None."""
     digest = hasher()
     buffer = bytearray(defaults.STORE_CHUNK_BYTES)
     view = memoryview(buffer)
     offset = 0
-    while offset < total:
-        count = os.preadv(sink_fd, [buffer], offset)
-        if not count:
-            break
-        digest.update(view[:count])
-        offset += count
-    return digest.hexdigest(), total
+    while (end := copied.get()) is not None:
+        while offset < end:
+            count = os.preadv(sink_fd, [view[: min(len(buffer), end - offset)]], offset)
+            if not count:
+                break
+            digest.update(view[:count])
+            offset += count
+    out.append(digest.hexdigest())
 
 
 def hash_stream(source: BinaryIO) -> tuple[str, int]:
