@@ -48,7 +48,7 @@ def test_restored_attempt_resumes_by_itself_bit_identically(prepared_run, bare_h
 def _bare_resume(prepared_run, step, workdir) -> str:
     copy = driver.new_copy(QUICKSTART, workdir, f"bare-resume-{step}")
     driver.restore(prepared_run, step, copy)
-    run = driver.start(copy, [sys.executable, str(PROGRAMS / "resume_bare.py")], None,
+    run = driver.start(copy, [sys.executable, str(PROGRAMS / "bare_resume.py")], None,
                        env={"RESUME_FROM": os.path.join(copy, "state", f"checkpoint-{step}")})
     assert run.finish() == 0, run.log()[-3000:]
     return final_hash(run)

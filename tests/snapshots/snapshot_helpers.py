@@ -13,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart"
-PROGRAMS = Path(__file__).resolve().parent / "programs"
+PROGRAMS = Path(__file__).resolve().parents[1] / "hf" / "programs"  # shared test programs
 NODUS = [sys.executable, "-m", "nodus"]
 HF_STEPS = 14
 COUNTER_STEPS = 40

@@ -1,8 +1,9 @@
 """The quick-start program resumed by a bare ``Trainer`` (no nodus) from ``$RESUME_FROM``.
 
-Run in a copy of examples/quickstart: it proves a ``--artifact resumable`` download is an
-ordinary Trainer checkpoint. It writes the final model to ``out/model`` and the global step
-the Trainer reached to ``out/global_step``.
+Run in a copy of examples/quickstart. It shows that integration checkpoints and
+``--artifact resumable`` downloads are ordinary Trainer checkpoints, and reproduces the upstream
+defect nodus fixes (a bare resume inside epoch >= 1 is not bit-identical). It writes the final
+model to ``out/model`` and the global step the Trainer reached to ``out/global_step``.
 """
 
 import os
