@@ -34,8 +34,7 @@ class Project:
               body: str = "") -> "Project":
         command = command or [sys.executable, "-m", "nodus.testing.counter", "--steps",
                               str(steps), "--save-every", str(save_every), "--sleep", str(sleep),
-                              # folders outlive the settle time, so most are captured mid-run
-                              "--keep", "8", *extra_args]
+                              *extra_args]
         self.file.write_text(
             f'name = "counter"\ncommand = {json.dumps(command)}\n'
             f'outputs = ["out"]\n{body}'

@@ -102,7 +102,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, required=True, help="steps to run in total")
     parser.add_argument("--save-every", type=int, default=10, help="steps between checkpoints")
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds per step")
-    parser.add_argument("--keep", type=int, default=2, help="checkpoint folders to keep")
+    # nodus captures a folder once it has been still for its settle time; a folder pruned
+    # sooner is never captured, so keep enough of them to outlive it at fast save rates.
+    parser.add_argument("--keep", type=int, default=8, help="checkpoint folders to keep")
     parser.add_argument("--state-bytes", type=int, default=0,
                         help="size of a weights.bin written with each checkpoint")
     parser.add_argument("--result", default=os.path.join("out", "result.json"))
