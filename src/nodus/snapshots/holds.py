@@ -171,12 +171,15 @@ def is_epoch_save(manifest: Any, run: Any | None) -> bool:
 
 
 def resume_target(run: Any | None, manifests: list[Any]) -> str | None:
-    """The snapshot a retry or resume of ``run`` would restore: its current stage's newest.
+    """The snapshot a retry or resume of ``run`` would restore, chosen as the runner chooses.
 
-    ``manifests`` are the run's committed checkpoints, oldest first (``store.list`` order).
+    ``manifests`` are the run's committed checkpoints; the runner's own rule
+    (:func:`nodus.runner.restorable.newest_first`) decides which of the current stage's is newest.
     """
+    from nodus.runner.restorable import newest_first
+
     if run is None or run.phase in FINISHED:
         return None
     current = next((s["name"] for s in run.stages if s["phase"] != "SUCCEEDED"), None)
-    candidates = [m for m in manifests if m.stage == current]
-    return candidates[-1].id if candidates else None
+    candidates = newest_first(m for m in manifests if m.stage == current)
+    return candidates[0].id if candidates else None
