@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodus._atomic import read_json, write_json_atomic
+from nodus.schemas import defaults
 
 INTEGRATIONS = ("auto", "hf-trainer-v1")
 
@@ -71,7 +72,7 @@ class ControlDir:
     @classmethod
     def from_environment(cls) -> "ControlDir":
         root = os.environ["NODUS_CONTROL_DIR"]
-        state = os.environ.get("NODUS_CHECKPOINT_DIR") or os.path.join(os.path.dirname(root), "state")
+        state = os.environ.get("NODUS_CHECKPOINT_DIR") or os.path.join(os.path.dirname(root), defaults.STATE_DIR)
         return cls(root, state)
 
     def path(self, *parts: str) -> str:

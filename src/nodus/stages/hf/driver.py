@@ -18,8 +18,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from nodus.stages.hf import BOOTSTRAP_DIR
 from nodus._atomic import write_json_atomic
+from nodus.schemas import defaults
+from nodus.stages.hf import BOOTSTRAP_DIR
 from nodus.stages.hf.writer import checkpoint_name
 
 
@@ -32,11 +33,11 @@ class Attempt:
 
     @property
     def control(self) -> str:
-        return os.path.join(self.copy, ".nodus")
+        return os.path.join(self.copy, defaults.PRIVATE_DIR)
 
     @property
     def state(self) -> str:
-        return os.path.join(self.copy, "state")
+        return os.path.join(self.copy, defaults.STATE_DIR)
 
     def recorded_steps(self) -> list[int]:
         try:
@@ -110,26 +111,26 @@ class Attempt:
 def new_copy(source: str, root: str, name: str) -> str:
     """A fresh working copy of the source (what the runner builds for every attempt)."""
     copy = os.path.join(root, name)
-    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("out", "state", ".nodus",
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("out", defaults.STATE_DIR, defaults.PRIVATE_DIR,
                                                                 "__pycache__"))
-    os.makedirs(os.path.join(copy, "state"))
-    os.makedirs(os.path.join(copy, ".nodus"))
+    os.makedirs(os.path.join(copy, defaults.STATE_DIR))
+    os.makedirs(os.path.join(copy, defaults.PRIVATE_DIR))
     return copy
 
 
 def restore(attempt: Attempt, step: int, copy: str) -> None:
     """Lay the published ``checkpoint-<step>`` of a finished attempt over a fresh copy."""
     name = checkpoint_name(step)
-    shutil.copytree(os.path.join(attempt.state, name), os.path.join(copy, "state", name))
+    shutil.copytree(os.path.join(attempt.state, name), os.path.join(copy, defaults.STATE_DIR, name))
 
 
 def start(copy: str, command: list[str], integration: str | None, *, save_every: int = 0,
           save_each_epoch: bool = False, restored_step: int | None = None, home: str = "",
           env: dict[str, str] | None = None, qualifying: bool = False) -> Attempt:
-    control = os.path.join(copy, ".nodus")
+    control = os.path.join(copy, defaults.PRIVATE_DIR)
     full_env = dict(os.environ)
     full_env.update(env or {})
-    full_env.update({"NODUS_CHECKPOINT_DIR": os.path.join(copy, "state"),
+    full_env.update({"NODUS_CHECKPOINT_DIR": os.path.join(copy, defaults.STATE_DIR),
                      "NODUS_CONTROL_DIR": control, "PYTHONUNBUFFERED": "1"})
     if integration:
         write_json_atomic(os.path.join(control, "integration.json"), {
