@@ -8,12 +8,22 @@ the manifest), re-capture of the unchanged folder with the same store object, an
 into an empty folder vs `cp -r` (neither syncs: a restore feeds a working copy that is rebuilt
 after a crash). Throughput ratios are reported; targets: capture >= 0.9x cp, unchanged
 re-capture <= 0.05x cp time, restore >= 0.9x cp.
+
+Like for like: capture and its `cp` read a folder that is in the page cache (a checkpoint the
+program has just written); restore and its `cp` read files that are not (the store and the
+folder are dropped from the page cache first, as after a crash or on a new machine).
+
+Every measure starts after a `sync` and after touching HOT_GIB of memory and handing it back:
+on a VM whose balloon reclaims free memory (free page reporting), the first touch of a page is
+several times slower than a reuse, and which measure happened to get reclaimed pages would
+otherwise decide the round.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import shutil
 import statistics
@@ -27,6 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 from nodus.store import SnapshotInfo, open_store  # noqa: E402
 
 BLOCK = 64 * 1024 * 1024
+HOT_GIB = 3.0
 
 
 def make_folder(root: str, total: int, count: int) -> None:
@@ -41,10 +52,42 @@ def make_folder(root: str, total: int, count: int) -> None:
     subprocess.run(["sync"], check=True)
 
 
-def timed(action) -> float:
+def warm_memory(gib: float) -> None:
+    """Touch ``gib`` of memory and free it: the page cache that follows reuses warm pages."""
+    size = int(gib * 2**30)
+    area = mmap.mmap(-1, size)
+    fill = b"\x01" * BLOCK
+    for offset in range(0, size, BLOCK):
+        area[offset:offset + BLOCK] = fill[: size - offset]
+    area.close()
+
+
+def read_all(root: str) -> None:
+    for name in os.listdir(root):
+        with open(os.path.join(root, name), "rb", buffering=0) as handle:
+            while handle.read(BLOCK):
+                pass
+
+
+def drop_cached(*roots: str) -> None:
+    """Drop the (clean, synced) page cache of every file under ``roots``; needs no privilege."""
+    subprocess.run(["sync"], check=True)
+    for root in roots:
+        for folder, _dirs, names in os.walk(root):
+            for name in names:
+                fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+
+
+def timed(action, cold: tuple[str, ...] = ()) -> float:
     # Nothing written earlier may still be in flight: on this disk a measure that runs while
     # the page cache writes back the previous one's 2 GiB is slowed several times over.
     subprocess.run(["sync"], check=True)
+    drop_cached(*cold)
+    warm_memory(HOT_GIB)
     started = time.perf_counter()
     action()
     return time.perf_counter() - started
@@ -53,6 +96,7 @@ def timed(action) -> float:
 def one_round(source: str, scratch: str, cp_first: bool) -> dict:
     """Each measure once, on fresh targets (a fresh store: existing blobs are never rewritten)."""
     os.makedirs(scratch)
+    read_all(source)  # the previous round's restore measures dropped it from the page cache
     store = open_store("file://" + os.path.join(scratch, "store"))
     info = SnapshotInfo(run="bench", stage="main", attempt=1, step=1)
     made = {}
@@ -63,10 +107,11 @@ def one_round(source: str, scratch: str, cp_first: bool) -> dict:
     times = {"cp_sync" if cp_first else "capture": first()}
     times["capture" if cp_first else "cp_sync"] = second()
     times["recapture"] = timed(lambda: store.capture(source, ["."], info=info))
+    cold = (source, os.path.join(scratch, "store"))
     cp_plain = lambda: timed(  # noqa: E731
-        lambda: subprocess.run(["cp", "-r", source, f"{scratch}/cp2"], check=True))
+        lambda: subprocess.run(["cp", "-r", source, f"{scratch}/cp2"], check=True), cold)
     restore = lambda: timed(  # noqa: E731
-        lambda: store.restore(made["m"].id, os.path.join(scratch, "restored")))
+        lambda: store.restore(made["m"].id, os.path.join(scratch, "restored")), cold)
     first, second = (cp_plain, restore) if cp_first else (restore, cp_plain)
     times["cp_plain" if cp_first else "restore"] = first()
     times["restore" if cp_first else "cp_plain"] = second()

@@ -10,8 +10,10 @@ import time
 
 import pytest
 
+import nodus.store._io as io_module
 import nodus.store.capture as capture_module
 from nodus.errors import StaleAttemptError
+from nodus.schemas import defaults
 from nodus.store import SnapshotInfo, classify, keys, open_store
 
 from .trees import read_tree, write_tree
@@ -38,9 +40,9 @@ def reads(monkeypatch):
     seen = []
     real = capture_module.copy_hashing
 
-    def spy(source, sink):
+    def spy(source, sink, **options):
         seen.append(os.readlink(f"/proc/self/fd/{source.fileno()}"))
-        return real(source, sink)
+        return real(source, sink, **options)
 
     monkeypatch.setattr(capture_module, "copy_hashing", spy)
     return seen
@@ -83,8 +85,8 @@ def test_file_modified_during_the_copy_is_read_again(store, tmp_path, monkeypatc
     real = capture_module.copy_hashing
     calls = []
 
-    def copy_then_program_writes(source, sink):
-        result = real(source, sink)
+    def copy_then_program_writes(source, sink, **options):
+        result = real(source, sink, **options)
         if not calls:  # the program rewrites the file in place while the first copy runs
             with open(target, "r+b") as handle:
                 handle.write(b"B" * 100_000)
@@ -116,7 +118,28 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_capture_of_a_folder_being_rewritten_holds_one_real_state_of_each_file(store, tmp_path):
+@pytest.fixture(params=["page-cache", "direct"])
+def copy_path(request, monkeypatch):
+    """Capture through the kernel copy, or (files of 64 KiB and up) the direct-write pipeline."""
+    used = []
+    if request.param == "direct":
+        monkeypatch.setattr(defaults, "STORE_DIRECT_MIN_BYTES", 64 * 1024)
+        monkeypatch.setattr(defaults, "STORE_DIRECT_CHUNK_BYTES", 64 * 1024)
+        real = io_module.direct_copy
+
+        def counting(*args, **kwargs):
+            result = real(*args, **kwargs)
+            used.append(result)
+            return result
+
+        monkeypatch.setattr(io_module, "direct_copy", counting)
+    yield request.param
+    assert bool(used) == (request.param == "direct"), "the copy path under test was not taken"
+
+
+def test_capture_of_a_folder_being_rewritten_holds_one_real_state_of_each_file(
+    store, tmp_path, copy_path
+):
     live = tmp_path / "live"
     size = 512 * 1024
     write_tree(live, {"state/inplace.bin": b"A" * size, "state/replaced.bin": b"A" * size})

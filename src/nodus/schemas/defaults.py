@@ -110,6 +110,15 @@ BLOB_GC_GRACE_S = 3600.0
 STORE_CHUNK_BYTES = 8 * 1024 * 1024
 """Buffer size of the one pass that copies and hashes a file (capture, restore, verify)."""
 
+STORE_DIRECT_MIN_BYTES = 16 * 1024 * 1024
+"""Files at least this large are captured into a local store with direct (O_DIRECT) writes."""
+
+STORE_DIRECT_CHUNK_BYTES = 64 * 1024 * 1024
+STORE_DIRECT_BUFFERS = 3
+STORE_DIRECT_WRITERS = 2
+"""Direct capture: chunk size, reusable aligned buffers (held for the process's life once a large
+file was captured) and writer threads; chosen by benchmarks/capture.py on an ext4 virtio disk."""
+
 CAPTURE_READ_ATTEMPTS = 5
 """Reads of a file that keeps changing during capture before that capture gives up."""
 

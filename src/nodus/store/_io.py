@@ -12,6 +12,7 @@ from typing import BinaryIO
 import xxhash
 
 from nodus.schemas import defaults
+from nodus.store._direct import Unsupported, direct_copy
 
 __all__ = ["copy_hashing", "hasher", "hash_stream"]
 
@@ -21,15 +22,24 @@ def hasher() -> "xxhash.xxh3_128":
     return xxhash.xxh3_128()
 
 
-def copy_hashing(source: BinaryIO, sink: BinaryIO | None) -> tuple[str, int]:
+def copy_hashing(
+    source: BinaryIO, sink: BinaryIO | None, *, direct: bool = False
+) -> tuple[str, int]:
     """Copy ``source`` into ``sink`` (if any) and hash what was copied; returns (digest, bytes).
 
-    Between two local files the kernel copies (``copy_file_range``, as ``cp`` does) and the
-    hash is taken of the copy itself, from the page cache: the digest then names exactly the
-    bytes that were written, whatever the source did meanwhile. Otherwise one pass with one
-    large reusable buffer hashes and writes each chunk, never reading the data twice.
+    Between two local files, with ``direct``, a large file is written past the page cache from
+    the very buffers that are hashed (see ``_direct``). Otherwise the kernel copies
+    (``copy_file_range``, as ``cp`` does) and the hash is taken of the copy itself, from the page
+    cache. Either way the digest names exactly the bytes that were written, whatever the source
+    did meanwhile. Other files get one pass with one large reusable buffer that hashes and
+    writes each chunk, never reading the data twice.
     """
     if sink is not None and _kernel_copy_possible(source, sink):
+        if direct and os.fstat(source.fileno()).st_size >= defaults.STORE_DIRECT_MIN_BYTES:
+            try:
+                return direct_copy(source.fileno(), sink.fileno())
+            except Unsupported:
+                pass
         try:
             return _kernel_copy(source.fileno(), sink.fileno())
         except _Unsupported:

@@ -160,15 +160,22 @@ class ReadResult:
     spool: str | None  # the copy to adopt as a blob; None when the cache knew the hash
 
 
-def read_consistently(full: str, rel: str, spool_dir: str, cache: FileCache) -> ReadResult | None:
-    """Hash (and copy to a spool file) one real state of ``full``; None if it vanished."""
+def read_consistently(
+    full: str, rel: str, spool_dir: str, cache: FileCache, *, direct: bool = False
+) -> ReadResult | None:
+    """Hash (and copy to a spool file) one real state of ``full``; None if it vanished.
+
+    ``direct``: the spool is the blob's final home on this disk, so large files may be written
+    past the page cache (a spool that is uploaded and removed is better left in memory).
+    """
     attempts = defaults.CAPTURE_READ_ATTEMPTS
     for attempt in range(attempts):
         try:
             # The last attempt takes any read during which the file it read did not change,
             # so a file the program touches every few milliseconds (a log) is still captured
             # as it stood during the read.
-            result = _read_once(full, spool_dir, cache, strict=attempt < attempts - 1)
+            result = _read_once(full, spool_dir, cache, strict=attempt < attempts - 1,
+                                direct=direct)
         except FileNotFoundError:
             return None
         if result is not None:
@@ -180,7 +187,9 @@ def read_consistently(full: str, rel: str, spool_dir: str, cache: FileCache) -> 
     )
 
 
-def _read_once(full: str, spool_dir: str, cache: FileCache, strict: bool) -> ReadResult | None:
+def _read_once(
+    full: str, spool_dir: str, cache: FileCache, strict: bool, direct: bool
+) -> ReadResult | None:
     """One read; None when it cannot be trusted to be one real state of the file.
 
     Strict reads also want the file left alone for ``CAPTURE_QUIET_S`` before the read (a
@@ -199,7 +208,7 @@ def _read_once(full: str, spool_dir: str, cache: FileCache, strict: bool) -> Rea
         spool = os.path.join(spool_dir, f"blob-{secrets.token_hex(8)}")
         try:
             with open(spool, "w+b", buffering=0) as sink:
-                digest, count = copy_hashing(source, sink)
+                digest, count = copy_hashing(source, sink, direct=direct)
                 stable = _signature(os.fstat(fd)) == signature and count == before.st_size
                 quiet = signature[1] <= started - int(defaults.CAPTURE_QUIET_S * 1e9)
                 if stable and (not strict or (quiet and _same_file_at(full, before))):

@@ -116,13 +116,17 @@ class SnapshotStore:
         if candidate.target is not None:
             return FileEntry(candidate.rel, 0, 0o777, "", kind, candidate.target), None
         spool_dir = self._backend.spool_dir()
-        read = read_consistently(candidate.full, candidate.rel, spool_dir, self._files)
+        # A local store keeps the spool as the blob itself; a remote one uploads and drops it.
+        direct = self._backend.is_local
+        read = read_consistently(candidate.full, candidate.rel, spool_dir, self._files,
+                                 direct=direct)
         if read is None:
             return None  # vanished while we looked: skipped like any missing path
         if read.spool is None and not self._backend.exists(keys.blob_key(read.digest)):
             # Known hash, but the blob went away (its snapshots were deleted): store it again.
             self._files.forget(candidate.full)
-            read = read_consistently(candidate.full, candidate.rel, spool_dir, self._files)
+            read = read_consistently(candidate.full, candidate.rel, spool_dir, self._files,
+                                     direct=direct)
             if read is None:
                 return None
         return FileEntry(candidate.rel, read.size, read.mode, read.digest, kind), read.spool

@@ -1,0 +1,163 @@
+"""Direct writes for large blobs: copy a file into a local spool past the page cache, hashing it.
+
+A checkpoint of several GiB copied through the page cache first fills memory with dirty pages
+(evicting the training data the program keeps cached) and then waits for all of them at fsync.
+Here the reader fills one aligned buffer from the source and hashes it while two writer threads
+put earlier buffers on disk with ``O_DIRECT``, so reading, hashing and writing overlap and the
+fsync that commits the blob has almost nothing left to flush. The digest is taken of the very
+buffer that is written, so it names exactly the stored bytes whatever the source does meanwhile.
+
+Any file system that refuses ``O_DIRECT`` (tmpfs, some network and overlay file systems) raises
+:class:`Unsupported` with the sink left empty; the caller then copies through the page cache.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import mmap
+import os
+import queue
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+import xxhash
+
+from nodus.schemas import defaults
+
+__all__ = ["Unsupported", "direct_copy"]
+
+_ALIGN = 4096  # offsets, lengths and buffer addresses of direct I/O are multiples of this
+
+
+class Unsupported(Exception):
+    """Direct writes are not possible here; nothing was written to the sink."""
+
+
+def direct_copy(source_fd: int, sink_fd: int, chunk: int | None = None) -> tuple[str, int]:
+    """Copy ``source_fd`` from offset 0 into the empty ``sink_fd``; returns (xxh3-128, bytes).
+
+    Neither file's position moves. The sink's ``O_DIRECT`` flag is cleared again on return.
+    """
+    chunk = chunk or defaults.STORE_DIRECT_CHUNK_BYTES
+    if chunk % _ALIGN or not hasattr(os, "O_DIRECT"):
+        raise Unsupported(f"chunk {chunk} is not a multiple of {_ALIGN}, or no O_DIRECT here")
+    with _POOL.borrow(chunk, defaults.STORE_DIRECT_BUFFERS) as buffers:
+        if buffers is None:
+            raise Unsupported("the direct-write buffers are in use by another capture")
+        flags = fcntl.fcntl(sink_fd, fcntl.F_GETFL)
+        try:
+            fcntl.fcntl(sink_fd, fcntl.F_SETFL, flags | os.O_DIRECT)
+        except OSError as error:
+            raise Unsupported(str(error)) from error
+        try:
+            return _pipeline(source_fd, sink_fd, buffers)
+        except _Refused as refused:
+            os.ftruncate(sink_fd, 0)
+            raise Unsupported(str(refused.__cause__)) from refused.__cause__
+        finally:
+            fcntl.fcntl(sink_fd, fcntl.F_SETFL, flags)
+
+
+class _Refused(Exception):
+    """A direct write was refused as invalid (alignment the file system does not accept)."""
+
+
+def _pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> tuple[str, int]:
+    free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
+    for buffer in buffers:
+        free.put(buffer)
+    jobs: queue.SimpleQueue[tuple[memoryview, int, int] | None] = queue.SimpleQueue()
+    failures: list[OSError] = []
+
+    def write() -> None:
+        while (job := jobs.get()) is not None:
+            view, count, offset = job
+            try:
+                if not failures:  # after one failure the rest is drained, not written
+                    _write_aligned(sink_fd, view, count, offset)
+            except OSError as error:
+                failures.append(error)
+            finally:
+                free.put(view)
+
+    writers = [threading.Thread(target=write, name="nodus-direct-writer", daemon=True)
+               for _ in range(defaults.STORE_DIRECT_WRITERS)]
+    for writer in writers:
+        writer.start()
+    digest = xxhash.xxh3_128()
+    total = 0
+    try:
+        while not failures:
+            view = free.get()
+            count = _fill(source_fd, view, total)
+            if count:
+                digest.update(view[:count])
+                jobs.put((view, count, total))
+                total += count
+            if count < len(view):
+                break  # end of the source
+    finally:
+        for _ in writers:
+            jobs.put(None)
+        for writer in writers:
+            writer.join()
+    if failures:
+        if failures[0].errno == errno.EINVAL:
+            raise _Refused() from failures[0]
+        raise failures[0]
+    os.ftruncate(sink_fd, total)  # drop the zero padding of the last block
+    return digest.hexdigest(), total
+
+
+def _fill(fd: int, view: memoryview, offset: int) -> int:
+    """Read from ``offset`` until ``view`` is full or the file ends; the bytes read."""
+    count = 0
+    while count < len(view):
+        got = os.preadv(fd, [view[count:]], offset + count)
+        if not got:
+            break
+        count += got
+    return count
+
+
+def _write_aligned(fd: int, view: memoryview, count: int, offset: int) -> None:
+    padded = -(-count // _ALIGN) * _ALIGN
+    if padded != count:
+        view[count:padded] = bytes(padded - count)
+    written = 0
+    while written < padded:
+        written += os.pwrite(fd, view[written:padded], offset + written)
+
+
+class _Pool:
+    """Aligned buffers (anonymous maps are page aligned), allocated once and reused.
+
+    One capture uses them at a time; a concurrent one is told to copy through the page cache.
+    Allocating per file would cost a first touch of the memory on every capture.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._maps: list[mmap.mmap] = []
+
+    @contextmanager
+    def borrow(self, size: int, count: int) -> Iterator[list[memoryview] | None]:
+        if not self._lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            if len(self._maps) != count or any(len(m) != size for m in self._maps):
+                self._maps = [mmap.mmap(-1, size) for _ in range(count)]
+            views = [memoryview(m) for m in self._maps]
+            try:
+                yield views
+            finally:
+                for view in views:
+                    view.release()
+        finally:
+            self._lock.release()
+
+
+_POOL = _Pool()
