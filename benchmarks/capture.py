@@ -13,17 +13,15 @@ Like for like: capture and its `cp` read a folder that is in the page cache (a c
 program has just written); restore and its `cp` read files that are not (the store and the
 folder are dropped from the page cache first, as after a crash or on a new machine).
 
-Every measure starts after a `sync` and after touching HOT_GIB of memory and handing it back:
-on a VM whose balloon reclaims free memory (free page reporting), the first touch of a page is
-several times slower than a reuse, and which measure happened to get reclaimed pages would
-otherwise decide the round.
+Every measure starts after a `sync`. Rounds alternate which of the pair goes first, and the
+medians are reported: on a VM whose host reclaims free memory, writing the same 2 GiB into the
+page cache takes anywhere from 0.8 s to 7 s, so single rounds say little.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import mmap
 import os
 import shutil
 import statistics
@@ -37,7 +35,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 from nodus.store import SnapshotInfo, open_store  # noqa: E402
 
 BLOCK = 64 * 1024 * 1024
-HOT_GIB = 3.0
 
 
 def make_folder(root: str, total: int, count: int) -> None:
@@ -50,16 +47,6 @@ def make_folder(root: str, total: int, count: int) -> None:
                 handle.write(block[: min(BLOCK, remaining)])
                 remaining -= BLOCK
     subprocess.run(["sync"], check=True)
-
-
-def warm_memory(gib: float) -> None:
-    """Touch ``gib`` of memory and free it: the page cache that follows reuses warm pages."""
-    size = int(gib * 2**30)
-    area = mmap.mmap(-1, size)
-    fill = b"\x01" * BLOCK
-    for offset in range(0, size, BLOCK):
-        area[offset:offset + BLOCK] = fill[: size - offset]
-    area.close()
 
 
 def read_all(root: str) -> None:
@@ -87,7 +74,6 @@ def timed(action, cold: tuple[str, ...] = ()) -> float:
     # the page cache writes back the previous one's 2 GiB is slowed several times over.
     subprocess.run(["sync"], check=True)
     drop_cached(*cold)
-    warm_memory(HOT_GIB)
     started = time.perf_counter()
     action()
     return time.perf_counter() - started

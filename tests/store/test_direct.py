@@ -1,4 +1,4 @@
-"""Direct (O_DIRECT) capture writes: the stored bytes and their hash are exactly the source's."""
+"""Direct (O_DIRECT) copies on the store's side: stored and restored bytes and their hash exact."""
 
 from __future__ import annotations
 
@@ -11,80 +11,113 @@ import xxhash
 import nodus.store._io as io_module
 from nodus.schemas import defaults
 from nodus.store import SnapshotInfo, keys, open_store
-from nodus.store._direct import Unsupported, direct_copy
+from nodus.store._direct import Unsupported, direct_copy, direct_read_copy
 
 CHUNK = 64 * 1024
 INFO = SnapshotInfo(run="run_a", stage="train", attempt=1, step=1)
+COPIES = {"write": direct_copy, "read": direct_read_copy}
 
 
-def _copy(tmp_path, data: bytes, chunk: int = CHUNK):
+def _copy(tmp_path, side: str, data: bytes, chunk: int = CHUNK):
     source = tmp_path / "source.bin"
     source.write_bytes(data)
     sink = tmp_path / "sink.bin"
     with open(source, "rb", buffering=0) as src, open(sink, "w+b", buffering=0) as dst:
-        digest, count = direct_copy(src.fileno(), dst.fileno(), chunk)
+        digest, count = COPIES[side](src.fileno(), dst.fileno(), chunk)
         positions = (src.tell(), dst.tell())
-        direct_left_on = bool(fcntl.fcntl(dst.fileno(), fcntl.F_GETFL) & os.O_DIRECT)
+        direct_left_on = any(
+            fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT for fd in (src.fileno(), dst.fileno()))
     return digest, count, sink.read_bytes(), positions, direct_left_on
 
 
+@pytest.mark.parametrize("side", COPIES)
 @pytest.mark.parametrize(
     "size",
     [0, 1, 4095, 4096, CHUNK, CHUNK + 1, 7 * CHUNK + 123],
     ids=["empty", "one-byte", "under-a-block", "one-block", "one-chunk", "chunk-plus-one",
          "many-chunks-and-a-tail"],
 )
-def test_a_direct_copy_is_byte_exact_and_hashes_what_it_wrote(tmp_path, size):
+def test_a_direct_copy_is_byte_exact_and_hashes_what_it_wrote(tmp_path, side, size):
     data = os.urandom(size)
-    digest, count, written, positions, direct_left_on = _copy(tmp_path, data)
-    assert written == data  # the zero padding of the last block is not part of the blob
+    digest, count, written, positions, direct_left_on = _copy(tmp_path, side, data)
+    assert written == data  # no block padding in the copy
     assert (digest, count) == (xxhash.xxh3_128(data).hexdigest(), size)
     assert positions == (0, 0)  # a fallback copy can start over from the beginning
     assert not direct_left_on
 
 
-def test_a_chunk_that_direct_io_cannot_address_is_refused_before_writing(tmp_path):
+@pytest.mark.parametrize("side", COPIES)
+def test_a_chunk_that_direct_io_cannot_address_is_refused_before_writing(tmp_path, side):
     with pytest.raises(Unsupported):
-        _copy(tmp_path, b"x" * 10_000, chunk=CHUNK + 1)
+        _copy(tmp_path, side, b"x" * 10_000, chunk=CHUNK + 1)
     assert (tmp_path / "sink.bin").read_bytes() == b""
 
 
 @pytest.fixture
 def direct_for_small_files(monkeypatch):
+    """Files of 64 KiB and up take the direct paths (in 64 KiB chunks); counts each path's use."""
     monkeypatch.setattr(defaults, "STORE_DIRECT_MIN_BYTES", CHUNK)
     monkeypatch.setattr(defaults, "STORE_DIRECT_CHUNK_BYTES", CHUNK)
+    used = {"write": 0, "read": 0}
+    for side, name in (("write", "direct_copy"), ("read", "direct_read_copy")):
+        real = getattr(io_module, name)
+
+        def counting(*args, _real=real, _side=side):
+            result = _real(*args)
+            used[_side] += 1
+            return result
+
+        monkeypatch.setattr(io_module, name, counting)
+    return used
 
 
-def test_large_files_captured_directly_restore_byte_for_byte(tmp_path, direct_for_small_files):
+FILES = {"state/model.safetensors": os.urandom(5 * CHUNK + 77),
+         "state/optimizer.pt": os.urandom(3 * CHUNK), "state/small.json": b"{}"}
+
+
+def _capture_and_restore(tmp_path):
     live = tmp_path / "live"
     (live / "state").mkdir(parents=True)
-    files = {"state/model.safetensors": os.urandom(5 * CHUNK + 77),
-             "state/optimizer.pt": os.urandom(3 * CHUNK), "state/small.json": b"{}"}
-    for rel, data in files.items():
+    for rel, data in FILES.items():
         (live / rel).write_bytes(data)
+        os.utime(live / rel, (1e9, 1e9))  # long written: each file is read once
     store = open_store(str(tmp_path / "store"))
     made = store.capture(str(live), ["state"], info=INFO)
     store.restore(made.id, str(tmp_path / "r"))
-    for rel, data in files.items():
+    return store
+
+
+def test_large_files_stored_and_restored_directly_are_byte_exact(tmp_path, direct_for_small_files):
+    store = _capture_and_restore(tmp_path)
+    assert direct_for_small_files == {"write": 2, "read": 2}  # the small file took the kernel copy
+    for rel, data in FILES.items():
         assert (tmp_path / "r" / rel).read_bytes() == data
     report = store.verify()
     assert report.sound and report.files == 3
-    blob = store.backend.path(keys.blob_key(xxhash.xxh3_128(files["state/optimizer.pt"]).hexdigest()))
+    blob = store.backend.path(keys.blob_key(xxhash.xxh3_128(FILES["state/optimizer.pt"]).hexdigest()))
     assert os.path.getsize(blob) == 3 * CHUNK
 
 
-def test_a_file_system_that_refuses_direct_writes_gets_the_page_cache_copy(
-    tmp_path, direct_for_small_files, monkeypatch
-):
-    def refused(*_args, **_kwargs):
+def test_a_damaged_blob_read_directly_is_refused(tmp_path, direct_for_small_files):
+    store = _capture_and_restore(tmp_path)
+    blob = store.backend.path(keys.blob_key(xxhash.xxh3_128(FILES["state/optimizer.pt"]).hexdigest()))
+    os.chmod(blob, 0o600)
+    with open(blob, "r+b") as handle:
+        handle.seek(2 * CHUNK + 5)
+        handle.write(b"\xff")
+    made = store.list()[0]
+    with pytest.raises(Exception, match="do not match the manifest"):
+        store.restore(made.id, str(tmp_path / "r2"))
+    assert [names for _folder, _dirs, names in os.walk(tmp_path / "r2") if names] == []
+
+
+def test_a_file_system_that_refuses_direct_io_gets_the_page_cache_copy(tmp_path, monkeypatch):
+    def refused(*_args):
         raise Unsupported("O_DIRECT: Invalid argument")
 
+    monkeypatch.setattr(defaults, "STORE_DIRECT_MIN_BYTES", CHUNK)
     monkeypatch.setattr(io_module, "direct_copy", refused)
-    live = tmp_path / "live"
-    (live / "state").mkdir(parents=True)
-    data = os.urandom(4 * CHUNK + 5)
-    (live / "state/model.safetensors").write_bytes(data)
-    store = open_store(str(tmp_path / "store"))
-    made = store.capture(str(live), ["state"], info=INFO)
-    store.restore(made.id, str(tmp_path / "r"))
-    assert (tmp_path / "r/state/model.safetensors").read_bytes() == data
+    monkeypatch.setattr(io_module, "direct_read_copy", refused)
+    _capture_and_restore(tmp_path)
+    for rel, data in FILES.items():
+        assert (tmp_path / "r" / rel).read_bytes() == data

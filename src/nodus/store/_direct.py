@@ -1,14 +1,20 @@
-"""Direct writes for large blobs: copy a file into a local spool past the page cache, hashing it.
+"""Direct I/O for large blobs: copy past the page cache on the store's side, hashing the buffers.
 
-A checkpoint of several GiB copied through the page cache first fills memory with dirty pages
-(evicting the training data the program keeps cached) and then waits for all of them at fsync.
-Here the reader fills one aligned buffer from the source and hashes it while two writer threads
-put earlier buffers on disk with ``O_DIRECT``, so reading, hashing and writing overlap and the
-fsync that commits the blob has almost nothing left to flush. The digest is taken of the very
-buffer that is written, so it names exactly the stored bytes whatever the source does meanwhile.
+Capture (:func:`direct_copy`): a checkpoint of several GiB copied through the page cache first
+fills memory with dirty pages (evicting the training data the program keeps cached) and then
+waits for all of them at fsync. Here the reader fills one aligned buffer from the source and
+hashes it while writer threads put earlier buffers on disk with ``O_DIRECT``, so reading,
+hashing and writing overlap and the fsync that commits the blob has almost nothing left to flush.
 
-Any file system that refuses ``O_DIRECT`` (tmpfs, some network and overlay file systems) raises
-:class:`Unsupported` with the sink left empty; the caller then copies through the page cache.
+Restore (:func:`direct_read_copy`): after a crash the blobs are on disk, not in memory. Reader
+threads fetch the next chunks of a blob with ``O_DIRECT`` at once (one sequential stream reads
+this disk at about half the speed of two) while the caller's thread hashes each chunk in order
+and writes it into the working copy, which the program is about to load, through the page cache.
+
+Either way the digest is taken of the very buffer that is written, so it names exactly the bytes
+stored or restored. A file system that refuses ``O_DIRECT`` (tmpfs, some network and overlay file
+systems) raises :class:`Unsupported` with the sink left empty and neither file position moved;
+the caller then copies through the page cache.
 """
 
 from __future__ import annotations
@@ -26,13 +32,13 @@ import xxhash
 
 from nodus.schemas import defaults
 
-__all__ = ["Unsupported", "direct_copy"]
+__all__ = ["Unsupported", "direct_copy", "direct_read_copy"]
 
 _ALIGN = 4096  # offsets, lengths and buffer addresses of direct I/O are multiples of this
 
 
 class Unsupported(Exception):
-    """Direct writes are not possible here; nothing was written to the sink."""
+    """This fast path cannot copy these two files; nothing was written to the sink."""
 
 
 def direct_copy(source_fd: int, sink_fd: int, chunk: int | None = None) -> tuple[str, int]:
@@ -60,6 +66,28 @@ def direct_copy(source_fd: int, sink_fd: int, chunk: int | None = None) -> tuple
             fcntl.fcntl(sink_fd, fcntl.F_SETFL, flags)
 
 
+def direct_read_copy(source_fd: int, sink_fd: int, chunk: int | None = None) -> tuple[str, int]:
+    """Copy ``source_fd`` (read with ``O_DIRECT``) into the empty ``sink_fd``; (xxh3-128, bytes)."""
+    chunk = chunk or defaults.STORE_DIRECT_CHUNK_BYTES
+    if chunk % _ALIGN or not hasattr(os, "O_DIRECT"):
+        raise Unsupported(f"chunk {chunk} is not a multiple of {_ALIGN}, or no O_DIRECT here")
+    with _POOL.borrow(chunk, defaults.STORE_DIRECT_BUFFERS) as buffers:
+        if buffers is None:
+            raise Unsupported("the direct-I/O buffers are in use by another copy")
+        flags = fcntl.fcntl(source_fd, fcntl.F_GETFL)
+        try:
+            fcntl.fcntl(source_fd, fcntl.F_SETFL, flags | os.O_DIRECT)
+        except OSError as error:
+            raise Unsupported(str(error)) from error
+        try:
+            return _read_pipeline(source_fd, sink_fd, buffers)
+        except _Refused as refused:
+            os.ftruncate(sink_fd, 0)
+            raise Unsupported(str(refused.__cause__)) from refused.__cause__
+        finally:
+            fcntl.fcntl(source_fd, fcntl.F_SETFL, flags)
+
+
 class _Refused(Exception):
     """A direct write was refused as invalid (alignment the file system does not accept)."""
 
@@ -83,7 +111,7 @@ def _pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> tuple[
                 free.put(view)
 
     writers = [threading.Thread(target=write, name="nodus-direct-writer", daemon=True)
-               for _ in range(defaults.STORE_DIRECT_WRITERS)]
+               for _ in range(defaults.STORE_DIRECT_THREADS)]
     for writer in writers:
         writer.start()
     digest = xxhash.xxh3_128()
@@ -111,6 +139,71 @@ def _pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> tuple[
     return digest.hexdigest(), total
 
 
+def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> tuple[str, int]:
+    """Readers fetch chunks in any order; this thread hashes and writes them in order."""
+    chunk = len(buffers[0])
+    size = os.fstat(source_fd).st_size
+    chunks = -(-size // chunk)
+    free: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
+    for buffer in buffers:
+        free.put(buffer)
+    ready: dict[int, tuple[memoryview, int] | OSError] = {}
+    arrived = threading.Condition()
+    claimed = iter(range(chunks))
+
+    def read() -> None:
+        while (view := free.get()) is not None:
+            # The buffer is taken before the index: whoever holds the lowest unread chunk can
+            # always read it, so the in-order consumer never waits on a reader that waits on it.
+            with arrived:
+                index = next(claimed, None)
+            if index is None:
+                return
+            try:
+                offset = index * chunk
+                wanted = min(chunk, size - offset)
+                got: tuple[memoryview, int] | OSError = (
+                    view, _fill_aligned(source_fd, view, offset, wanted))
+            except OSError as error:
+                got = error
+            with arrived:
+                ready[index] = got
+                arrived.notify_all()
+
+    readers = [threading.Thread(target=read, name="nodus-direct-reader", daemon=True)
+               for _ in range(defaults.STORE_DIRECT_THREADS)]
+    for reader in readers:
+        reader.start()
+    digest = xxhash.xxh3_128()
+    total = 0
+    try:
+        for index in range(chunks):
+            with arrived:
+                arrived.wait_for(lambda: index in ready)
+                got = ready.pop(index)
+            if isinstance(got, OSError):
+                if got.errno == errno.EINVAL:
+                    raise _Refused() from got
+                raise got
+            view, count = got
+            digest.update(view[:count])
+            written = 0
+            while written < count:
+                written += os.pwrite(sink_fd, view[written:count], total + written)
+            total += count
+            free.put(view)
+            if count < min(chunk, size - index * chunk):
+                break  # the blob is shorter than it was a moment ago: the caller's check says so
+    finally:
+        with arrived:
+            claimed = iter(())  # readers claim nothing more
+        for _ in readers:
+            free.put(None)
+        for reader in readers:
+            reader.join()
+    return digest.hexdigest(), total
+
+
 def _fill(fd: int, view: memoryview, offset: int) -> int:
     """Read from ``offset`` until ``view`` is full or the file ends; the bytes read."""
     count = 0
@@ -120,6 +213,18 @@ def _fill(fd: int, view: memoryview, offset: int) -> int:
             break
         count += got
     return count
+
+
+def _fill_aligned(fd: int, view: memoryview, offset: int, wanted: int) -> int:
+    """Direct reads of whole blocks from the aligned ``offset``; the first ``wanted`` bytes."""
+    limit = -(-wanted // _ALIGN) * _ALIGN
+    count = 0
+    while count < wanted:
+        got = os.preadv(fd, [view[count:limit]], offset + count)
+        count += got
+        if not got or count % _ALIGN:
+            break  # the end of the file: another read would start at an unaligned offset
+    return min(count, wanted)
 
 
 def _write_aligned(fd: int, view: memoryview, count: int, offset: int) -> None:

@@ -7,12 +7,12 @@ import io
 import os
 import queue
 import threading
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 import xxhash
 
 from nodus.schemas import defaults
-from nodus.store._direct import Unsupported, direct_copy
+from nodus.store._direct import Unsupported, direct_copy, direct_read_copy
 
 __all__ = ["copy_hashing", "hasher", "hash_stream"]
 
@@ -23,26 +23,28 @@ def hasher() -> "xxhash.xxh3_128":
 
 
 def copy_hashing(
-    source: BinaryIO, sink: BinaryIO | None, *, direct: bool = False
+    source: BinaryIO, sink: BinaryIO | None, *, direct: Literal["read", "write"] | None = None
 ) -> tuple[str, int]:
     """Copy ``source`` into ``sink`` (if any) and hash what was copied; returns (digest, bytes).
 
-    Between two local files, with ``direct``, a large file is written past the page cache from
-    the very buffers that are hashed (see ``_direct``). Otherwise the kernel copies
-    (``copy_file_range``, as ``cp`` does) and the hash is taken of the copy itself, from the page
-    cache. Either way the digest names exactly the bytes that were written, whatever the source
-    did meanwhile. Other files get one pass with one large reusable buffer that hashes and
-    writes each chunk, never reading the data twice.
+    Between two local files, a large file may bypass the page cache on the store's side, which
+    ``direct`` names: ``"write"`` (capture into the store) or ``"read"`` (restore from it); the
+    hash is then taken of the very buffers that are copied (see ``_direct``). Otherwise the
+    kernel copies (``copy_file_range``, as ``cp`` does) and the hash is taken of the copy itself,
+    from the page cache. Either way the digest names exactly the bytes that were written,
+    whatever the source did meanwhile. Other files get one pass with one large reusable buffer
+    that hashes and writes each chunk, never reading the data twice.
     """
     if sink is not None and _kernel_copy_possible(source, sink):
         if direct and os.fstat(source.fileno()).st_size >= defaults.STORE_DIRECT_MIN_BYTES:
+            copy = direct_copy if direct == "write" else direct_read_copy
             try:
-                return direct_copy(source.fileno(), sink.fileno())
+                return copy(source.fileno(), sink.fileno())
             except Unsupported:
                 pass
         try:
             return _kernel_copy(source.fileno(), sink.fileno())
-        except _Unsupported:
+        except Unsupported:
             pass
     digest = hasher()
     buffer = bytearray(defaults.STORE_CHUNK_BYTES)
@@ -63,10 +65,6 @@ def copy_hashing(
             _write_all(sink, chunk)
         total += count
     return digest.hexdigest(), total
-
-
-class _Unsupported(Exception):
-    """copy_file_range cannot copy between these two files; use the user-space pass."""
 
 
 def _kernel_copy_possible(source, sink) -> bool:
@@ -93,7 +91,7 @@ def _kernel_copy(source_fd: int, sink_fd: int) -> tuple[str, int]:
             except OSError as error:
                 if total == 0 and error.errno in (errno.EXDEV, errno.ENOSYS, errno.EINVAL,
                                                   errno.EOPNOTSUPP, errno.EBADF):
-                    raise _Unsupported from error
+                    raise Unsupported(str(error)) from error
                 raise
             if not count:
                 break

@@ -208,7 +208,7 @@ def _read_once(
         spool = os.path.join(spool_dir, f"blob-{secrets.token_hex(8)}")
         try:
             with open(spool, "w+b", buffering=0) as sink:
-                digest, count = copy_hashing(source, sink, direct=direct)
+                digest, count = copy_hashing(source, sink, direct="write" if direct else None)
                 stable = _signature(os.fstat(fd)) == signature and count == before.st_size
                 quiet = signature[1] <= started - int(defaults.CAPTURE_QUIET_S * 1e9)
                 if stable and (not strict or (quiet and _same_file_at(full, before))):

@@ -111,7 +111,8 @@ def _stage(
     temp = os.path.join(os.path.dirname(final), f".nodus-restore-{secrets.token_hex(6)}")
     try:
         with backend.open(keys.blob_key(entry.hash)) as source, open(temp, "w+b", buffering=0) as sink:
-            digest, size = copy_hashing(source, wrap(sink) if wrap else sink)
+            direct = "read" if backend.is_local else None  # blobs are read past the page cache
+            digest, size = copy_hashing(source, wrap(sink) if wrap else sink, direct=direct)
     except FileNotFoundError as error:
         _remove(temp)
         if error.filename == temp:
