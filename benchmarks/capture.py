@@ -69,14 +69,18 @@ def drop_cached(*roots: str) -> None:
                     os.close(fd)
 
 
-def timed(action, cold: tuple[str, ...] = ()) -> float:
+def timed(action, cold: tuple[str, ...] = (), output: str | None = None) -> float:
     # Nothing written earlier may still be in flight: on this disk a measure that runs while
     # the page cache writes back the previous one's 2 GiB is slowed several times over.
     subprocess.run(["sync"], check=True)
     drop_cached(*cold)
     started = time.perf_counter()
     action()
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    if output is not None:  # the next measure starts with the same files and memory in use
+        shutil.rmtree(output)
+        subprocess.run(["sync"], check=True)
+    return elapsed
 
 
 def one_round(source: str, scratch: str, cp_first: bool) -> dict:
@@ -87,7 +91,7 @@ def one_round(source: str, scratch: str, cp_first: bool) -> dict:
     info = SnapshotInfo(run="bench", stage="main", attempt=1, step=1)
     made = {}
     cp_sync = lambda: timed(lambda: subprocess.run(  # noqa: E731
-        f"cp -r {source} {scratch}/cp1 && sync", shell=True, check=True))
+        f"cp -r {source} {scratch}/cp1 && sync", shell=True, check=True), output=f"{scratch}/cp1")
     capture = lambda: timed(lambda: made.update(m=store.capture(source, ["."], info=info)))  # noqa: E731
     first, second = (cp_sync, capture) if cp_first else (capture, cp_sync)
     times = {"cp_sync" if cp_first else "capture": first()}
@@ -95,9 +99,11 @@ def one_round(source: str, scratch: str, cp_first: bool) -> dict:
     times["recapture"] = timed(lambda: store.capture(source, ["."], info=info))
     cold = (source, os.path.join(scratch, "store"))
     cp_plain = lambda: timed(  # noqa: E731
-        lambda: subprocess.run(["cp", "-r", source, f"{scratch}/cp2"], check=True), cold)
+        lambda: subprocess.run(["cp", "-r", source, f"{scratch}/cp2"], check=True), cold,
+        output=f"{scratch}/cp2")
     restore = lambda: timed(  # noqa: E731
-        lambda: store.restore(made["m"].id, os.path.join(scratch, "restored")), cold)
+        lambda: store.restore(made["m"].id, f"{scratch}/restored"), cold,
+        output=f"{scratch}/restored")
     first, second = (cp_plain, restore) if cp_first else (restore, cp_plain)
     times["cp_plain" if cp_first else "restore"] = first()
     times["restore" if cp_first else "cp_plain"] = second()
@@ -129,7 +135,29 @@ def run(scratch: str, total: int, count: int, rounds: int = 1) -> dict:
         "restore_vs_cp_throughput": round(median["cp_plain"] / median["restore"], 3),
         "capture_gib_s": round(gib / median["capture"], 3),
         "restore_gib_s": round(gib / median["restore"], 3),
+        "by_position_s": _by_position(measured),
         "per_round_s": [{k: round(v, 3) for k, v in t.items()} for t in measured],
+    }
+
+
+def _by_position(measured: list[dict]) -> dict:
+    """Medians of each measure when it ran first and when it ran second in its pair.
+
+    Rounds alternate the order; even rounds run cp first. Comparing nodus and cp in the same
+    position shows whether a median ratio owes anything to the order.
+    """
+    def median(name: str, rounds) -> float:
+        return round(statistics.median(measured[r][name] for r in rounds), 3)
+
+    cp_first = range(0, len(measured), 2)
+    nodus_first = range(1, len(measured), 2)
+    if not nodus_first:
+        return {}
+    return {
+        "first": {"cp_sync": median("cp_sync", cp_first), "capture": median("capture", nodus_first),
+                  "cp_plain": median("cp_plain", cp_first), "restore": median("restore", nodus_first)},
+        "second": {"cp_sync": median("cp_sync", nodus_first), "capture": median("capture", cp_first),
+                   "cp_plain": median("cp_plain", nodus_first), "restore": median("restore", cp_first)},
     }
 
 

@@ -7,9 +7,9 @@ hashes it while writer threads put earlier buffers on disk with ``O_DIRECT``, so
 hashing and writing overlap and the fsync that commits the blob has almost nothing left to flush.
 
 Restore (:func:`direct_read_copy`): after a crash the blobs are on disk, not in memory. Reader
-threads fetch the next chunks of a blob with ``O_DIRECT`` at once (one sequential stream reads
-this disk at about half the speed of two) while the caller's thread hashes each chunk in order
-and writes it into the working copy, which the program is about to load, through the page cache.
+threads each fetch a chunk of the blob with ``O_DIRECT`` (one sequential stream reads this disk
+at about half the speed of two) and write it into the working copy, which the program is about
+to load, through the page cache; the caller's thread hashes the chunks in order meanwhile.
 
 Either way the digest is taken of the very buffer that is written, so it names exactly the bytes
 stored or restored. A file system that refuses ``O_DIRECT`` (tmpfs, some network and overlay file
@@ -42,57 +42,49 @@ class Unsupported(Exception):
 
 
 def direct_copy(source_fd: int, sink_fd: int, chunk: int | None = None) -> tuple[str, int]:
-    """Copy ``source_fd`` from offset 0 into the empty ``sink_fd``; returns (xxh3-128, bytes).
+    """Copy ``source_fd`` into the empty ``sink_fd``, writing with ``O_DIRECT`` (capture).
 
-    Neither file's position moves. The sink's ``O_DIRECT`` flag is cleared again on return.
+    Returns (xxh3-128, bytes). Neither file's position moves, and the sink's flags are restored.
     """
-    chunk = chunk or defaults.STORE_DIRECT_CHUNK_BYTES
-    if chunk % _ALIGN or not hasattr(os, "O_DIRECT"):
-        raise Unsupported(f"chunk {chunk} is not a multiple of {_ALIGN}, or no O_DIRECT here")
-    with _POOL.borrow(chunk, defaults.STORE_DIRECT_BUFFERS) as buffers:
-        if buffers is None:
-            raise Unsupported("the direct-write buffers are in use by another capture")
-        flags = fcntl.fcntl(sink_fd, fcntl.F_GETFL)
-        try:
-            fcntl.fcntl(sink_fd, fcntl.F_SETFL, flags | os.O_DIRECT)
-        except OSError as error:
-            raise Unsupported(str(error)) from error
-        try:
-            return _pipeline(source_fd, sink_fd, buffers)
-        except _Refused as refused:
-            os.ftruncate(sink_fd, 0)
-            raise Unsupported(str(refused.__cause__)) from refused.__cause__
-        finally:
-            fcntl.fcntl(sink_fd, fcntl.F_SETFL, flags)
+    return _direct(_write_pipeline, source_fd, sink_fd, sink_fd, chunk)
 
 
 def direct_read_copy(source_fd: int, sink_fd: int, chunk: int | None = None) -> tuple[str, int]:
-    """Copy ``source_fd`` (read with ``O_DIRECT``) into the empty ``sink_fd``; (xxh3-128, bytes)."""
+    """Copy ``source_fd`` into the empty ``sink_fd``, reading with ``O_DIRECT`` (restore).
+
+    Returns (xxh3-128, bytes). Neither file's position moves, and the source's flags are restored.
+    """
+    return _direct(_read_pipeline, source_fd, sink_fd, source_fd, chunk)
+
+
+def _direct(pipeline, source_fd: int, sink_fd: int, direct_fd: int, chunk: int | None):
+    """Run ``pipeline`` with ``O_DIRECT`` set on ``direct_fd`` and the shared buffers borrowed."""
     chunk = chunk or defaults.STORE_DIRECT_CHUNK_BYTES
     if chunk % _ALIGN or not hasattr(os, "O_DIRECT"):
         raise Unsupported(f"chunk {chunk} is not a multiple of {_ALIGN}, or no O_DIRECT here")
     with _POOL.borrow(chunk, defaults.STORE_DIRECT_BUFFERS) as buffers:
         if buffers is None:
             raise Unsupported("the direct-I/O buffers are in use by another copy")
-        flags = fcntl.fcntl(source_fd, fcntl.F_GETFL)
+        flags = fcntl.fcntl(direct_fd, fcntl.F_GETFL)
         try:
-            fcntl.fcntl(source_fd, fcntl.F_SETFL, flags | os.O_DIRECT)
+            fcntl.fcntl(direct_fd, fcntl.F_SETFL, flags | os.O_DIRECT)
         except OSError as error:
             raise Unsupported(str(error)) from error
         try:
-            return _read_pipeline(source_fd, sink_fd, buffers)
+            return pipeline(source_fd, sink_fd, buffers)
         except _Refused as refused:
             os.ftruncate(sink_fd, 0)
             raise Unsupported(str(refused.__cause__)) from refused.__cause__
         finally:
-            fcntl.fcntl(source_fd, fcntl.F_SETFL, flags)
+            fcntl.fcntl(direct_fd, fcntl.F_SETFL, flags)
 
 
 class _Refused(Exception):
-    """A direct write was refused as invalid (alignment the file system does not accept)."""
+    """A direct read or write was refused as invalid (alignment the file system won't take)."""
 
 
-def _pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> tuple[str, int]:
+def _write_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> tuple[str, int]:
+    """This thread reads and hashes chunks in order; writer threads write them in any order."""
     free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
     for buffer in buffers:
         free.put(buffer)
@@ -140,7 +132,7 @@ def _pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> tuple[
 
 
 def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> tuple[str, int]:
-    """Readers fetch chunks in any order; this thread hashes and writes them in order."""
+    """Readers fetch and write chunks in any order; this thread hashes them in order."""
     chunk = len(buffers[0])
     size = os.fstat(source_fd).st_size
     chunks = -(-size // chunk)
@@ -161,9 +153,9 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
                 return
             try:
                 offset = index * chunk
-                wanted = min(chunk, size - offset)
-                got: tuple[memoryview, int] | OSError = (
-                    view, _fill_aligned(source_fd, view, offset, wanted))
+                count = _fill_aligned(source_fd, view, offset, min(chunk, size - offset))
+                _write_all(sink_fd, view, count, offset)  # in parallel: only hashing is in order
+                got: tuple[memoryview, int] | OSError = (view, count)
             except OSError as error:
                 got = error
             with arrived:
@@ -187,9 +179,6 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
                 raise got
             view, count = got
             digest.update(view[:count])
-            written = 0
-            while written < count:
-                written += os.pwrite(sink_fd, view[written:count], total + written)
             total += count
             free.put(view)
             if count < min(chunk, size - index * chunk):
@@ -231,9 +220,13 @@ def _write_aligned(fd: int, view: memoryview, count: int, offset: int) -> None:
     padded = -(-count // _ALIGN) * _ALIGN
     if padded != count:
         view[count:padded] = bytes(padded - count)
+    _write_all(fd, view, padded, offset)
+
+
+def _write_all(fd: int, view: memoryview, count: int, offset: int) -> None:
     written = 0
-    while written < padded:
-        written += os.pwrite(fd, view[written:padded], offset + written)
+    while written < count:
+        written += os.pwrite(fd, view[written:count], offset + written)
 
 
 class _Pool:
