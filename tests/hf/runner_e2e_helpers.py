@@ -19,6 +19,7 @@ from pathlib import Path
 
 import tomli_w
 from hf_helpers import PROGRAMS, QUICKSTART
+from polling import WAIT_S
 
 from nodus.errors import NotFoundError
 from nodus.runner.catalog import Catalog
@@ -39,7 +40,6 @@ PROGRAM_ENV = {"WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARA
 # Seconds a stopping program gets to answer the stop request: a stop save here takes about two
 # write delays, and a short grace keeps a missed answer from stalling the tests for a minute.
 GRACE_S = 15
-WAIT_S = 180.0  # generous: the CI machine is shared; a healthy wait ends in seconds
 
 
 class Project:
@@ -165,26 +165,6 @@ class Project:
 
 
 # --- waiting, killing, the reference run ------------------------------------------------------
-
-
-def wait_for(predicate, what: str, runner: subprocess.Popen | None = None,
-             timeout: float = WAIT_S):
-    """Poll until ``predicate()`` is truthy and return it; fail naming ``what``.
-
-    Fails at once if the runner ended meanwhile: waiting on a dead run only hides why.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if runner is not None and runner.poll() is not None:
-            output = Path(runner.log_path).read_text(errors="replace")[-3000:]
-            raise AssertionError(f"nodus exited {runner.returncode} while waiting for {what}:\n"
-                                 f"{output}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def kill_program(attempt: dict) -> None:

@@ -11,13 +11,13 @@ import random
 import signal
 
 import pytest
+from polling import wait_for
 from runner_e2e_helpers import (
     STEPS,
     Project,
     bare_run_hash,
     kill_program,
     steps_logged,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.hf, pytest.mark.slow]

@@ -15,7 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from runner_helpers import Project, wait_for
+from polling import wait_for
+from runner_helpers import Project
 
 from nodus.runner.catalog import Catalog
 

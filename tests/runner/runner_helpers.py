@@ -11,8 +11,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from polling import wait_for
 
 from nodus.runner.catalog import Catalog
 
@@ -80,17 +81,6 @@ class Project:
         from nodus.store import open_store
 
         return open_store("file://" + str(self.home / "store"))
-
-
-def wait_for(predicate, timeout: float = 60.0, what: str = "condition"):
-    """Poll until ``predicate()`` is truthy (returns it); fail the test naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def running_attempt(catalog: Catalog, run_id: str, stage: str = "main") -> dict | None:

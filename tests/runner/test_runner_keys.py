@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import signal
 
-from runner_helpers import committed_steps, kill_program, pid_alive, running_attempt, wait_for
+from polling import wait_for
+from runner_helpers import committed_steps, kill_program, pid_alive, running_attempt
 
 from nodus.testing.counter import expected_value
 

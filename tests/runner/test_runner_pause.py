@@ -22,7 +22,8 @@ from pause_helpers import (
     run_id_of,
     trainer_project,
 )
-from runner_helpers import committed_steps, running_attempt, wait_for
+from polling import wait_for
+from runner_helpers import committed_steps, running_attempt
 
 from nodus.testing.counter import expected_value
 

@@ -13,7 +13,8 @@ import signal
 import sys
 import textwrap
 
-from runner_helpers import committed_steps, pid_alive, running_attempt, wait_for
+from polling import wait_for
+from runner_helpers import committed_steps, pid_alive, running_attempt
 
 PROGRAM = textwrap.dedent("""
     import json, os, sys, time

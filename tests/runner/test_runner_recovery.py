@@ -9,7 +9,8 @@ import sys
 import textwrap
 import time
 
-from runner_helpers import committed_steps, kill_program, pid_alive, running_attempt, wait_for
+from polling import wait_for
+from runner_helpers import committed_steps, kill_program, pid_alive, running_attempt
 
 from nodus.testing.counter import expected_value
 

@@ -14,7 +14,8 @@ import signal
 import time
 
 import pytest
-from runner_helpers import pid_alive, running_attempt, wait_for
+from polling import wait_for
+from runner_helpers import pid_alive, running_attempt
 
 from nodus.testing.counter import expected_value
 

@@ -7,9 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart"
@@ -100,16 +101,6 @@ def run_with_one_kill(home: Home, project: Path, key: str) -> RunInfo:
             runner.communicate()
     return RunInfo(home, run_id, key, project)
 
-
-
-def wait_for(predicate, timeout: float = 120.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _run_id_or_none(home: Home, key: str) -> str | None:

@@ -11,9 +11,15 @@ import os
 import shutil
 import sys
 
+from nodus.schemas import defaults
 from nodus.store import SnapshotInfo, open_store
 
 FILES = {"model.safetensors": 96 * 1024, "optimizer.pt": 160 * 1024, "trainer_state.json": 300}
+
+# The two large files take the direct-write path (in 32 KiB chunks), as multi-GiB checkpoint
+# files do with the real sizes, so kills also land in the middle of direct writes.
+DIRECT_MIN_BYTES = 64 * 1024
+DIRECT_CHUNK_BYTES = 32 * 1024
 
 
 def contents(name: str, step: int) -> bytes:
@@ -39,6 +45,8 @@ def save(live: str, step: int) -> None:
 
 def main() -> None:
     store_url, live, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    defaults.STORE_DIRECT_MIN_BYTES = DIRECT_MIN_BYTES
+    defaults.STORE_DIRECT_CHUNK_BYTES = DIRECT_CHUNK_BYTES
     store = open_store(store_url)
     print("ready", flush=True)
     step = first

@@ -12,16 +12,20 @@ from pathlib import Path
 
 import pytest
 
+from nodus.schemas import defaults
 from nodus.store import open_store
 
-from .crash_child import FILES, contents
+from .crash_child import DIRECT_CHUNK_BYTES, DIRECT_MIN_BYTES, FILES, contents
 
 CHILD = Path(__file__).with_name("crash_child.py")
 ITERATIONS = 50
 
 
 @pytest.mark.slow
-def test_sigkill_during_capture_never_leaves_a_broken_committed_snapshot(tmp_path):
+def test_sigkill_during_capture_never_leaves_a_broken_committed_snapshot(tmp_path, monkeypatch):
+    # Restores read the large files directly too, as the child wrote them.
+    monkeypatch.setattr(defaults, "STORE_DIRECT_MIN_BYTES", DIRECT_MIN_BYTES)
+    monkeypatch.setattr(defaults, "STORE_DIRECT_CHUNK_BYTES", DIRECT_CHUNK_BYTES)
     store_url = "file://" + str(tmp_path / "store")
     live = tmp_path / "live"
     live.mkdir()
