@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 
@@ -51,6 +52,17 @@ def test_a_chunk_that_direct_io_cannot_address_is_refused_before_writing(tmp_pat
     with pytest.raises(Unsupported):
         _copy(tmp_path, side, b"x" * 10_000, chunk=CHUNK + 1)
     assert (tmp_path / "sink.bin").read_bytes() == b""
+
+
+@pytest.mark.parametrize("side", COPIES)
+def test_a_failed_write_in_a_worker_thread_is_raised_not_hidden(tmp_path, side):
+    source = tmp_path / "source.bin"
+    source.write_bytes(os.urandom(6 * CHUNK + 10))
+    (tmp_path / "sink.bin").write_bytes(b"")
+    with open(source, "rb", buffering=0) as src, open(tmp_path / "sink.bin", "rb") as sink:
+        with pytest.raises(OSError) as caught:  # a sink that cannot be written: EBADF
+            COPIES[side](src.fileno(), sink.fileno(), CHUNK)
+    assert caught.value.errno == errno.EBADF
 
 
 @pytest.fixture

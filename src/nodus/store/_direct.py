@@ -89,7 +89,7 @@ def _write_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> 
     for buffer in buffers:
         free.put(buffer)
     jobs: queue.SimpleQueue[tuple[memoryview, int, int] | None] = queue.SimpleQueue()
-    failures: list[OSError] = []
+    failures: list[Exception] = []
 
     def write() -> None:
         while (job := jobs.get()) is not None:
@@ -97,15 +97,12 @@ def _write_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> 
             try:
                 if not failures:  # after one failure the rest is drained, not written
                     _write_aligned(sink_fd, view, count, offset)
-            except OSError as error:
+            except Exception as error:  # any failure, or the blob would have a hole
                 failures.append(error)
             finally:
                 free.put(view)
 
-    writers = [threading.Thread(target=write, name="nodus-direct-writer", daemon=True)
-               for _ in range(defaults.STORE_DIRECT_THREADS)]
-    for writer in writers:
-        writer.start()
+    writers = _start_threads(write, "nodus-direct-writer")
     digest = xxhash.xxh3_128()
     total = 0
     try:
@@ -124,9 +121,7 @@ def _write_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> 
         for writer in writers:
             writer.join()
     if failures:
-        if failures[0].errno == errno.EINVAL:
-            raise _Refused() from failures[0]
-        raise failures[0]
+        _raise(failures[0])
     os.ftruncate(sink_fd, total)  # drop the zero padding of the last block
     return digest.hexdigest(), total
 
@@ -139,7 +134,7 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
     free: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
     for buffer in buffers:
         free.put(buffer)
-    ready: dict[int, tuple[memoryview, int] | OSError] = {}
+    ready: dict[int, tuple[memoryview, int] | Exception] = {}
     arrived = threading.Condition()
     claimed = iter(range(chunks))
 
@@ -155,17 +150,14 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
                 offset = index * chunk
                 count = _fill_aligned(source_fd, view, offset, min(chunk, size - offset))
                 _write_all(sink_fd, view, count, offset)  # in parallel: only hashing is in order
-                got: tuple[memoryview, int] | OSError = (view, count)
-            except OSError as error:
+                got: tuple[memoryview, int] | Exception = (view, count)
+            except Exception as error:  # handed to the consumer, which would otherwise wait
                 got = error
             with arrived:
                 ready[index] = got
                 arrived.notify_all()
 
-    readers = [threading.Thread(target=read, name="nodus-direct-reader", daemon=True)
-               for _ in range(defaults.STORE_DIRECT_THREADS)]
-    for reader in readers:
-        reader.start()
+    readers = _start_threads(read, "nodus-direct-reader")
     digest = xxhash.xxh3_128()
     total = 0
     try:
@@ -173,10 +165,8 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
             with arrived:
                 arrived.wait_for(lambda: index in ready)
                 got = ready.pop(index)
-            if isinstance(got, OSError):
-                if got.errno == errno.EINVAL:
-                    raise _Refused() from got
-                raise got
+            if isinstance(got, Exception):
+                _raise(got)
             view, count = got
             digest.update(view[:count])
             total += count
@@ -191,6 +181,21 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
         for reader in readers:
             reader.join()
     return digest.hexdigest(), total
+
+
+def _start_threads(target, name: str) -> list[threading.Thread]:
+    threads = [threading.Thread(target=target, name=name, daemon=True)
+               for _ in range(defaults.STORE_DIRECT_THREADS)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def _raise(error: Exception) -> None:
+    """Re-raise a worker's failure; an invalid-argument one means direct I/O is refused here."""
+    if isinstance(error, OSError) and error.errno == errno.EINVAL:
+        raise _Refused() from error
+    raise error
 
 
 def _fill(fd: int, view: memoryview, offset: int) -> int:
