@@ -80,9 +80,10 @@ def cold_start(args, scratch: str) -> float:
 def recovery(args, scratch: str) -> float:
     """SIGKILL after the first committed snapshot; time until the new attempt has restored."""
     folder, env = project(args, scratch)
+    said = open(folder + "-runner.log", "w+")  # what the runner says, shown if it fails
     runner = subprocess.Popen([sys.executable, "-m", "nodus", "run", "workload.toml", "--key",
-                               "bench"], cwd=folder, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+                               "bench"], cwd=folder, env=env, stdout=said, stderr=said)
+    runner.said = said
     home = env["NODUS_HOME"]
     attempt = _poll(lambda: _committed_attempt(home), runner=runner)
     killed = time.perf_counter()
@@ -93,6 +94,7 @@ def recovery(args, scratch: str) -> float:
     elapsed = time.perf_counter() - killed
     runner.send_signal(signal.SIGTERM)
     runner.wait()
+    said.close()
     return elapsed
 
 
@@ -123,7 +125,10 @@ def _poll(predicate, interval: float = 0.01, timeout: float = 300, runner=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if runner is not None and runner.poll() is not None:
-            raise RuntimeError(f"the runner exited with status {runner.returncode}")
+            runner.said.seek(0)
+            said = [line for line in runner.said if not line.startswith("[main] counter")]
+            raise RuntimeError(f"the runner exited with status {runner.returncode}:\n"
+                               + "".join(said[-20:]))
         value = predicate()
         if value:
             return value

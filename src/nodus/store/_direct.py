@@ -85,9 +85,7 @@ class _Refused(Exception):
 
 def _write_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> tuple[str, int]:
     """This thread reads and hashes chunks in order; writer threads write them in any order."""
-    free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
-    for buffer in buffers:
-        free.put(buffer)
+    free = _free_stack(buffers)
     jobs: queue.SimpleQueue[tuple[memoryview, int, int] | None] = queue.SimpleQueue()
     failures: list[Exception] = []
 
@@ -102,7 +100,7 @@ def _write_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> 
             finally:
                 free.put(view)
 
-    writers = _start_threads(write, "nodus-direct-writer")
+    writers = _start_threads(write, "nodus-direct-writer", _chunks(source_fd, buffers))
     digest = xxhash.xxh3_128()
     total = 0
     try:
@@ -130,10 +128,8 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
     """Readers fetch and write chunks in any order; this thread hashes them in order."""
     chunk = len(buffers[0])
     size = os.fstat(source_fd).st_size
-    chunks = -(-size // chunk)
-    free: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
-    for buffer in buffers:
-        free.put(buffer)
+    chunks = _chunks(source_fd, buffers)
+    free: queue.LifoQueue[memoryview | None] = _free_stack(buffers)
     ready: dict[int, tuple[memoryview, int] | Exception] = {}
     arrived = threading.Condition()
     claimed = iter(range(chunks))
@@ -157,7 +153,7 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
                 ready[index] = got
                 arrived.notify_all()
 
-    readers = _start_threads(read, "nodus-direct-reader")
+    readers = _start_threads(read, "nodus-direct-reader", chunks)
     digest = xxhash.xxh3_128()
     total = 0
     try:
@@ -183,9 +179,22 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
     return digest.hexdigest(), total
 
 
-def _start_threads(target, name: str) -> list[threading.Thread]:
-    threads = [threading.Thread(target=target, name=name, daemon=True)
-               for _ in range(defaults.STORE_DIRECT_THREADS)]
+def _free_stack(buffers: list[memoryview]) -> queue.LifoQueue:
+    """Free buffers, most recently used first: a small file keeps to memory already touched."""
+    free: queue.LifoQueue = queue.LifoQueue()
+    for buffer in reversed(buffers):
+        free.put(buffer)
+    return free
+
+
+def _chunks(source_fd: int, buffers: list[memoryview]) -> int:
+    return -(-os.fstat(source_fd).st_size // len(buffers[0]))
+
+
+def _start_threads(target, name: str, chunks: int) -> list[threading.Thread]:
+    """Up to ``STORE_DIRECT_THREADS`` threads, one per chunk at most (at least one)."""
+    count = max(1, min(defaults.STORE_DIRECT_THREADS, chunks))
+    threads = [threading.Thread(target=target, name=name, daemon=True) for _ in range(count)]
     for thread in threads:
         thread.start()
     return threads
