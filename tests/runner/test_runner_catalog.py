@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 import subprocess
 import sys
@@ -47,6 +48,32 @@ def test_attempt_numbers_are_never_shared_between_processes(tmp_path):
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
     numbers = [a["number"] for a in Catalog(str(tmp_path)).attempts(run_id, "main")]
     assert numbers == list(range(1, 101))
+
+
+def _open_when_released(home: str, barrier, failures) -> None:
+    barrier.wait()
+    try:
+        Catalog(home)
+    except CatalogError as error:
+        failures.put(str(error))
+
+
+def test_processes_opening_a_new_catalog_at_once_all_get_it(tmp_path):
+    # `nodus run` creating its home while `nodus runs list` looks: SQLite refuses the second
+    # switch to WAL at once, without its busy timeout, unless nodus waits for it.
+    context = multiprocessing.get_context("fork")
+    failures = context.Queue()
+    for index in range(40):
+        home = str(tmp_path / f"home-{index}")
+        barrier = context.Barrier(4)
+        procs = [context.Process(target=_open_when_released, args=(home, barrier, failures))
+                 for _ in range(4)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(timeout=60)
+        assert [proc.exitcode for proc in procs] == [0, 0, 0, 0]
+        assert failures.empty(), failures.get()
 
 
 def test_a_catalog_from_a_newer_nodus_is_refused(tmp_path):

@@ -16,6 +16,7 @@ import os
 import secrets
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator
@@ -166,7 +167,7 @@ class Catalog:
                 check_same_thread=False,
             )
             self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self._enable_wal()
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._migrate()
         except sqlite3.Error as error:
@@ -174,6 +175,24 @@ class Catalog:
 
     def close(self) -> None:
         self._db.close()
+
+    def _enable_wal(self) -> None:
+        """Switch a new catalog to WAL, waiting out another process doing the same.
+
+        SQLite does not call its busy handler for a journal-mode change: when two processes
+        open a new catalog at once (`nodus run` creating its home while `nodus runs list` looks),
+        the second is told "database is locked" at once. It is retried here, up to the same
+        busy timeout as any other statement.
+        """
+        deadline = time.monotonic() + defaults.CATALOG_BUSY_TIMEOUT_S
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
 
     # --- plumbing ---------------------------------------------------------------------------
 
