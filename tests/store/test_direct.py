@@ -10,6 +10,7 @@ import pytest
 import xxhash
 
 import nodus.store._io as io_module
+import nodus.store.restore as restore_module
 from nodus.schemas import defaults
 from nodus.store import SnapshotInfo, keys, open_store
 from nodus.store._direct import Unsupported, direct_copy, direct_read_copy
@@ -133,3 +134,19 @@ def test_a_file_system_that_refuses_direct_io_gets_the_page_cache_copy(tmp_path,
     _capture_and_restore(tmp_path)
     for rel, data in FILES.items():
         assert (tmp_path / "r" / rel).read_bytes() == data
+
+
+def test_a_restore_that_fails_mid_copy_leaves_no_partial_file(
+    tmp_path, direct_for_small_files, monkeypatch
+):
+    store = _capture_and_restore(tmp_path)
+    real = restore_module.copy_hashing
+
+    def copy_then_disk_fails(source, sink, **options):
+        real(source, sink, **options)  # the bytes are written, then the disk reports an error
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(restore_module, "copy_hashing", copy_then_disk_fails)
+    with pytest.raises(OSError):
+        store.restore(store.list()[0].id, str(tmp_path / "r2"))
+    assert [names for _folder, _dirs, names in os.walk(tmp_path / "r2") if names] == []

@@ -111,7 +111,7 @@ def _stage(
     temp = os.path.join(os.path.dirname(final), f".nodus-restore-{secrets.token_hex(6)}")
     try:
         with backend.open(keys.blob_key(entry.hash)) as source, open(temp, "w+b", buffering=0) as sink:
-            direct = "read" if backend.is_local else None  # blobs are read past the page cache
+            direct = "read" if backend.is_local else None  # large blobs: past the page cache
             digest, size = copy_hashing(source, wrap(sink) if wrap else sink, direct=direct)
     except FileNotFoundError as error:
         _remove(temp)
@@ -120,6 +120,9 @@ def _stage(
         raise SnapshotDamagedError(
             f"snapshot {snapshot_id}: {entry.path}: its contents (blob {entry.hash}) are missing"
         ) from None
+    except BaseException:  # a failed read or write (EIO, a full disk): leave nothing behind
+        _remove(temp)
+        raise
     if digest != entry.hash or size != entry.size:
         _remove(temp)
         raise SnapshotDamagedError(
