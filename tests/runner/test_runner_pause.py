@@ -130,13 +130,20 @@ def test_pause_latest_is_refused_before_any_snapshot_and_cancel_ends_the_run(pro
     assert again.returncode == 2 and "already finished (CANCELLED)" in again.stderr
 
 
-def test_cancel_during_a_pending_pause_wins_and_keeps_the_snapshots(project):
+def _pause_a_stubborn_program(project, key: str, grace_period: int, deadline: str):
+    """Start a program that ignores save requests and ask for a pause at a save."""
     (project.root / "stubborn.py").write_text(STUBBORN)
     project.write(command=[sys.executable, "stubborn.py"],
-                  body="[execution]\ngrace_period = 1\n")
-    runner, run_id = _start_and_train(project, "stubborn", after_step=0)
-    asked = project.nodus("runs", "pause", run_id, "--checkpoint", "save", "--deadline", "10m")
+                  body=f"[execution]\ngrace_period = {grace_period}\n")
+    runner, run_id = _start_and_train(project, key, after_step=0)
+    asked = project.nodus("runs", "pause", run_id, "--checkpoint", "save", "--deadline", deadline)
     assert asked.returncode == 0, asked.stderr
+    return runner, run_id
+
+
+def test_cancel_during_a_pending_pause_wins_and_keeps_the_snapshots(project):
+    runner, run_id = _pause_a_stubborn_program(project, "stubborn", grace_period=1,
+                                               deadline="10m")
     wait_for(lambda: phase(project, run_id) == "PAUSING", what="PAUSING")
 
     cancelled = project.nodus("runs", "cancel", run_id)
@@ -152,12 +159,7 @@ def test_cancel_during_a_pending_pause_wins_and_keeps_the_snapshots(project):
 
 
 def test_past_its_deadline_a_pause_is_timed_out_and_the_program_still_stopped(project):
-    (project.root / "stubborn.py").write_text(STUBBORN)
-    project.write(command=[sys.executable, "stubborn.py"],
-                  body="[execution]\ngrace_period = 2\n")
-    runner, run_id = _start_and_train(project, "late", after_step=0)
-    asked = project.nodus("runs", "pause", run_id, "--checkpoint", "save", "--deadline", "1s")
-    assert asked.returncode == 0, asked.stderr
+    runner, run_id = _pause_a_stubborn_program(project, "late", grace_period=2, deadline="1s")
     wait_for(lambda: pause_of(project, run_id)["timed_out"], what="the pause to time out")
     program = project.catalog().attempts(run_id, "main")[0]["pid"]
     runner.communicate(timeout=60)

@@ -100,7 +100,8 @@ def _write_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> 
             finally:
                 free.put(view)
 
-    writers = _start_threads(write, "nodus-direct-writer", _chunks(source_fd, buffers))
+    expected = -(-os.fstat(source_fd).st_size // len(buffers[0]))  # chunks, if it keeps its size
+    writers = _start_threads(write, "nodus-direct-writer", expected)
     digest = xxhash.xxh3_128()
     total = 0
     try:
@@ -128,7 +129,7 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
     """Readers fetch and write chunks in any order; this thread hashes them in order."""
     chunk = len(buffers[0])
     size = os.fstat(source_fd).st_size
-    chunks = _chunks(source_fd, buffers)
+    chunks = -(-size // chunk)
     free: queue.LifoQueue[memoryview | None] = _free_stack(buffers)
     ready: dict[int, tuple[memoryview, int] | Exception] = {}
     arrived = threading.Condition()
@@ -185,10 +186,6 @@ def _free_stack(buffers: list[memoryview]) -> queue.LifoQueue:
     for buffer in reversed(buffers):
         free.put(buffer)
     return free
-
-
-def _chunks(source_fd: int, buffers: list[memoryview]) -> int:
-    return -(-os.fstat(source_fd).st_size // len(buffers[0]))
 
 
 def _start_threads(target, name: str, chunks: int) -> list[threading.Thread]:
