@@ -1,6 +1,6 @@
 # Two entry points, each self-contained on a fresh machine:
 #   make demo   create .venv, install nodus with the ML stack, run the quick-start workload
-#   make test   create .venv, install nodus with test extras, run the test suite
+#   make test   create .venv, install nodus with test extras, lint, run the test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -29,6 +29,8 @@ demo: $(STAMP)
 	bash examples/quickstart/demo.sh
 
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 clean:

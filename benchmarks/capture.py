@@ -90,20 +90,31 @@ def one_round(source: str, scratch: str, cp_first: bool) -> dict:
     store = open_store("file://" + os.path.join(scratch, "store"))
     info = SnapshotInfo(run="bench", stage="main", attempt=1, step=1)
     made = {}
-    cp_sync = lambda: timed(lambda: subprocess.run(  # noqa: E731
-        f"cp -r {source} {scratch}/cp1 && sync", shell=True, check=True), output=f"{scratch}/cp1")
-    capture = lambda: timed(lambda: made.update(m=store.capture(source, ["."], info=info)))  # noqa: E731
+
+    def cp_sync():
+        command = f"cp -r {source} {scratch}/cp1 && sync"
+        return timed(
+            lambda: subprocess.run(command, shell=True, check=True), output=f"{scratch}/cp1"
+        )
+
+    def capture():
+        return timed(lambda: made.update(m=store.capture(source, ["."], info=info)))
+
     first, second = (cp_sync, capture) if cp_first else (capture, cp_sync)
     times = {"cp_sync" if cp_first else "capture": first()}
     times["capture" if cp_first else "cp_sync"] = second()
     times["recapture"] = timed(lambda: store.capture(source, ["."], info=info))
     cold = (source, os.path.join(scratch, "store"))
     cp_plain = lambda: timed(  # noqa: E731
-        lambda: subprocess.run(["cp", "-r", source, f"{scratch}/cp2"], check=True), cold,
-        output=f"{scratch}/cp2")
+        lambda: subprocess.run(["cp", "-r", source, f"{scratch}/cp2"], check=True),
+        cold,
+        output=f"{scratch}/cp2",
+    )
     restore = lambda: timed(  # noqa: E731
-        lambda: store.restore(made["m"].id, f"{scratch}/restored"), cold,
-        output=f"{scratch}/restored")
+        lambda: store.restore(made["m"].id, f"{scratch}/restored"),
+        cold,
+        output=f"{scratch}/restored",
+    )
     first, second = (cp_plain, restore) if cp_first else (restore, cp_plain)
     times["cp_plain" if cp_first else "restore"] = first()
     times["restore" if cp_first else "cp_plain"] = second()
@@ -117,8 +128,9 @@ def run(scratch: str, total: int, count: int, rounds: int = 1) -> dict:
     make_folder(source, total, count)
     time.sleep(1.5)  # leave the files out of the "just written" window, as a saved checkpoint is
     # Rounds alternate which of cp and capture goes first, so drift on a shared disk cancels.
-    measured = [one_round(source, os.path.join(scratch, f"round{r}"), r % 2 == 0)
-                for r in range(rounds)]
+    measured = [
+        one_round(source, os.path.join(scratch, f"round{r}"), r % 2 == 0) for r in range(rounds)
+    ]
     median = {name: statistics.median(t[name] for t in measured) for name in measured[0]}
     gib = total / 2**30
     return {
@@ -146,6 +158,7 @@ def _by_position(measured: list[dict]) -> dict:
     Rounds alternate the order; even rounds run cp first. Comparing nodus and cp in the same
     position shows whether a median ratio owes anything to the order.
     """
+
     def median(name: str, rounds) -> float:
         return round(statistics.median(measured[r][name] for r in rounds), 3)
 
@@ -154,10 +167,18 @@ def _by_position(measured: list[dict]) -> dict:
     if not nodus_first:
         return {}
     return {
-        "first": {"cp_sync": median("cp_sync", cp_first), "capture": median("capture", nodus_first),
-                  "cp_plain": median("cp_plain", cp_first), "restore": median("restore", nodus_first)},
-        "second": {"cp_sync": median("cp_sync", nodus_first), "capture": median("capture", cp_first),
-                   "cp_plain": median("cp_plain", nodus_first), "restore": median("restore", cp_first)},
+        "first": {
+            "cp_sync": median("cp_sync", cp_first),
+            "capture": median("capture", nodus_first),
+            "cp_plain": median("cp_plain", cp_first),
+            "restore": median("restore", nodus_first),
+        },
+        "second": {
+            "cp_sync": median("cp_sync", nodus_first),
+            "capture": median("capture", cp_first),
+            "cp_plain": median("cp_plain", nodus_first),
+            "restore": median("restore", cp_first),
+        },
     }
 
 
@@ -173,8 +194,7 @@ def main() -> None:
         # Warm-up: this machine's first touch of memory and of the code paths is slow.
         run(os.path.join(base, "warmup"), 256 * 2**20, args.files)
         shutil.rmtree(os.path.join(base, "warmup"))
-        result = run(os.path.join(base, "measured"), int(args.gib * 2**30), args.files,
-                     args.rounds)
+        result = run(os.path.join(base, "measured"), int(args.gib * 2**30), args.files, args.rounds)
         print(json.dumps(result, indent=2))
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -33,24 +33,35 @@ COUNTER = [sys.executable, "-m", "nodus.testing.counter"]
 
 
 def program_args(args) -> list[str]:
-    return ["--steps", str(args.steps), "--save-every", str(args.save_every), "--sleep",
-            str(args.sleep), "--state-bytes", str(args.state_mib << 20)]
+    return [
+        "--steps",
+        str(args.steps),
+        "--save-every",
+        str(args.save_every),
+        "--sleep",
+        str(args.sleep),
+        "--state-bytes",
+        str(args.state_mib << 20),
+    ]
 
 
 def bare(args, scratch: str) -> float:
     folder = tempfile.mkdtemp(dir=scratch)
     env = dict(os.environ, NODUS_CHECKPOINT_DIR=os.path.join(folder, "state"))
     started = time.perf_counter()
-    subprocess.run([*COUNTER, *program_args(args)], cwd=folder, env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*COUNTER, *program_args(args)], cwd=folder, env=env, check=True, stdout=subprocess.DEVNULL
+    )
     return time.perf_counter() - started
 
 
 def project(args, scratch: str) -> tuple[str, dict]:
     folder = tempfile.mkdtemp(dir=scratch)
     with open(os.path.join(folder, "workload.toml"), "w") as handle:
-        handle.write(f'name = "bench"\ncommand = {json.dumps([*COUNTER, *program_args(args)])}\n'
-                     'outputs = ["out"]\n[execution]\nmax_recoveries = 100\n')
+        handle.write(
+            f'name = "bench"\ncommand = {json.dumps([*COUNTER, *program_args(args)])}\n'
+            'outputs = ["out"]\n[execution]\nmax_recoveries = 100\n'
+        )
     env = dict(os.environ, NODUS_HOME=folder + "-home")
     env.pop("NODUS_STORE", None)
     return folder, env
@@ -59,8 +70,14 @@ def project(args, scratch: str) -> tuple[str, dict]:
 def under_nodus(args, scratch: str) -> float:
     folder, env = project(args, scratch)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "nodus", "run", "workload.toml"], cwd=folder, env=env,
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "nodus", "run", "workload.toml"],
+        cwd=folder,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - started
 
 
@@ -68,8 +85,9 @@ def cold_start(args, scratch: str) -> float:
     folder = tempfile.mkdtemp(dir=scratch)
     env = dict(os.environ, NODUS_CHECKPOINT_DIR=os.path.join(folder, "state"))
     started = time.perf_counter()
-    proc = subprocess.Popen([*COUNTER, *program_args(args)], cwd=folder, env=env,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*COUNTER, *program_args(args)], cwd=folder, env=env, stdout=subprocess.PIPE, text=True
+    )
     proc.stdout.readline()
     elapsed = time.perf_counter() - started
     proc.kill()
@@ -81,15 +99,21 @@ def recovery(args, scratch: str) -> float:
     """SIGKILL after the first committed snapshot; time until the new attempt has restored."""
     folder, env = project(args, scratch)
     said = open(folder + "-runner.log", "w+")  # what the runner says, shown if it fails
-    runner = subprocess.Popen([sys.executable, "-m", "nodus", "run", "workload.toml", "--key",
-                               "bench"], cwd=folder, env=env, stdout=said, stderr=said)
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "nodus", "run", "workload.toml", "--key", "bench"],
+        cwd=folder,
+        env=env,
+        stdout=said,
+        stderr=said,
+    )
     runner.said = said
     home = env["NODUS_HOME"]
     attempt = _poll(lambda: _committed_attempt(home), runner=runner)
     killed = time.perf_counter()
     os.kill(attempt["pid"], signal.SIGKILL)
-    log = os.path.join(home, "work", attempt["run_id"], "main", str(attempt["number"] + 1),
-                       "output.log")
+    log = os.path.join(
+        home, "work", attempt["run_id"], "main", str(attempt["number"] + 1), "output.log"
+    )
     _poll(lambda: _restored_line(log), interval=0.002, runner=runner)
     elapsed = time.perf_counter() - killed
     runner.send_signal(signal.SIGTERM)
@@ -127,8 +151,9 @@ def _poll(predicate, interval: float = 0.01, timeout: float = 300, runner=None):
         if runner is not None and runner.poll() is not None:
             runner.said.seek(0)
             said = [line for line in runner.said if not line.startswith("[main] counter")]
-            raise RuntimeError(f"the runner exited with status {runner.returncode}:\n"
-                               + "".join(said[-20:]))
+            raise RuntimeError(
+                f"the runner exited with status {runner.returncode}:\n" + "".join(said[-20:])
+            )
         value = predicate()
         if value:
             return value
@@ -137,8 +162,9 @@ def _poll(predicate, interval: float = 0.01, timeout: float = 300, runner=None):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--sleep", type=float, default=0.025)
     parser.add_argument("--save-every", type=int, default=50)
@@ -147,9 +173,15 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
-        rows = {name: statistics.median(fn(args, scratch) for _ in range(args.repeat))
-                for name, fn in (("bare_s", bare), ("nodus_s", under_nodus),
-                                 ("cold_start_s", cold_start), ("recovery_s", recovery))}
+        rows = {
+            name: statistics.median(fn(args, scratch) for _ in range(args.repeat))
+            for name, fn in (
+                ("bare_s", bare),
+                ("nodus_s", under_nodus),
+                ("cold_start_s", cold_start),
+                ("recovery_s", recovery),
+            )
+        }
     rows["overhead_x"] = rows["nodus_s"] / rows["bare_s"]
     rows["recovery_vs_cold_start_x"] = rows["recovery_s"] / rows["cold_start_s"]
     print(json.dumps({k: round(v, 3) for k, v in rows.items()}, indent=2))

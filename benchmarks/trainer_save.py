@@ -37,9 +37,16 @@ def build_trainer(output_dir: str, save_steps: int | None, max_steps: int):
     ids = torch.randint(0, 50257, (64, 64), generator=torch.Generator().manual_seed(0)).tolist()
     data = Dataset.from_dict({"input_ids": ids, "labels": ids})
     args = TrainingArguments(
-        output_dir=output_dir, max_steps=max_steps, per_device_train_batch_size=2,
-        save_strategy="steps" if save_steps else "no", save_steps=save_steps or 500,
-        logging_steps=1, report_to=[], disable_tqdm=True, use_cpu=True, seed=0,
+        output_dir=output_dir,
+        max_steps=max_steps,
+        per_device_train_batch_size=2,
+        save_strategy="steps" if save_steps else "no",
+        save_steps=save_steps or 500,
+        logging_steps=1,
+        report_to=[],
+        disable_tqdm=True,
+        use_cpu=True,
+        seed=0,
     )
     return Trainer(model=model, args=args, train_dataset=data)
 
@@ -73,9 +80,13 @@ def stall(saves: int) -> dict:
             background.append(time.perf_counter() - start)
             shutil.rmtree(control.state_dir)
         ours, background = ours[1:], background[1:]  # the first save allocates the buffers
-        return {"params": params, "bytes": size, "bare_s": statistics.median(bare),
-                "nodus_stall_s": statistics.median(ours),
-                "nodus_write_s": statistics.median(background)}
+        return {
+            "params": params,
+            "bytes": size,
+            "bare_s": statistics.median(bare),
+            "nodus_stall_s": statistics.median(ours),
+            "nodus_write_s": statistics.median(background),
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -92,8 +103,9 @@ def whole_run(steps: int) -> dict:
         for name, integration, save_steps in (("bare", None, 10), ("nodus", "hf-trainer-v1", 0)):
             command = [sys.executable, "bench.py", "--program", str(steps), str(save_steps)]
             start = time.perf_counter()
-            run = driver.start(driver.new_copy(source, work, name), command, integration,
-                               save_every=10)
+            run = driver.start(
+                driver.new_copy(source, work, name), command, integration, save_every=10
+            )
             if run.finish(timeout=3600) != 0:
                 raise SystemExit(run.log()[-3000:])
             walls[name] = time.perf_counter() - start
@@ -118,14 +130,19 @@ def main() -> None:
         return program(*options.program)
     result = stall(options.saves)
     ratio = result["nodus_stall_s"] / result["bare_s"]
-    print(f"model: {result['params'] / 1e6:.1f}M parameters, checkpoint {result['bytes'] / 2**20:.0f} MiB")
+    print(
+        f"model: {result['params'] / 1e6:.1f}M parameters, "
+        f"checkpoint {result['bytes'] / 2**20:.0f} MiB"
+    )
     print(f"bare Trainer._save_checkpoint: {result['bare_s']:.3f} s (median of {options.saves})")
     print(f"nodus stall (capture + hand-off): {result['nodus_stall_s']:.3f} s = {ratio:.2f}x bare")
     print(f"nodus background write: {result['nodus_write_s']:.3f} s (overlaps training)")
     if not options.skip_run:
         walls = whole_run(options.steps)
-        print(f"whole run, {options.steps} steps, saves every 10: bare {walls['bare']:.1f} s, "
-              f"nodus {walls['nodus']:.1f} s = {walls['nodus'] / walls['bare']:.3f}x")
+        print(
+            f"whole run, {options.steps} steps, saves every 10: bare {walls['bare']:.1f} s, "
+            f"nodus {walls['nodus']:.1f} s = {walls['nodus'] / walls['bare']:.3f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -15,8 +15,13 @@ import os
 
 from datasets import Dataset
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast, Trainer
-from transformers import TrainingArguments
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    PreTrainedTokenizerFast,
+    Trainer,
+    TrainingArguments,
+)
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz .,"
 SEQ_LEN = 32
@@ -46,7 +51,9 @@ def build_dataset(tokenizer: PreTrainedTokenizerFast) -> Dataset:
     ]
 
     def tokenize(batch):
-        encoded = tokenizer(batch["text"], truncation=True, max_length=SEQ_LEN, padding="max_length")
+        encoded = tokenizer(
+            batch["text"], truncation=True, max_length=SEQ_LEN, padding="max_length"
+        )
         encoded["labels"] = [list(ids) for ids in encoded["input_ids"]]
         return encoded
 

@@ -21,8 +21,8 @@ CLI prints ``str(error)`` and exits with ``error.exit_status``; a user never see
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 __all__ = [
     "AlreadyRunningError",

@@ -30,7 +30,12 @@ def bare_hash(workdir) -> str:
 @pytest.fixture(scope="session")
 def prepared_run(workdir) -> driver.Attempt:
     """One uninterrupted run under explicit hf-trainer-v1: its checkpoints seed the resumes."""
-    run = driver.start(driver.new_copy(QUICKSTART, workdir, "prepared"), TRAIN, "hf-trainer-v1",
-                       save_every=SAVE_EVERY, save_each_epoch=True)
+    run = driver.start(
+        driver.new_copy(QUICKSTART, workdir, "prepared"),
+        TRAIN,
+        "hf-trainer-v1",
+        save_every=SAVE_EVERY,
+        save_each_epoch=True,
+    )
     assert run.finish() == 0, run.log()[-3000:]
     return run

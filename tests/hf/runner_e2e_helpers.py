@@ -19,12 +19,12 @@ from pathlib import Path
 
 import tomli_w
 from hf_helpers import PROGRAMS, QUICKSTART
-from polling import WAIT_S
 
 from nodus.errors import NotFoundError
 from nodus.runner.catalog import Catalog
 from nodus.stages.hf import driver
 from nodus.stages.hf.writer import SLOW_WRITE_ENV
+from polling import WAIT_S
 
 NODUS = [sys.executable, "-m", "nodus"]
 STAGE = "main"
@@ -35,8 +35,13 @@ STEPS = 48
 # progress for a whole second at a time. It never changes what is trained. A workload's env may
 # not name NODUS_* variables, so it reaches the program through the runner's environment.
 WRITE_DELAY_S = "1.0"
-PROGRAM_ENV = {"WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-               "QUICKSTART_EPOCHS": "4", "QUICKSTART_SEED": "42"}
+PROGRAM_ENV = {
+    "WANDB_MODE": "disabled",
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "QUICKSTART_EPOCHS": "4",
+    "QUICKSTART_SEED": "42",
+}
 # Seconds a stopping program gets to answer the stop request: a stop save here takes about two
 # write delays, and a short grace keeps a missed answer from stalling the tests for a minute.
 GRACE_S = 15
@@ -45,27 +50,47 @@ GRACE_S = 15
 class Project:
     """A copy of the quick-start code, a workload file for it and a private nodus home."""
 
-    def __init__(self, root: Path, *, program: str = "train.py", env: dict | None = None,
-                 write_delay: str = WRITE_DELAY_S) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        program: str = "train.py",
+        env: dict | None = None,
+        write_delay: str = WRITE_DELAY_S,
+    ) -> None:
         self.root = root
         self.write_delay = write_delay
         self.code = root / "code"
         self.home = root / "home"
         self.file = root / "workload.toml"
-        shutil.copytree(QUICKSTART, self.code,
-                        ignore=shutil.ignore_patterns("out", "state", ".nodus", "__pycache__"))
+        shutil.copytree(
+            QUICKSTART,
+            self.code,
+            ignore=shutil.ignore_patterns("out", "state", ".nodus", "__pycache__"),
+        )
         if program != "train.py":
             shutil.copy(PROGRAMS / program, self.code / program)
         workload = {
-            "name": "quickstart-e2e", "code": "code", "command": [sys.executable, program],
-            "integration": "hf-trainer-v1", "outputs": ["out/model"],
+            "name": "quickstart-e2e",
+            "code": "code",
+            "command": [sys.executable, program],
+            "integration": "hf-trainer-v1",
+            "outputs": ["out/model"],
             # unbuffered: the log shows every step the program reached, even when it is killed
             "env": {**PROGRAM_ENV, "PYTHONUNBUFFERED": "1", **(env or {})},
-            "continuity": {"mode": "checkpointed", "resume_on_interruption": True,
-                           "checkpoint_paths": ["state"]},
-            "execution": {"save_every": SAVE_EVERY, "save_each_epoch": True,
-                          "keep_recoverable": 1, "keep_adapters": 3, "max_recoveries": 10,
-                          "grace_period": GRACE_S},
+            "continuity": {
+                "mode": "checkpointed",
+                "resume_on_interruption": True,
+                "checkpoint_paths": ["state"],
+            },
+            "execution": {
+                "save_every": SAVE_EVERY,
+                "save_each_epoch": True,
+                "keep_recoverable": 1,
+                "keep_adapters": 3,
+                "max_recoveries": 10,
+                "grace_period": GRACE_S,
+            },
         }
         self.file.write_text(tomli_w.dumps(workload))
 
@@ -80,15 +105,26 @@ class Project:
         """`nodus ARGS` in the background, in its own session so a signal reaches only it."""
         path = self.root / f"nodus-{args[0]}-{time.monotonic_ns()}.log"
         with open(path, "w") as log:  # the child keeps its own descriptor
-            process = subprocess.Popen([*NODUS, *args], cwd=self.root, env=self.env(),
-                                       stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                [*NODUS, *args],
+                cwd=self.root,
+                env=self.env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         process.log_path = path  # type: ignore[attr-defined]  (read by wait_for on failure)
         return process
 
     def nodus(self, *args: str, timeout: float = WAIT_S) -> subprocess.CompletedProcess:
-        return subprocess.run([*NODUS, *args], cwd=self.root, env=self.env(),
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [*NODUS, *args],
+            cwd=self.root,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def get(self, run: str) -> dict:
         """`nodus runs get RUN --json`: the documented view of a run."""
@@ -136,15 +172,21 @@ class Project:
             catalog.close()
 
     def committed_steps(self, run: str, attempt: int | None = None) -> list[int]:
-        return sorted(m.step for m in self.snapshots(run)
-                      if attempt is None or m.attempt == attempt)
+        return sorted(
+            m.step for m in self.snapshots(run) if attempt is None or m.attempt == attempt
+        )
 
     def running(self, run: str, number: int | None = None) -> dict | None:
         """The newest attempt while its program lives (optionally only attempt ``number``)."""
         attempts = self.attempts(run)
         newest = attempts[-1] if attempts else None
-        if (newest and newest["outcome"] is None and newest["pid"] and pid_alive(newest["pid"])
-                and number in (None, newest["number"])):
+        if (
+            newest
+            and newest["outcome"] is None
+            and newest["pid"]
+            and pid_alive(newest["pid"])
+            and number in (None, newest["number"])
+        ):
             return newest
         return None
 
@@ -188,7 +230,13 @@ def steps_logged(log: str) -> int:
 def bare_run_hash(root: Path) -> str:
     """Final weights of an uninterrupted bare `python train.py`: no nodus, same program env."""
     copy = driver.new_copy(QUICKSTART, str(root), "bare")
-    proc = subprocess.run([sys.executable, "train.py"], cwd=copy, capture_output=True, text=True,
-                          env=dict(os.environ, **PROGRAM_ENV), timeout=WAIT_S)
+    proc = subprocess.run(
+        [sys.executable, "train.py"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **PROGRAM_ENV),
+        timeout=WAIT_S,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return driver.weights_hash(os.path.join(copy, "out", "model"))

@@ -9,10 +9,12 @@ import sys
 
 from nodus.stages.hf import BOOTSTRAP_DIR
 
-PROBE = ("import sys, sitecustomize; "
-         "print(any(type(f).__name__ == '_TrainerFinder' for f in sys.meta_path)); "
-         "print(getattr(sitecustomize, 'SITE_MARK', 'none')); "
-         "print('transformers' in sys.modules)")
+PROBE = (
+    "import sys, sitecustomize; "
+    "print(any(type(f).__name__ == '_TrainerFinder' for f in sys.meta_path)); "
+    "print(getattr(sitecustomize, 'SITE_MARK', 'none')); "
+    "print('transformers' in sys.modules)"
+)
 
 
 def _probe(tmp_path, with_settings: bool) -> list[str]:
@@ -23,11 +25,20 @@ def _probe(tmp_path, with_settings: bool) -> list[str]:
     control.mkdir()
     if with_settings:
         (control / "integration.json").write_text(json.dumps({"integration": "auto"}))
-    env = dict(os.environ, NODUS_CONTROL_DIR=str(control),
-               PYTHONPATH=os.pathsep.join([BOOTSTRAP_DIR, str(site)]))
+    env = dict(
+        os.environ,
+        NODUS_CONTROL_DIR=str(control),
+        PYTHONPATH=os.pathsep.join([BOOTSTRAP_DIR, str(site)]),
+    )
     code = PROBE + "; import os; print(os.environ.get('SITE_RAN'))"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return out.stdout.split()
 
 

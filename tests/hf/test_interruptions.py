@@ -18,8 +18,15 @@ def _attempt(workdir, name, previous=None, step=None, env=None) -> driver.Attemp
     copy = driver.new_copy(QUICKSTART, workdir, name)
     if previous is not None:
         driver.restore(previous, step, copy)
-    return driver.start(copy, TRAIN, "hf-trainer-v1", save_every=SAVE_EVERY,
-                        save_each_epoch=True, restored_step=step, env=env)
+    return driver.start(
+        copy,
+        TRAIN,
+        "hf-trainer-v1",
+        save_every=SAVE_EVERY,
+        save_each_epoch=True,
+        restored_step=step,
+        env=env,
+    )
 
 
 def test_sigkill_at_three_random_steps_one_during_a_save_ends_bit_identical(workdir, bare_hash):
@@ -52,14 +59,20 @@ def test_requests_are_answered_and_stop_blocks_with_zero_lost_steps(workdir, bar
     run.wait_for_save(10)
     run.commit(10)
     asked = run.request("continue")
-    run.wait_until(lambda: any(asked in run.record(s)["requests"] for s in run.recorded_steps()),
-                   60, "an answer to the continue request")
+    run.wait_until(
+        lambda: any(asked in run.record(s)["requests"] for s in run.recorded_steps()),
+        60,
+        "an answer to the continue request",
+    )
     assert "checkpoint-5" not in os.listdir(run.state)  # older than the committed snapshot
     assert "checkpoint-10" in os.listdir(run.state)
 
     stop = run.request("stop")
-    run.wait_until(lambda: any(stop in run.record(s)["requests"] for s in run.recorded_steps()),
-                   60, "an answer to the stop request")
+    run.wait_until(
+        lambda: any(stop in run.record(s)["requests"] for s in run.recorded_steps()),
+        60,
+        "an answer to the stop request",
+    )
     stopped_at = max(run.recorded_steps())
     assert run.record(stopped_at)["requests"] == [stop]
     assert run.process.poll() is None  # it blocks: the runner ends it after capturing

@@ -5,10 +5,9 @@ from __future__ import annotations
 import sys
 
 import pytest
+from hf_helpers import PROGRAMS, QUICKSTART
 
 from nodus.stages.hf import driver
-
-from hf_helpers import PROGRAMS, QUICKSTART
 
 pytestmark = pytest.mark.hf
 
@@ -26,9 +25,13 @@ VIOLATIONS = {
 
 def _run(workdir, integration: str, name: str) -> tuple[driver.Attempt, list[dict]]:
     copy = driver.new_copy(QUICKSTART, str(workdir), name)
-    run = driver.start(copy, [sys.executable, str(PROGRAMS / "violations.py")], integration,
-                       save_every=1, env={"VIOLATIONS": ",".join(VIOLATIONS),
-                                          "QUICKSTART_MAX_STEPS": "2"})
+    run = driver.start(
+        copy,
+        [sys.executable, str(PROGRAMS / "violations.py")],
+        integration,
+        save_every=1,
+        env={"VIOLATIONS": ",".join(VIOLATIONS), "QUICKSTART_MAX_STEPS": "2"},
+    )
     assert run.finish() == 0, run.log()[-3000:]
     return run, run.events()
 

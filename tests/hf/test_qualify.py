@@ -17,8 +17,12 @@ OTHER = {"torch": "2.99.0", "transformers": "4.57.6", "accelerate": "1.12.0", "d
 
 
 def test_shipped_sets_qualify_the_reference_and_ci_versions_only(tmp_path):
-    reference = {"torch": "2.7.1", "transformers": "4.57.6", "accelerate": "1.12.0",
-                 "datasets": "4.4.2"}
+    reference = {
+        "torch": "2.7.1",
+        "transformers": "4.57.6",
+        "accelerate": "1.12.0",
+        "datasets": "4.4.2",
+    }
     assert qualification.is_qualified(reference, None)
     assert qualification.is_qualified({**reference, "torch": "2.13.0+cpu"}, None)
     assert not qualification.is_qualified(OTHER, str(tmp_path))
@@ -35,8 +39,12 @@ def test_a_failed_record_qualifies_nothing_a_passed_one_does(tmp_path):
 
 def test_nodus_qualify_passes_here_and_records_the_result(tmp_path):
     home = tmp_path / "home"
-    proc = subprocess.run([sys.executable, "-m", "nodus", "qualify", "--json", "--home", str(home)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nodus", "qualify", "--json", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(proc.stdout)
     assert result["passed"] and result["reference"] == result["resumed"]

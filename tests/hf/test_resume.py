@@ -13,17 +13,29 @@ from nodus.stages.hf import driver
 pytestmark = pytest.mark.hf
 
 # The Trainer's own checkpoint file set (Trainer._save_checkpoint with a tokenizer).
-TRAINER_FILES = {"config.json", "generation_config.json", "model.safetensors", "optimizer.pt",
-                 "scheduler.pt", "rng_state.pth", "trainer_state.json", "training_args.bin",
-                 "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
+TRAINER_FILES = {
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "optimizer.pt",
+    "scheduler.pt",
+    "rng_state.pth",
+    "trainer_state.json",
+    "training_args.bin",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+}
 
 
 def test_saves_every_n_steps_and_at_each_epoch_end_without_changing_training(
-        prepared_run, bare_hash):
+    prepared_run, bare_hash
+):
     # 4 epochs of 12 steps, save_every=5, save_each_epoch: the union of both cadences
     assert prepared_run.recorded_steps() == [5, 10, 12, 15, 20, 24, 25, 30, 35, 36, 40, 45, 48]
     assert sorted(os.listdir(prepared_run.state)) == sorted(
-        f"checkpoint-{s}" for s in prepared_run.recorded_steps())
+        f"checkpoint-{s}" for s in prepared_run.recorded_steps()
+    )
     assert final_hash(prepared_run) == bare_hash  # saving in the background changed nothing
 
 
@@ -48,8 +60,12 @@ def test_restored_attempt_resumes_by_itself_bit_identically(prepared_run, bare_h
 def _bare_resume(prepared_run, step, workdir) -> str:
     copy = driver.new_copy(QUICKSTART, workdir, f"bare-resume-{step}")
     driver.restore(prepared_run, step, copy)
-    run = driver.start(copy, [sys.executable, str(PROGRAMS / "bare_resume.py")], None,
-                       env={"RESUME_FROM": os.path.join(copy, "state", f"checkpoint-{step}")})
+    run = driver.start(
+        copy,
+        [sys.executable, str(PROGRAMS / "bare_resume.py")],
+        None,
+        env={"RESUME_FROM": os.path.join(copy, "state", f"checkpoint-{step}")},
+    )
     assert run.finish() == 0, run.log()[-3000:]
     return final_hash(run)
 

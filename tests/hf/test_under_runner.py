@@ -11,7 +11,6 @@ import random
 import signal
 
 import pytest
-from polling import wait_for
 from runner_e2e_helpers import (
     STEPS,
     Project,
@@ -19,6 +18,8 @@ from runner_e2e_helpers import (
     kill_program,
     steps_logged,
 )
+
+from polling import wait_for
 
 pytestmark = [pytest.mark.hf, pytest.mark.slow]
 
@@ -43,8 +44,11 @@ def test_program_sigkilled_three_times_once_mid_save_recovers_to_the_bare_weight
     _kill_after_commit(project, runner, 1, first)
     _kill_after_commit(project, runner, 2, second)
     attempt = wait_for(lambda: project.running("a", 3), "attempt 3", runner)
-    saving = wait_for(lambda: _building_from(project, 3, mid_save),
-                      f"attempt 3 writing the save of step {mid_save}", runner)
+    saving = wait_for(
+        lambda: _building_from(project, 3, mid_save),
+        f"attempt 3 writing the save of step {mid_save}",
+        runner,
+    )
     kill_program(attempt)
     in_flight = project.saving("a", 3)  # still half-built after the kill: it landed mid-save
 
@@ -69,8 +73,11 @@ def test_program_sigkilled_three_times_once_mid_save_recovers_to_the_bare_weight
 def _kill_after_commit(project: Project, runner, number: int, step: int) -> None:
     """SIGKILL attempt ``number`` of run "a" once it has committed the snapshot of ``step``."""
     attempt = wait_for(lambda: project.running("a", number), f"attempt {number}", runner)
-    wait_for(lambda: step in project.committed_steps("a", number),
-             f"attempt {number} committing step {step}", runner)
+    wait_for(
+        lambda: step in project.committed_steps("a", number),
+        f"attempt {number} committing step {step}",
+        runner,
+    )
     kill_program(attempt)
 
 
@@ -80,16 +87,17 @@ def _building_from(project: Project, number: int, step: int) -> int | None:
     return building if building is not None and building >= step else None
 
 
-def test_sigterm_to_the_runner_saves_at_the_boundary_and_resume_loses_no_step(
-    tmp_path, bare_hash
-):
+def test_sigterm_to_the_runner_saves_at_the_boundary_and_resume_loses_no_step(tmp_path, bare_hash):
     seed = random.randrange(1 << 30)
     notice_after = random.Random(seed).choice([6, 12, 18, 24, 30])
     why = f"random seed {seed}: SIGTERM after the commit of step {notice_after}"
     project = Project(tmp_path)
     runner = project.start("run", str(project.file), "--key", "b")
-    wait_for(lambda: notice_after in project.committed_steps("b", 1),
-             f"step {notice_after} committed", runner)
+    wait_for(
+        lambda: notice_after in project.committed_steps("b", 1),
+        f"step {notice_after} committed",
+        runner,
+    )
     runner.send_signal(signal.SIGTERM)
 
     assert runner.wait(timeout=300) == 3, why
@@ -113,8 +121,9 @@ def test_dataset_changed_between_attempts_fails_the_recovery_naming_it(tmp_path)
     data = tmp_path / "data" / "examples.txt"  # outside the code folder: not in the source
     data.parent.mkdir()
     data.write_text("96")
-    project = Project(tmp_path, program="external_dataset.py",
-                      env={"QUICKSTART_DATA_FILE": str(data)})
+    project = Project(
+        tmp_path, program="external_dataset.py", env={"QUICKSTART_DATA_FILE": str(data)}
+    )
     runner = project.start("run", str(project.file), "--key", "c")
     attempt = wait_for(lambda: project.running("c", 1), "attempt 1", runner)
     wait_for(lambda: project.committed_steps("c", 1), "a committed snapshot", runner)
@@ -141,8 +150,11 @@ def test_sigterm_while_an_epoch_end_save_waits_is_answered_at_that_step(tmp_path
     project = Project(tmp_path, write_delay="2.0")
     runner = project.start("run", str(project.file), "--key", "d")
     attempt = wait_for(lambda: project.running("d", 1), "attempt 1", runner)
-    wait_for(lambda: steps_logged(project.log_of(attempt)) == 24 and project.saving("d", 1) == 18,
-             "the program waiting at step 24 for the save of step 18", runner)
+    wait_for(
+        lambda: steps_logged(project.log_of(attempt)) == 24 and project.saving("d", 1) == 18,
+        "the program waiting at step 24 for the save of step 18",
+        runner,
+    )
     runner.send_signal(signal.SIGTERM)
 
     assert runner.wait(timeout=300) == 3

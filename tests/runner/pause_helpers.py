@@ -15,16 +15,21 @@ import sys
 import textwrap
 from pathlib import Path
 
-from polling import wait_for
 from runner_helpers import Project
 
 from nodus.runner.catalog import Catalog
+from polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart"
 # 12 optimizer steps per epoch, 2 epochs: saves every 6 steps, inside and at epoch ends.
-TRAINER_ENV = {"WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-               "QUICKSTART_EPOCHS": "2", "QUICKSTART_SEED": "7"}
+TRAINER_ENV = {
+    "WANDB_MODE": "disabled",
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "QUICKSTART_EPOCHS": "2",
+    "QUICKSTART_SEED": "7",
+}
 # Each save waits this long before it is published, so training crawls from save to save and
 # a pause lands mid-run on a loaded machine. It never changes what is trained.
 SLOW_SAVES = {"NODUS_HF_WRITE_DELAY_S": "1.0"}
@@ -47,10 +52,12 @@ STUBBORN = textwrap.dedent("""
 def trainer_project(root: Path, home: Path) -> Project:
     """The quick-start code with a workload that runs it under hf-trainer-v1."""
     code = root / "code"
-    shutil.copytree(QUICKSTART, code, ignore=shutil.ignore_patterns(
-        "out", "state", ".nodus", "__pycache__"))
+    shutil.copytree(
+        QUICKSTART, code, ignore=shutil.ignore_patterns("out", "state", ".nodus", "__pycache__")
+    )
     project = Project(code, home)
-    project.file.write_text(textwrap.dedent(f"""
+    project.file.write_text(
+        textwrap.dedent(f"""
         name = "quickstart-pause"
         command = {json.dumps([sys.executable, "train.py"])}
         integration = "hf-trainer-v1"
@@ -59,7 +66,8 @@ def trainer_project(root: Path, home: Path) -> Project:
         [execution]
         save_every = 6
         save_each_epoch = true
-    """))
+    """)
+    )
     return project
 
 
@@ -68,8 +76,14 @@ def bare_weights(root: Path) -> str:
     from nodus.stages.hf import driver
 
     copy = driver.new_copy(str(QUICKSTART), str(root), "bare")
-    proc = subprocess.run([sys.executable, "train.py"], cwd=copy, capture_output=True, text=True,
-                          env=dict(os.environ, **TRAINER_ENV), timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "train.py"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **TRAINER_ENV),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return driver.weights_hash(os.path.join(copy, "out", "model"))
 
@@ -86,6 +100,7 @@ def output_weights(project: Project, run_id: str) -> str:
 
 def run_id_of(project: Project, key: str) -> str:
     """The id of the run accepted under ``key`` (waits for the acceptance)."""
+
     def find():
         if not project.home.exists():
             return None

@@ -13,9 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from polling import wait_for
-
 from nodus.runner.catalog import Catalog
+from polling import wait_for
 
 NODUS = [sys.executable, "-m", "nodus"]
 # Checkpoint folders settle quickly here, so kills land between captured steps.
@@ -30,15 +29,30 @@ class Project:
         self.home = home
         self.file = root / "workload.toml"
 
-    def write(self, *, steps: int = 40, save_every: int = 10, sleep: float = 0.0,
-              extra_args: tuple[str, ...] = (), command: list[str] | None = None,
-              body: str = "") -> "Project":
-        command = command or [sys.executable, "-m", "nodus.testing.counter", "--steps",
-                              str(steps), "--save-every", str(save_every), "--sleep", str(sleep),
-                              *extra_args]
+    def write(
+        self,
+        *,
+        steps: int = 40,
+        save_every: int = 10,
+        sleep: float = 0.0,
+        extra_args: tuple[str, ...] = (),
+        command: list[str] | None = None,
+        body: str = "",
+    ) -> Project:
+        command = command or [
+            sys.executable,
+            "-m",
+            "nodus.testing.counter",
+            "--steps",
+            str(steps),
+            "--save-every",
+            str(save_every),
+            "--sleep",
+            str(sleep),
+            *extra_args,
+        ]
         self.file.write_text(
-            f'name = "counter"\ncommand = {json.dumps(command)}\n'
-            f'outputs = ["out"]\n{body}'
+            f'name = "counter"\ncommand = {json.dumps(command)}\noutputs = ["out"]\n{body}'
         )
         return self
 
@@ -49,14 +63,26 @@ class Project:
         return env
 
     def nodus(self, *args: str, timeout: float = 120, env: dict | None = None):
-        return subprocess.run([*NODUS, *args], cwd=self.root, env=self.env(env),
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [*NODUS, *args],
+            cwd=self.root,
+            env=self.env(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def start(self, *args: str, env: dict | None = None) -> subprocess.Popen:
         """`nodus ARGS` in the background (its own session, so signals reach only it)."""
-        return subprocess.Popen([*NODUS, *args], cwd=self.root, env=self.env(env),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        return subprocess.Popen(
+            [*NODUS, *args],
+            cwd=self.root,
+            env=self.env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
 
     def get(self, ref: str) -> dict:
         proc = self.nodus("runs", "get", ref, "--json")
@@ -104,8 +130,10 @@ def kill_program(project: Project, run_id: str, after_step: int | None = None) -
     """SIGKILL the running program (optionally once a snapshot beyond ``after_step`` exists)."""
     catalog = project.catalog()
     if after_step is not None:
-        wait_for(lambda: any(s > after_step for s in committed_steps(project, run_id)),
-                 what=f"a snapshot after step {after_step}")
+        wait_for(
+            lambda: any(s > after_step for s in committed_steps(project, run_id)),
+            what=f"a snapshot after step {after_step}",
+        )
     attempt = wait_for(lambda: _running_or_fail(catalog, run_id), what="a running attempt")
     os.kill(attempt["pid"], signal.SIGKILL)
     return attempt["number"]

@@ -17,7 +17,12 @@ from nodus.store import open_store
 
 def stage(paths=("state", "progress.json"), integration=None) -> ResolvedStage:
     return ResolvedStage(
-        name="main", command=("true",), code="/", env={}, outputs=(), integration=integration,
+        name="main",
+        command=("true",),
+        code="/",
+        env={},
+        outputs=(),
+        integration=integration,
         continuity=ResolvedContinuity("checkpointed", True, tuple(paths)),
         execution=ResolvedExecution(50, False, 1, 3, 10, 5.0, 7),
     )
@@ -26,8 +31,9 @@ def stage(paths=("state", "progress.json"), integration=None) -> ResolvedStage:
 @pytest.fixture
 def setup(tmp_path):
     catalog = Catalog(str(tmp_path / "home"))
-    run_id = catalog.create_run(name="w", workload={}, store="", key=None, lock_name="l",
-                                stage_names=["main"])
+    run_id = catalog.create_run(
+        name="w", workload={}, store="", key=None, lock_name="l", stage_names=["main"]
+    )
     store = open_store("file://" + str(tmp_path / "store"))
     ws = Workspace(str(tmp_path / "attempt"))
     ws.make_private_folders()
@@ -37,8 +43,15 @@ def setup(tmp_path):
 def capturer(setup, **kwargs) -> Capturer:
     catalog, run_id, store, ws = setup
     number = catalog.start_attempt(run_id, "main")
-    return Capturer(store=store, catalog=catalog, run_id=run_id, stage=kwargs.get("stage", stage()),
-                    attempt=number, ws=ws, restored_step=None)
+    return Capturer(
+        store=store,
+        catalog=catalog,
+        run_id=run_id,
+        stage=kwargs.get("stage", stage()),
+        attempt=number,
+        ws=ws,
+        restored_step=None,
+    )
 
 
 def checkpoint(ws: Workspace, step: int) -> None:
@@ -95,8 +108,13 @@ def test_save_records_are_captured_with_their_metrics_and_answer_requests(setup)
     catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=stage(paths=("state",), integration="hf-trainer-v1"))
     checkpoint(ws, 40)
-    record = {"step": 40, "epoch": 1.25, "checkpoint": "checkpoint-40", "requests": [3],
-              "metrics": {"loss": 2.1, "epoch": 1.25}}
+    record = {
+        "step": 40,
+        "epoch": 1.25,
+        "checkpoint": "checkpoint-40",
+        "requests": [3],
+        "metrics": {"loss": 2.1, "epoch": 1.25},
+    }
     with open(ws.private_path("saves", "40.json"), "w") as handle:
         json.dump(record, handle)
     with open(ws.private_path("events", "1.json"), "w") as handle:
@@ -171,7 +189,15 @@ def test_a_restored_attempt_that_saves_nothing_commits_nothing(setup):
     checkpoint(ws, 10)
     first = capturer(setup).capture(10, reason="settled")
     number = catalog.start_attempt(run_id, "main")
-    restored = Capturer(store=store, catalog=catalog, run_id=run_id, stage=stage(),
-                        attempt=number, ws=ws, restored_step=10, restored_snapshot=first)
+    restored = Capturer(
+        store=store,
+        catalog=catalog,
+        run_id=run_id,
+        stage=stage(),
+        attempt=number,
+        ws=ws,
+        restored_step=10,
+        restored_snapshot=first,
+    )
     restored.final_capture()
     assert [m.id for m in store.list(run=run_id)] == [first]

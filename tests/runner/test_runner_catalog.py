@@ -17,8 +17,9 @@ WORKLOAD = {"name": "w", "stages": []}
 
 
 def make_run(catalog: Catalog, key: str | None = None) -> str:
-    return catalog.create_run(name="w", workload=WORKLOAD, store="memory://", key=key,
-                              lock_name="l", stage_names=["main"])
+    return catalog.create_run(
+        name="w", workload=WORKLOAD, store="memory://", key=key, lock_name="l", stage_names=["main"]
+    )
 
 
 def test_new_catalog_is_at_the_current_schema_version_in_wal_mode(tmp_path):
@@ -43,8 +44,9 @@ def test_attempt_numbers_are_never_shared_between_processes(tmp_path):
         "import sys; from nodus.runner.catalog import Catalog; c = Catalog(sys.argv[1]);"
         "[c.start_attempt(sys.argv[2], 'main') for _ in range(25)]"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), run_id])
-             for _ in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(tmp_path), run_id]) for _ in range(4)
+    ]
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
     numbers = [a["number"] for a in Catalog(str(tmp_path)).attempts(run_id, "main")]
     assert numbers == list(range(1, 101))
@@ -66,8 +68,10 @@ def test_processes_opening_a_new_catalog_at_once_all_get_it(tmp_path):
     for index in range(40):
         home = str(tmp_path / f"home-{index}")
         barrier = context.Barrier(4)
-        procs = [context.Process(target=_open_when_released, args=(home, barrier, failures))
-                 for _ in range(4)]
+        procs = [
+            context.Process(target=_open_when_released, args=(home, barrier, failures))
+            for _ in range(4)
+        ]
         for proc in procs:
             proc.start()
         for proc in procs:
@@ -87,8 +91,12 @@ def test_a_catalog_from_a_newer_nodus_is_refused(tmp_path):
 
 def test_a_damaged_catalog_says_how_to_move_it_aside(tmp_path):
     (tmp_path / "nodus.db").write_bytes(b"this is not a database" * 100)
-    proc = subprocess.run([sys.executable, "-m", "nodus", "runs", "list", "--home",
-                           str(tmp_path)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nodus", "runs", "list", "--home", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert "damaged" in proc.stderr and "mv " in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import signal
 
-from polling import wait_for
 from runner_helpers import committed_steps, kill_program, pid_alive, running_attempt
 
 from nodus.testing.counter import expected_value
+from polling import wait_for
 
 STEPS, SAVE_EVERY, SLEEP = 400, 10, 0.01
 

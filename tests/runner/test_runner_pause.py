@@ -22,17 +22,18 @@ from pause_helpers import (
     run_id_of,
     trainer_project,
 )
-from polling import wait_for
 from runner_helpers import committed_steps, running_attempt
 
 from nodus.testing.counter import expected_value
+from polling import wait_for
 
 STEPS = 120
 
 
 def _counter(project, *extra: str, sleep: float = 0.05, save_every: int = 10, body: str = ""):
-    return project.write(steps=STEPS, save_every=save_every, sleep=sleep, extra_args=extra,
-                         body=body)
+    return project.write(
+        steps=STEPS, save_every=save_every, sleep=sleep, extra_args=extra, body=body
+    )
 
 
 def _start_and_train(project, key: str, after_step: int | None = 0, env: dict | None = None):
@@ -41,8 +42,10 @@ def _start_and_train(project, key: str, after_step: int | None = 0, env: dict | 
     run_id = run_id_of(project, key)
     wait_for(lambda: running_attempt(project.catalog(), run_id), what="the program")
     if after_step is not None:
-        wait_for(lambda: any(s > after_step for s in committed_steps(project, run_id)),
-                 what=f"a snapshot after step {after_step}")
+        wait_for(
+            lambda: any(s > after_step for s in committed_steps(project, run_id)),
+            what=f"a snapshot after step {after_step}",
+        )
     return runner, run_id
 
 
@@ -133,8 +136,10 @@ def test_pause_latest_is_refused_before_any_snapshot_and_cancel_ends_the_run(pro
 def _pause_a_stubborn_program(project, key: str, grace_period: int, deadline: str):
     """Start a program that ignores save requests and ask for a pause at a save."""
     (project.root / "stubborn.py").write_text(STUBBORN)
-    project.write(command=[sys.executable, "stubborn.py"],
-                  body=f"[execution]\ngrace_period = {grace_period}\n")
+    project.write(
+        command=[sys.executable, "stubborn.py"],
+        body=f"[execution]\ngrace_period = {grace_period}\n",
+    )
     runner, run_id = _start_and_train(project, key, after_step=0)
     asked = project.nodus("runs", "pause", run_id, "--checkpoint", "save", "--deadline", deadline)
     assert asked.returncode == 0, asked.stderr
@@ -142,8 +147,7 @@ def _pause_a_stubborn_program(project, key: str, grace_period: int, deadline: st
 
 
 def test_cancel_during_a_pending_pause_wins_and_keeps_the_snapshots(project):
-    runner, run_id = _pause_a_stubborn_program(project, "stubborn", grace_period=1,
-                                               deadline="10m")
+    runner, run_id = _pause_a_stubborn_program(project, "stubborn", grace_period=1, deadline="10m")
     wait_for(lambda: phase(project, run_id) == "PAUSING", what="PAUSING")
 
     cancelled = project.nodus("runs", "cancel", run_id)
@@ -173,16 +177,18 @@ def test_past_its_deadline_a_pause_is_timed_out_and_the_program_still_stopped(pr
 
 def test_refusals_name_the_reason_and_a_runnerless_run_can_still_be_cancelled(project):
     _counter(project, sleep=0.1)
-    runner, run_id = _start_and_train(project, "gone", after_step=0,
-                                      env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    runner, run_id = _start_and_train(
+        project, "gone", after_step=0, env={"CUDA_VISIBLE_DEVICES": "0,1"}
+    )
     step = committed_steps(project, run_id)[0]
     os.killpg(runner.pid, signal.SIGKILL)  # the runner dies; its program dies with it
     runner.communicate(timeout=30)
 
     gone = project.nodus("runs", "pause", run_id, "--checkpoint", "save")
     assert gone.returncode == 2 and "its runner is gone" in gone.stderr
-    not_paused = project.nodus("runs", "resume", run_id, "--step", str(step),
-                               env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    not_paused = project.nodus(
+        "runs", "resume", run_id, "--step", str(step), env={"CUDA_VISIBLE_DEVICES": "0,1"}
+    )
     assert not_paused.returncode == 2 and "only to a PAUSED run" in not_paused.stderr
     devices = project.nodus("runs", "resume", run_id, env={"CUDA_VISIBLE_DEVICES": "0"})
     assert devices.returncode == 2
@@ -196,8 +202,12 @@ def test_refusals_name_the_reason_and_a_runnerless_run_can_still_be_cancelled(pr
 
 
 def test_a_resume_after_progress_without_restorable_state_fails_instead_of_restarting(project):
-    _counter(project, save_every=100000, sleep=0.1, body=(
-        '[continuity]\nmode = "checkpointed"\nresume_on_interruption = false\n'))
+    _counter(
+        project,
+        save_every=100000,
+        sleep=0.1,
+        body=('[continuity]\nmode = "checkpointed"\nresume_on_interruption = false\n'),
+    )
     runner, run_id = _start_and_train(project, "nostate", after_step=None)
     os.killpg(runner.pid, signal.SIGKILL)
     runner.communicate(timeout=30)
@@ -219,8 +229,7 @@ FINISHING = STUBBORN.replace(
 
 def test_a_run_that_finishes_during_a_pause_completes(project):
     (project.root / "finishing.py").write_text(FINISHING)
-    project.write(command=[sys.executable, "finishing.py"],
-                  body="[execution]\ngrace_period = 30\n")
+    project.write(command=[sys.executable, "finishing.py"], body="[execution]\ngrace_period = 30\n")
     runner, run_id = _start_and_train(project, "finishing", after_step=0)
     asked = project.nodus("runs", "pause", run_id, "--checkpoint", "save")
     assert asked.returncode == 0, asked.stderr

@@ -13,8 +13,9 @@ import signal
 import sys
 import textwrap
 
-from polling import wait_for
 from runner_helpers import committed_steps, pid_alive, running_attempt
+
+from polling import wait_for
 
 PROGRAM = textwrap.dedent("""
     import json, os, sys, time
@@ -55,11 +56,15 @@ PROGRAM = textwrap.dedent("""
 def test_save_records_requests_and_a_preemption_notice_follow_the_protocol(project):
     (project.root / "train.py").write_text(PROGRAM)
     os.makedirs(project.root / "state")
-    project.write(command=[sys.executable, "train.py"],
-                  body='integration = "auto"\n[execution]\nsave_every = 25\n')
+    project.write(
+        command=[sys.executable, "train.py"],
+        body='integration = "auto"\n[execution]\nsave_every = 25\n',
+    )
     runner = project.start("run", "workload.toml", "--key", "hf")
-    run_id = wait_for(lambda: project.catalog().find_by_key("hf") if project.home.exists()
-                      else None, what="the run").id
+    run_id = wait_for(
+        lambda: project.catalog().find_by_key("hf") if project.home.exists() else None,
+        what="the run",
+    ).id
     wait_for(lambda: committed_steps(project, run_id), what="a first save")
     first = project.store().list(run=run_id, stage="main")[0]
     assert first.step == 25 and first.metrics["loss"] == 1 / 25 and first.epoch == 0.25
@@ -78,9 +83,14 @@ def test_save_records_requests_and_a_preemption_notice_follow_the_protocol(proje
     assert notes[0]["restored_step"] is None
     resumed = project.start("runs", "resume", run_id)
     wait_for(lambda: running_attempt(project.catalog(), run_id), what="the resumed attempt")
-    wait_for(lambda: [e for e in project.get(run_id)["events"]
-                      if e["type"] == "integration_note" and e["attempt"] == 2],
-             what="the resumed program's note")
+    wait_for(
+        lambda: [
+            e
+            for e in project.get(run_id)["events"]
+            if e["type"] == "integration_note" and e["attempt"] == 2
+        ],
+        what="the resumed program's note",
+    )
     note = [e for e in project.get(run_id)["events"] if e["type"] == "integration_note"][-1]
     assert note["restored_step"] == stopped_at
     resumed.send_signal(signal.SIGTERM)

@@ -9,10 +9,10 @@ import sys
 import textwrap
 import time
 
-from polling import wait_for
 from runner_helpers import committed_steps, kill_program, pid_alive, running_attempt
 
 from nodus.testing.counter import expected_value
+from polling import wait_for
 
 STEPS, SAVE_EVERY, SLEEP = 400, 10, 0.01
 
@@ -92,11 +92,16 @@ def test_sigterm_to_the_runner_is_a_preemption_notice_then_resume_finishes(proje
 
 
 def test_restartable_recovery_starts_again_from_the_source_alone(project):
-    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, body=textwrap.dedent("""
+    project.write(
+        steps=STEPS,
+        save_every=SAVE_EVERY,
+        sleep=SLEEP,
+        body=textwrap.dedent("""
         [continuity]
         mode = "restartable"
         resume_on_interruption = true
-    """))
+    """),
+    )
     runner = project.start("run", "workload.toml", "--key", "r")
     run_id = wait_for(lambda: _run_id(project, "r"), what="the run")
     kill_program(project, run_id, after_step=0)
@@ -109,11 +114,16 @@ def test_restartable_recovery_starts_again_from_the_source_alone(project):
 
 
 def test_resume_false_stops_interrupted_and_resumable_by_hand(project):
-    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, body=textwrap.dedent("""
+    project.write(
+        steps=STEPS,
+        save_every=SAVE_EVERY,
+        sleep=SLEEP,
+        body=textwrap.dedent("""
         [continuity]
         mode = "checkpointed"
         resume_on_interruption = false
-    """))
+    """),
+    )
     runner = project.start("run", "workload.toml", "--key", "nr")
     run_id = wait_for(lambda: _run_id(project, "nr"), what="the run")
     kill_program(project, run_id, after_step=0)
@@ -128,7 +138,8 @@ def test_resume_false_stops_interrupted_and_resumable_by_hand(project):
 
 
 def test_files_outside_the_selection_are_gone_after_recovery(project):
-    (project.root / "train.py").write_text(textwrap.dedent("""
+    (project.root / "train.py").write_text(
+        textwrap.dedent("""
         import json, os, sys
         from nodus.testing import counter
         os.makedirs("out", exist_ok=True)
@@ -138,9 +149,20 @@ def test_files_outside_the_selection_are_gone_after_recovery(project):
             json.dump({"stray_seen": os.path.exists("stray.txt")}, seen)
         open("stray.txt", "w").write("scribbled by the program")
         sys.exit(counter.main(sys.argv[1:]))
-    """))
-    project.write(command=[sys.executable, "train.py", "--steps", str(STEPS), "--save-every",
-                           str(SAVE_EVERY), "--sleep", str(SLEEP)])
+    """)
+    )
+    project.write(
+        command=[
+            sys.executable,
+            "train.py",
+            "--steps",
+            str(STEPS),
+            "--save-every",
+            str(SAVE_EVERY),
+            "--sleep",
+            str(SLEEP),
+        ]
+    )
     runner = project.start("run", "workload.toml", "--key", "sel")
     run_id = wait_for(lambda: _run_id(project, "sel"), what="the run")
     kill_program(project, run_id, after_step=0)
@@ -156,13 +178,16 @@ def test_files_outside_the_selection_are_gone_after_recovery(project):
 
 
 def test_max_recoveries_bounds_the_loop_and_names_the_count(project):
-    project.write(steps=100000, save_every=SAVE_EVERY, sleep=SLEEP,
-                  body="[execution]\nmax_recoveries = 1\n")
+    project.write(
+        steps=100000, save_every=SAVE_EVERY, sleep=SLEEP, body="[execution]\nmax_recoveries = 1\n"
+    )
     runner = project.start("run", "workload.toml", "--key", "max")
     run_id = wait_for(lambda: _run_id(project, "max"), what="the run")
     first = kill_program(project, run_id)
-    wait_for(lambda: (running_attempt(project.catalog(), run_id) or {}).get("number", 0) > first,
-             what="the recovered attempt")
+    wait_for(
+        lambda: (running_attempt(project.catalog(), run_id) or {}).get("number", 0) > first,
+        what="the recovered attempt",
+    )
     kill_program(project, run_id)
     runner.communicate(timeout=60)
     assert runner.returncode == 1

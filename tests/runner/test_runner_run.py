@@ -45,8 +45,12 @@ def test_runs_get_json_has_the_documented_shape(project):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)  # stage output went to stderr, stdout is JSON only
     assert {"id", "key", "name", "phase", "exit_status", "stages", "events"} <= set(data)
-    assert (data["key"], data["name"], data["phase"], data["exit_status"]) == \
-        ("shape", "counter", "SUCCEEDED", 0)
+    assert (data["key"], data["name"], data["phase"], data["exit_status"]) == (
+        "shape",
+        "counter",
+        "SUCCEEDED",
+        0,
+    )
     stage = data["stages"][0]
     assert stage["name"] == "main" and stage["phase"] == "SUCCEEDED"
     assert [a["outcome"] for a in stage["attempts"]] == ["succeeded"]
@@ -65,12 +69,15 @@ def test_the_program_gets_its_private_environment_and_integration_settings(proje
     (project.root / "scratch" / "big.bin").write_text("x")
     (project.root / ".git").mkdir()
     (project.root / ".git" / "HEAD").write_text("ref")
-    project.write(command=[sys.executable, "probe.py"], body=textwrap.dedent("""
+    project.write(
+        command=[sys.executable, "probe.py"],
+        body=textwrap.dedent("""
         integration = "hf-trainer-v1"
         env = { GREETING = "hi" }
         [execution]
         save_every = 7
-    """))
+    """),
+    )
     proc = project.nodus("run", "workload.toml", "--key", "env")
     assert proc.returncode == 0, proc.stderr
     run_id = project.get("env")["id"]
@@ -82,8 +89,11 @@ def test_the_program_gets_its_private_environment_and_integration_settings(proje
     assert copy.startswith(str(project.home / "work" / run_id / "main" / "1"))
     assert seen["NODUS_CHECKPOINT_DIR"] == copy + "/state" and seen["state_exists"]
     assert seen["NODUS_CONTROL_DIR"] == copy + "/.nodus"
-    assert (seen["NODUS_RUN_ID"], seen["NODUS_STAGE"], seen["NODUS_ATTEMPT"]) == \
-        (run_id, "main", "1")
+    assert (seen["NODUS_RUN_ID"], seen["NODUS_STAGE"], seen["NODUS_ATTEMPT"]) == (
+        run_id,
+        "main",
+        "1",
+    )
     for private in ("TMPDIR", "HF_HOME", "XDG_CACHE_HOME", "PIP_CACHE_DIR"):
         assert not seen[private].startswith(copy), private  # outside the selection
     assert seen["runtime_exists"] and seen["GREETING"] == "hi"
@@ -129,9 +139,12 @@ def test_unknown_runs_are_refused_with_exit_2(project):
 
 def test_stages_run_in_order_and_see_the_outputs_of_earlier_stages(project):
     write = "import os; os.makedirs('out', exist_ok=True); open('out/data.txt', 'w').write('42')"
-    read = ("import os; os.makedirs('result', exist_ok=True); "
-            "open('result/seen.txt', 'w').write(open('out/data.txt').read())")
-    project.file.write_text(textwrap.dedent(f"""
+    read = (
+        "import os; os.makedirs('result', exist_ok=True); "
+        "open('result/seen.txt', 'w').write(open('out/data.txt').read())"
+    )
+    project.file.write_text(
+        textwrap.dedent(f"""
         name = "two"
         [[stages]]
         name = "prep"
@@ -141,7 +154,8 @@ def test_stages_run_in_order_and_see_the_outputs_of_earlier_stages(project):
         name = "train"
         command = {json.dumps([sys.executable, "-c", read])}
         outputs = ["result"]
-    """))
+    """)
+    )
     proc = project.nodus("run", "workload.toml", "--key", "two")
     assert proc.returncode == 0, proc.stderr
     run = project.get("two")

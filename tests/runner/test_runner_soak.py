@@ -14,23 +14,25 @@ import signal
 import time
 
 import pytest
-from polling import wait_for
 from runner_helpers import pid_alive, running_attempt
 
 from nodus.testing.counter import expected_value
+from polling import wait_for
 
 KILLS, STEPS = 30, 2000
 
 
 @pytest.mark.slow
 def test_random_kills_of_program_and_runner_lose_nothing_committed(project):
-    project.write(steps=STEPS, save_every=5, sleep=0.01,
-                  body="[execution]\nmax_recoveries = 1000\n")
+    project.write(
+        steps=STEPS, save_every=5, sleep=0.01, body="[execution]\nmax_recoveries = 1000\n"
+    )
     rng = random.Random(2026)
     store = project.store()
     runner = project.start("run", "workload.toml", "--key", "soak")
-    run_id = wait_for(lambda: project.home.exists() and project.catalog().find_by_key("soak"),
-                      what="the run").id
+    run_id = wait_for(
+        lambda: project.home.exists() and project.catalog().find_by_key("soak"), what="the run"
+    ).id
     seen: set[str] = set()
     floors: dict[int, int] = {}  # attempt number after a kill -> newest step committed before
     kinds = []
@@ -50,7 +52,8 @@ def test_random_kills_of_program_and_runner_lose_nothing_committed(project):
             kinds.append("runner")
             os.kill(runner.pid, signal.SIGKILL)
             runner.wait(timeout=30)
-            wait_for(lambda: not pid_alive(attempt["pid"]), timeout=10, what="orphan to die")
+            pid = attempt["pid"]
+            wait_for(lambda pid=pid: not pid_alive(pid), timeout=10, what="orphan to die")
             runner = project.start("run", "workload.toml", "--key", "soak")
         assert runner.poll() is None, "the run ended before the soak was over; raise STEPS"
     _, err = runner.communicate(timeout=300)

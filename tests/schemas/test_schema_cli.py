@@ -43,7 +43,11 @@ def nodus(*args: str, cwd=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "NODUS_DEBUG": ""}
     return subprocess.run(
         [sys.executable, "-m", "nodus", *args],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
     )
 
 

@@ -31,9 +31,31 @@ KNOWN_KEYS = sorted(
     }
 )
 WORDS = [
-    "checkpointed", "restartable", "auto", "hf-trainer-v1", "none", "sft", "grpo", "state",
-    ".", "./state", "../x", "/abs", ".nodus", ".nodus/a", "python train.py", "python 'x",
-    "run_a@3", "run_a/train@0", "ckpt_00ff", "main", "m:f", "", "é" * 300, "a\x00b", "NODUS_X",
+    "checkpointed",
+    "restartable",
+    "auto",
+    "hf-trainer-v1",
+    "none",
+    "sft",
+    "grpo",
+    "state",
+    ".",
+    "./state",
+    "../x",
+    "/abs",
+    ".nodus",
+    ".nodus/a",
+    "python train.py",
+    "python 'x",
+    "run_a@3",
+    "run_a/train@0",
+    "ckpt_00ff",
+    "main",
+    "m:f",
+    "",
+    "é" * 300,
+    "a\x00b",
+    "NODUS_X",
 ]
 
 # Generation is kept cheap (hypothesis spends most of its time drawing, not in nodus): small
@@ -110,9 +132,7 @@ plausible = st.fixed_dictionaries(
     optional={
         **sane_fields,
         "stages": st.lists(
-            st.fixed_dictionaries(
-                {"name": st.sampled_from(["a", "b", "c"])}, optional=sane_fields
-            ),
+            st.fixed_dictionaries({"name": st.sampled_from(["a", "b", "c"])}, optional=sane_fields),
             min_size=1,
             max_size=3,
         ),
@@ -158,7 +178,7 @@ def test_python_values_from_the_sdk_never_escape_as_other_errors(folder, documen
 
 
 @settings(max_examples=300, deadline=None)
-@given(text=st.text(alphabet=st.sampled_from(list('[]{}="\'.,\n #a1-_ésx\\\t')), max_size=60))
+@given(text=st.text(alphabet=st.sampled_from(list("[]{}=\"'.,\n #a1-_ésx\\\t")), max_size=60))
 def test_arbitrary_text_is_refused_cleanly(folder, text):
     path = folder / "text.toml"
     path.write_text(text, encoding="utf-8")

@@ -24,7 +24,7 @@ STAGE = '[[stages]]\nname = "s"\n'
         ('name = "w"', "command: give the program to run"),
         ('name = "w"\ncommand = ""', "command: '' — the command is empty"),
         ('name = "w"\ncommand = []', "command: [] — the command is empty"),
-        ('name = "w"\ncommand = "python \'x"', "command: \"python 'x\" — cannot be split"),
+        ('name = "w"\ncommand = "python \'x"', 'command: "python \'x" — cannot be split'),
         ('name = "w"\ncommand = ["python", 3]', "command[1]: 3 — must be a string"),
         ('name = "w"\n' + STAGE, "stages[0].command: every stage needs a command"),
         # continuity
@@ -47,7 +47,8 @@ STAGE = '[[stages]]\nname = "s"\n'
         (BASE + "comand = 1", "comand: unknown key 'comand'; did you mean 'command'?"),
         (
             BASE + "[continuity]\ncheckpoint_path = []",
-            "continuity.checkpoint_path: unknown key 'checkpoint_path'; did you mean 'checkpoint_paths'?",
+            "continuity.checkpoint_path: unknown key 'checkpoint_path'; "
+            "did you mean 'checkpoint_paths'?",
         ),
         (
             BASE + "[execution]\nsave_evry = 1",
@@ -104,7 +105,8 @@ STAGE = '[[stages]]\nname = "s"\n'
         # integration needs checkpointed continuity and the state folder
         (
             BASE + 'integration = "auto"\ncontinuity = "restartable"',
-            "integration: 'auto' — needs checkpointed continuity, but stage 'main' resolves to 'restartable'",
+            "integration: 'auto' — needs checkpointed continuity, "
+            "but stage 'main' resolves to 'restartable'",
         ),
         (
             BASE + 'integration = "hf-trainer-v1"\ncontinuity = { checkpoint_paths = ["ckpts"] }',
@@ -276,7 +278,7 @@ def test_toml_syntax_errors_give_line_and_column(write, content, fragment):
 
 
 def test_unreadable_files_are_refused(tmp_path):
-    (tmp_path / "binary.toml").write_bytes(b"name = \"\xff\"")
+    (tmp_path / "binary.toml").write_bytes(b'name = "\xff"')
     cases = {
         tmp_path / "missing.toml": "no such file",
         tmp_path: "is a folder",

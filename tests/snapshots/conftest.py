@@ -30,8 +30,9 @@ def hf_run(tmp_path_factory) -> RunInfo:
     project = base / "project"
     shutil.copytree(QUICKSTART, project)
     workload = (project / "workload.toml").read_text()
-    workload = workload.replace('command = ["python", "train.py"]',
-                                f"command = {json.dumps([sys.executable, 'train.py'])}")
+    workload = workload.replace(
+        'command = ["python", "train.py"]', f"command = {json.dumps([sys.executable, 'train.py'])}"
+    )
     (project / "workload.toml").write_text(workload)
     home = Home(base / "home")
     proc = home.nodus("run", "workload.toml", "--key", "quick-hf", cwd=project, timeout=600)

@@ -31,15 +31,28 @@ class Home:
         return "file://" + str(self.path / "store")
 
     def env(self, extra: dict | None = None) -> dict:
-        env = dict(os.environ, NODUS_HOME=str(self.path), NODUS_SETTLE_S="0.2",
-                   QUICKSTART_MAX_STEPS=str(HF_STEPS))
+        env = dict(
+            os.environ,
+            NODUS_HOME=str(self.path),
+            NODUS_SETTLE_S="0.2",
+            QUICKSTART_MAX_STEPS=str(HF_STEPS),
+        )
         env.pop("NODUS_STORE", None)
         env.update(extra or {})
         return env
 
-    def nodus(self, *args: str, cwd=None, timeout: float = 300, **popen) -> subprocess.CompletedProcess:
-        return subprocess.run([*NODUS, *args], cwd=cwd, env=self.env(), capture_output=True,
-                              text=True, timeout=timeout, **popen)
+    def nodus(
+        self, *args: str, cwd=None, timeout: float = 300, **popen
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*NODUS, *args],
+            cwd=cwd,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            **popen,
+        )
 
     def json(self, *args: str):
         proc = self.nodus(*args, "--json")
@@ -69,14 +82,22 @@ def accepted_id(home: Home, key: str) -> str:
     return home.catalog().get_run(key).id
 
 
-
 def counter_workload(project: Path, *, resume: bool = True, outputs: bool = True) -> Path:
-    command = [sys.executable, "-m", "nodus.testing.counter", "--steps", str(COUNTER_STEPS),
-               "--save-every", "5", "--sleep", "0.05"]
+    command = [
+        sys.executable,
+        "-m",
+        "nodus.testing.counter",
+        "--steps",
+        str(COUNTER_STEPS),
+        "--save-every",
+        "5",
+        "--sleep",
+        "0.05",
+    ]
     text = f'name = "counter"\ncommand = {json.dumps(command)}\n'
     if outputs:
         text += 'outputs = ["out"]\n'
-    text += f"[continuity]\nmode = \"checkpointed\"\nresume_on_interruption = {str(resume).lower()}\n"
+    text += f'[continuity]\nmode = "checkpointed"\nresume_on_interruption = {str(resume).lower()}\n'
     project.mkdir(parents=True, exist_ok=True)
     path = project / "workload.toml"
     path.write_text(text)
@@ -85,13 +106,21 @@ def counter_workload(project: Path, *, resume: bool = True, outputs: bool = True
 
 def run_with_one_kill(home: Home, project: Path, key: str) -> RunInfo:
     """`nodus run` the counter and SIGKILL its program once a snapshot past step 10 exists."""
-    runner = subprocess.Popen([*NODUS, "run", "workload.toml", "--key", key], cwd=project,
-                              env=home.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, start_new_session=True)
+    runner = subprocess.Popen(
+        [*NODUS, "run", "workload.toml", "--key", key],
+        cwd=project,
+        env=home.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         run_id = wait_for(lambda: _run_id_or_none(home, key), what="the run to be accepted")
-        wait_for(lambda: any((m.step or 0) > 10 for m in home.store().list(run=run_id)),
-                 what="a snapshot past step 10")
+        wait_for(
+            lambda: any((m.step or 0) > 10 for m in home.store().list(run=run_id)),
+            what="a snapshot past step 10",
+        )
         attempt = wait_for(lambda: _running_attempt(home, run_id), what="a running attempt")
         os.kill(attempt["pid"], signal.SIGKILL)
         runner.communicate(timeout=300)
@@ -100,7 +129,6 @@ def run_with_one_kill(home: Home, project: Path, key: str) -> RunInfo:
             runner.kill()
             runner.communicate()
     return RunInfo(home, run_id, key, project)
-
 
 
 def _run_id_or_none(home: Home, key: str) -> str | None:

@@ -19,11 +19,19 @@ def test_pin_is_kept_in_the_store_and_shown_by_list_and_get(hf_run, store_copy):
     assert first.returncode == 0 and "pinned" in first.stderr
     again = hf_run.home.nodus("snapshots", "pin", ref, "--store", store_copy)
     assert again.returncode == 0 and "already pinned" in again.stderr
-    rows = json.loads(hf_run.home.nodus("runs", "snapshots", hf_run.run_id, "--store", store_copy,
-                                        "--json").stdout)
+    rows = json.loads(
+        hf_run.home.nodus(
+            "runs", "snapshots", hf_run.run_id, "--store", store_copy, "--json"
+        ).stdout
+    )
     assert [row["pinned"] for row in rows] == [True, False, False]
-    assert rows[0]["holds"] == [{"type": "pin", "kinds": ["weights", "state", "files"],
-                                 "detail": rows[0]["holds"][0]["detail"]}]
+    assert rows[0]["holds"] == [
+        {
+            "type": "pin",
+            "kinds": ["weights", "state", "files"],
+            "detail": rows[0]["holds"][0]["detail"],
+        }
+    ]
     # The shared store was not touched: holds live in the store the snapshot lives in.
     assert _holds(hf_run, hf_run.home.store_url, ref) == []
 
@@ -34,8 +42,11 @@ def test_release_drops_the_pin_and_the_epoch_hold(hf_run, store_copy):
     assert _holds(hf_run, store_copy, ref) == ["pin", "epoch"]
     proc = hf_run.home.nodus("snapshots", "release", ref, "--store", store_copy, "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == {"id": json.loads(proc.stdout)["id"], "pinned": False,
-                                       "holds": []}
+    assert json.loads(proc.stdout) == {
+        "id": json.loads(proc.stdout)["id"],
+        "pinned": False,
+        "holds": [],
+    }
     assert _holds(hf_run, store_copy, ref) == []
     again = hf_run.home.nodus("snapshots", "release", ref, "--store", store_copy)
     assert again.returncode == 0 and "no pin or epoch hold" in again.stderr

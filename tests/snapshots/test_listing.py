@@ -26,8 +26,16 @@ def test_runs_snapshots_table_shows_the_columns(hf_run):
     proc = hf_run.home.nodus("runs", "snapshots", "quick-hf")  # by key
     assert proc.returncode == 0, proc.stderr
     header, *lines = proc.stdout.splitlines()
-    assert header.split() == ["ID", "STEP", "EPOCH", "ATTEMPT", "KINDS", "METRICS", "PINNED",
-                              "MODEL"]
+    assert header.split() == [
+        "ID",
+        "STEP",
+        "EPOCH",
+        "ATTEMPT",
+        "KINDS",
+        "METRICS",
+        "PINNED",
+        "MODEL",
+    ]
     assert len(lines) == 3 and "loss=" in lines[0] and "weights" in lines[0]
     assert lines[-1].rstrip().endswith("yes") and lines[0].rstrip().endswith("-")
 
@@ -56,8 +64,13 @@ def test_unknown_stage_and_unknown_run_are_refused(hf_run):
 def test_every_reference_form_names_the_same_snapshot(hf_run):
     rows = hf_run.home.json("runs", "snapshots", hf_run.run_id)
     wanted = rows[1]["id"]
-    for ref in (wanted, f"{hf_run.run_id}@12", f"{hf_run.run_id}/main@12", "quick-hf@12",
-                "quick-hf/main@12"):
+    for ref in (
+        wanted,
+        f"{hf_run.run_id}@12",
+        f"{hf_run.run_id}/main@12",
+        "quick-hf@12",
+        "quick-hf/main@12",
+    ):
         assert hf_run.home.json("snapshots", "get", ref)["id"] == wanted, ref
 
 
@@ -68,8 +81,7 @@ def test_get_shows_bytes_per_kind_files_verified_hashes_and_the_epoch_hold(hf_ru
     assert {"model.safetensors", "optimizer.pt", "trainer_state.json", "tokenizer.json"} <= names
     assert all(f["verified"] is True and len(f["hash"]) == 32 for f in data["files"])
     assert data["bytes_by_kind"] == {
-        kind: sum(f["size"] for f in data["files"] if f["kind"] == kind)
-        for kind in data["kinds"]
+        kind: sum(f["size"] for f in data["files"] if f["kind"] == kind) for kind in data["kinds"]
     }
     # The quick start saves each epoch: step 12 ends epoch 0, so its weights are held.
     assert [hold["type"] for hold in data["holds"]] == ["epoch"]
@@ -80,7 +92,7 @@ def test_get_shows_bytes_per_kind_files_verified_hashes_and_the_epoch_hold(hf_ru
 def test_a_damaged_blob_shows_in_get_and_stops_a_download(hf_run, store_copy, tmp_path):
     snapshot = hf_run.home.json("snapshots", "get", f"{hf_run.run_id}@14")
     weights = next(f for f in snapshot["files"] if f["path"].endswith("model.safetensors"))
-    blob = Path(store_copy[len("file://"):]) / "blobs" / weights["hash"][:2] / weights["hash"]
+    blob = Path(store_copy[len("file://") :]) / "blobs" / weights["hash"][:2] / weights["hash"]
     blob.chmod(0o644)
     blob.write_bytes(b"not the weights")
     proc = hf_run.home.nodus("snapshots", "get", snapshot["id"], "--store", store_copy, "--json")
@@ -92,8 +104,9 @@ def test_a_damaged_blob_shows_in_get_and_stops_a_download(hf_run, store_copy, tm
     text = hf_run.home.nodus("snapshots", "get", snapshot["id"], "--store", store_copy)
     assert text.returncode == 1 and "DAMAGED" in text.stdout
     target = tmp_path / "model"
-    proc = hf_run.home.nodus("snapshots", "download", snapshot["id"], "--store", store_copy,
-                             "--to", str(target))
+    proc = hf_run.home.nodus(
+        "snapshots", "download", snapshot["id"], "--store", store_copy, "--to", str(target)
+    )
     assert proc.returncode == 1 and "do not match" in proc.stderr
     assert list(target.iterdir()) == []  # nothing half-written is left behind
 

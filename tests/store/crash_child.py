@@ -52,8 +52,11 @@ def main() -> None:
     step = first
     while True:
         save(live, step)
-        store.capture(live, ["state"], info=SnapshotInfo(run="run_crash", stage="main",
-                                                         attempt=first, step=step))
+        store.capture(
+            live,
+            ["state"],
+            info=SnapshotInfo(run="run_crash", stage="main", attempt=first, step=step),
+        )
         print("committed", step, flush=True)
         step += 1
 

@@ -184,11 +184,16 @@ def test_symlinks_are_kept_inside_the_selection_and_refused_outside(store, tmp_p
     os.symlink(str(live / "state/ckpt-1/w.bin"), live / "state/abs")  # absolute
     os.symlink("../.nodus/c.json", live / "state/private")  # into the private folder
     events = []
-    made = store.capture(str(live), ["state"], info=INFO, on_event=lambda t, d: events.append((t, d["path"])))
+    made = store.capture(
+        str(live), ["state"], info=INFO, on_event=lambda t, d: events.append((t, d["path"]))
+    )
     assert sorted((f.path, f.target) for f in made.files) == [
-        ("state/ckpt-1/w.bin", None), ("state/latest", "ckpt-1")]
-    assert sorted(events) == [("capture_symlink_refused", p)
-                              for p in ("state/abs", "state/private", "state/up")]
+        ("state/ckpt-1/w.bin", None),
+        ("state/latest", "ckpt-1"),
+    ]
+    assert sorted(events) == [
+        ("capture_symlink_refused", p) for p in ("state/abs", "state/private", "state/up")
+    ]
     store.restore(made.id, str(tmp_path / "r"))
     assert (tmp_path / "r/state/latest/w.bin").read_bytes() == b"w"
 

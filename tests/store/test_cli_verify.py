@@ -13,18 +13,25 @@ from .trees import write_tree
 
 
 def run_nodus(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nodus", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "nodus", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def _store_with_two_snapshots(nodus_home, tmp_path):
     store = open_store(str(nodus_home / "store"))  # the default store of this $NODUS_HOME
     write_tree(tmp_path / "live", {"state/optimizer.pt": os.urandom(3000)})
-    first = store.capture(str(tmp_path / "live"), ["state"],
-                          info=SnapshotInfo(run="r", stage="main", attempt=1, step=1))
+    first = store.capture(
+        str(tmp_path / "live"),
+        ["state"],
+        info=SnapshotInfo(run="r", stage="main", attempt=1, step=1),
+    )
     write_tree(tmp_path / "live", {"state/optimizer.pt": os.urandom(3000)})
-    second = store.capture(str(tmp_path / "live"), ["state"],
-                           info=SnapshotInfo(run="r", stage="main", attempt=1, step=2))
+    second = store.capture(
+        str(tmp_path / "live"),
+        ["state"],
+        info=SnapshotInfo(run="r", stage="main", attempt=1, step=2),
+    )
     return store, first, second
 
 
@@ -33,7 +40,12 @@ def test_verify_reports_a_sound_store(nodus_home, tmp_path):
     proc = run_nodus("store", "verify", "--json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert (report["sound"], report["snapshots"], report["files"], report["blobs"]) == (True, 2, 2, 2)
+    assert (report["sound"], report["snapshots"], report["files"], report["blobs"]) == (
+        True,
+        2,
+        2,
+        2,
+    )
 
 
 def test_verify_finds_damage_and_repair_sets_it_aside(nodus_home, tmp_path):

@@ -1,4 +1,4 @@
-"""The same store behaviour on every backend: file://, memory:// and S3 (moto server on loopback)."""
+"""The same store behaviour on every backend: file://, memory:// and S3 (moto on loopback)."""
 
 from __future__ import annotations
 
@@ -41,15 +41,22 @@ def test_capture_restores_exactly_what_was_captured(store, live, tmp_path):
     assert made.id.startswith("ckpt_")
     (got,) = store.list()
     assert (got.id, got.run, got.stage, got.step, got.epoch, got.metrics) == (
-        made.id, "run_a", "train", 10, 0.5, metrics,
+        made.id,
+        "run_a",
+        "train",
+        10,
+        0.5,
+        metrics,
     )
     assert got.bytes_by_kind == {"weights": 20_000 + 13, "state": 9_300, "files": 20}
     assert got.kinds == ("weights", "state", "files")
 
     target = tmp_path / "restored"
     store.restore(made.id, str(target))
-    expected = {**{k: v.encode() if isinstance(v, str) else v for k, v in CHECKPOINT.items()},
-                "state/latest": "-> checkpoint-10"}
+    expected = {
+        **{k: v.encode() if isinstance(v, str) else v for k, v in CHECKPOINT.items()},
+        "state/latest": "-> checkpoint-10",
+    }
     assert read_tree(target) == expected
     assert os.stat(target / "state/checkpoint-10/notes.txt").st_mode & 0o777 == 0o600
     assert store.check(made.id) == []
@@ -78,8 +85,17 @@ def test_list_is_committed_only_oldest_first_and_filtered(store, live):
 
 
 def test_selection_is_literal_and_dot_leaves_out_private_folder(store, live, tmp_path):
-    write_tree(live, {"state/s.bin": "s", "out/model/w.bin": "w", ".nodus/control.json": "{}",
-                      ".git/HEAD": "ref", "train.py": "print()", "debug.log": "noise"})
+    write_tree(
+        live,
+        {
+            "state/s.bin": "s",
+            "out/model/w.bin": "w",
+            ".nodus/control.json": "{}",
+            ".git/HEAD": "ref",
+            "train.py": "print()",
+            "debug.log": "noise",
+        },
+    )
     picked = store.capture(str(live), ["state", "missing", "out/model"], info=info(1))
     assert sorted(f.path for f in picked.files) == ["out/model/w.bin", "state/s.bin"]
 
@@ -210,7 +226,9 @@ def test_blob_gc_during_a_capture_is_deferred_and_the_capture_commits(store, liv
     write_tree(live, {"state/a.bin": os.urandom(5000)})
     reports = []
     made = store.capture(
-        str(live), ["state"], info=info(1),
+        str(live),
+        ["state"],
+        info=info(1),
         guard=lambda: reports.append(open_store(store.url).gc_blobs(grace_s=0)),
     )
     assert reports[0].deferred and reports[0].deleted_blobs == 0

@@ -35,7 +35,8 @@ def test_sigkill_during_capture_never_leaves_a_broken_committed_snapshot(tmp_pat
     for iteration in range(ITERATIONS):
         child = subprocess.Popen(
             [sys.executable, str(CHILD), store_url, str(live), str(iteration * 1000)],
-            stdout=subprocess.PIPE, env=env,
+            stdout=subprocess.PIPE,
+            env=env,
         )
         assert child.stdout.readline() == b"ready\n"
         # One commit first, so every iteration has a snapshot to lose; then the kill lands

@@ -28,7 +28,8 @@ def _copy(tmp_path, side: str, data: bytes, chunk: int = CHUNK):
         digest, count = COPIES[side](src.fileno(), dst.fileno(), chunk)
         positions = (src.tell(), dst.tell())
         direct_left_on = any(
-            fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT for fd in (src.fileno(), dst.fileno()))
+            fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT for fd in (src.fileno(), dst.fileno())
+        )
     return digest, count, sink.read_bytes(), positions, direct_left_on
 
 
@@ -36,8 +37,15 @@ def _copy(tmp_path, side: str, data: bytes, chunk: int = CHUNK):
 @pytest.mark.parametrize(
     "size",
     [0, 1, 4095, 4096, CHUNK, CHUNK + 1, 7 * CHUNK + 123],
-    ids=["empty", "one-byte", "under-a-block", "one-block", "one-chunk", "chunk-plus-one",
-         "many-chunks-and-a-tail"],
+    ids=[
+        "empty",
+        "one-byte",
+        "under-a-block",
+        "one-block",
+        "one-chunk",
+        "chunk-plus-one",
+        "many-chunks-and-a-tail",
+    ],
 )
 def test_a_direct_copy_is_byte_exact_and_hashes_what_it_wrote(tmp_path, side, size):
     data = os.urandom(size)
@@ -84,8 +92,11 @@ def direct_for_small_files(monkeypatch):
     return used
 
 
-FILES = {"state/model.safetensors": os.urandom(5 * CHUNK + 77),
-         "state/optimizer.pt": os.urandom(3 * CHUNK), "state/small.json": b"{}"}
+FILES = {
+    "state/model.safetensors": os.urandom(5 * CHUNK + 77),
+    "state/optimizer.pt": os.urandom(3 * CHUNK),
+    "state/small.json": b"{}",
+}
 
 
 def _capture_and_restore(tmp_path):
@@ -107,13 +118,17 @@ def test_large_files_stored_and_restored_directly_are_byte_exact(tmp_path, direc
         assert (tmp_path / "r" / rel).read_bytes() == data
     report = store.verify()
     assert report.sound and report.files == 3
-    blob = store.backend.path(keys.blob_key(xxhash.xxh3_128(FILES["state/optimizer.pt"]).hexdigest()))
+    blob = store.backend.path(
+        keys.blob_key(xxhash.xxh3_128(FILES["state/optimizer.pt"]).hexdigest())
+    )
     assert os.path.getsize(blob) == 3 * CHUNK
 
 
 def test_a_damaged_blob_read_directly_is_refused(tmp_path, direct_for_small_files):
     store = _capture_and_restore(tmp_path)
-    blob = store.backend.path(keys.blob_key(xxhash.xxh3_128(FILES["state/optimizer.pt"]).hexdigest()))
+    blob = store.backend.path(
+        keys.blob_key(xxhash.xxh3_128(FILES["state/optimizer.pt"]).hexdigest())
+    )
     os.chmod(blob, 0o600)
     with open(blob, "r+b") as handle:
         handle.seek(2 * CHUNK + 5)

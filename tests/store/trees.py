@@ -21,5 +21,7 @@ def read_tree(root: Path) -> dict[str, bytes | str]:
         for name in names + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
             full = os.path.join(folder, name)
             rel = os.path.relpath(full, root).replace(os.sep, "/")
-            out[rel] = f"-> {os.readlink(full)}" if os.path.islink(full) else Path(full).read_bytes()
+            out[rel] = (
+                f"-> {os.readlink(full)}" if os.path.islink(full) else Path(full).read_bytes()
+            )
     return out

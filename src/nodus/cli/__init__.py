@@ -15,7 +15,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from nodus.errors import NodusError
 

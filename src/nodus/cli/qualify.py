@@ -38,14 +38,27 @@ def handle(args) -> int:
         print(f"qualifying {describe(versions)}", file=sys.stderr)
     result = qualify(home, say=say)
     if args.json:
-        print(json.dumps({"passed": result.passed, "versions": versions,
-                          "reference": result.reference, "resumed": result.resumed,
-                          "resumed_from": result.resumed_from, "problems": result.problems,
-                          "record": result.record}, indent=2, sort_keys=True))
+        print(
+            json.dumps(
+                {
+                    "passed": result.passed,
+                    "versions": versions,
+                    "reference": result.reference,
+                    "resumed": result.resumed,
+                    "resumed_from": result.resumed_from,
+                    "problems": result.problems,
+                    "record": result.record,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
     elif result.passed:
-        print(f"qualified: {describe(versions)} (resumed from steps "
-              f"{', '.join(map(str, result.resumed_from))}; weights bit-identical); "
-              f"recorded in {result.record}")
+        print(
+            f"qualified: {describe(versions)} (resumed from steps "
+            f"{', '.join(map(str, result.resumed_from))}; weights bit-identical); "
+            f"recorded in {result.record}"
+        )
     else:
         print(f"not qualified: {describe(versions)}", file=sys.stderr)
         for problem in result.problems:

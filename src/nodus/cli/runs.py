@@ -19,7 +19,9 @@ from typing import Any
 
 def register(commands, groups, common) -> None:
     run = commands.add_parser(
-        "run", parents=[common], help="run a workload file under supervision",
+        "run",
+        parents=[common],
+        help="run a workload file under supervision",
         description="Accept a workload file as a run and drive it: stages, snapshots, recovery.",
     )
     run.add_argument("file", help="the workload file (TOML)")
@@ -34,22 +36,32 @@ def register(commands, groups, common) -> None:
     )
     _parser(runs, "get", "one run: stages, attempts, events", common, _get)
     wait = _parser(runs, "wait", "wait until a run stops (waits through RECOVERING)", common, _wait)
-    wait.add_argument("--exit-status", action="store_true",
-                      help="exit with the run's status (0, 1, 3, 4) instead of 0")
+    wait.add_argument(
+        "--exit-status",
+        action="store_true",
+        help="exit with the run's status (0, 1, 3, 4) instead of 0",
+    )
     _parser(runs, "cancel", "cancel a run (its program is stopped)", common, _cancel)
-    pause = _parser(runs, "pause", "pause a run: save (or keep the newest snapshot) and stop",
-                    common, _pause)
-    pause.add_argument("--checkpoint", required=True, choices=("save", "latest"),
-                       help="save: save at the next optimizer boundary, then stop; latest: "
-                       "stop now, a resume repeats the updates after the newest snapshot")
-    pause.add_argument("--deadline", help="mark the pause timed out after this long "
-                       "(30s, 10m, 1h; default 10m)")
+    pause = _parser(
+        runs, "pause", "pause a run: save (or keep the newest snapshot) and stop", common, _pause
+    )
+    pause.add_argument(
+        "--checkpoint",
+        required=True,
+        choices=("save", "latest"),
+        help="save: save at the next optimizer boundary, then stop; latest: "
+        "stop now, a resume repeats the updates after the newest snapshot",
+    )
+    pause.add_argument(
+        "--deadline", help="mark the pause timed out after this long (30s, 10m, 1h; default 10m)"
+    )
     logs = _parser(runs, "logs", "the program output of a run, per attempt", common, _logs)
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until it stops")
     logs.add_argument("--stage", help="only this stage")
     logs.add_argument("--attempt", type=int, help="only this attempt number")
-    resume = _parser(runs, "resume", "resume an interrupted, paused or runner-less run",
-                     common, _resume)
+    resume = _parser(
+        runs, "resume", "resume an interrupted, paused or runner-less run", common, _resume
+    )
     resume.add_argument("--step", type=int, help="restore the snapshot of this step")
     resume.add_argument("--detach", action="store_true", help="run in the background")
 
@@ -88,8 +100,15 @@ def _run(args) -> int:
 
     home = _home(args)
     terminal = sys.stderr if args.json else sys.stdout
-    started = run_file(home, defaults.store_url(args.store, args.home), args.file,
-                       key=args.key, detach=args.detach, terminal=terminal, say=_say)
+    started = run_file(
+        home,
+        defaults.store_url(args.store, args.home),
+        args.file,
+        key=args.key,
+        detach=args.detach,
+        terminal=terminal,
+        say=_say,
+    )
     return _report_started(args, started)
 
 
@@ -97,8 +116,9 @@ def _resume(args) -> int:
     from nodus.runner.service import resume_run
 
     terminal = sys.stderr if args.json else sys.stdout
-    started = resume_run(_home(args), args.run, step=args.step, detach=args.detach,
-                         terminal=terminal, say=_say)
+    started = resume_run(
+        _home(args), args.run, step=args.step, detach=args.detach, terminal=terminal, say=_say
+    )
     return _report_started(args, started)
 
 
@@ -121,8 +141,9 @@ def _list(args) -> int:
         print(json.dumps([_run_summary(run) for run in runs], indent=2))
         return 0
     rows = [("ID", "KEY", "NAME", "PHASE", "EXIT", "CREATED")]
-    rows += [(r.id, r.key or "-", r.name, r.phase, _text(r.exit_status), r.created_at)
-             for r in runs]
+    rows += [
+        (r.id, r.key or "-", r.name, r.phase, _text(r.exit_status), r.created_at) for r in runs
+    ]
     _table(rows)
     return 0
 
@@ -134,20 +155,29 @@ def _get(args) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    print(f"{run.id}  {run.name}  {run.phase}  exit {_text(run.exit_status)}"
-          + (f"  key {run.key}" if run.key else ""))
+    print(
+        f"{run.id}  {run.name}  {run.phase}  exit {_text(run.exit_status)}"
+        + (f"  key {run.key}" if run.key else "")
+    )
     if run.message:
         print(f"  {run.message}")
     if data["pause"]:
         print(_pause_line(data["pause"]))
     for stage in data["stages"]:
-        print(f"stage {stage['name']}: {stage['phase']}, {len(stage['attempts'])} attempt(s), "
-              f"{stage['recoveries']} recovery(ies)")
+        print(
+            f"stage {stage['name']}: {stage['phase']}, {len(stage['attempts'])} attempt(s), "
+            f"{stage['recoveries']} recovery(ies)"
+        )
         for attempt in stage["attempts"]:
-            restored = f" from step {attempt['restored_step']}" \
-                if attempt["restored_step"] is not None else ""
-            print(f"  attempt {attempt['number']}{restored}: {attempt['outcome'] or 'running'}"
-                  f" ({attempt['detail'] or '-'})")
+            restored = (
+                f" from step {attempt['restored_step']}"
+                if attempt["restored_step"] is not None
+                else ""
+            )
+            print(
+                f"  attempt {attempt['number']}{restored}: {attempt['outcome'] or 'running'}"
+                f" ({attempt['detail'] or '-'})"
+            )
     print("events:")
     for event in data["events"]:
         extra = {k: v for k, v in event.items() if k not in ("type", "at", "stage", "attempt")}
@@ -158,56 +188,103 @@ def _get(args) -> int:
 def run_json(catalog, run) -> dict[str, Any]:
     """The stable ``runs get --json`` shape."""
     data = _run_summary(run)
-    data.update(message=run.message, store=run.store, updated_at=run.updated_at,
-                finished_at=run.finished_at,
-                runner={"pid": run.runner_pid, "host": run.runner_host},
-                pause=pause_json(catalog.latest_pause(run.id)))
+    data.update(
+        message=run.message,
+        store=run.store,
+        updated_at=run.updated_at,
+        finished_at=run.finished_at,
+        runner={"pid": run.runner_pid, "host": run.runner_host},
+        pause=pause_json(catalog.latest_pause(run.id)),
+    )
     data["stages"] = [
-        {"name": s["name"], "phase": s["phase"], "recoveries": s["recoveries"],
-         "source_snapshot": s["source_snapshot"],
-         "attempts": [_attempt_json(a) for a in s["attempts"]]}
+        {
+            "name": s["name"],
+            "phase": s["phase"],
+            "recoveries": s["recoveries"],
+            "source_snapshot": s["source_snapshot"],
+            "attempts": [_attempt_json(a) for a in s["attempts"]],
+        }
         for s in run.stages
     ]
     data["events"] = [
-        {**event["details"], "type": event["type"], "at": event["at"], "stage": event["stage"],
-         "attempt": event["attempt"]}
+        {
+            **event["details"],
+            "type": event["type"],
+            "at": event["at"],
+            "stage": event["stage"],
+            "attempt": event["attempt"],
+        }
         for event in catalog.events(run.id)
     ]
     return data
 
 
 def _run_summary(run) -> dict[str, Any]:
-    return {"id": run.id, "key": run.key, "name": run.name, "phase": run.phase,
-            "exit_status": run.exit_status, "created_at": run.created_at}
+    return {
+        "id": run.id,
+        "key": run.key,
+        "name": run.name,
+        "phase": run.phase,
+        "exit_status": run.exit_status,
+        "created_at": run.created_at,
+    }
 
 
 def pause_json(pause: dict | None) -> dict[str, Any] | None:
     """The ``pause`` object of ``runs get --json``: the run's newest pause, or null."""
     if pause is None:
         return None
-    keys = ("policy", "state", "requested_at", "accepted_at", "deadline", "timed_out",
-            "failure", "resources_released", "ended_at")
+    keys = (
+        "policy",
+        "state",
+        "requested_at",
+        "accepted_at",
+        "deadline",
+        "timed_out",
+        "failure",
+        "resources_released",
+        "ended_at",
+    )
     data = {key: pause[key] for key in keys}
-    data["save"] = {"bytes": pause["save_bytes"], "snapshot": pause["snapshot"],
-                    "step": pause["step"]}
+    data["save"] = {
+        "bytes": pause["save_bytes"],
+        "snapshot": pause["snapshot"],
+        "step": pause["step"],
+    }
     return data
 
 
 def _pause_line(pause: dict) -> str:
     save = pause["save"]
-    acknowledged = f", snapshot {save['snapshot']} at step {save['step']}" \
-        if save["snapshot"] else ""
-    flags = "".join([", timed out" if pause["timed_out"] else "",
-                     ", resources released" if pause["resources_released"] else "",
-                     f", failure: {pause['failure']}" if pause["failure"] else ""])
-    return (f"pause --checkpoint {pause['policy']}: {pause['state']} (requested "
-            f"{pause['requested_at']}, deadline {pause['deadline']}, {save['bytes']} bytes"
-            f"{acknowledged}{flags})")
+    acknowledged = (
+        f", snapshot {save['snapshot']} at step {save['step']}" if save["snapshot"] else ""
+    )
+    flags = "".join(
+        [
+            ", timed out" if pause["timed_out"] else "",
+            ", resources released" if pause["resources_released"] else "",
+            f", failure: {pause['failure']}" if pause["failure"] else "",
+        ]
+    )
+    return (
+        f"pause --checkpoint {pause['policy']}: {pause['state']} (requested "
+        f"{pause['requested_at']}, deadline {pause['deadline']}, {save['bytes']} bytes"
+        f"{acknowledged}{flags})"
+    )
 
 
 def _attempt_json(attempt: dict) -> dict[str, Any]:
-    keys = ("number", "outcome", "detail", "restored_snapshot", "restored_step", "devices",
-            "started_at", "ended_at", "log_path")
+    keys = (
+        "number",
+        "outcome",
+        "detail",
+        "restored_snapshot",
+        "restored_step",
+        "devices",
+        "started_at",
+        "ended_at",
+        "log_path",
+    )
     return {key: attempt[key] for key in keys}
 
 
@@ -222,8 +299,9 @@ def _wait(args) -> int:
     while not run.finished:
         if _runner_gone(args, run):
             hint = f"nodus run FILE --key {run.key}" if run.key else f"nodus runs resume {run.id}"
-            raise PausedError(f"{run.id} is {run.phase} but its runner is gone; `{hint}` "
-                              "recovers it")
+            raise PausedError(
+                f"{run.id} is {run.phase} but its runner is gone; `{hint}` recovers it"
+            )
         time.sleep(_poll())
         run = catalog.get_run(run.id)
     if args.json:
@@ -285,8 +363,12 @@ def _cancel_open_pause(catalog, run_id: str) -> None:
 
     pause = catalog.latest_pause(run_id)
     if pause is not None and pause["state"] in ("requested", "pausing"):
-        catalog.update_pause(pause["id"], state="cancelled", ended_at=now(),
-                             failure="cancelled before the pause completed")
+        catalog.update_pause(
+            pause["id"],
+            state="cancelled",
+            ended_at=now(),
+            failure="cancelled before the pause completed",
+        )
 
 
 def _pause(args) -> int:
@@ -300,11 +382,16 @@ def _pause(args) -> int:
     if args.json:
         print(json.dumps(pause_json(pause), indent=2))
         return 0
-    taken = "accepted by its runner" if pause["state"] != "requested" else \
-        "recorded; its runner takes it up at its next look"
-    print(f"pause of {pause['run_id']} (--checkpoint {pause['policy']}, deadline "
-          f"{pause['deadline']}) {taken}; saving and release continue in the background: "
-          f"`nodus runs wait {pause['run_id']}` follows it")
+    taken = (
+        "accepted by its runner"
+        if pause["state"] != "requested"
+        else "recorded; its runner takes it up at its next look"
+    )
+    print(
+        f"pause of {pause['run_id']} (--checkpoint {pause['policy']}, deadline "
+        f"{pause['deadline']}) {taken}; saving and release continue in the background: "
+        f"`nodus runs wait {pause['run_id']}` follows it"
+    )
     return 0
 
 

@@ -25,21 +25,35 @@ def register(commands, groups, common: argparse.ArgumentParser) -> None:
 def _register_snapshots(group, common) -> None:
     get = _add(group, "get", "one snapshot: bytes per kind, files, hashes, holds", common, _get)
     get.add_argument("ref", metavar="SNAPSHOT", help=_REF_HELP)
-    get.add_argument("--no-verify", action="store_true",
-                     help="do not read the files to check their hashes (quicker for big ones)")
+    get.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="do not read the files to check their hashes (quicker for big ones)",
+    )
     get.add_argument("--json", action="store_true", help="machine-readable output")
 
-    download = _add(group, "download", "download a snapshot's model, resumable state or "
-                    "adapter into a folder (verified)", common, _download)
+    download = _add(
+        group,
+        "download",
+        "download a snapshot's model, resumable state or adapter into a folder (verified)",
+        common,
+        _download,
+    )
     download.add_argument("ref", metavar="SNAPSHOT", help=_REF_HELP)
     download.add_argument("--to", required=True, metavar="DIR", help="a new or empty folder")
-    download.add_argument("--artifact", default="model", choices=("model", "resumable", "adapter"),
-                          help="model (default): weights, config, tokenizer; resumable: the "
-                          "whole checkpoint; adapter: the LoRA adapter files")
+    download.add_argument(
+        "--artifact",
+        default="model",
+        choices=("model", "resumable", "adapter"),
+        help="model (default): weights, config, tokenizer; resumable: the "
+        "whole checkpoint; adapter: the LoRA adapter files",
+    )
     download.add_argument("--json", action="store_true", help="print what was written as JSON")
 
-    for name, text in (("pin", "keep a snapshot's kinds from retention"),
-                       ("release", "drop a snapshot's pin and epoch hold")):
+    for name, text in (
+        ("pin", "keep a snapshot's kinds from retention"),
+        ("release", "drop a snapshot's pin and epoch hold"),
+    ):
         parser = _add(group, name, text, common, _pin if name == "pin" else _release)
         parser.add_argument("ref", metavar="SNAPSHOT", help=_REF_HELP)
         parser.add_argument("--json", action="store_true", help="print the holds as JSON")
@@ -49,9 +63,11 @@ def _register_runs(group, common) -> None:
     listing = _add(group, "snapshots", "a run's committed snapshots", common, _list)
     listing.add_argument("run", help="run id (run_…) or key")
     listing.add_argument("--stage", help="only this stage")
-    listing.add_argument("--sort", metavar="METRIC",
-                         help="sort by a logged metric (loss, reward, …) or step, epoch, attempt; "
-                         "smallest first")
+    listing.add_argument(
+        "--sort",
+        metavar="METRIC",
+        help="sort by a logged metric (loss, reward, …) or step, epoch, attempt; smallest first",
+    )
     listing.add_argument("--reverse", action="store_true", help="largest (or newest) first")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -61,8 +77,9 @@ def _register_runs(group, common) -> None:
     outputs.add_argument("--stage", help="only this stage's outputs")
     outputs.add_argument("--json", action="store_true", help="print what was written as JSON")
 
-    plot = _add(group, "plot", "draw a run's metrics, snapshots and recoveries (PNG)", common,
-                _plot)
+    plot = _add(
+        group, "plot", "draw a run's metrics, snapshots and recoveries (PNG)", common, _plot
+    )
     plot.add_argument("run", help="run id (run_…) or key")
     plot.add_argument("--out", required=True, metavar="FILE", help="image to write (.png, .svg)")
 
@@ -89,8 +106,9 @@ def _say(text: str) -> None:
 def _list(args) -> int:
     from nodus.snapshots.listing import list_run
 
-    run, rows = list_run(_lookup(args), args.run, stage=args.stage, sort=args.sort,
-                         descending=args.reverse)
+    run, rows = list_run(
+        _lookup(args), args.run, stage=args.stage, sort=args.sort, descending=args.reverse
+    )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -98,13 +116,25 @@ def _list(args) -> int:
         _say(f"{run.id} ({run.phase}) has no committed snapshots")
         return 0
     multi = len(run.stages) > 1
-    table = [("ID",) + (("STAGE",) if multi else ()) +
-             ("STEP", "EPOCH", "ATTEMPT", "KINDS", "METRICS", "PINNED", "MODEL")]
+    table = [
+        ("ID",)
+        + (("STAGE",) if multi else ())
+        + ("STEP", "EPOCH", "ATTEMPT", "KINDS", "METRICS", "PINNED", "MODEL")
+    ]
     for row in rows:
-        table.append((row["id"],) + ((row["stage"],) if multi else ()) + (
-            _text(row["step"]), _epoch(row["epoch"]), str(row["attempt"]), _kinds(row),
-            _metrics(row["metrics"]), "yes" if row["pinned"] else "-",
-            "yes" if row["model"] else "-"))
+        table.append(
+            (row["id"],)
+            + ((row["stage"],) if multi else ())
+            + (
+                _text(row["step"]),
+                _epoch(row["epoch"]),
+                str(row["attempt"]),
+                _kinds(row),
+                _metrics(row["metrics"]),
+                "yes" if row["pinned"] else "-",
+                "yes" if row["model"] else "-",
+            )
+        )
     _table(table)
     return 0
 
@@ -133,8 +163,14 @@ def _detail_lines(data: dict[str, Any]) -> list[str]:
     ]
     lines += [f"    {problem}" for problem in data["problems"]]
     holds = data["holds"]
-    lines.append("  holds:   " + ("-" if not holds else "; ".join(
-        f"{h['type']} ({', '.join(h['kinds'])}): {h['detail']}" for h in holds)))
+    lines.append(
+        "  holds:   "
+        + (
+            "-"
+            if not holds
+            else "; ".join(f"{h['type']} ({', '.join(h['kinds'])}): {h['detail']}" for h in holds)
+        )
+    )
     if data["model"]:
         lines.append("  the run's model (its save at the run's last update)")
     lines.append("  files:")
@@ -142,9 +178,11 @@ def _detail_lines(data: dict[str, Any]) -> list[str]:
     for entry in data["files"]:
         mark = {True: "ok", False: "BAD", None: "-"}[entry["verified"]]
         held = "" if entry["held"] else "  (deleted by retention)"
-        lines.append(f"    {entry['path']:<{width}}  {entry['kind']:<7}  "
-                     f"{_human(entry['size']):>9}  {entry['hash'][:16] or 'symlink':<16}  "
-                     f"{mark}{held}")
+        lines.append(
+            f"    {entry['path']:<{width}}  {entry['kind']:<7}  "
+            f"{_human(entry['size']):>9}  {entry['hash'][:16] or 'symlink':<16}  "
+            f"{mark}{held}"
+        )
     return lines
 
 
@@ -173,18 +211,27 @@ def _outputs(args) -> int:
             manifests += found[-1:]  # the stage's newest: its final outputs
     if not manifests:
         declared = sorted({p for s in run.workload["stages"] for p in s.get("outputs", ())})
-        why = (f"its workload declares outputs {declared}" if declared
-               else "its workload declares no outputs")
-        raise NotFoundError(f"{run.id} ({run.phase}) has no committed outputs yet; {why}, "
-                            "captured when a stage succeeds")
+        why = (
+            f"its workload declares outputs {declared}"
+            if declared
+            else "its workload declares no outputs"
+        )
+        raise NotFoundError(
+            f"{run.id} ({run.phase}) has no committed outputs yet; {why}, "
+            "captured when a stage succeeds"
+        )
     written = download_outputs(store, manifests, args.to)
     return _report_written(args, ",".join(m.id for m in manifests), "outputs", written)
 
 
 def _report_written(args, source: str, artifact: str, written: list[str]) -> int:
     if args.json:
-        print(json.dumps({"snapshot": source, "artifact": artifact, "to": args.to,
-                          "files": written}, indent=2))
+        print(
+            json.dumps(
+                {"snapshot": source, "artifact": artifact, "to": args.to, "files": written},
+                indent=2,
+            )
+        )
     else:
         _say(f"wrote {len(written)} file(s) of {source} ({artifact}) into {args.to}, verified")
     return 0
@@ -218,8 +265,11 @@ def _report_holds(args, located, message: str) -> int:
     lookup = _lookup(args)
     data = describe(lookup, located, verify=False)
     if args.json:
-        print(json.dumps({"id": data["id"], "pinned": data["pinned"], "holds": data["holds"]},
-                         indent=2))
+        print(
+            json.dumps(
+                {"id": data["id"], "pinned": data["pinned"], "holds": data["holds"]}, indent=2
+            )
+        )
     else:
         remaining = ", ".join(h["type"] for h in data["holds"]) or "none"
         _say(f"{message}; holds now: {remaining}")
@@ -237,8 +287,10 @@ def _plot(args) -> int:
     series = collect(lookup.store_of_run(run), lookup.catalog, run)
     drawn = draw(run, series, args.out)
     snapshots = sum(len(s.snapshots) for s in series)
-    _say(f"drew {', '.join(drawn) or 'the snapshots'} of {run.id} ({snapshots} snapshot(s)) "
-         f"into {args.out}")
+    _say(
+        f"drew {', '.join(drawn) or 'the snapshots'} of {run.id} ({snapshots} snapshot(s)) "
+        f"into {args.out}"
+    )
     return 0
 
 

@@ -31,12 +31,17 @@ def register(commands: Any, groups: dict[str, Any], common: argparse.ArgumentPar
     )
     resolve.add_argument("file", metavar="FILE", help="the workload file (TOML)")
     output = resolve.add_mutually_exclusive_group()
-    output.add_argument("--json", dest="format", action="store_const", const="json",
-                        help="print JSON (the default)")
-    output.add_argument("--toml", dest="format", action="store_const", const="toml",
-                        help="print TOML")
-    resolve.add_argument("--submission", action="store_true",
-                         help="print what the SDK submits: omission kept, nothing resolved")
+    output.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="print JSON (the default)"
+    )
+    output.add_argument(
+        "--toml", dest="format", action="store_const", const="toml", help="print TOML"
+    )
+    resolve.add_argument(
+        "--submission",
+        action="store_true",
+        help="print what the SDK submits: omission kept, nothing resolved",
+    )
     resolve.set_defaults(handler=_resolve, format="json")
 
     schema = commands.add_parser(

@@ -56,7 +56,9 @@ def accept(
         if not os.path.isdir(stage.code):
             raise UsageError(f"stage {stage.name!r}: code folder {stage.code} does not exist")
         info = SnapshotInfo(run=run_id, stage=None, attempt=0, step=None, role="source")
-        private = (home, store_url[len("file://"):]) if store_url.startswith("file://") else (home,)
+        private = (
+            (home, store_url[len("file://") :]) if store_url.startswith("file://") else (home,)
+        )
         excludes = source_excludes(stage.code, private)
         manifest = store.capture(stage.code, ["."], info=info, excludes=excludes)
         sources[stage.code] = manifest.id

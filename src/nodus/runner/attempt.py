@@ -26,10 +26,10 @@ from typing import IO, Any
 
 from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
+from nodus.runner import restorable
 from nodus.runner.capture import Capturer
 from nodus.runner.catalog import Catalog
 from nodus.runner.process import CannotStartError, StageProcess
-from nodus.runner import restorable
 from nodus.runner.restorable import device_count
 from nodus.runner.workspace import Workspace, stage_environment, write_integration
 from nodus.schemas import defaults
@@ -72,7 +72,12 @@ class Attempt:
     """One process lifetime of a stage; its number (allocated at once) is its fencing token."""
 
     def __init__(
-        self, ctx: RunContext, stage: ResolvedStage, source: str, restore: Restore, overlays=(),
+        self,
+        ctx: RunContext,
+        stage: ResolvedStage,
+        source: str,
+        restore: Restore,
+        overlays=(),
         recovering: bool = False,
     ) -> None:
         self.ctx = ctx
@@ -82,8 +87,9 @@ class Attempt:
         self.restore = restore
         self.overlays = tuple(overlays)  # outputs of earlier stages
         # The device count is recorded so a resume can insist on the same allocation.
-        self.number = ctx.catalog.start_attempt(ctx.run_id, stage.name, host=socket.gethostname(),
-                                                devices=device_count())
+        self.number = ctx.catalog.start_attempt(
+            ctx.run_id, stage.name, host=socket.gethostname(), devices=device_count()
+        )
         self.ws = Workspace.of(ctx.home, ctx.run_id, stage.name, self.number)
         self.process: StageProcess | None = None
         self._save_request = 0
@@ -91,15 +97,23 @@ class Attempt:
     def run(self) -> Outcome:
         restored = self._prepare()
         capturer = Capturer(
-            store=self.ctx.store, catalog=self.ctx.catalog, run_id=self.ctx.run_id,
-            stage=self.stage, attempt=self.number, ws=self.ws,
+            store=self.ctx.store,
+            catalog=self.ctx.catalog,
+            run_id=self.ctx.run_id,
+            stage=self.stage,
+            attempt=self.number,
+            ws=self.ws,
             restored_step=restored.step if restored else None,
             restored_snapshot=restored.id if restored else None,
         )
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
         self.process = StageProcess(
-            self.stage.command, cwd=self.ws.copy, env=env,
-            log_path=self.ws.log_path, prefix=self.stage.name, terminal=self.ctx.terminal,
+            self.stage.command,
+            cwd=self.ws.copy,
+            env=env,
+            log_path=self.ws.log_path,
+            prefix=self.stage.name,
+            terminal=self.ctx.terminal,
         )
         try:
             self.process.start()
@@ -130,8 +144,12 @@ class Attempt:
                 self.ctx.store.restore(manifest.id, self.ws.copy, overlay=True)
             except (StoreError, OSError) as error:
                 # A damaged snapshot is passed over, never half-applied: rebuild and try older.
-                self.ctx.event("snapshot_damaged", {"snapshot": manifest.id, "error": str(error)},
-                               self.stage.name, self.number)
+                self.ctx.event(
+                    "snapshot_damaged",
+                    {"snapshot": manifest.id, "error": str(error)},
+                    self.stage.name,
+                    self.number,
+                )
                 continue
             restored = manifest
             break
@@ -141,11 +159,16 @@ class Attempt:
         step = restored.step if restored else None
         write_integration(self.ws, self.stage, self.ctx.run_id, self.number, step, self.ctx.home)
         if restored:
-            write_json_atomic(self.ws.private_path("committed.json"),
-                              {"step": step, "snapshot": restored.id})
+            write_json_atomic(
+                self.ws.private_path("committed.json"), {"step": step, "snapshot": restored.id}
+            )
         self.ctx.catalog.update_attempt(
-            self.ctx.run_id, self.stage.name, self.number, log_path=self.ws.log_path,
-            restored_snapshot=restored.id if restored else None, restored_step=step,
+            self.ctx.run_id,
+            self.stage.name,
+            self.number,
+            log_path=self.ws.log_path,
+            restored_snapshot=restored.id if restored else None,
+            restored_step=step,
         )
         return restored
 
@@ -227,8 +250,12 @@ class Attempt:
         assert self.process is not None
         grace = self.stage.execution.grace_period
         signame = _signal_name(self.ctx.notice or signal.SIGTERM)
-        self.ctx.event("preemption_notice", {"signal": signame, "grace_period": grace},
-                       self.stage.name, self.number)
+        self.ctx.event(
+            "preemption_notice",
+            {"signal": signame, "grace_period": grace},
+            self.stage.name,
+            self.number,
+        )
         if self.stage.integration is not None and capturer.watch_folders is False:
             self._await_stop_save(capturer, grace)
             self.process.kill()
@@ -242,8 +269,9 @@ class Attempt:
         """Ask the integration for a save at its next optimizer boundary; the request id."""
         self._save_request += 1
         request = self._save_request
-        write_json_atomic(self.ws.private_path("requests", f"{request}.json"),
-                          {"id": request, "then": then})
+        write_json_atomic(
+            self.ws.private_path("requests", f"{request}.json"), {"id": request, "then": then}
+        )
         return request
 
     def _await_stop_save(self, capturer: Capturer, grace: float) -> None:
@@ -261,8 +289,13 @@ class Attempt:
 
         if not self.stage.outputs:
             return
-        info = SnapshotInfo(run=self.ctx.run_id, stage=self.stage.name, attempt=self.number,
-                            step=None, role="outputs")
+        info = SnapshotInfo(
+            run=self.ctx.run_id,
+            stage=self.stage.name,
+            attempt=self.number,
+            step=None,
+            role="outputs",
+        )
         try:
             manifest = self.ctx.store.capture(self.ws.copy, list(self.stage.outputs), info=info)
         except (StoreError, OSError) as error:
@@ -274,8 +307,12 @@ class Attempt:
         self.ctx.catalog.end_attempt(
             self.ctx.run_id, self.stage.name, self.number, outcome.kind, outcome.detail
         )
-        self.ctx.event("attempt_ended", {"outcome": outcome.kind, "detail": outcome.detail},
-                       self.stage.name, self.number)
+        self.ctx.event(
+            "attempt_ended",
+            {"outcome": outcome.kind, "detail": outcome.detail},
+            self.stage.name,
+            self.number,
+        )
         return outcome
 
 

@@ -17,9 +17,9 @@ import json
 import os
 from typing import Any
 
+from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.runner.catalog import Catalog
-from nodus._atomic import write_json_atomic
 from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
@@ -128,14 +128,22 @@ class Capturer:
             self.event("capture_skipped", {"step": step, "reason": f"{folder} is gone"})
             return None
         info = SnapshotInfo(
-            run=self.run_id, stage=self.stage.name, attempt=self.attempt, step=step,
-            epoch=epoch, metrics=metrics or {}, role="checkpoint",
+            run=self.run_id,
+            stage=self.stage.name,
+            attempt=self.attempt,
+            step=step,
+            epoch=epoch,
+            metrics=metrics or {},
+            role="checkpoint",
         )
         try:
             manifest = self.store.capture(
-                self.ws.copy, list(self.stage.continuity.checkpoint_paths),
-                info=info, guard=lambda: self._guard_folder(folder, before),
-                excludes=excludes, on_event=self.event,
+                self.ws.copy,
+                list(self.stage.continuity.checkpoint_paths),
+                info=info,
+                guard=lambda: self._guard_folder(folder, before),
+                excludes=excludes,
+                on_event=self.event,
             )
         except StaleAttemptError:
             raise
@@ -264,4 +272,3 @@ def _read_json(path: str) -> dict | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-

@@ -17,9 +17,10 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from nodus.errors import CatalogError, NotFoundError
 from nodus.schemas import defaults
@@ -120,7 +121,7 @@ SCHEMA_VERSION = max(_MIGRATIONS)
 
 def now() -> str:
     """UTC timestamp with milliseconds, sortable as text."""
-    return _stamp(datetime.now(timezone.utc))
+    return _stamp(datetime.now(UTC))
 
 
 def new_run_id() -> str:
@@ -163,7 +164,9 @@ class Catalog:
         self._mutex = threading.RLock()
         try:
             self._db = sqlite3.connect(
-                self.path, timeout=defaults.CATALOG_BUSY_TIMEOUT_S, isolation_level=None,
+                self.path,
+                timeout=defaults.CATALOG_BUSY_TIMEOUT_S,
+                isolation_level=None,
                 check_same_thread=False,
             )
             self._db.row_factory = sqlite3.Row
@@ -289,8 +292,10 @@ class Catalog:
             )
         ]
         statements += [
-            ("INSERT INTO stages (run_id, idx, name, phase) VALUES (?, ?, ?, 'PENDING')",
-             (run_id, i, stage))
+            (
+                "INSERT INTO stages (run_id, idx, name, phase) VALUES (?, ?, ?, 'PENDING')",
+                (run_id, i, stage),
+            )
             for i, stage in enumerate(stage_names)
         ]
         statements.append(_event_row(run_id, None, None, "accepted", {"key": key}))
@@ -309,9 +314,7 @@ class Catalog:
         return self._run(row) if row else None
 
     def list_runs(self, limit: int = 50) -> list[Run]:
-        rows = self._rows(
-            "SELECT * FROM runs ORDER BY created_at DESC, id LIMIT ?", (limit,)
-        )
+        rows = self._rows("SELECT * FROM runs ORDER BY created_at DESC, id LIMIT ?", (limit,))
         return [self._run(row, with_stages=False) for row in rows]
 
     def _run(self, row: sqlite3.Row, with_stages: bool = True) -> Run:
@@ -345,8 +348,10 @@ class Catalog:
         ]
         if stage is not None:
             statements.append(
-                ("UPDATE stages SET phase = ? WHERE run_id = ? AND name = ?",
-                 (stage_phase or phase, run_id, stage))
+                (
+                    "UPDATE stages SET phase = ? WHERE run_id = ? AND name = ?",
+                    (stage_phase or phase, run_id, stage),
+                )
             )
         self._transaction(statements)
 
@@ -359,9 +364,7 @@ class Catalog:
     # --- stages and attempts ----------------------------------------------------------------
 
     def stages(self, run_id: str) -> list[dict[str, Any]]:
-        rows = self._rows(
-            "SELECT * FROM stages WHERE run_id = ? ORDER BY idx", (run_id,)
-        )
+        rows = self._rows("SELECT * FROM stages WHERE run_id = ? ORDER BY idx", (run_id,))
         result = []
         for row in rows:
             stage = dict(row)
@@ -471,7 +474,7 @@ class Catalog:
 
     def request_pause(self, run_id: str, policy: str, deadline_s: float) -> dict[str, Any]:
         """Record a pause and the control row that hands it to the runner, in one transaction."""
-        at = datetime.now(timezone.utc)
+        at = datetime.now(UTC)
         deadline = at + timedelta(seconds=deadline_s)
         with self._mutex:
             try:
@@ -496,8 +499,7 @@ class Catalog:
 
     def latest_pause(self, run_id: str) -> dict[str, Any] | None:
         """The run's newest pause (the one ``runs get`` shows), or None if it was never paused."""
-        row = self._one("SELECT * FROM pauses WHERE run_id = ? ORDER BY id DESC LIMIT 1",
-                        (run_id,))
+        row = self._one("SELECT * FROM pauses WHERE run_id = ? ORDER BY id DESC LIMIT 1", (run_id,))
         return _pause(row) if row else None
 
     def pause_for_control(self, control_id: int) -> dict[str, Any] | None:

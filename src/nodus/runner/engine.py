@@ -34,8 +34,12 @@ from nodus.runner.process import kill_stale_group
 from nodus.runner.restorable import newest_first
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
 
-_STOPS = {"failed": ("FAILED", 1), "preempted": ("INTERRUPTED", 3), "paused": ("PAUSED", 3),
-          "cancelled": ("CANCELLED", 4)}
+_STOPS = {
+    "failed": ("FAILED", 1),
+    "preempted": ("INTERRUPTED", 3),
+    "paused": ("PAUSED", 3),
+    "cancelled": ("CANCELLED", 4),
+}
 """How an attempt outcome that ends the run's drive shows: phase and exit status."""
 
 _OPEN_PAUSE = ("requested", "pausing")
@@ -50,8 +54,9 @@ class Runner:
         self.catalog = catalog
         self.run = run
         self.workload = ResolvedWorkload.from_dict(run.workload)
-        self.ctx = RunContext(home=home, catalog=catalog, store=store, run_id=run.id,
-                              terminal=terminal)
+        self.ctx = RunContext(
+            home=home, catalog=catalog, store=store, run_id=run.id, terminal=terminal
+        )
 
     def drive(self, restore: Restore | None = None) -> int:
         """Run every unfinished stage; ``restore`` overrides the first attempt's restore."""
@@ -109,8 +114,9 @@ class Runner:
             lost_state = self._lost_training_state(stage, restore)
             if lost_state:
                 return self._stop(stage, Outcome("failed", lost_state))
-            attempt = Attempt(self.ctx, stage, row["source_snapshot"], restore, overlays,
-                              recovering=recovering)
+            attempt = Attempt(
+                self.ctx, stage, row["source_snapshot"], restore, overlays, recovering=recovering
+            )
             outcome = attempt.run()
             self._discard_older_copies(stage, attempt.number)
             if outcome.kind == "succeeded":
@@ -122,17 +128,28 @@ class Runner:
     def _after_interruption(self, stage: ResolvedStage, outcome: Outcome, recoveries: int):
         """None to recover with a new attempt, else the exit status the run stops with."""
         if not stage.continuity.resume_on_interruption:
-            return self._stop(stage, Outcome("preempted", f"{outcome.detail}; "
-                              "resume_on_interruption is false: resume it with "
-                              f"`nodus runs resume {self.run.id}`"))
+            return self._stop(
+                stage,
+                Outcome(
+                    "preempted",
+                    f"{outcome.detail}; "
+                    "resume_on_interruption is false: resume it with "
+                    f"`nodus runs resume {self.run.id}`",
+                ),
+            )
         limit = stage.execution.max_recoveries
         if recoveries >= limit:
-            return self._stop(stage, Outcome("failed", f"stage {stage.name!r} was interrupted "
-                              f"{recoveries + 1} times ({outcome.detail}); max_recoveries = "
-                              f"{limit} automatic recoveries are used up"))
+            return self._stop(
+                stage,
+                Outcome(
+                    "failed",
+                    f"stage {stage.name!r} was interrupted "
+                    f"{recoveries + 1} times ({outcome.detail}); max_recoveries = "
+                    f"{limit} automatic recoveries are used up",
+                ),
+            )
         self.catalog.set_stage(self.run.id, stage.name, recoveries=recoveries + 1)
-        self.catalog.set_phase(self.run.id, "RECOVERING", message=outcome.detail,
-                               stage=stage.name)
+        self.catalog.set_phase(self.run.id, "RECOVERING", message=outcome.detail, stage=stage.name)
         return None
 
     def _reap_lost_attempts(self, stage: ResolvedStage, row: dict) -> bool:
@@ -140,8 +157,9 @@ class Runner:
         lost = [a for a in row["attempts"] if a["outcome"] is None]
         for attempt in lost:
             kill_stale_group(attempt["pid"], self.run.id)
-            self.catalog.end_attempt(self.run.id, stage.name, attempt["number"], "interrupted",
-                                     "its runner died")
+            self.catalog.end_attempt(
+                self.run.id, stage.name, attempt["number"], "interrupted", "its runner died"
+            )
             self.ctx.event("runner_lost", {"attempt": attempt["number"]}, stage.name)
         return bool(lost)
 
@@ -159,19 +177,20 @@ class Runner:
         if not (_checkpointed(stage) and restore.newest):
             return None
         # An empty capture (the program exited before writing anything) is no progress.
-        manifests = [m for m in self.ctx.store.list(run=self.run.id, stage=stage.name)
-                     if m.files]
+        manifests = [m for m in self.ctx.store.list(run=self.run.id, stage=stage.name) if m.files]
         if newest_first(manifests):
             return None
         attempts = self.catalog.attempts(self.run.id, stage.name)
         trained = [a for a in attempts if a["pid"] is not None]
         if not manifests and not (restore.by_hand and trained):
             return None
-        return (f"stage {stage.name!r} of {self.run.id} made progress ({len(trained)} "
-                "attempt(s) ran, " + (f"{len(manifests)} snapshot(s) committed" if manifests
-                                      else "no snapshot committed")
-                + ") but no committed snapshot holds its training state; it fails rather than "
-                "start again from the beginning (start a new run with `nodus run`)")
+        return (
+            f"stage {stage.name!r} of {self.run.id} made progress ({len(trained)} "
+            "attempt(s) ran, "
+            + (f"{len(manifests)} snapshot(s) committed" if manifests else "no snapshot committed")
+            + ") but no committed snapshot holds its training state; it fails rather than "
+            "start again from the beginning (start a new run with `nodus run`)"
+        )
 
     def _settle_open_pause(self) -> None:
         """A pause still open when the drive ends lost its chance: say how the run ended."""
@@ -180,8 +199,12 @@ class Runner:
             return
         phase = self.catalog.get_run(self.run.id).phase
         state = {"SUCCEEDED": "completed", "CANCELLED": "cancelled"}.get(phase, "failed")
-        self.catalog.update_pause(pause["id"], state=state, ended_at=now(),
-                                  failure=f"the run ended {phase} before it could pause")
+        self.catalog.update_pause(
+            pause["id"],
+            state=state,
+            ended_at=now(),
+            failure=f"the run ended {phase} before it could pause",
+        )
         for control in self.catalog.pending_controls(self.run.id):
             if control["id"] == pause["control_id"]:
                 self.catalog.mark_handled(control["id"])

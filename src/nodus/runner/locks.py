@@ -38,7 +38,7 @@ class RunLock:
         self.label = label  # what the user called it: the key or the run id
         self._lock = FileLock(self.path, timeout=0)
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         """Take the lock now or raise AlreadyRunningError naming the holder."""
         try:
             self._lock.acquire(timeout=0)
@@ -73,7 +73,7 @@ class RunLock:
         who = f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')}"
         return f"{self.label} is already running elsewhere ({who}); wait for it or cancel it"
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:

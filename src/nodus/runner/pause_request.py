@@ -65,12 +65,16 @@ def _check_pausable(catalog: Catalog, home: str, run: Run) -> None:
         raise UsageError(f"{run.id} has already finished ({run.phase}); there is nothing to pause")
     pause = catalog.latest_pause(run.id)
     if pause is not None and pause["state"] in _OPEN:
-        raise UsageError(f"{run.id} already has a pause under way (--checkpoint "
-                         f"{pause['policy']}, requested at {pause['requested_at']})")
+        raise UsageError(
+            f"{run.id} already has a pause under way (--checkpoint "
+            f"{pause['policy']}, requested at {pause['requested_at']})"
+        )
     if not RunLock(home, run.lock_name, run.id).is_held_elsewhere():
-        raise UsageError(f"{run.id} is {run.phase} but its runner is gone, so nobody can pause "
-                         f"it; `nodus runs resume {run.id}` continues it, `nodus runs cancel "
-                         f"{run.id}` ends it")
+        raise UsageError(
+            f"{run.id} is {run.phase} but its runner is gone, so nobody can pause "
+            f"it; `nodus runs resume {run.id}` continues it, `nodus runs cancel "
+            f"{run.id}` ends it"
+        )
 
 
 def _check_restorable(run: Run) -> None:
@@ -80,7 +84,9 @@ def _check_restorable(run: Run) -> None:
     stage = next((s["name"] for s in run.stages if s["phase"] != "SUCCEEDED"), None)
     manifests = open_store(run.store).list(run=run.id, stage=stage)
     if not restorable.newest_first(manifests):
-        raise UsageError(f"{run.id} has trained without any restorable state: no committed "
-                         f"snapshot of stage {stage!r} holds training state, so pausing with "
-                         "--checkpoint latest would start it again from the beginning; use "
-                         "--checkpoint save")
+        raise UsageError(
+            f"{run.id} has trained without any restorable state: no committed "
+            f"snapshot of stage {stage!r} holds training state, so pausing with "
+            "--checkpoint latest would start it again from the beginning; use "
+            "--checkpoint save"
+        )

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 class PauseDriver:
     """One pause of one attempt, from the runner taking it up to the program being gone."""
 
-    def __init__(self, attempt: "Attempt", capturer: "Capturer", pause: dict[str, Any]) -> None:
+    def __init__(self, attempt: Attempt, capturer: Capturer, pause: dict[str, Any]) -> None:
         self.attempt = attempt
         self.capturer = capturer
         self.pause = pause
@@ -48,13 +48,15 @@ class PauseDriver:
         self.deadline = time.monotonic() + float(pause["deadline_s"])
         self.kill_at = self.deadline + grace
 
-    def run(self) -> "Outcome | None":
+    def run(self) -> Outcome | None:
         """The attempt's outcome, or None when the pause was refused and training goes on."""
         self._update(state="pausing", accepted_at=now())
-        self.attempt.ctx.catalog.set_phase(self.attempt.ctx.run_id, "PAUSING",
-                                           stage=self.attempt.stage.name)
-        self._event("pause_accepted", {"policy": self.pause["policy"],
-                                       "deadline": self.pause["deadline"]})
+        self.attempt.ctx.catalog.set_phase(
+            self.attempt.ctx.run_id, "PAUSING", stage=self.attempt.stage.name
+        )
+        self._event(
+            "pause_accepted", {"policy": self.pause["policy"], "deadline": self.pause["deadline"]}
+        )
         if self.pause["policy"] == "latest":
             return self._latest()
         if self._integration():
@@ -63,20 +65,25 @@ class PauseDriver:
 
     # --- policies -------------------------------------------------------------------------
 
-    def _latest(self) -> "Outcome | None":
+    def _latest(self) -> Outcome | None:
         target = self._newest_restorable()
         if target is None:  # accepted by `runs pause`, but nothing is restorable any more
-            self._end_pause("failed", failure="no committed snapshot holds training state; "
-                            "pausing now would lose all training (use --checkpoint save)")
-            self.catalog.set_phase(self.attempt.ctx.run_id, "RUNNING",
-                                   stage=self.attempt.stage.name)
+            self._end_pause(
+                "failed",
+                failure="no committed snapshot holds training state; "
+                "pausing now would lose all training (use --checkpoint save)",
+            )
+            self.catalog.set_phase(
+                self.attempt.ctx.run_id, "RUNNING", stage=self.attempt.stage.name
+            )
             return None
         self.process.kill()
         self._update(snapshot=target.id, step=target.step, save_bytes=target.total_bytes)
-        return self._paused(f"paused at the newest snapshot, step {target.step} "
-                            "(--checkpoint latest)")
+        return self._paused(
+            f"paused at the newest snapshot, step {target.step} (--checkpoint latest)"
+        )
 
-    def _save_with_integration(self) -> "Outcome":
+    def _save_with_integration(self) -> Outcome:
         request = self.attempt.request_save("stop")
         ended = self._wait(lambda: request in self.capturer.answered)
         if ended is not None:
@@ -84,7 +91,7 @@ class PauseDriver:
         self.process.kill()  # after answering a stop request the program blocks until ended
         return self._acknowledge("paused after a save at the next optimizer boundary")
 
-    def _save_with_signal(self) -> "Outcome":
+    def _save_with_signal(self) -> Outcome:
         self.process.signal_group(signal.SIGTERM)
         ended = self._wait(lambda: False, signalled=True)
         if ended is not None:
@@ -93,7 +100,7 @@ class PauseDriver:
 
     # --- waiting ----------------------------------------------------------------------------
 
-    def _wait(self, done, signalled: bool = False) -> "Outcome | None":
+    def _wait(self, done, signalled: bool = False) -> Outcome | None:
         """Poll until ``done()``; an Outcome if the attempt ended some other way meanwhile.
 
         With ``signalled`` the program was asked to stop by SIGTERM, so its exit *is* the pause
@@ -118,32 +125,34 @@ class PauseDriver:
                 self._event("pause_timed_out", {"deadline": self.pause["deadline"]})
             if time.monotonic() > self.kill_at:
                 self.process.kill()
-                return self._acknowledge("paused: the program was killed one grace period "
-                                         "after the pause deadline")
+                return self._acknowledge(
+                    "paused: the program was killed one grace period after the pause deadline"
+                )
             self.process.wait(defaults.POLL_S)
         return None
 
-    def _exited(self, status: int, signalled: bool) -> "Outcome | None":
+    def _exited(self, status: int, signalled: bool) -> Outcome | None:
         self.process.finish_output()
         self.capturer.final_capture()
         if status == 0:
             self._end_pause("completed", failure="the program finished before it could pause")
             return self.attempt.classify(status)
         if signalled:
-            return self._acknowledge_captured(f"paused: the program exited with status {status} "
-                                              "after SIGTERM")
+            return self._acknowledge_captured(
+                f"paused: the program exited with status {status} after SIGTERM"
+            )
         outcome = self.attempt.classify(status)
         self._end_pause("failed", failure=f"the program ended before saving: {outcome.detail}")
         return outcome
 
     # --- the end of a pause -------------------------------------------------------------------
 
-    def _acknowledge(self, detail: str) -> "Outcome":
+    def _acknowledge(self, detail: str) -> Outcome:
         self.process.finish_output()
         self.capturer.final_capture()
         return self._acknowledge_captured(detail)
 
-    def _acknowledge_captured(self, detail: str) -> "Outcome":
+    def _acknowledge_captured(self, detail: str) -> Outcome:
         target = self._newest_restorable()
         if target is not None:
             self._update(snapshot=target.id, step=target.step, save_bytes=target.total_bytes)
@@ -151,7 +160,7 @@ class PauseDriver:
             self._update(failure="no snapshot holding training state was committed")
         return self._paused(detail)
 
-    def _paused(self, detail: str) -> "Outcome":
+    def _paused(self, detail: str) -> Outcome:
         from nodus.runner.attempt import Outcome
 
         self.process.kill_leftovers()
@@ -161,8 +170,9 @@ class PauseDriver:
 
     def _end_pause(self, state: str, **values: Any) -> None:
         self._update(state=state, ended_at=now(), **values)
-        self._event("pause_ended", {"state": state, **{k: v for k, v in values.items()
-                                                       if k == "failure"}})
+        self._event(
+            "pause_ended", {"state": state, **{k: v for k, v in values.items() if k == "failure"}}
+        )
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -177,8 +187,9 @@ class PauseDriver:
 
     def _report_progress(self) -> None:
         """Bytes of the checkpoint being written (integration) or of the state folder."""
-        where = self.attempt.ws.private_path("tmp") if self._integration() \
-            else self.attempt.ws.state
+        where = (
+            self.attempt.ws.private_path("tmp") if self._integration() else self.attempt.ws.state
+        )
         written = _folder_bytes(where)
         if written != self.pause["save_bytes"]:
             self._update(save_bytes=written)

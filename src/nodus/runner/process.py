@@ -21,7 +21,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, Sequence
+from collections.abc import Sequence
+from typing import IO
 
 from nodus.schemas import defaults
 

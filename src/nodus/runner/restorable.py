@@ -13,7 +13,8 @@ Among restorable snapshots the latest attempt's count as the newest (seed 001, "
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from nodus.errors import NotFoundError
 
@@ -43,10 +44,15 @@ def check_step(run_id: str, stage: str, manifests: list[Any], step: int) -> None
         return
     usable = sorted({m.step for m in newest_first(manifests)})
     shown = ", ".join(map(str, usable)) or "none"
-    without = " (its snapshot no longer holds training state)" \
-        if any(m.step == step for m in manifests) else ""
-    raise NotFoundError(f"{run_id} has no committed snapshot at step {step} of stage {stage!r}"
-                        f"{without}; committed steps: {shown}")
+    without = (
+        " (its snapshot no longer holds training state)"
+        if any(m.step == step for m in manifests)
+        else ""
+    )
+    raise NotFoundError(
+        f"{run_id} has no committed snapshot at step {step} of stage {stage!r}"
+        f"{without}; committed steps: {shown}"
+    )
 
 
 def device_count(environ: dict[str, str] | None = None) -> int:

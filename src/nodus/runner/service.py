@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Callable
+from typing import IO
 
 from nodus.errors import UsageError
 from nodus.runner import restorable
@@ -44,7 +45,13 @@ Say = Callable[[str], None]
 
 
 def run_file(
-    home: str, store_url: str, path: str, *, key: str | None, detach: bool, terminal: IO[str],
+    home: str,
+    store_url: str,
+    path: str,
+    *,
+    key: str | None,
+    detach: bool,
+    terminal: IO[str],
     say: Say,
 ) -> Started:
     """``nodus run FILE [--key]``; ``say`` tells the user what is happening as it happens."""
@@ -80,8 +87,10 @@ def resume_run(
     catalog = Catalog(home)
     run = catalog.get_run(ref)
     if run.phase in TERMINAL and run.phase not in RESUMABLE:
-        raise UsageError(f"{run.id} has finished ({run.phase}); only an interrupted, paused or "
-                         "runner-less run can be resumed")
+        raise UsageError(
+            f"{run.id} has finished ({run.phase}); only an interrupted, paused or "
+            "runner-less run can be resumed"
+        )
     stage = _continuing_stage(run)
     if step is not None:
         _check_step(run, stage, step)
@@ -101,8 +110,10 @@ def _check_step(run: Run, stage: str | None, step: int) -> None:
     manifests = open_run_store(run.store).list(run=run.id, stage=stage)
     restorable.check_step(run.id, str(stage), manifests, step)
     if run.phase != "PAUSED":
-        raise UsageError(f"--step applies only to a PAUSED run; {run.id} is {run.phase} "
-                         f"(`nodus runs resume {run.id}` continues from its newest snapshot)")
+        raise UsageError(
+            f"--step applies only to a PAUSED run; {run.id} is {run.phase} "
+            f"(`nodus runs resume {run.id}` continues from its newest snapshot)"
+        )
 
 
 def _check_devices(catalog: Catalog, run: Run, stage: str | None) -> None:
@@ -111,13 +122,16 @@ def _check_devices(catalog: Catalog, run: Run, stage: str | None) -> None:
     recorded = next((a["devices"] for a in reversed(attempts) if a["devices"] is not None), None)
     here = restorable.device_count()
     if recorded is not None and recorded != here:
-        raise UsageError(f"{run.id} ran with {recorded} device(s) but this resume would have "
-                         f"{here} (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
-                         f"); give it {recorded} device(s) to resume it")
+        raise UsageError(
+            f"{run.id} ran with {recorded} device(s) but this resume would have "
+            f"{here} (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
+            f"); give it {recorded} device(s) to resume it"
+        )
 
 
-def drive(home: str, catalog: Catalog, run_id: str, terminal: IO[str],
-          restore: Restore | None = None) -> int:
+def drive(
+    home: str, catalog: Catalog, run_id: str, terminal: IO[str], restore: Restore | None = None
+) -> int:
     """Drive a run whose lock the caller holds, to the phase where it stops."""
     run = catalog.get_run(run_id)
     store = open_run_store(run.store)
@@ -148,21 +162,33 @@ def spawn_detached(home: str, run_id: str, restore: Restore | None) -> None:
     if restore is not None and restore.by_hand:
         command.append("--resume")
     with open(os.path.join(folder, "runner.log"), "ab") as log:
-        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                         start_new_session=True, close_fds=True)
+        subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
 
 
 def _finished_note(run: Run, key: str) -> str:
-    return (f"{run.id} under key {key!r} has already finished: {run.phase} (exit status "
-            f"{run.exit_status}); not running it again")
+    return (
+        f"{run.id} under key {key!r} has already finished: {run.phase} (exit status "
+        f"{run.exit_status}); not running it again"
+    )
 
 
 def _continue_notes(run: Run, key: str, resolved: dict) -> list[str]:
     notes = []
     if run.phase != "QUEUED":
-        notes.append(f"{run.id} under key {key!r} was left {run.phase} by a runner that is gone; "
-                     "recovering it")
+        notes.append(
+            f"{run.id} under key {key!r} was left {run.phase} by a runner that is gone; "
+            "recovering it"
+        )
     if resolved != run.workload:
-        notes.append(f"the workload file changed since {run.id} was accepted; keeping the "
-                     "resolution stored with the run (use a new --key to run the new file)")
+        notes.append(
+            f"the workload file changed since {run.id} was accepted; keeping the "
+            "resolution stored with the run (use a new --key to run the new file)"
+        )
     return notes

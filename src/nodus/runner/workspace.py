@@ -28,7 +28,7 @@ class Workspace:
     root: str
 
     @classmethod
-    def of(cls, home: str, run_id: str, stage: str, attempt: int) -> "Workspace":
+    def of(cls, home: str, run_id: str, stage: str, attempt: int) -> Workspace:
         return cls(os.path.join(home, defaults.WORK_DIR, run_id, stage, str(attempt)))
 
     @property

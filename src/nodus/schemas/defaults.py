@@ -27,7 +27,7 @@ CHECKPOINT_PATHS = ("state",)
 """Selection used when ``checkpoint_paths`` is omitted or empty (applied at resolution only)."""
 
 STATE_DIR = "state"
-"""The dedicated state folder; ``NODUS_CHECKPOINT_DIR`` is ``<copy>/state`` whatever the selection."""
+"""The dedicated state folder: ``NODUS_CHECKPOINT_DIR`` is ``<copy>/state`` whatever is selected."""
 
 PRIVATE_DIR = ".nodus"
 """Runner-private folder in each working copy; never selectable, never captured."""
@@ -154,10 +154,25 @@ HF_IDENTITY_FILE = "nodus-identity.json"
 """Written into every integration checkpoint; checked before a resume."""
 
 HF_IDENTITY_IGNORED_ARGS = (
-    "output_dir", "logging_dir", "logging_steps", "logging_strategy", "logging_first_step",
-    "logging_nan_inf_filter", "report_to", "run_name", "disable_tqdm", "log_level",
-    "log_level_replica", "log_on_each_node", "save_steps", "save_strategy", "save_total_limit",
-    "hub_token", "push_to_hub_token", "dataloader_pin_memory", "include_num_input_tokens_seen",
+    "output_dir",
+    "logging_dir",
+    "logging_steps",
+    "logging_strategy",
+    "logging_first_step",
+    "logging_nan_inf_filter",
+    "report_to",
+    "run_name",
+    "disable_tqdm",
+    "log_level",
+    "log_level_replica",
+    "log_on_each_node",
+    "save_steps",
+    "save_strategy",
+    "save_total_limit",
+    "hub_token",
+    "push_to_hub_token",
+    "dataloader_pin_memory",
+    "include_num_input_tokens_seen",
 )
 """Training arguments that may differ between attempts: they never change the trained weights."""
 

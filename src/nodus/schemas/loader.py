@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from nodus.errors import Problem, WorkloadError
 from nodus.schemas.models import Overrides, Workload

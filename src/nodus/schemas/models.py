@@ -237,8 +237,7 @@ class _StageFields(_Model):
     )
     env: Env | None = Field(
         None,
-        description="Extra environment variables (strings); a stage's are added to the "
-        "workload's.",
+        description="Extra environment variables (strings); a stage's are added to the workload's.",
     )
     continuity: ContinuityInput = Field(
         None,
@@ -273,8 +272,7 @@ class Workload(_StageFields):
     method: Method | None = Field(None, description="Settings of the framework shortcut.")
     resume_from: ResumeFrom | None = Field(
         None,
-        description="Start from a finished run's snapshot: RUN@STEP, RUN/STAGE@STEP or "
-        "ckpt_<hex>.",
+        description="Start from a finished run's snapshot: RUN@STEP, RUN/STAGE@STEP or ckpt_<hex>.",
     )
 
     _source: str | None = PrivateAttr(None)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 import re
 import types
-from typing import Annotated, Any, Iterable, Sequence, Union, get_args, get_origin
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 

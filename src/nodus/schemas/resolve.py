@@ -23,7 +23,8 @@ folder) are checked here too; every problem of the file is reported at once.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from nodus.errors import Problem, WorkloadError
 from nodus.schemas import defaults

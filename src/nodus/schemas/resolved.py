@@ -55,7 +55,7 @@ class ResolvedWorkload:
         return _lists(data)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ResolvedWorkload":
+    def from_dict(cls, data: dict[str, Any]) -> ResolvedWorkload:
         stages = tuple(
             ResolvedStage(
                 name=s["name"],

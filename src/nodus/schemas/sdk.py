@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from nodus.schemas.loader import load_workload, workload_from_document
 from nodus.schemas.models import Overrides, Workload

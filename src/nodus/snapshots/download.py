@@ -19,7 +19,8 @@ import fnmatch
 import os
 import posixpath
 import re
-from typing import IO, Any, Iterable
+from collections.abc import Iterable
+from typing import IO, Any
 
 from nodus.errors import NotFoundError, UnsafePathError, UsageError
 from nodus.snapshots.progress import Progress
@@ -30,14 +31,18 @@ ARTIFACTS = ("model", "resumable", "adapter")
 
 _CHECKPOINT = re.compile(r"^(?P<prefix>(?:.*/)?checkpoint-(?P<step>\d+)/)")
 _ADAPTER = ("adapter_model.*", "adapter_config.json")
-_MODEL_WEIGHTS = ("model.safetensors", "model-*-of-*.safetensors", "pytorch_model.bin",
-                  "pytorch_model-*-of-*.bin")
+_MODEL_WEIGHTS = (
+    "model.safetensors",
+    "model-*-of-*.safetensors",
+    "pytorch_model.bin",
+    "pytorch_model-*-of-*.bin",
+)
 
 
 def download_snapshot(
     store: Any, manifest: Any, artifact: str, target: str, stream: IO[str] | None = None
 ) -> list[str]:
-    """Write ``artifact`` of ``manifest`` into the empty folder ``target``; relative paths written."""
+    """Write ``artifact`` of ``manifest`` into the empty folder ``target``; the paths written."""
     pairs = select(manifest, artifact)
     label = f"{manifest.id} {artifact}"
     return _write(store, manifest.id, pairs, target, label, stream)
@@ -52,8 +57,9 @@ def download_outputs(
         for entry in manifest.held_files():
             chosen[entry.path] = entry
     label = f"outputs of {manifests[-1].run}"
-    return _write(store, manifests[-1].id, [(e, e.path) for e in chosen.values()], target, label,
-                  stream)
+    return _write(
+        store, manifests[-1].id, [(e, e.path) for e in chosen.values()], target, label, stream
+    )
 
 
 # --- which files ------------------------------------------------------------------------------
@@ -71,7 +77,7 @@ def select(manifest: Any, artifact: str) -> list[tuple[Any, str]]:
     )
     if base is None:
         base = _common_folder(e.path for e in chosen)
-    return [(entry, entry.path[len(base):]) for entry in chosen]
+    return [(entry, entry.path[len(base) :]) for entry in chosen]
 
 
 def _model(manifest: Any, entries: list[Any]) -> list[Any]:
@@ -145,7 +151,11 @@ def _common_folder(paths: Iterable[str]) -> str:
 
 
 def _write(
-    store: Any, snapshot_id: str, pairs: list[tuple[Any, str]], target: str, label: str,
+    store: Any,
+    snapshot_id: str,
+    pairs: list[tuple[Any, str]],
+    target: str,
+    label: str,
     stream: IO[str] | None,
 ) -> list[str]:
     from nodus.store.restore import unsafe_reason, write_verified
@@ -157,8 +167,9 @@ def _write(
     _prepare(target)
     progress = Progress(label, sum(e.size for e, _ in pairs if not e.is_link), stream)
     try:
-        write_verified(store.backend, snapshot_id, pairs, target,
-                       wrap=lambda sink: _Counting(sink, progress))
+        write_verified(
+            store.backend, snapshot_id, pairs, target, wrap=lambda sink: _Counting(sink, progress)
+        )
     finally:
         progress.close()
     return sorted(dest for _, dest in pairs)

@@ -24,8 +24,9 @@ import getpass
 import json
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from nodus.errors import NotFoundError, UsageError
 
@@ -91,8 +92,10 @@ class HoldIndex:
 def pin(backend: Any, manifest: Any) -> bool:
     """Pin every kind the snapshot holds now; False if it was pinned already."""
     if manifest.role != "checkpoint":
-        raise UsageError(f"{manifest.id} is a run's {manifest.role} snapshot: only checkpoints "
-                         "are pinned (retention never deletes sources or outputs)")
+        raise UsageError(
+            f"{manifest.id} is a run's {manifest.role} snapshot: only checkpoints "
+            "are pinned (retention never deletes sources or outputs)"
+        )
     if not manifest.kinds:
         raise NotFoundError(f"{manifest.id} holds no artifact kinds any more; nothing to pin")
     if backend.exists(hold_key(manifest.id, PIN)):
@@ -145,8 +148,9 @@ def holds_of(
     if is_epoch_save(manifest, run) and not index.has(manifest.id, EPOCH_RELEASED):
         holds.append(Hold("epoch", ("weights",), f"weights of the epoch {manifest.epoch:g} save"))
     if resume_target_id == manifest.id:
-        holds.append(Hold("resume_target", manifest.kinds,
-                          f"a resume of {manifest.run} would restore it"))
+        holds.append(
+            Hold("resume_target", manifest.kinds, f"a resume of {manifest.run} would restore it")
+        )
     for brancher, mode in branches:
         kinds = ("weights",) if mode == "weights" else manifest.kinds
         holds.append(Hold("branch", kinds, f"{brancher} started from it"))

@@ -20,7 +20,11 @@ _FIELDS = ("step", "epoch", "attempt", "created")
 
 
 def list_run(
-    lookup: Lookup, run_ref: str, *, stage: str | None = None, sort: str | None = None,
+    lookup: Lookup,
+    run_ref: str,
+    *,
+    stage: str | None = None,
+    sort: str | None = None,
     descending: bool = False,
 ) -> tuple[Any, list[dict[str, Any]]]:
     """The run and one JSON row per committed checkpoint snapshot, in the asked order."""
@@ -52,8 +56,10 @@ def sort_snapshots(manifests: list[Any], key: str | None, descending: bool = Fal
         return list(reversed(ordered)) if descending else ordered
     known = set(_FIELDS) | {name for m in manifests for name in m.metrics}
     if key not in known and manifests:
-        raise UsageError(f"--sort {key!r}: the snapshots log no such metric; sort by one of "
-                         f"{', '.join(sorted(known))}")
+        raise UsageError(
+            f"--sort {key!r}: the snapshots log no such metric; sort by one of "
+            f"{', '.join(sorted(known))}"
+        )
     having = [m for m in manifests if _value(m, key) is not None]
     lacking = [m for m in manifests if _value(m, key) is None]
     having.sort(key=lambda m: _value(m, key), reverse=descending)
@@ -73,8 +79,13 @@ def describe(lookup: Lookup, located: Located, verify: bool = True) -> dict[str,
     data = context.row(manifest)
     verdicts: dict[str, str | None] = {}
     problems = store.check(manifest.id, verdicts) if verify else []
-    data.update(role=manifest.role, store=store.url, deleting=sorted(manifest.deleting),
-                verified=(not problems) if verify else None, problems=problems)
+    data.update(
+        role=manifest.role,
+        store=store.url,
+        deleting=sorted(manifest.deleting),
+        verified=(not problems) if verify else None,
+        problems=problems,
+    )
     data["files"] = [_file(entry, verdicts, verify, manifest.deleting) for entry in manifest.files]
     return data
 
@@ -103,7 +114,10 @@ class _Context:
 
     def holds(self, manifest: Any) -> list[Any]:
         return _holds.holds_of(
-            manifest, self.run, self.index, resume_target_id=self.resume_target,
+            manifest,
+            self.run,
+            self.index,
+            resume_target_id=self.resume_target,
             branches=self.branches.get(manifest.id, ()) + self.branches.get(manifest.step, ()),
         )
 

@@ -97,8 +97,11 @@ def _snapshot_curves(points: list[tuple[int, dict[str, float]]]) -> dict[str, li
 
 def _numbers(metrics: dict[str, Any]) -> dict[str, float]:
     return {
-        name: float(value) for name, value in metrics.items()
-        if name not in _SKIP and isinstance(value, (int, float)) and not isinstance(value, bool)
+        name: float(value)
+        for name, value in metrics.items()
+        if name not in _SKIP
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
         and math.isfinite(value)
     }
 
@@ -120,8 +123,9 @@ def draw(run: Any, series: list[Series], out_path: str) -> list[str]:
     import matplotlib.pyplot as plt
 
     names = _panels(series)
-    fig, axes = plt.subplots(len(names) or 1, 1, sharex=True, squeeze=False,
-                             figsize=(8, 2.6 * max(len(names), 1) + 0.6))
+    fig, axes = plt.subplots(
+        len(names) or 1, 1, sharex=True, squeeze=False, figsize=(8, 2.6 * max(len(names), 1) + 0.6)
+    )
     panels = [ax for (ax,) in axes]
     for index, one in enumerate(series):
         color = f"C{index}"
@@ -153,14 +157,23 @@ def _panels(series: list[Series]) -> list[str]:
 def _draw_panel(ax: Any, one: Series, name: str, color: str, label: str | None) -> None:
     curve = sorted(one.curves.get(name, []))
     if curve:
-        ax.plot([s for s, _ in curve], [v for _, v in curve], color=color, linewidth=1.2,
-                label=label)
+        ax.plot(
+            [s for s, _ in curve], [v for _, v in curve], color=color, linewidth=1.2, label=label
+        )
     points = [(step, metrics[name]) for step, metrics in one.snapshots if name in metrics]
     if not one.curves:  # nothing logged: show the snapshots on a plain row
         points = [(step, 0.0) for step, _ in one.snapshots]
         ax.set_yticks([])
     if points:
-        ax.scatter([s for s, _ in points], [v for _, v in points], marker="o", s=28,
-                   facecolors="white", edgecolors=color, zorder=3, label="snapshot")
+        ax.scatter(
+            [s for s, _ in points],
+            [v for _, v in points],
+            marker="o",
+            s=28,
+            facecolors="white",
+            edgecolors=color,
+            zorder=3,
+            label="snapshot",
+        )
     for step, text in one.restarts:
         ax.axvline(step, color="crimson", linestyle="--", linewidth=1, label=text.split(":")[0])

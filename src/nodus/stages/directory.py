@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from nodus.schemas import defaults
 

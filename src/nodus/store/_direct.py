@@ -25,8 +25,8 @@ import mmap
 import os
 import queue
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import xxhash
 
@@ -160,7 +160,7 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
     try:
         for index in range(chunks):
             with arrived:
-                arrived.wait_for(lambda: index in ready)
+                arrived.wait_for(lambda index=index: index in ready)
                 got = ready.pop(index)
             if isinstance(got, Exception):
                 _raise(got)

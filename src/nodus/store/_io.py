@@ -17,7 +17,7 @@ from nodus.store._direct import Unsupported, direct_copy, direct_read_copy
 __all__ = ["copy_hashing", "hasher", "hash_stream"]
 
 
-def hasher() -> "xxhash.xxh3_128":
+def hasher() -> xxhash.xxh3_128:
     """The content hash of the store: xxh3-128, written as 32 hex digits."""
     return xxhash.xxh3_128()
 
@@ -68,9 +68,11 @@ def copy_hashing(
 
 
 def _kernel_copy_possible(source, sink) -> bool:
-    return hasattr(os, "copy_file_range") and all(
-        isinstance(handle, io.FileIO) for handle in (source, sink)
-    ) and "+" in sink.mode  # the copy is read back to hash it
+    return (
+        hasattr(os, "copy_file_range")
+        and all(isinstance(handle, io.FileIO) for handle in (source, sink))
+        and "+" in sink.mode
+    )  # the copy is read back to hash it
 
 
 def _kernel_copy(source_fd: int, sink_fd: int) -> tuple[str, int]:
@@ -89,8 +91,13 @@ def _kernel_copy(source_fd: int, sink_fd: int) -> tuple[str, int]:
             try:
                 count = os.copy_file_range(source_fd, sink_fd, _KERNEL_SLICE)
             except OSError as error:
-                if total == 0 and error.errno in (errno.EXDEV, errno.ENOSYS, errno.EINVAL,
-                                                  errno.EOPNOTSUPP, errno.EBADF):
+                if total == 0 and error.errno in (
+                    errno.EXDEV,
+                    errno.ENOSYS,
+                    errno.EINVAL,
+                    errno.EOPNOTSUPP,
+                    errno.EBADF,
+                ):
                     raise Unsupported(str(error)) from error
                 raise
             if not count:
@@ -106,7 +113,7 @@ def _kernel_copy(source_fd: int, sink_fd: int) -> tuple[str, int]:
 _KERNEL_SLICE = 64 * 1024 * 1024
 
 
-def _hash_copied(sink_fd: int, copied: "queue.SimpleQueue[int | None]", out: list[str]) -> None:
+def _hash_copied(sink_fd: int, copied: queue.SimpleQueue[int | None], out: list[str]) -> None:
     """Hash the sink up to each offset the copier reports, until it reports None."""
     digest = hasher()
     buffer = bytearray(defaults.STORE_CHUNK_BYTES)

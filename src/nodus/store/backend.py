@@ -188,7 +188,7 @@ def _modified(info: dict[str, Any]) -> float:
             continue
         if isinstance(value, _dt.datetime):
             if value.tzinfo is None:
-                value = value.replace(tzinfo=_dt.timezone.utc)
+                value = value.replace(tzinfo=_dt.UTC)
             return value.timestamp()
         if isinstance(value, str):
             return _dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()

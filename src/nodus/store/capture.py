@@ -15,8 +15,8 @@ import posixpath
 import secrets
 import stat as stat_mod
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
 
 from nodus.errors import StoreError, UsageError
 from nodus.schemas import defaults
@@ -57,8 +57,11 @@ def select(
         if candidate.target is not None and not _inside(candidate, selection, patterns):
             on_event(
                 "capture_symlink_refused",
-                {"path": candidate.rel, "target": candidate.target,
-                 "reason": "points outside the selected paths"},
+                {
+                    "path": candidate.rel,
+                    "target": candidate.target,
+                    "reason": "points outside the selected paths",
+                },
             )
             continue
         kept.append(candidate)
@@ -174,8 +177,9 @@ def read_consistently(
             # The last attempt takes any read during which the file it read did not change,
             # so a file the program touches every few milliseconds (a log) is still captured
             # as it stood during the read.
-            result = _read_once(full, spool_dir, cache, strict=attempt < attempts - 1,
-                                direct=direct)
+            result = _read_once(
+                full, spool_dir, cache, strict=attempt < attempts - 1, direct=direct
+            )
         except FileNotFoundError:
             return None
         if result is not None:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
 from nodus.schemas import defaults
 from nodus.store import keys

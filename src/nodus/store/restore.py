@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import posixpath
 import secrets
-from typing import Any, BinaryIO, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, BinaryIO
 
 from nodus.errors import SnapshotDamagedError, StoreError, UnsafePathError, UsageError
 from nodus.store import keys
@@ -90,7 +91,9 @@ def _refuse_unsafe(manifest: Manifest, entries: list[FileEntry]) -> None:
     for entry in entries:
         reason = unsafe_reason(entry)
         parents = entry.path.split("/")[:-1]
-        if reason is None and any("/".join(parents[: i + 1]) in link_paths for i in range(len(parents))):
+        if reason is None and any(
+            "/".join(parents[: i + 1]) in link_paths for i in range(len(parents))
+        ):
             reason = "lies under a symlink of the same snapshot"
         if reason is not None:
             raise UnsafePathError(
@@ -110,7 +113,10 @@ def _stage(
     """Copy one blob next to its final place under a temporary name, checking its hash."""
     temp = os.path.join(os.path.dirname(final), f".nodus-restore-{secrets.token_hex(6)}")
     try:
-        with backend.open(keys.blob_key(entry.hash)) as source, open(temp, "w+b", buffering=0) as sink:
+        with (
+            backend.open(keys.blob_key(entry.hash)) as source,
+            open(temp, "w+b", buffering=0) as sink,
+        ):
             direct = "read" if backend.is_local else None  # large blobs: past the page cache
             digest, size = copy_hashing(source, wrap(sink) if wrap else sink, direct=direct)
     except FileNotFoundError as error:

@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError, UsageError
 from nodus.schemas import defaults
@@ -106,7 +106,10 @@ class SnapshotStore:
             _remove_spools(spool for _entry, spool in copied)  # left only by a failed capture
         log.info(
             "store: committed %s (%d files, %d bytes) in %.2fs",
-            snapshot_id, len(files), manifest.total_bytes, time.monotonic() - started,
+            snapshot_id,
+            len(files),
+            manifest.total_bytes,
+            time.monotonic() - started,
         )
         return manifest
 
@@ -118,15 +121,17 @@ class SnapshotStore:
         spool_dir = self._backend.spool_dir()
         # A local store keeps the spool as the blob itself; a remote one uploads and drops it.
         direct = self._backend.is_local
-        read = read_consistently(candidate.full, candidate.rel, spool_dir, self._files,
-                                 direct=direct)
+        read = read_consistently(
+            candidate.full, candidate.rel, spool_dir, self._files, direct=direct
+        )
         if read is None:
             return None  # vanished while we looked: skipped like any missing path
         if read.spool is None and not self._backend.exists(keys.blob_key(read.digest)):
             # Known hash, but the blob went away (its snapshots were deleted): store it again.
             self._files.forget(candidate.full)
-            read = read_consistently(candidate.full, candidate.rel, spool_dir, self._files,
-                                     direct=direct)
+            read = read_consistently(
+                candidate.full, candidate.rel, spool_dir, self._files, direct=direct
+            )
             if read is None:
                 return None
         return FileEntry(candidate.rel, read.size, read.mode, read.digest, kind), read.spool
@@ -208,7 +213,9 @@ class SnapshotStore:
         try:
             return Manifest.from_json(raw)
         except (ValueError, KeyError, TypeError) as error:
-            raise SnapshotDamagedError(f"snapshot {snapshot_id}: unreadable manifest ({error})")
+            raise SnapshotDamagedError(
+                f"snapshot {snapshot_id}: unreadable manifest ({error})"
+            ) from error
 
     # --- restore and check ---------------------------------------------------------------------
 
@@ -232,7 +239,9 @@ class SnapshotStore:
             raise NotFoundError(f"snapshot {snapshot_id} no longer holds {', '.join(gone)}")
         started = time.monotonic()
         _restore(self._backend, manifest, target, wanted, overlay)
-        log.info("store: restored %s into %s in %.2fs", snapshot_id, target, time.monotonic() - started)
+        log.info(
+            "store: restored %s into %s in %.2fs", snapshot_id, target, time.monotonic() - started
+        )
 
     def check(self, snapshot_id: str, _verdicts: dict[str, str | None] | None = None) -> list[str]:
         """Every problem with a committed snapshot's held files; [] means it restores."""

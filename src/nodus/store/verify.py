@@ -59,8 +59,10 @@ class VerifyReport:
         if not (self.damaged or self.corrupt_blobs):
             out.append("all snapshots and blobs are sound")
         elif self.unrepaired:
-            out.append("problems found; `nodus store verify --repair` sets damaged snapshots "
-                       "aside and removes corrupt blobs")
+            out.append(
+                "problems found; `nodus store verify --repair` sets damaged snapshots "
+                "aside and removes corrupt blobs"
+            )
         return out
 
 

@@ -105,8 +105,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # nodus captures a folder once it has been still for its settle time; a folder pruned
     # sooner is never captured, so keep enough of them to outlive it at fast save rates.
     parser.add_argument("--keep", type=int, default=8, help="checkpoint folders to keep")
-    parser.add_argument("--state-bytes", type=int, default=0,
-                        help="size of a weights.bin written with each checkpoint")
+    parser.add_argument(
+        "--state-bytes",
+        type=int,
+        default=0,
+        help="size of a weights.bin written with each checkpoint",
+    )
     parser.add_argument("--result", default=os.path.join("out", "result.json"))
     parser.add_argument("--fail-at", type=int, default=None, help="exit 1 at this step")
     parser.add_argument(

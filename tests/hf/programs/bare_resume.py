@@ -17,8 +17,9 @@ args = train.training_arguments()
 tokenizer = train.build_tokenizer()
 set_seed(args.seed)
 model = train.build_model(tokenizer)
-trainer = Trainer(model=model, args=args, train_dataset=train.build_dataset(tokenizer),
-                  processing_class=tokenizer)
+trainer = Trainer(
+    model=model, args=args, train_dataset=train.build_dataset(tokenizer), processing_class=tokenizer
+)
 trainer.train(resume_from_checkpoint=os.environ["RESUME_FROM"])
 trainer.save_model("out/model")
 with open("out/global_step", "w") as handle:

@@ -21,10 +21,18 @@ class CustomTrainer(Trainer):
 
 def build(name):
     args = train.training_arguments()
-    changes = {"fp16": {"fp16": True}, "workers": {"dataloader_num_workers": 2},
-               "save_only_model": {"save_only_model": True},
-               "load_best": {"load_best_model_at_end": True, "eval_strategy": "steps",
-                             "save_strategy": "steps", "save_steps": 50, "eval_steps": 50}}
+    changes = {
+        "fp16": {"fp16": True},
+        "workers": {"dataloader_num_workers": 2},
+        "save_only_model": {"save_only_model": True},
+        "load_best": {
+            "load_best_model_at_end": True,
+            "eval_strategy": "steps",
+            "save_strategy": "steps",
+            "save_steps": 50,
+            "eval_steps": 50,
+        },
+    }
     if name in changes:
         args = dataclasses.replace(args, **changes[name])
     tokenizer = train.build_tokenizer()
@@ -37,7 +45,9 @@ def build(name):
     if name == "peft":
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=2, target_modules=["c_attn"], fan_in_fan_out=True))
+        model = get_peft_model(
+            model, LoraConfig(r=2, target_modules=["c_attn"], fan_in_fan_out=True)
+        )
     if name == "load_best":
         extra["eval_dataset"] = data
     cls = CustomTrainer if name == "subclass" else Trainer

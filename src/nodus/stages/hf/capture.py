@@ -56,8 +56,9 @@ class Buffers:
         return held
 
 
-def capture(trainer: Any, identity: dict[str, Any], requests: list[int],
-            buffers: Buffers | None = None) -> Captured:
+def capture(
+    trainer: Any, identity: dict[str, Any], requests: list[int], buffers: Buffers | None = None
+) -> Captured:
     buffers = buffers or Buffers()
     state = trainer.state
     trainer.store_flos()  # the Trainer does this before it saves; trainer_state.json matches
@@ -82,8 +83,9 @@ def step_metrics(state: Any) -> dict[str, float]:
     metrics: dict[str, float] = {"epoch": float(state.epoch or 0.0)}
     for entry in state.log_history:
         if entry.get("step") == state.global_step:
-            metrics.update({k: v for k, v in entry.items()
-                            if k != "step" and isinstance(v, (int, float))})
+            metrics.update(
+                {k: v for k, v in entry.items() if k != "step" and isinstance(v, (int, float))}
+            )
     return metrics
 
 
@@ -92,8 +94,13 @@ def _clone_tensors(state: dict[str, torch.Tensor], buffers: Buffers) -> dict[str
     by_storage: dict[tuple, torch.Tensor] = {}
     cloned = {}
     for name, tensor in state.items():
-        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
-               tuple(tensor.stride()), tensor.dtype)
+        key = (
+            tensor.untyped_storage().data_ptr(),
+            tensor.storage_offset(),
+            tuple(tensor.shape),
+            tuple(tensor.stride()),
+            tensor.dtype,
+        )
         if key not in by_storage:
             by_storage[key] = buffers.copy(f"model/{name}", tensor)
         cloned[name] = by_storage[key]

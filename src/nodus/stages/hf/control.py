@@ -1,4 +1,5 @@
-"""The program side of the runner <-> program protocol (docs/internals.md, "Runner ↔ stage program").
+"""The program side of the runner <-> program protocol (docs/internals.md, "Runner ↔ stage
+program").
 
 Every file lives under ``$NODUS_CONTROL_DIR`` (``<copy>/.nodus``) and every write is atomic
 (temp file, fsync, rename), because the runner reads these files while the program runs and a
@@ -45,7 +46,7 @@ class Settings:
         return self.integration == "hf-trainer-v1"
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Settings":
+    def from_dict(cls, data: dict[str, Any]) -> Settings:
         restored = data.get("restored_step")
         return cls(
             integration=str(data.get("integration", "auto")),
@@ -70,9 +71,11 @@ class ControlDir:
         self._committed_step = -1
 
     @classmethod
-    def from_environment(cls) -> "ControlDir":
+    def from_environment(cls) -> ControlDir:
         root = os.environ["NODUS_CONTROL_DIR"]
-        state = os.environ.get("NODUS_CHECKPOINT_DIR") or os.path.join(os.path.dirname(root), defaults.STATE_DIR)
+        state = os.environ.get("NODUS_CHECKPOINT_DIR") or os.path.join(
+            os.path.dirname(root), defaults.STATE_DIR
+        )
         return cls(root, state)
 
     def path(self, *parts: str) -> str:
@@ -103,7 +106,9 @@ class ControlDir:
                 request = read_json(os.path.join(folder, name))
             except (OSError, ValueError):
                 continue
-            found.append({"id": int(request.get("id", stem)), "then": request.get("then", "continue")})
+            found.append(
+                {"id": int(request.get("id", stem)), "then": request.get("then", "continue")}
+            )
         return sorted(found, key=lambda r: r["id"])
 
     # --- saves, commits, events ---------------------------------------------------------------

@@ -66,20 +66,25 @@ class Attempt:
         self.requests += 1
         folder = os.path.join(self.control, "requests")
         os.makedirs(folder, exist_ok=True)
-        write_json_atomic(os.path.join(folder, f"{self.requests}.json"),
-                          {"id": self.requests, "then": then})
+        write_json_atomic(
+            os.path.join(folder, f"{self.requests}.json"), {"id": self.requests, "then": then}
+        )
         return self.requests
 
     def commit(self, step: int) -> None:
-        write_json_atomic(os.path.join(self.control, "committed.json"),
-                          {"step": step, "snapshot": f"ckpt_qualify{step}"})
+        write_json_atomic(
+            os.path.join(self.control, "committed.json"),
+            {"step": step, "snapshot": f"ckpt_qualify{step}"},
+        )
 
     def wait_until(self, condition, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
             if self.process.poll() is not None and not condition():
-                raise RuntimeError(f"the program exited ({self.process.returncode}) before {what}:"
-                                   f"\n{self.log()[-3000:]}")
+                raise RuntimeError(
+                    f"the program exited ({self.process.returncode}) before {what}:"
+                    f"\n{self.log()[-3000:]}"
+                )
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no {what} after {timeout:.0f} s:\n{self.log()[-3000:]}")
             time.sleep(0.01)
@@ -90,7 +95,9 @@ class Attempt:
     def saving_now(self) -> bool:
         """A checkpoint folder is being built under .nodus/tmp (not yet published)."""
         folder = os.path.join(self.control, "tmp")
-        return os.path.isdir(folder) and any(n.startswith("checkpoint-") for n in os.listdir(folder))
+        return os.path.isdir(folder) and any(
+            n.startswith("checkpoint-") for n in os.listdir(folder)
+        )
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """What a crash or an OOM kill does: the whole process group, no warning."""
@@ -111,8 +118,13 @@ class Attempt:
 def new_copy(source: str, root: str, name: str) -> str:
     """A fresh working copy of the source (what the runner builds for every attempt)."""
     copy = os.path.join(root, name)
-    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("out", defaults.STATE_DIR, defaults.PRIVATE_DIR,
-                                                                "__pycache__"))
+    shutil.copytree(
+        source,
+        copy,
+        ignore=shutil.ignore_patterns(
+            "out", defaults.STATE_DIR, defaults.PRIVATE_DIR, "__pycache__"
+        ),
+    )
     os.makedirs(os.path.join(copy, defaults.STATE_DIR))
     os.makedirs(os.path.join(copy, defaults.PRIVATE_DIR))
     return copy
@@ -124,26 +136,56 @@ def restore(attempt: Attempt, step: int, copy: str) -> None:
     shutil.copytree(os.path.join(attempt.state, name), os.path.join(copy, defaults.STATE_DIR, name))
 
 
-def start(copy: str, command: list[str], integration: str | None, *, save_every: int = 0,
-          save_each_epoch: bool = False, restored_step: int | None = None, home: str = "",
-          env: dict[str, str] | None = None, qualifying: bool = False) -> Attempt:
+def start(
+    copy: str,
+    command: list[str],
+    integration: str | None,
+    *,
+    save_every: int = 0,
+    save_each_epoch: bool = False,
+    restored_step: int | None = None,
+    home: str = "",
+    env: dict[str, str] | None = None,
+    qualifying: bool = False,
+) -> Attempt:
     control = os.path.join(copy, defaults.PRIVATE_DIR)
     full_env = dict(os.environ)
     full_env.update(env or {})
-    full_env.update({"NODUS_CHECKPOINT_DIR": os.path.join(copy, defaults.STATE_DIR),
-                     "NODUS_CONTROL_DIR": control, "PYTHONUNBUFFERED": "1"})
+    full_env.update(
+        {
+            "NODUS_CHECKPOINT_DIR": os.path.join(copy, defaults.STATE_DIR),
+            "NODUS_CONTROL_DIR": control,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     if integration:
-        write_json_atomic(os.path.join(control, "integration.json"), {
-            "integration": integration, "save_every": save_every,
-            "save_each_epoch": save_each_epoch, "restored_step": restored_step,
-            "run_id": "run_local", "stage": "main", "attempt": 1, "home": home,
-            **({"qualifying": True} if qualifying else {})})
+        write_json_atomic(
+            os.path.join(control, "integration.json"),
+            {
+                "integration": integration,
+                "save_every": save_every,
+                "save_each_epoch": save_each_epoch,
+                "restored_step": restored_step,
+                "run_id": "run_local",
+                "stage": "main",
+                "attempt": 1,
+                "home": home,
+                **({"qualifying": True} if qualifying else {}),
+            },
+        )
         full_env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (BOOTSTRAP_DIR, full_env.get("PYTHONPATH")) if p)
+            p for p in (BOOTSTRAP_DIR, full_env.get("PYTHONPATH")) if p
+        )
     log_path = os.path.join(os.path.dirname(copy), os.path.basename(copy) + ".log")
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, cwd=copy, env=full_env, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            cwd=copy,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     return Attempt(copy=copy, process=process, log_path=log_path)
 
 

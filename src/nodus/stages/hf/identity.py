@@ -35,7 +35,9 @@ def compute(trainer: Any) -> dict[str, str]:
         "dataset": str(getattr(trainer.train_dataset, "_fingerprint", None)),
         "training_arguments": _digest(_arguments(trainer.args)),
         "model_structure": _structure(model),
-        "trainable_parameters": _digest([n for n, p in model.named_parameters() if p.requires_grad]),
+        "trainable_parameters": _digest(
+            [n for n, p in model.named_parameters() if p.requires_grad]
+        ),
         "device_type": trainer.args.device.type,
         "frameworks": ", ".join(f"{k} {v}" for k, v in current_versions().items()),
     }
@@ -46,8 +48,10 @@ def differences(saved: dict[str, str], now: dict[str, str]) -> list[str]:
     lines = []
     for key, label in LABELS.items():
         if saved.get(key) != now.get(key):
-            lines.append(f"{label} differs: checkpoint has {saved.get(key)!r}, "
-                         f"this attempt has {now.get(key)!r}")
+            lines.append(
+                f"{label} differs: checkpoint has {saved.get(key)!r}, "
+                f"this attempt has {now.get(key)!r}"
+            )
     return lines
 
 

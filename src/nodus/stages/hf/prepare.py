@@ -28,7 +28,7 @@ def prepare(trainer: Any, given: dict[str, Any]) -> None:
     if reasons:
         control.write_event("integration_unprepared", {"reasons": reasons})
         shown = "\n".join(f"  - {reason}" for reason in reasons)
-        print(f"nodus: running unprepared (integration = \"auto\"):\n{shown}", file=sys.stderr)
+        print(f'nodus: running unprepared (integration = "auto"):\n{shown}', file=sys.stderr)
         return
     session = Session(trainer, control, settings)
     trainer._nodus_session = session

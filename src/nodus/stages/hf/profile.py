@@ -9,7 +9,8 @@ not about what the Trainer ended up with.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from nodus.schemas import defaults
 
@@ -39,8 +40,11 @@ def _one_process_one_device(trainer, given) -> list[str]:
 
 def _full_precision(trainer, given) -> list[str]:
     args = trainer.args
-    flags = [f"{name}=True" for name in ("fp16", "bf16", "fp16_full_eval", "bf16_full_eval")
-             if getattr(args, name, False)]
+    flags = [
+        f"{name}=True"
+        for name in ("fp16", "bf16", "fp16_full_eval", "bf16_full_eval")
+        if getattr(args, name, False)
+    ]
     return [f"mixed precision ({', '.join(flags)}); v1 trains in float32"] if flags else []
 
 
@@ -54,21 +58,30 @@ def _model_state(trainer, given) -> list[str]:
     state = model.state_dict()
     odd = sorted({type(v).__name__ for v in state.values() if not isinstance(v, torch.Tensor)})
     if odd:
-        reasons.append(f"model state holds non-tensor values ({', '.join(odd)}); v1 needs tensors only")
-    floats = {str(v.dtype) for v in state.values()
-              if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dtype != torch.float32}
+        reasons.append(
+            f"model state holds non-tensor values ({', '.join(odd)}); v1 needs tensors only"
+        )
+    floats = {
+        str(v.dtype)
+        for v in state.values()
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dtype != torch.float32
+    }
     if floats:
         reasons.append(f"model state in {', '.join(sorted(floats))}; v1 needs float32")
     size = sum(v.numel() * v.element_size() for v in state.values() if isinstance(v, torch.Tensor))
     if size > defaults.HF_MAX_MODEL_STATE_BYTES:
-        reasons.append(f"model state of {size:,} bytes; v1 allows at most "
-                       f"{defaults.HF_MAX_MODEL_STATE_BYTES:,}")
+        reasons.append(
+            f"model state of {size:,} bytes; v1 allows at most "
+            f"{defaults.HF_MAX_MODEL_STATE_BYTES:,}"
+        )
     return reasons
 
 
 def _peft(trainer, given) -> list[str]:
     model = trainer.model
-    if type(model).__module__.split(".")[0] == "peft" or getattr(model, "_hf_peft_config_loaded", False):
+    if type(model).__module__.split(".")[0] == "peft" or getattr(
+        model, "_hf_peft_config_loaded", False
+    ):
         return ["PEFT model (adapters); v1 needs a plain model, PEFT needs separate qualification"]
     return []
 
@@ -81,8 +94,10 @@ def _dataset(trainer, given) -> list[str]:
     if isinstance(data, (datasets.IterableDataset, torch.utils.data.IterableDataset)):
         return [f"streaming data ({type(data).__name__}); v1 needs a map-style datasets.Dataset"]
     if not isinstance(data, datasets.Dataset):
-        return [f"train_dataset is a {type(data).__name__}; v1 needs a fingerprinted "
-                "map-style datasets.Dataset"]
+        return [
+            f"train_dataset is a {type(data).__name__}; v1 needs a fingerprinted "
+            "map-style datasets.Dataset"
+        ]
     if not getattr(data, "_fingerprint", None):
         return ["train_dataset has no fingerprint; v1 needs a fingerprinted datasets.Dataset"]
     return []
@@ -94,18 +109,29 @@ def _loading(trainer, given) -> list[str]:
     if args.dataloader_num_workers != 0:
         reasons.append(f"dataloader_num_workers={args.dataloader_num_workers}; v1 needs 0")
     if given.get("data_collator") is not None:
-        reasons.append(f"custom data collator ({_name(given['data_collator'])}); "
-                       "v1 needs the Trainer's default")
+        reasons.append(
+            f"custom data collator ({_name(given['data_collator'])}); "
+            "v1 needs the Trainer's default"
+        )
     if not args.accelerator_config.use_seedable_sampler:
-        reasons.append("accelerator_config.use_seedable_sampler=False; v1 needs the seedable "
-                       "sampler to replay an epoch's order")
+        reasons.append(
+            "accelerator_config.use_seedable_sampler=False; v1 needs the seedable "
+            "sampler to replay an epoch's order"
+        )
     return reasons
 
 
 def _callbacks(trainer, given) -> list[str]:
-    custom = [_name(cb) for cb in trainer.callback_handler.callbacks
-              if not type(cb).__module__.startswith(("transformers.", "nodus."))]
-    return [f"custom callbacks ({', '.join(custom)}); v1 allows built-in callbacks only"] if custom else []
+    custom = [
+        _name(cb)
+        for cb in trainer.callback_handler.callbacks
+        if not type(cb).__module__.startswith(("transformers.", "nodus."))
+    ]
+    return (
+        [f"custom callbacks ({', '.join(custom)}); v1 allows built-in callbacks only"]
+        if custom
+        else []
+    )
 
 
 def _plain_trainer(trainer, given) -> list[str]:
@@ -113,9 +139,11 @@ def _plain_trainer(trainer, given) -> list[str]:
 
     reasons = []
     if type(trainer) is not Trainer:
-        reasons.append(f"Trainer subclass {type(trainer).__module__}.{type(trainer).__qualname__}; "
-                       "v1 needs the plain transformers.Trainer (TRL and custom trainers need "
-                       "separate qualification)")
+        reasons.append(
+            f"Trainer subclass {type(trainer).__module__}.{type(trainer).__qualname__}; "
+            "v1 needs the plain transformers.Trainer (TRL and custom trainers need "
+            "separate qualification)"
+        )
     if given.get("compute_loss_func") is not None:
         reasons.append("custom loss (compute_loss_func); v1 needs the model's own loss")
     return reasons
@@ -130,9 +158,11 @@ def _optimizer(trainer, given) -> list[str]:
 
 def _arguments(trainer, given) -> list[str]:
     args = trainer.args
-    wrong = [f"{name}=True" for name in
-             ("save_only_model", "ignore_data_skip", "load_best_model_at_end", "push_to_hub")
-             if getattr(args, name)]
+    wrong = [
+        f"{name}=True"
+        for name in ("save_only_model", "ignore_data_skip", "load_best_model_at_end", "push_to_hub")
+        if getattr(args, name)
+    ]
     return [f"{flag}; v1 needs it False" for flag in wrong]
 
 

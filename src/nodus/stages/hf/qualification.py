@@ -14,8 +14,8 @@ import os
 import time
 from typing import Any
 
-from nodus.schemas import defaults
 from nodus._atomic import write_json_atomic
+from nodus.schemas import defaults
 
 PACKAGES = ("torch", "transformers", "accelerate", "datasets")
 SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qualified.json")
@@ -75,7 +75,13 @@ def record_result(home: str, versions: dict[str, str], passed: bool, details: di
     path = home_record_path(home)
     os.makedirs(home, exist_ok=True)
     kept = [e for e in _environments(path) if not _same(e, versions)]
-    kept.append({**versions, "passed": passed, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                 "details": details})
+    kept.append(
+        {
+            **versions,
+            "passed": passed,
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "details": details,
+        }
+    )
     write_json_atomic(path, {"environments": kept})
     return path

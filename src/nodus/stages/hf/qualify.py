@@ -14,8 +14,8 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from nodus.schemas import defaults
 from nodus.stages.hf import driver
@@ -23,8 +23,13 @@ from nodus.stages.hf.qualification import current_versions, record_result
 from nodus.stages.hf.writer import SLOW_WRITE_ENV
 
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qualify_program.py")
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled"}
+OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "WANDB_MODE": "disabled",
+}
 
 
 @dataclass
@@ -44,8 +49,12 @@ def qualify(home: str, say: Callable[[str], None] = print) -> Result:
         result = _run_suite(workdir, home, say)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    details = {"reference": result.reference, "resumed": result.resumed,
-               "resumed_from": result.resumed_from, "problems": result.problems}
+    details = {
+        "reference": result.reference,
+        "resumed": result.resumed,
+        "resumed_from": result.resumed_from,
+        "problems": result.problems,
+    }
     result.record = record_result(home, versions, result.passed, details)
     return result
 
@@ -73,18 +82,24 @@ def _run_suite(workdir: str, home: str, say: Callable[[str], None]) -> Result:
         resumed_from.append(step)
 
     say(f"attempt {len(resumed_from) + 1}: SIGKILL in the middle of a save")
-    attempt = _attempt(source, workdir, "mid-save", command, previous, step, home,
-                       env={SLOW_WRITE_ENV: "600"})
+    attempt = _attempt(
+        source, workdir, "mid-save", command, previous, step, home, env={SLOW_WRITE_ENV: "600"}
+    )
     attempt.wait_until(attempt.saving_now, 120, "a save in progress")
     attempt.kill()
-    problems = [] if attempt.recorded_steps() == [] and os.listdir(attempt.state) == [
-        f"checkpoint-{step}"] else ["an interrupted save became visible in state/"]
+    problems = (
+        []
+        if attempt.recorded_steps() == [] and os.listdir(attempt.state) == [f"checkpoint-{step}"]
+        else ["an interrupted save became visible in state/"]
+    )
 
     say("last attempt: resume from the newest published checkpoint and finish")
     final = _attempt(source, workdir, "final", command, previous, step, home)
     resumed_from.append(step)
     if final.finish() != 0:
-        return Result(False, reference, problems=[f"the resumed run failed:\n{final.log()[-2000:]}"])
+        return Result(
+            False, reference, problems=[f"the resumed run failed:\n{final.log()[-2000:]}"]
+        )
     resumed = driver.weights_hash(os.path.join(final.copy, "out", "model"))
     if resumed != reference:
         problems.append("the resumed run's final weights differ from the uninterrupted run's")
@@ -97,9 +112,17 @@ def _attempt(source, workdir, name, command, previous, step, home, env=None) -> 
         driver.restore(previous, step, copy)
     # Explicit v1, so a program outside the profile fails loudly instead of running unprepared;
     # `qualifying` lifts only the qualification check, which is what is being established here.
-    return driver.start(copy, command, "hf-trainer-v1", save_every=1, save_each_epoch=True,
-                        restored_step=step, home=home, env={**OFFLINE, **(env or {})},
-                        qualifying=True)
+    return driver.start(
+        copy,
+        command,
+        "hf-trainer-v1",
+        save_every=1,
+        save_each_epoch=True,
+        restored_step=step,
+        home=home,
+        env={**OFFLINE, **(env or {})},
+        qualifying=True,
+    )
 
 
 def _tmp_root(home: str) -> str:

@@ -37,8 +37,10 @@ class Session:
     def start(self) -> str | None:
         """Record this training's identities; return the checkpoint to resume from, if any."""
         trainer = self.trainer
-        self.identity = {**identities.compute(trainer),
-                         "training_argument_values": identities.argument_values(trainer.args)}
+        self.identity = {
+            **identities.compute(trainer),
+            "training_argument_values": identities.argument_values(trainer.args),
+        }
         step = self.settings.restored_step
         if step is None:
             return None
@@ -48,12 +50,18 @@ class Session:
             refuse(self.control, [f"the restored checkpoint {path} is missing or incomplete"])
         saved = identities.read(path)
         if saved is None:
-            refuse(self.control, [f"the restored checkpoint {path} has no identity record; "
-                                  "it was not saved by hf-trainer-v1"])
+            refuse(
+                self.control,
+                [
+                    f"the restored checkpoint {path} has no identity record; "
+                    "it was not saved by hf-trainer-v1"
+                ],
+            )
         problems = identities.differences(saved, self.identity)
         if saved.get("training_arguments") != self.identity["training_arguments"]:
-            fields = identities.argument_differences(saved.get("training_argument_values", {}),
-                                                     trainer.args)
+            fields = identities.argument_differences(
+                saved.get("training_argument_values", {}), trainer.args
+            )
             problems.append(f"changed training arguments: {', '.join(fields) or '(unknown)'}")
         if problems:
             refuse(self.control, problems)

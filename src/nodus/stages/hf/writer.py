@@ -14,13 +14,14 @@ import shutil
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
+from nodus._atomic import fsync_dir
 from nodus.stages.hf import identity as identities
 from nodus.stages.hf.capture import Captured
-from nodus._atomic import fsync_dir
 from nodus.stages.hf.control import ControlDir
 
 SLOW_WRITE_ENV = "NODUS_HF_WRITE_DELAY_S"
@@ -57,10 +58,13 @@ class CheckpointWriter:
         try:
             self._write(captured)
         except Exception as error:  # a failed save must not kill training; the next one retries
-            print(f"nodus: checkpoint at step {captured.step} was not saved: {error!r}",
-                  file=sys.stderr)
-            self._control.write_event("checkpoint_save_failed",
-                                      {"step": captured.step, "error": repr(error)})
+            print(
+                f"nodus: checkpoint at step {captured.step} was not saved: {error!r}",
+                file=sys.stderr,
+            )
+            self._control.write_event(
+                "checkpoint_save_failed", {"step": captured.step, "error": repr(error)}
+            )
 
     def _write(self, captured: Captured) -> None:
         name = checkpoint_name(captured.step)
@@ -76,20 +80,25 @@ class CheckpointWriter:
             self._publish(building, name)
         finally:
             shutil.rmtree(building, ignore_errors=True)
-        self._control.write_save_record({
-            "step": captured.step,
-            "epoch": captured.epoch,
-            "checkpoint": name,
-            "requests": captured.requests,
-            "metrics": captured.metrics,
-        })
+        self._control.write_save_record(
+            {
+                "step": captured.step,
+                "epoch": captured.epoch,
+                "checkpoint": name,
+                "requests": captured.requests,
+                "metrics": captured.metrics,
+            }
+        )
         self._on_published(captured.step)
 
     def _write_files(self, folder: str, captured: Captured) -> None:
         """The file set of ``Trainer._save_checkpoint``, so a bare Trainer can resume from it."""
         trainer = self._trainer
-        trainer.model.save_pretrained(folder, state_dict=captured.model_state,
-                                      safe_serialization=trainer.args.save_safetensors)
+        trainer.model.save_pretrained(
+            folder,
+            state_dict=captured.model_state,
+            safe_serialization=trainer.args.save_safetensors,
+        )
         if trainer.processing_class is not None:
             trainer.processing_class.save_pretrained(folder)
         with open(os.path.join(folder, "training_args.bin"), "wb") as handle:
