@@ -245,3 +245,38 @@ def test_restore_needs_an_empty_target_unless_overlaid(store, live, tmp_path):
         store.restore(made.id, str(copy))
     store.restore(made.id, str(copy), overlay=True)
     assert read_tree(copy) == {"state/a.bin": b"snapshot", "train.py": b"print()"}
+
+
+def test_read_file_gives_one_file_verified(store, live):
+    write_tree(live, CHECKPOINT)
+    made = store.capture(str(live), ["state"], info=info(10))
+    path = "state/checkpoint-10/config.json"
+    assert open_store(store.url).read_file(made, path) == b'{"layers": 2}'
+    with pytest.raises(NotFoundError, match="holds no file"):
+        store.read_file(made, "state/checkpoint-10/absent.json")
+
+    digest = next(f.hash for f in made.files if f.path == path)
+    store.storage.write(keys.blob_key(digest), b'{"layers": 3}')  # same size, other bytes
+    with pytest.raises(SnapshotDamagedError, match="do not match"):
+        store.read_file(made, path)
+    store.storage.delete(keys.blob_key(digest))
+    with pytest.raises(SnapshotDamagedError, match="missing"):
+        store.read_file(made, path)
+
+
+def test_hold_records_live_next_to_the_snapshot_they_hold(store, live):
+    write_tree(live, {"state/a.bin": b"a"})
+    made = store.capture(str(live), ["state"], info=info(1))
+    store.hold_records.write(made.id, "pin", {"kinds": ["files"], "by": "me@host"})
+    store.hold_records.write(made.id, "epoch-released", {})
+
+    other_view = open_store(store.url).hold_records
+    assert other_view.names() == {made.id: {"pin", "epoch-released"}}
+    assert other_view.read(made.id, "pin") == {"kinds": ["files"], "by": "me@host"}
+    assert other_view.exists(made.id, "pin") and not other_view.exists(made.id, "other")
+
+    store.storage.write(keys.hold_key(made.id, "epoch-released"), b"not json")
+    assert other_view.read(made.id, "epoch-released") is None  # unreadable: no record
+    other_view.delete(made.id, "pin")
+    assert store.hold_records.names() == {made.id: {"epoch-released"}}
+    assert store.hold_records.read(made.id, "pin") is None

@@ -53,6 +53,7 @@ class SnapshotStore:
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
+        self._holds = HoldRecords(storage)
         self._files = FileCache()
         self._manifests: dict[str, Manifest] = {}  # manifests never change once committed
 
@@ -68,7 +69,7 @@ class SnapshotStore:
     @property
     def hold_records(self) -> HoldRecords:
         """The stored holds (pins, released epoch holds) next to this store's snapshots."""
-        return HoldRecords(self._storage)
+        return self._holds
 
     # --- capture -------------------------------------------------------------------------------
 
