@@ -54,12 +54,12 @@ def test_unchanged_files_are_neither_reread_nor_restored(store, tmp_path, reads)
     _age(live)
     store.capture(str(live), ["state"], info=INFO)
     assert len(reads) == 2
-    blobs_before = {(b.key, b.modified) for b in store.backend.list(keys.BLOBS)}
+    blobs_before = {(b.key, b.modified) for b in store.storage.list(keys.BLOBS)}
 
     reads.clear()
     again = store.capture(str(live), ["state"], info=INFO)
     assert reads == [] and store.check(again.id) == []
-    assert {(b.key, b.modified) for b in store.backend.list(keys.BLOBS)} == blobs_before
+    assert {(b.key, b.modified) for b in store.storage.list(keys.BLOBS)} == blobs_before
 
     (live / "state/b.bin").write_bytes(os.urandom(4000))  # same size, new contents
     past = os.stat(live / "state/a.bin").st_mtime_ns
@@ -98,7 +98,7 @@ def test_file_modified_during_the_copy_is_read_again(store, tmp_path, monkeypatc
     assert len(calls) == 2
     store.restore(made.id, str(tmp_path / "r"))
     assert (tmp_path / "r/state/optimizer.pt").read_bytes() == b"B" * 100_000
-    assert os.listdir(store.backend.path(keys.TMP)) == []  # the torn copy was discarded
+    assert os.listdir(store.storage.path(keys.TMP)) == []  # the torn copy was discarded
 
 
 WRITER = textwrap.dedent(
@@ -207,7 +207,7 @@ def test_stale_attempt_commits_nothing(store, tmp_path):
 
     with pytest.raises(StaleAttemptError):
         store.capture(str(live), ["state"], info=INFO, guard=fenced)
-    assert store.list() == [] and store.backend.list(keys.INTENTS) == []
+    assert store.list() == [] and store.storage.list(keys.INTENTS) == []
     assert store.gc_blobs(grace_s=0).deleted_blobs == 1  # its blob is garbage, not a snapshot
 
 

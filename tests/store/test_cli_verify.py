@@ -50,7 +50,7 @@ def test_verify_reports_a_sound_store(nodus_home, tmp_path):
 
 def test_verify_finds_damage_and_repair_sets_it_aside(nodus_home, tmp_path):
     store, first, second = _store_with_two_snapshots(nodus_home, tmp_path)
-    blob = store.backend.path(keys.blob_key(second.files[0].hash))
+    blob = store.storage.path(keys.blob_key(second.files[0].hash))
     with open(blob, "r+b") as handle:
         handle.seek(100)
         handle.write(b"\xff")

@@ -108,7 +108,7 @@ def test_identical_contents_are_stored_once(store, live):
     write_tree(live, {"state/a.bin": payload, "state/b.bin": payload})
     store.capture(str(live), ["state"], info=info(1))
     open_store(store.url).capture(str(live), ["state"], info=info(2))
-    blobs = store.backend.list(keys.BLOBS)
+    blobs = store.storage.list(keys.BLOBS)
     assert len(blobs) == 1 and blobs[0].size == 50_000
 
 
@@ -116,10 +116,10 @@ def test_existing_blob_is_never_rewritten_and_verify_repair_heals(store, live, t
     write_tree(live, {"state/a.bin": b"precious"})
     first = store.capture(str(live), ["state"], info=info(1))
     digest = first.files[0].hash
-    store.backend.write(keys.blob_key(digest), b"garbage!")  # bit rot under the right name
+    store.storage.write(keys.blob_key(digest), b"garbage!")  # bit rot under the right name
 
     second = open_store(store.url).capture(str(live), ["state"], info=info(2))
-    assert store.backend.read(keys.blob_key(digest)) == b"garbage!"  # never rewritten
+    assert store.storage.read(keys.blob_key(digest)) == b"garbage!"  # never rewritten
     (problem,) = store.check(second.id)
     assert problem.startswith(f"state/a.bin: blob {digest} is altered")
 
@@ -139,9 +139,9 @@ def test_damaged_snapshot_is_refused_and_target_left_empty(store, live, tmp_path
     write_tree(live, CHECKPOINT)
     made = store.capture(str(live), ["state"], info=info(10))
     weights = next(f for f in made.files if f.path.endswith("model.safetensors"))
-    data = bytearray(store.backend.read(keys.blob_key(weights.hash)))
+    data = bytearray(store.storage.read(keys.blob_key(weights.hash)))
     data[1234] ^= 0x01
-    store.backend.write(keys.blob_key(weights.hash), bytes(data))
+    store.storage.write(keys.blob_key(weights.hash), bytes(data))
 
     target = tmp_path / "restored"
     with pytest.raises(SnapshotDamagedError, match="model.safetensors"):
@@ -153,7 +153,7 @@ def test_damaged_snapshot_is_refused_and_target_left_empty(store, live, tmp_path
 def test_missing_blob_is_reported_as_damaged(store, live, tmp_path):
     write_tree(live, {"state/optimizer.pt": os.urandom(1000)})
     made = store.capture(str(live), ["state"], info=info(1))
-    store.backend.delete(keys.blob_key(made.files[0].hash))
+    store.storage.delete(keys.blob_key(made.files[0].hash))
     assert store.check(made.id) == [f"state/optimizer.pt: blob {made.files[0].hash} is missing"]
     with pytest.raises(SnapshotDamagedError, match="missing"):
         store.restore(made.id, str(tmp_path / "r"))
@@ -173,9 +173,9 @@ def test_missing_blob_is_reported_as_damaged(store, live, tmp_path):
 def test_tampered_manifest_paths_are_refused(store, live, tmp_path, entry):
     write_tree(live, {"state/a.bin": b"data"})
     made = store.capture(str(live), ["state"], info=info(1))
-    raw = json.loads(store.backend.read(keys.manifest_key(made.id)))
+    raw = json.loads(store.storage.read(keys.manifest_key(made.id)))
     raw["files"].append({**raw["files"][0], **entry})
-    store.backend.write(keys.manifest_key(made.id), json.dumps(raw).encode())
+    store.storage.write(keys.manifest_key(made.id), json.dumps(raw).encode())
 
     fresh = open_store(store.url)
     with pytest.raises(UnsafePathError):
@@ -203,7 +203,7 @@ def test_delete_kind_keeps_other_kinds_and_shared_blobs(store, live, tmp_path):
     store.restore(newer.id, str(tmp_path / "c"))  # shared weights survived
     assert len(read_tree(tmp_path / "c")) == len(CHECKPOINT)
     old_optimizer = next(f.hash for f in older.files if f.path.endswith("optimizer.pt"))
-    assert not store.backend.exists(keys.blob_key(old_optimizer))  # unshared state freed
+    assert not store.storage.exists(keys.blob_key(old_optimizer))  # unshared state freed
 
 
 def test_blob_gc_sweeps_only_old_unreferenced_blobs_and_is_idempotent(store, live):
@@ -213,7 +213,7 @@ def test_blob_gc_sweeps_only_old_unreferenced_blobs_and_is_idempotent(store, liv
     dropped = store.list()[-1]
     store.delete(dropped.id)  # frees its blob at once
     orphan = keys.blob_key("0" * 32)
-    store.backend.write(orphan, b"left by a killed capture")
+    store.storage.write(orphan, b"left by a killed capture")
 
     assert store.gc_blobs().deleted_blobs == 0  # younger than the grace period
     report = store.gc_blobs(grace_s=0)
@@ -245,3 +245,38 @@ def test_restore_needs_an_empty_target_unless_overlaid(store, live, tmp_path):
         store.restore(made.id, str(copy))
     store.restore(made.id, str(copy), overlay=True)
     assert read_tree(copy) == {"state/a.bin": b"snapshot", "train.py": b"print()"}
+
+
+def test_read_file_gives_one_file_verified(store, live):
+    write_tree(live, CHECKPOINT)
+    made = store.capture(str(live), ["state"], info=info(10))
+    path = "state/checkpoint-10/config.json"
+    assert open_store(store.url).read_file(made, path) == b'{"layers": 2}'
+    with pytest.raises(NotFoundError, match="holds no file"):
+        store.read_file(made, "state/checkpoint-10/absent.json")
+
+    digest = next(f.hash for f in made.files if f.path == path)
+    store.storage.write(keys.blob_key(digest), b'{"layers": 3}')  # same size, other bytes
+    with pytest.raises(SnapshotDamagedError, match="do not match"):
+        store.read_file(made, path)
+    store.storage.delete(keys.blob_key(digest))
+    with pytest.raises(SnapshotDamagedError, match="missing"):
+        store.read_file(made, path)
+
+
+def test_hold_records_live_next_to_the_snapshot_they_hold(store, live):
+    write_tree(live, {"state/a.bin": b"a"})
+    made = store.capture(str(live), ["state"], info=info(1))
+    store.hold_records.write(made.id, "pin", {"kinds": ["files"], "by": "me@host"})
+    store.hold_records.write(made.id, "epoch-released", {})
+
+    other_view = open_store(store.url).hold_records
+    assert other_view.names() == {made.id: {"pin", "epoch-released"}}
+    assert other_view.read(made.id, "pin") == {"kinds": ["files"], "by": "me@host"}
+    assert other_view.exists(made.id, "pin") and not other_view.exists(made.id, "other")
+
+    store.storage.write(keys.hold_key(made.id, "epoch-released"), b"not json")
+    assert other_view.read(made.id, "epoch-released") is None  # unreadable: no record
+    other_view.delete(made.id, "pin")
+    assert store.hold_records.names() == {made.id: {"epoch-released"}}
+    assert store.hold_records.read(made.id, "pin") is None

@@ -118,7 +118,7 @@ def test_large_files_stored_and_restored_directly_are_byte_exact(tmp_path, direc
         assert (tmp_path / "r" / rel).read_bytes() == data
     report = store.verify()
     assert report.sound and report.files == 3
-    blob = store.backend.path(
+    blob = store.storage.path(
         keys.blob_key(xxhash.xxh3_128(FILES["state/optimizer.pt"]).hexdigest())
     )
     assert os.path.getsize(blob) == 3 * CHUNK
@@ -126,7 +126,7 @@ def test_large_files_stored_and_restored_directly_are_byte_exact(tmp_path, direc
 
 def test_a_damaged_blob_read_directly_is_refused(tmp_path, direct_for_small_files):
     store = _capture_and_restore(tmp_path)
-    blob = store.backend.path(
+    blob = store.storage.path(
         keys.blob_key(xxhash.xxh3_128(FILES["state/optimizer.pt"]).hexdigest())
     )
     os.chmod(blob, 0o600)

@@ -244,7 +244,7 @@ def _pin(args) -> int:
     from nodus.snapshots import holds
 
     located = _lookup(args).locate(args.ref)
-    added = holds.pin(located.store.backend, located.manifest)
+    added = holds.pin(located.store, located.manifest)
     note = "pinned" if added else "was already pinned"
     return _report_holds(args, located, f"{located.manifest.id} {note}")
 
@@ -254,7 +254,7 @@ def _release(args) -> int:
 
     located = _lookup(args).locate(args.ref)
     epoch = holds.is_epoch_save(located.manifest, located.run)
-    dropped = holds.release(located.store.backend, located.manifest, epoch)
+    dropped = holds.release(located.store, located.manifest, epoch)
     note = f"released ({' and '.join(dropped)} hold)" if dropped else "had no pin or epoch hold"
     return _report_holds(args, located, f"{located.manifest.id} {note}")
 

@@ -20,10 +20,13 @@ import os
 import posixpath
 import re
 from collections.abc import Iterable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, UnsafePathError, UsageError
 from nodus.snapshots.progress import Progress
+
+if TYPE_CHECKING:
+    from nodus.store import SnapshotStore
 
 __all__ = ["ARTIFACTS", "download_outputs", "download_snapshot", "select"]
 
@@ -40,7 +43,7 @@ _MODEL_WEIGHTS = (
 
 
 def download_snapshot(
-    store: Any, manifest: Any, artifact: str, target: str, stream: IO[str] | None = None
+    store: SnapshotStore, manifest: Any, artifact: str, target: str, stream: IO[str] | None = None
 ) -> list[str]:
     """Write ``artifact`` of ``manifest`` into the empty folder ``target``; the paths written."""
     pairs = select(manifest, artifact)
@@ -49,7 +52,7 @@ def download_snapshot(
 
 
 def download_outputs(
-    store: Any, manifests: list[Any], target: str, stream: IO[str] | None = None
+    store: SnapshotStore, manifests: list[Any], target: str, stream: IO[str] | None = None
 ) -> list[str]:
     """Lay the outputs snapshots over each other in order (later stages win), verified."""
     chosen: dict[str, Any] = {}
@@ -151,14 +154,14 @@ def _common_folder(paths: Iterable[str]) -> str:
 
 
 def _write(
-    store: Any,
+    store: SnapshotStore,
     snapshot_id: str,
     pairs: list[tuple[Any, str]],
     target: str,
     label: str,
     stream: IO[str] | None,
 ) -> list[str]:
-    from nodus.store.restore import unsafe_reason, write_verified
+    from nodus.store.restore import unsafe_reason
 
     for entry, dest in pairs:
         reason = unsafe_reason(entry) or (None if dest else "is empty")
@@ -167,9 +170,7 @@ def _write(
     _prepare(target)
     progress = Progress(label, sum(e.size for e, _ in pairs if not e.is_link), stream)
     try:
-        write_verified(
-            store.backend, snapshot_id, pairs, target, wrap=lambda sink: _Counting(sink, progress)
-        )
+        store.restore_files(snapshot_id, pairs, target, wrap=lambda sink: _Counting(sink, progress))
     finally:
         progress.close()
     return sorted(dest for _, dest in pairs)

@@ -1,11 +1,12 @@
 """What holds a snapshot: pins, epoch holds, the resume target and branches.
 
 Holds protect artifact kinds of a snapshot from retention (SPEC §8). Two are stored, as small
-objects in the snapshot's own store next to its manifest, so they travel with the store (a
-shared S3 store protects a pinned snapshot whichever machine runs retention)::
+records the snapshot's own store keeps next to its manifest (``store.hold_records``), so they
+travel with the store (a shared S3 store protects a pinned snapshot whichever machine runs
+retention)::
 
-    holds/<snapshot id>/pin.json             {"kinds": [...], "at": ..., "by": "user@host"}
-    holds/<snapshot id>/epoch-released.json  {"at": ..., "by": ...}   (the epoch hold is dropped)
+    pin              {"kinds": [...], "at": ..., "by": "user@host"}
+    epoch-released   {"at": ..., "by": ...}   (the epoch hold is dropped)
 
 The others are derived, never stored, so they cannot go stale:
 
@@ -21,19 +22,20 @@ Retention asks :func:`holds_of` (or :func:`protected_kinds`) and deletes no kind
 from __future__ import annotations
 
 import getpass
-import json
 import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from nodus.store import Manifest, SnapshotStore
 
 __all__ = [
     "Hold",
     "HoldIndex",
-    "hold_key",
     "holds_of",
     "pin",
     "protected_kinds",
@@ -41,16 +43,10 @@ __all__ = [
     "resume_target",
 ]
 
-HOLDS = "holds"
 PIN = "pin"
 EPOCH_RELEASED = "epoch-released"
 FINISHED = ("SUCCEEDED", "FAILED", "CANCELLED")
 """Phases after which a run is never retried or resumed (INTERRUPTED and PAUSED still are)."""
-
-
-def hold_key(snapshot_id: str, name: str) -> str:
-    """The one place a stored hold's key is built."""
-    return f"{HOLDS}/{snapshot_id}/{name}.json"
 
 
 @dataclass(frozen=True)
@@ -68,28 +64,21 @@ class Hold:
 class HoldIndex:
     """Every stored hold of one store, read with a single listing (listings stay cheap)."""
 
-    def __init__(self, backend: Any) -> None:
-        self._backend = backend
-        self._names: dict[str, set[str]] = {}
-        for info in backend.list(HOLDS):
-            parts = info.key.split("/")
-            if len(parts) == 3 and parts[2].endswith(".json"):
-                self._names.setdefault(parts[1], set()).add(parts[2][: -len(".json")])
+    def __init__(self, store: SnapshotStore) -> None:
+        self._records = store.hold_records
+        self._names = self._records.names()
 
     def has(self, snapshot_id: str, name: str) -> bool:
         return name in self._names.get(snapshot_id, ())
 
     def read(self, snapshot_id: str, name: str) -> dict[str, Any]:
-        try:
-            return json.loads(self._backend.read(hold_key(snapshot_id, name)))
-        except (FileNotFoundError, ValueError):
-            return {}
+        return self._records.read(snapshot_id, name) or {}
 
 
 # --- stored holds: pin and release --------------------------------------------------------------
 
 
-def pin(backend: Any, manifest: Any) -> bool:
+def pin(store: SnapshotStore, manifest: Manifest) -> bool:
     """Pin every kind the snapshot holds now; False if it was pinned already."""
     if manifest.role != "checkpoint":
         raise UsageError(
@@ -98,27 +87,28 @@ def pin(backend: Any, manifest: Any) -> bool:
         )
     if not manifest.kinds:
         raise NotFoundError(f"{manifest.id} holds no artifact kinds any more; nothing to pin")
-    if backend.exists(hold_key(manifest.id, PIN)):
+    if store.hold_records.exists(manifest.id, PIN):
         return False
-    _write(backend, manifest.id, PIN, {"kinds": list(manifest.kinds)})
+    _write(store, manifest.id, PIN, {"kinds": list(manifest.kinds)})
     return True
 
 
-def release(backend: Any, manifest: Any, epoch_save: bool) -> list[str]:
+def release(store: SnapshotStore, manifest: Manifest, epoch_save: bool) -> list[str]:
     """Drop the pin and (for an epoch save) the epoch hold; the names of the holds dropped."""
+    records = store.hold_records
     dropped = []
-    if backend.exists(hold_key(manifest.id, PIN)):
-        backend.delete(hold_key(manifest.id, PIN))
+    if records.exists(manifest.id, PIN):
+        records.delete(manifest.id, PIN)
         dropped.append(PIN)
-    if epoch_save and not backend.exists(hold_key(manifest.id, EPOCH_RELEASED)):
-        _write(backend, manifest.id, EPOCH_RELEASED, {})
+    if epoch_save and not records.exists(manifest.id, EPOCH_RELEASED):
+        _write(store, manifest.id, EPOCH_RELEASED, {})
         dropped.append("epoch")
     return dropped
 
 
-def _write(backend: Any, snapshot_id: str, name: str, data: dict[str, Any]) -> None:
+def _write(store: SnapshotStore, snapshot_id: str, name: str, data: dict[str, Any]) -> None:
     record = {**data, "at": time.time(), "by": f"{_user()}@{socket.gethostname()}"}
-    backend.write(hold_key(snapshot_id, name), json.dumps(record, sort_keys=True).encode())
+    store.hold_records.write(snapshot_id, name, record)
 
 
 def _user() -> str:

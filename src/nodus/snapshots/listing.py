@@ -35,7 +35,7 @@ def list_run(
     store = lookup.store_of_run(run)
     all_stages = store.list(run=run.id)
     manifests = [m for m in all_stages if stage is None or m.stage == stage]
-    index = _holds.HoldIndex(store.backend)
+    index = _holds.HoldIndex(store)
     context = _Context(lookup, run, all_stages, index)
     rows = [context.row(m) for m in sort_snapshots(manifests, sort, descending)]
     return run, rows
@@ -45,7 +45,7 @@ def run_holds(lookup: Lookup, run: Any) -> dict[str, list[Any]]:
     """Every hold on each committed checkpoint of ``run``: what retention must ask first."""
     store = lookup.store_of_run(run)
     manifests = store.list(run=run.id)
-    context = _Context(lookup, run, manifests, _holds.HoldIndex(store.backend))
+    context = _Context(lookup, run, manifests, _holds.HoldIndex(store))
     return {m.id: context.holds(m) for m in manifests}
 
 
@@ -75,7 +75,7 @@ def describe(lookup: Lookup, located: Located, verify: bool = True) -> dict[str,
     """``snapshots get --json``: the manifest, per-file verification and every hold."""
     manifest, store, run = located.manifest, located.store, located.run
     siblings = store.list(run=manifest.run) if run is not None else []
-    context = _Context(lookup, run, siblings, _holds.HoldIndex(store.backend))
+    context = _Context(lookup, run, siblings, _holds.HoldIndex(store))
     data = context.row(manifest)
     verdicts: dict[str, str | None] = {}
     problems = store.check(manifest.id, verdicts) if verify else []

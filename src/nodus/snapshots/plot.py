@@ -14,13 +14,15 @@ matplotlib is imported here only, with the Agg backend: no display is needed.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nodus.errors import NotFoundError
+from nodus.errors import NotFoundError, SnapshotDamagedError
+
+if TYPE_CHECKING:
+    from nodus.store import Manifest, SnapshotStore
 
 __all__ = ["Series", "collect", "draw"]
 
@@ -39,7 +41,7 @@ class Series:
     restarts: list[tuple[int, str]] = field(default_factory=list)  # (step, label)
 
 
-def collect(store: Any, catalog: Any, run: Any) -> list[Series]:
+def collect(store: SnapshotStore, catalog: Any, run: Any) -> list[Series]:
     """One :class:`Series` per stage that has committed snapshots or attempts."""
     manifests = store.list(run=run.id)
     out = []
@@ -59,20 +61,18 @@ def collect(store: Any, catalog: Any, run: Any) -> list[Series]:
     return out
 
 
-def _history(store: Any, manifest: Any) -> dict[str, list[tuple[int, float]]]:
+def _history(store: SnapshotStore, manifest: Manifest) -> dict[str, list[tuple[int, float]]]:
     """Per-step curves from the newest snapshot's ``trainer_state.json`` (verified read)."""
-    from nodus.store import keys
-    from nodus.store._io import hash_stream
-
-    entries = [e for e in manifest.held_files() if e.path.endswith("trainer_state.json")]
-    if not entries:
+    paths = [
+        e.path
+        for e in manifest.held_files()
+        if e.path.endswith("trainer_state.json") and not e.is_link
+    ]
+    if not paths:
         return {}
-    entry = max(entries, key=lambda e: e.path)
     try:
-        raw = store.backend.read(keys.blob_key(entry.hash))
-    except FileNotFoundError:
-        return {}
-    if hash_stream(io.BytesIO(raw))[0] != entry.hash:
+        raw = store.read_file(manifest, max(paths))
+    except SnapshotDamagedError:
         return {}  # a damaged file draws nothing rather than a wrong curve
     try:
         history = json.loads(raw).get("log_history") or []

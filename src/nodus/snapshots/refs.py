@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, UsageError
 from nodus.schemas import defaults
 
+if TYPE_CHECKING:
+    from nodus.store import Manifest, SnapshotStore
+
 __all__ = ["Located", "Lookup", "SnapshotRef", "parse_ref"]
 
 _STEP = re.compile(r"^(?P<run>.+)@(?P<step>-?\d+)$")
-_ID = re.compile(r"^(ckpt|src|out)_[0-9a-f]{16}$")
 
 CATALOG_SCAN = 10_000
 """Most runs whose recorded stores a bare id is searched in (newest first)."""
@@ -41,8 +43,10 @@ class SnapshotRef:
 
 def parse_ref(text: str) -> SnapshotRef:
     """Parse ``ID | RUN@STEP | RUN/STAGE@STEP``; the stage split is settled by :class:`Lookup`."""
+    from nodus.store.keys import is_snapshot_id
+
     text = text.strip()
-    if _ID.match(text):
+    if is_snapshot_id(text):
         return SnapshotRef(text, snapshot_id=text)
     match = _STEP.match(text)
     if match is None:
@@ -60,8 +64,8 @@ def parse_ref(text: str) -> SnapshotRef:
 class Located:
     """A committed snapshot, the store it lives in, and its run when the catalog knows it."""
 
-    manifest: Any  # nodus.store.Manifest
-    store: Any  # nodus.store.SnapshotStore
+    manifest: Manifest
+    store: SnapshotStore
     run: Any | None  # nodus.runner.catalog.Run
 
 
@@ -74,22 +78,22 @@ class Lookup:
         self.home = defaults.nodus_home(home)
         self.explicit_store = store_url
         self.catalog = Catalog(self.home)
-        self._stores: dict[str, Any] = {}
+        self._stores: dict[str, SnapshotStore] = {}
 
     # --- stores -----------------------------------------------------------------------------
 
-    def store(self, url: str) -> Any:
+    def store(self, url: str) -> SnapshotStore:
         from nodus.store import open_store
 
         if url not in self._stores:
             self._stores[url] = open_store(url)
         return self._stores[url]
 
-    def store_of_run(self, run: Any) -> Any:
+    def store_of_run(self, run: Any) -> SnapshotStore:
         """``--store`` when given, else the store the run recorded when it was accepted."""
         return self.store(self.explicit_store or run.store)
 
-    def default_store(self) -> Any:
+    def default_store(self) -> SnapshotStore:
         return self.store(defaults.store_url(self.explicit_store, self.home))
 
     # --- runs -------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
-import secrets
 import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -164,12 +163,13 @@ class ReadResult:
 
 
 def read_consistently(
-    full: str, rel: str, spool_dir: str, cache: FileCache, *, direct: bool = False
+    full: str, rel: str, new_spool: Callable[[], str], cache: FileCache, *, direct: bool = False
 ) -> ReadResult | None:
     """Hash (and copy to a spool file) one real state of ``full``; None if it vanished.
 
-    ``direct``: the spool is the blob's final home on this disk, so large files may be written
-    past the page cache (a spool that is uploaded and removed is better left in memory).
+    ``new_spool`` names a fresh spool file (the storage's ``spool_path``). ``direct``: the
+    spool is the blob's final home on this disk, so large files may be written past the page
+    cache (a spool that is uploaded and removed is better left in memory).
     """
     attempts = defaults.CAPTURE_READ_ATTEMPTS
     for attempt in range(attempts):
@@ -178,7 +178,7 @@ def read_consistently(
             # so a file the program touches every few milliseconds (a log) is still captured
             # as it stood during the read.
             result = _read_once(
-                full, spool_dir, cache, strict=attempt < attempts - 1, direct=direct
+                full, new_spool, cache, strict=attempt < attempts - 1, direct=direct
             )
         except FileNotFoundError:
             return None
@@ -192,7 +192,7 @@ def read_consistently(
 
 
 def _read_once(
-    full: str, spool_dir: str, cache: FileCache, strict: bool, direct: bool
+    full: str, new_spool: Callable[[], str], cache: FileCache, strict: bool, direct: bool
 ) -> ReadResult | None:
     """One read; None when it cannot be trusted to be one real state of the file.
 
@@ -209,7 +209,7 @@ def _read_once(
         if digest is not None:
             return ReadResult(digest, before.st_size, mode, None)
         started = time.time_ns()
-        spool = os.path.join(spool_dir, f"blob-{secrets.token_hex(8)}")
+        spool = new_spool()
         try:
             with open(spool, "w+b", buffering=0) as sink:
                 digest, count = copy_hashing(source, sink, direct="write" if direct else None)

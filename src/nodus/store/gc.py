@@ -3,7 +3,7 @@
 Mark: every blob named by a committed manifest, leaving out kinds whose deletion has begun.
 Sweep: delete unmarked blobs older than a grace period. A capture may reuse a blob it found
 already stored, so a sweep and a capture exclude each other with two flags, in the manner of
-Dekker's algorithm, which needs nothing from the backend but read-after-write consistency:
+Dekker's algorithm, which needs nothing from the storage but read-after-write consistency:
 
 - a capture writes its intent (``intents/<id>.json``) first, then waits while a sweep lock
   (``locks/sweep.json``) is held, and only then looks at which blobs exist;
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 from nodus.schemas import defaults
 from nodus.store import keys
-from nodus.store.backend import Backend
+from nodus.store.storage import Storage
 
 __all__ = ["GcReport", "Sweep", "renew_intent", "wait_for_sweep", "write_intent"]
 
@@ -47,33 +47,33 @@ class GcReport:
         return asdict(self)
 
 
-def write_intent(backend: Backend, snapshot_id: str) -> float:
+def write_intent(storage: Storage, snapshot_id: str) -> float:
     """Announce a capture; returns when it was written (renew before the lease runs out)."""
     now = time.time()
-    backend.write(keys.intent_key(snapshot_id), json.dumps({"written": now}).encode())
+    storage.write(keys.intent_key(snapshot_id), json.dumps({"written": now}).encode())
     return now
 
 
-def renew_intent(backend: Backend, snapshot_id: str, written: float) -> float:
+def renew_intent(storage: Storage, snapshot_id: str, written: float) -> float:
     if time.time() - written < defaults.CAPTURE_LEASE_S / 4:
         return written
-    return write_intent(backend, snapshot_id)
+    return write_intent(storage, snapshot_id)
 
 
-def wait_for_sweep(backend: Backend) -> None:
+def wait_for_sweep(storage: Storage) -> None:
     """Block while a live sweep holds the lock (call only after the intent is written)."""
     while True:
-        until = _read_time(backend, keys.sweep_key(), "until")
+        until = _read_time(storage, keys.sweep_key(), "until")
         if until is None or until < time.time():
             return
         time.sleep(defaults.SWEEP_WAIT_POLL_S)
 
 
 class Sweep:
-    """One sweep under the lock: ``with Sweep(backend) as sweep: if sweep.allowed: ...``."""
+    """One sweep under the lock: ``with Sweep(storage) as sweep: if sweep.allowed: ...``."""
 
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
         self.allowed = False
         self.report = GcReport()
         self._renewed = 0.0
@@ -88,14 +88,14 @@ class Sweep:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self.backend.delete(keys.sweep_key())
+        self.storage.delete(keys.sweep_key())
 
     def delete_blobs(self, candidates: Iterable[tuple[str, int]]) -> None:
         """Delete these (key, size) blobs; only call when ``allowed``."""
         assert self.allowed, "sweeping without the lock"
         for key, size in candidates:
             self._renew()
-            self.backend.delete(key)
+            self.storage.delete(key)
             self.report.deleted_blobs += 1
             self.report.freed_bytes += size
             self.report.deleted.append(key)
@@ -103,20 +103,21 @@ class Sweep:
     def remove_leftovers(self, older_than_s: float) -> None:
         """Abandoned intents and temp files of killed captures (file:// keeps them in tmp/)."""
         now = time.time()
-        for info in self.backend.list(keys.INTENTS) + self.backend.list(keys.TMP):
+        for info in self.storage.list(keys.INTENTS) + self.storage.list(keys.TMP):
             is_intent = info.key.startswith(keys.INTENTS + "/")
-            written = _read_time(self.backend, info.key, "written") if is_intent else None
+            written = _read_time(self.storage, info.key, "written") if is_intent else None
             if now - (written or info.modified) > older_than_s:
-                self.backend.delete(info.key)
+                self.storage.delete(info.key)
                 self.report.removed_leftovers += 1
 
     def _live_intents(self) -> list[str]:
         now = time.time()
         live = []
-        for info in self.backend.list(keys.INTENTS):
-            written = _read_time(self.backend, info.key, "written") or info.modified
+        for info in self.storage.list(keys.INTENTS):
+            written = _read_time(self.storage, info.key, "written") or info.modified
             if now - written < defaults.CAPTURE_LEASE_S:
-                live.append(info.key.rsplit("/", 1)[-1].removesuffix(".json"))
+                # Something else in intents/ is taken for a capture too: GC never guesses.
+                live.append(keys.intent_of_key(info.key) or info.key)
         return live
 
     def _renew(self, force: bool = False) -> None:
@@ -124,13 +125,13 @@ class Sweep:
         now = time.time()
         if force or now - self._renewed > defaults.SWEEP_LEASE_S / 4:
             until = now + defaults.SWEEP_LEASE_S
-            self.backend.write(keys.sweep_key(), json.dumps({"until": until}).encode())
+            self.storage.write(keys.sweep_key(), json.dumps({"until": until}).encode())
             self._renewed = now
 
 
-def _read_time(backend: Backend, key: str, name: str) -> float | None:
+def _read_time(storage: Storage, key: str, name: str) -> float | None:
     try:
-        return float(json.loads(backend.read(key))[name])
+        return float(json.loads(storage.read(key))[name])
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError):

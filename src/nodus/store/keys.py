@@ -1,15 +1,21 @@
-"""Snapshot ids and store keys, each built by one function.
+"""Snapshot ids and store keys: each kind of key built by one function and parsed by one.
 
-Capture, list, restore, check, deletion and GC all call these, so the layout below is the
-whole truth about where things live in a store (relative to its root URL)::
+Capture, list, restore, check, holds, deletion and GC all call these, so the layout below is
+the whole truth about where things live in a store (keys are ``/``-separated and relative to
+the store's root URL)::
 
     blobs/<h[:2]>/<h>            file contents, named by their xxh3-128 (32 hex digits)
     snapshots/<id>.json          a manifest; writing it is the commit
     tombstones/<id>.<kind>       deletion of one kind of a snapshot has begun
+    holds/<id>/<name>.json       a stored hold on a snapshot (a pin, a released epoch hold)
     intents/<id>.json            a capture is running (blob GC leaves its blobs alone)
     locks/sweep.json             a blob sweep is running (captures wait for it)
     quarantine/<id>.json         a damaged manifest set aside by ``nodus store verify --repair``
-    tmp/                         temporary names of blobs and manifests being written (file://)
+    tmp/<purpose>-<16 hex>       temporary names of blobs and objects being written (file://)
+
+Every kind of key that is listed has one parser, which returns None for a key not of its kind,
+so a stray object (a file someone copied into the store by hand) is skipped, never misread.
+Quarantined manifests and the sweep lock are only ever read by their key, so they have none.
 """
 
 from __future__ import annotations
@@ -19,31 +25,49 @@ import secrets
 
 __all__ = [
     "BLOBS",
+    "HOLDS",
+    "INTENTS",
     "SNAPSHOTS",
+    "TMP",
+    "TOMBSTONES",
     "blob_key",
     "hash_of_blob_key",
+    "hold_key",
+    "hold_of_key",
     "intent_key",
+    "intent_of_key",
     "is_snapshot_id",
     "manifest_key",
     "new_snapshot_id",
     "quarantine_key",
     "snapshot_id_of_key",
     "sweep_key",
+    "temp_key",
     "tombstone_key",
+    "tombstone_of_key",
 ]
 
+# Top-level folders; a listing is asked for by one of these prefixes.
 BLOBS = "blobs"
 SNAPSHOTS = "snapshots"
 TOMBSTONES = "tombstones"
+HOLDS = "holds"
 INTENTS = "intents"
+LOCKS = "locks"
 QUARANTINE = "quarantine"
 TMP = "tmp"
+
+_JSON = ".json"
 
 # A run's source and final outputs live in the same store as its checkpoints; the prefix tells
 # them apart at a glance in logs and on the command line.
 _PREFIX = {"checkpoint": "ckpt", "source": "src", "outputs": "out"}
 _ID = re.compile(r"^(ckpt|src|out)_[0-9a-f]{16}$")
 _HASH = re.compile(r"^[0-9a-f]{32}$")
+_HOLD_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
+# --- snapshot ids --------------------------------------------------------------------------------
 
 
 def new_snapshot_id(role: str = "checkpoint") -> str:
@@ -55,6 +79,9 @@ def is_snapshot_id(text: str) -> bool:
     return bool(_ID.match(text))
 
 
+# --- blobs ---------------------------------------------------------------------------------------
+
+
 def blob_key(digest: str) -> str:
     # Two hex digits of fan-out keep directory listings short on file:// stores.
     return f"{BLOBS}/{digest[:2]}/{digest}"
@@ -62,34 +89,85 @@ def blob_key(digest: str) -> str:
 
 def hash_of_blob_key(key: str) -> str | None:
     """The digest a blob key names, or None for anything else under ``blobs/``."""
-    name = key.rsplit("/", 1)[-1]
-    return name if _HASH.match(name) and key.endswith(f"{name[:2]}/{name}") else None
+    parts = key.split("/")
+    if len(parts) != 3 or parts[0] != BLOBS:
+        return None
+    digest = parts[2]
+    return digest if _HASH.match(digest) and parts[1] == digest[:2] else None
+
+
+# --- manifests, tombstones, quarantine -----------------------------------------------------------
 
 
 def manifest_key(snapshot_id: str) -> str:
-    return f"{SNAPSHOTS}/{snapshot_id}.json"
+    return f"{SNAPSHOTS}/{snapshot_id}{_JSON}"
 
 
 def snapshot_id_of_key(key: str) -> str | None:
-    """The snapshot id a manifest (or quarantine) key names, or None for anything else."""
-    name = key.rsplit("/", 1)[-1]
-    if not name.endswith(".json"):
-        return None
-    snapshot_id = name[: -len(".json")]
-    return snapshot_id if is_snapshot_id(snapshot_id) else None
+    """The snapshot id a manifest key names, or None for anything else."""
+    return _id_in(key, SNAPSHOTS)
 
 
 def tombstone_key(snapshot_id: str, kind: str) -> str:
     return f"{TOMBSTONES}/{snapshot_id}.{kind}"
 
 
-def intent_key(snapshot_id: str) -> str:
-    return f"{INTENTS}/{snapshot_id}.json"
-
-
-def sweep_key() -> str:
-    return "locks/sweep.json"
+def tombstone_of_key(key: str) -> tuple[str, str] | None:
+    """(snapshot id, kind) a tombstone key names, or None for anything else."""
+    folder, _, name = key.partition("/")
+    snapshot_id, dot, kind = name.partition(".")
+    if folder != TOMBSTONES or not dot or not kind or not is_snapshot_id(snapshot_id):
+        return None
+    return snapshot_id, kind
 
 
 def quarantine_key(snapshot_id: str) -> str:
-    return f"{QUARANTINE}/{snapshot_id}.json"
+    """Where ``nodus store verify --repair`` sets a damaged manifest aside (never listed)."""
+    return f"{QUARANTINE}/{snapshot_id}{_JSON}"
+
+
+# --- holds ---------------------------------------------------------------------------------------
+
+
+def hold_key(snapshot_id: str, name: str) -> str:
+    """A stored hold on a snapshot; ``name`` is the hold's record name (``pin``, …)."""
+    return f"{HOLDS}/{snapshot_id}/{name}{_JSON}"
+
+
+def hold_of_key(key: str) -> tuple[str, str] | None:
+    """(snapshot id, hold name) a hold key names, or None for anything else."""
+    parts = key.split("/")
+    if len(parts) != 3 or parts[0] != HOLDS or not parts[2].endswith(_JSON):
+        return None
+    snapshot_id, name = parts[1], parts[2][: -len(_JSON)]
+    return (snapshot_id, name) if is_snapshot_id(snapshot_id) and _HOLD_NAME.match(name) else None
+
+
+# --- coordination between captures and sweeps, and temporary names ------------------------------
+
+
+def intent_key(snapshot_id: str) -> str:
+    return f"{INTENTS}/{snapshot_id}{_JSON}"
+
+
+def intent_of_key(key: str) -> str | None:
+    """The snapshot id whose capture an intent key announces, or None for anything else."""
+    return _id_in(key, INTENTS)
+
+
+def sweep_key() -> str:
+    """The one lock of a store: held by a blob sweep (nothing parses it; it is only read)."""
+    return f"{LOCKS}/sweep{_JSON}"
+
+
+def temp_key(purpose: str) -> str:
+    """A fresh temporary name (``tmp/blob-1f3a…``); anything under ``tmp/`` is a leftover."""
+    return f"{TMP}/{purpose}-{secrets.token_hex(8)}"
+
+
+def _id_in(key: str, folder: str) -> str | None:
+    found, _, name = key.partition("/")
+    if found != folder or not name.endswith(_JSON):
+        return None
+    snapshot_id = name[: -len(_JSON)]
+    return snapshot_id if is_snapshot_id(snapshot_id) else None

@@ -17,8 +17,8 @@ from typing import Any, BinaryIO
 from nodus.errors import SnapshotDamagedError, StoreError, UnsafePathError, UsageError
 from nodus.store import keys
 from nodus.store._io import copy_hashing
-from nodus.store.backend import Backend
 from nodus.store.manifest import FileEntry, Manifest
+from nodus.store.storage import Storage
 
 __all__ = ["restore", "unsafe_reason", "write_verified"]
 
@@ -43,7 +43,7 @@ def unsafe_reason(entry: FileEntry) -> str | None:
 
 
 def restore(
-    backend: Backend,
+    storage: Storage,
     manifest: Manifest,
     target: str,
     kinds: Sequence[str] | None = None,
@@ -52,11 +52,11 @@ def restore(
     entries = manifest.held_files(tuple(kinds) if kinds is not None else None)
     _refuse_unsafe(manifest, entries)
     _prepare_target(target, overlay)
-    write_verified(backend, manifest.id, [(entry, entry.path) for entry in entries], target)
+    write_verified(storage, manifest.id, [(entry, entry.path) for entry in entries], target)
 
 
 def write_verified(
-    backend: Backend,
+    storage: Storage,
     snapshot_id: str,
     pairs: Sequence[tuple[FileEntry, str]],
     target: str,
@@ -73,7 +73,7 @@ def write_verified(
         for entry, dest in pairs:
             if not entry.is_link:
                 final = _checked_destination(root, dest)
-                staged.append(_stage(backend, snapshot_id, entry, final, wrap))
+                staged.append(_stage(storage, snapshot_id, entry, final, wrap))
     except BaseException:
         for temp, _final, _mode in staged:
             _remove(temp)
@@ -108,16 +108,16 @@ def _prepare_target(target: str, overlay: bool) -> None:
 
 
 def _stage(
-    backend: Backend, snapshot_id: str, entry: FileEntry, final: str, wrap
+    storage: Storage, snapshot_id: str, entry: FileEntry, final: str, wrap
 ) -> tuple[str, str, int]:
     """Copy one blob next to its final place under a temporary name, checking its hash."""
     temp = os.path.join(os.path.dirname(final), f".nodus-restore-{secrets.token_hex(6)}")
     try:
         with (
-            backend.open(keys.blob_key(entry.hash)) as source,
+            storage.open(keys.blob_key(entry.hash)) as source,
             open(temp, "w+b", buffering=0) as sink,
         ):
-            direct = "read" if backend.is_local else None  # large blobs: past the page cache
+            direct = "read" if storage.is_local else None  # large blobs: past the page cache
             digest, size = copy_hashing(source, wrap(sink) if wrap else sink, direct=direct)
     except FileNotFoundError as error:
         _remove(temp)

@@ -13,18 +13,20 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from typing import Any, BinaryIO
 
 from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError, UsageError
 from nodus.schemas import defaults
 from nodus.store import keys
-from nodus.store._io import hash_stream
-from nodus.store.backend import Backend
+from nodus.store._io import hash_stream, hasher
 from nodus.store.capture import Candidate, FileCache, read_consistently, select
 from nodus.store.gc import GcReport, Sweep, renew_intent, wait_for_sweep, write_intent
+from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS, classify
 from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
 from nodus.store.restore import restore as _restore
-from nodus.store.restore import unsafe_reason
+from nodus.store.restore import unsafe_reason, write_verified
+from nodus.store.storage import Storage, open_storage
 from nodus.store.verify import VerifyReport, verify_store
 
 __all__ = ["SnapshotStore", "open_store"]
@@ -39,7 +41,7 @@ def open_store(url: str | None = None, **storage_options) -> SnapshotStore:
     Without a URL: ``$NODUS_STORE``, else ``file://$NODUS_HOME/store``. ``storage_options`` go
     to fsspec (for example ``endpoint_url`` for an S3-compatible server).
     """
-    return SnapshotStore(Backend(url or defaults.store_url(), **storage_options))
+    return SnapshotStore(open_storage(url or defaults.store_url(), **storage_options))
 
 
 class SnapshotStore:
@@ -49,18 +51,25 @@ class SnapshotStore:
     unchanged file is neither read nor stored again by the next capture.
     """
 
-    def __init__(self, backend: Backend) -> None:
-        self._backend = backend
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self._holds = HoldRecords(storage)
         self._files = FileCache()
         self._manifests: dict[str, Manifest] = {}  # manifests never change once committed
 
     @property
     def url(self) -> str:
-        return self._backend.url
+        return self._storage.url
 
     @property
-    def backend(self) -> Backend:
-        return self._backend
+    def storage(self) -> Storage:
+        """Where the store keeps its objects, by the keys of :mod:`nodus.store.keys`."""
+        return self._storage
+
+    @property
+    def hold_records(self) -> HoldRecords:
+        """The stored holds (pins, released epoch holds) next to this store's snapshots."""
+        return self._holds
 
     # --- capture -------------------------------------------------------------------------------
 
@@ -84,25 +93,25 @@ class SnapshotStore:
             raise UsageError(f"snapshot role {info.role!r}: use checkpoint, source or outputs")
         started = time.monotonic()
         snapshot_id = keys.new_snapshot_id(info.role)
-        intent_written = write_intent(self._backend, snapshot_id)
+        intent_written = write_intent(self._storage, snapshot_id)
         copied: list[tuple[FileEntry, str | None]] = []
         try:
-            wait_for_sweep(self._backend)  # only now may existing blobs be trusted (see gc.py)
+            wait_for_sweep(self._storage)  # only now may existing blobs be trusted (see gc.py)
             for candidate in select(root, paths, excludes, on_event or _log_event):
                 read = self._read_one(candidate)
                 if read is not None:
                     copied.append(read)
-                intent_written = renew_intent(self._backend, snapshot_id, intent_written)
+                intent_written = renew_intent(self._storage, snapshot_id, intent_written)
             # Blobs are made durable and named only after every file is copied, so the disk
             # writes back earlier copies while later ones are still being read (as `cp` + `sync`).
             for entry, spool in copied:
                 if spool is not None:
-                    self._backend.adopt_blob(spool, keys.blob_key(entry.hash))
-                intent_written = renew_intent(self._backend, snapshot_id, intent_written)
+                    self._storage.adopt_file(spool, keys.blob_key(entry.hash))
+                intent_written = renew_intent(self._storage, snapshot_id, intent_written)
             files = [entry for entry, _spool in copied]
             manifest = self._commit(snapshot_id, info, files, guard)
         finally:
-            self._backend.delete(keys.intent_key(snapshot_id))
+            self._storage.delete(keys.intent_key(snapshot_id))
             _remove_spools(spool for _entry, spool in copied)  # left only by a failed capture
         log.info(
             "store: committed %s (%d files, %d bytes) in %.2fs",
@@ -118,19 +127,19 @@ class SnapshotStore:
         kind = classify(candidate.rel)
         if candidate.target is not None:
             return FileEntry(candidate.rel, 0, 0o777, "", kind, candidate.target), None
-        spool_dir = self._backend.spool_dir()
+        new_spool = self._storage.spool_path
         # A local store keeps the spool as the blob itself; a remote one uploads and drops it.
-        direct = self._backend.is_local
+        direct = self._storage.is_local
         read = read_consistently(
-            candidate.full, candidate.rel, spool_dir, self._files, direct=direct
+            candidate.full, candidate.rel, new_spool, self._files, direct=direct
         )
         if read is None:
             return None  # vanished while we looked: skipped like any missing path
-        if read.spool is None and not self._backend.exists(keys.blob_key(read.digest)):
+        if read.spool is None and not self._storage.exists(keys.blob_key(read.digest)):
             # Known hash, but the blob went away (its snapshots were deleted): store it again.
             self._files.forget(candidate.full)
             read = read_consistently(
-                candidate.full, candidate.rel, spool_dir, self._files, direct=direct
+                candidate.full, candidate.rel, new_spool, self._files, direct=direct
             )
             if read is None:
                 return None
@@ -151,7 +160,7 @@ class SnapshotStore:
         )
         if guard is not None:
             guard()  # may raise StaleAttemptError: then there is no manifest, so no snapshot
-        self._backend.write(keys.manifest_key(snapshot_id), manifest.to_json())
+        self._storage.write(keys.manifest_key(snapshot_id), manifest.to_json())
         self._manifests[snapshot_id] = manifest
         return manifest
 
@@ -181,19 +190,21 @@ class SnapshotStore:
     def get(self, snapshot_id: str) -> Manifest:
         """The committed snapshot ``snapshot_id``; NotFoundError if there is none."""
         deleting = frozenset(
-            kind for kind in KINDS if self._backend.exists(keys.tombstone_key(snapshot_id, kind))
+            kind for kind in KINDS if self._storage.exists(keys.tombstone_key(snapshot_id, kind))
         )
         return self._load(snapshot_id, deleting)
 
     def _ids(self) -> list[str]:
-        ids = (keys.snapshot_id_of_key(info.key) for info in self._backend.list(keys.SNAPSHOTS))
+        ids = (keys.snapshot_id_of_key(info.key) for info in self._storage.list(keys.SNAPSHOTS))
         return [snapshot_id for snapshot_id in ids if snapshot_id]
 
     def _tombstones(self) -> dict[str, frozenset[str]]:
         found: dict[str, set[str]] = {}
-        for info in self._backend.list(keys.TOMBSTONES):
-            snapshot_id, _, kind = info.key.rsplit("/", 1)[-1].partition(".")
-            found.setdefault(snapshot_id, set()).add(kind)
+        for info in self._storage.list(keys.TOMBSTONES):
+            parsed = keys.tombstone_of_key(info.key)
+            if parsed is not None:
+                snapshot_id, kind = parsed
+                found.setdefault(snapshot_id, set()).add(kind)
         return {snapshot_id: frozenset(kinds) for snapshot_id, kinds in found.items()}
 
     def _load(self, snapshot_id: str, deleting: frozenset[str]) -> Manifest:
@@ -207,7 +218,7 @@ class SnapshotStore:
 
     def _read_manifest(self, snapshot_id: str) -> Manifest:
         try:
-            raw = self._backend.read(keys.manifest_key(snapshot_id))
+            raw = self._storage.read(keys.manifest_key(snapshot_id))
         except FileNotFoundError:
             raise NotFoundError(f"snapshot {snapshot_id} not found in {self.url}") from None
         try:
@@ -238,10 +249,48 @@ class SnapshotStore:
         if gone:
             raise NotFoundError(f"snapshot {snapshot_id} no longer holds {', '.join(gone)}")
         started = time.monotonic()
-        _restore(self._backend, manifest, target, wanted, overlay)
+        _restore(self._storage, manifest, target, wanted, overlay)
         log.info(
             "store: restored %s into %s in %.2fs", snapshot_id, target, time.monotonic() - started
         )
+
+    def restore_files(
+        self,
+        snapshot_id: str,
+        pairs: Sequence[tuple[FileEntry, str]],
+        target: str,
+        *,
+        wrap: Callable[[BinaryIO], Any] | None = None,
+    ) -> None:
+        """Write each ``(entry, destination)`` of a snapshot under ``target``, verified.
+
+        Nothing lands unless every file matched its manifest (a download lays files out its
+        own way); ``wrap`` may wrap each file being written, for a progress counter.
+        """
+        write_verified(self._storage, snapshot_id, pairs, target, wrap=wrap)
+
+    def read_file(self, manifest: Manifest, path: str) -> bytes:
+        """The contents of the file ``path`` of a snapshot, checked against its hash.
+
+        NotFoundError when the snapshot holds no such file (any more); SnapshotDamagedError
+        when its contents are missing or altered.
+        """
+        entry = next((e for e in manifest.held_files() if e.path == path), None)
+        if entry is None or entry.is_link:
+            raise NotFoundError(f"snapshot {manifest.id} holds no file {path!r}")
+        try:
+            data = self._storage.read(keys.blob_key(entry.hash))
+        except FileNotFoundError:
+            raise SnapshotDamagedError(
+                f"snapshot {manifest.id}: {path}: its contents (blob {entry.hash}) are missing"
+            ) from None
+        digest = hasher()
+        digest.update(data)
+        if digest.hexdigest() != entry.hash or len(data) != entry.size:
+            raise SnapshotDamagedError(
+                f"snapshot {manifest.id}: {path}: contents do not match the manifest"
+            )
+        return data
 
     def check(self, snapshot_id: str, _verdicts: dict[str, str | None] | None = None) -> list[str]:
         """Every problem with a committed snapshot's held files; [] means it restores."""
@@ -264,7 +313,7 @@ class SnapshotStore:
     def _blob_verdict(self, digest: str, verdicts: dict[str, str | None]) -> str | None:
         if digest not in verdicts:
             try:
-                with self._backend.open(keys.blob_key(digest)) as source:
+                with self._storage.open(keys.blob_key(digest)) as source:
                     found, _size = hash_stream(source)
                 verdicts[digest] = None if found == digest else f"is altered (hashes to {found})"
             except FileNotFoundError:
@@ -286,7 +335,7 @@ class SnapshotStore:
         if kind not in KINDS:
             raise UsageError(f"artifact kind {kind!r}: use one of {', '.join(KINDS)}")
         manifest = self.get(snapshot_id)
-        self._backend.write(keys.tombstone_key(snapshot_id, kind), b"{}")
+        self._storage.write(keys.tombstone_key(snapshot_id, kind), b"{}")
         candidates = {e.hash for e in manifest.files if e.kind == kind and not e.is_link}
         log.info("store: deleting %s of %s", kind, snapshot_id)
         return self._free(candidates, min_age_s=0.0)
@@ -295,11 +344,11 @@ class SnapshotStore:
         """Delete a whole snapshot: every kind, then the manifest itself."""
         manifest = self.get(snapshot_id)
         for kind in KINDS:
-            self._backend.write(keys.tombstone_key(snapshot_id, kind), b"{}")
-        self._backend.delete(keys.manifest_key(snapshot_id))
+            self._storage.write(keys.tombstone_key(snapshot_id, kind), b"{}")
+        self._storage.delete(keys.manifest_key(snapshot_id))
         self._manifests.pop(snapshot_id, None)
         for kind in KINDS:
-            self._backend.delete(keys.tombstone_key(snapshot_id, kind))
+            self._storage.delete(keys.tombstone_key(snapshot_id, kind))
         return self._free({e.hash for e in manifest.files if not e.is_link}, min_age_s=0.0)
 
     def gc_blobs(self, grace_s: float = defaults.BLOB_GC_GRACE_S) -> GcReport:
@@ -307,14 +356,14 @@ class SnapshotStore:
         return self._free(None, min_age_s=grace_s)
 
     def _free(self, candidates: set[str] | None, min_age_s: float) -> GcReport:
-        with Sweep(self._backend) as sweep:
+        with Sweep(self._storage) as sweep:
             if not sweep.allowed:
                 log.info("store: blob sweep deferred: %s", sweep.report.reason)
                 return sweep.report
             held = self._held_blobs()  # marked under the lock: no capture can commit meanwhile
             now = time.time()
             doomed, kept = [], 0
-            for info in self._backend.list(keys.BLOBS):
+            for info in self._storage.list(keys.BLOBS):
                 digest = keys.hash_of_blob_key(info.key)
                 if digest is None or (candidates is not None and digest not in candidates):
                     continue

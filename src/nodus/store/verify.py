@@ -71,7 +71,7 @@ def verify_store(store: SnapshotStore, repair: bool = False) -> VerifyReport:
     verdicts: dict[str, str | None] = {}
     for snapshot_id in store._ids():
         _check_snapshot(store, snapshot_id, verdicts, report)
-    for info in store.backend.list(keys.BLOBS):
+    for info in store.storage.list(keys.BLOBS):
         digest = keys.hash_of_blob_key(info.key)
         report.blobs += 1
         if digest is not None and store._blob_verdict(digest, verdicts) is not None:
@@ -97,22 +97,22 @@ def _check_snapshot(store: SnapshotStore, snapshot_id: str, verdicts, report: Ve
 
 
 def _repair(store: SnapshotStore, report: VerifyReport) -> None:
-    backend = store.backend
+    storage = store.storage
     for digest in report.corrupt_blobs:
-        backend.delete(keys.blob_key(digest))
+        storage.delete(keys.blob_key(digest))
         report.repaired.append(f"removed corrupt blob {digest}")
     for snapshot_id in sorted(report.damaged):
         try:
-            raw = backend.read(keys.manifest_key(snapshot_id))
+            raw = storage.read(keys.manifest_key(snapshot_id))
         except FileNotFoundError:
             continue
-        backend.write(keys.quarantine_key(snapshot_id), raw)
-        backend.delete(keys.manifest_key(snapshot_id))
+        storage.write(keys.quarantine_key(snapshot_id), raw)
+        storage.delete(keys.manifest_key(snapshot_id))
         store._manifests.pop(snapshot_id, None)
         report.repaired.append(
             f"set {snapshot_id} aside as {keys.quarantine_key(snapshot_id)} (no longer listed)"
         )
-    with Sweep(backend) as sweep:
+    with Sweep(storage) as sweep:
         if sweep.allowed:
             sweep.remove_leftovers(defaults.CAPTURE_LEASE_S)
             if sweep.report.removed_leftovers:

@@ -1,0 +1,52 @@
+"""Stored holds: small JSON records next to the snapshot they hold, in the snapshot's store.
+
+They travel with the store (a shared S3 store protects a pinned snapshot whichever machine runs
+retention). What a hold means is decided by :mod:`nodus.snapshots.holds`; this module only
+keeps its records, under the keys :func:`nodus.store.keys.hold_key` builds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nodus.store import keys
+from nodus.store.storage import Storage
+
+__all__ = ["HoldRecords"]
+
+
+class HoldRecords:
+    """The hold records of one store, by snapshot id and record name (``pin``, …)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+
+    def names(self) -> dict[str, set[str]]:
+        """Every stored record's name, by snapshot id, from a single listing (stays cheap)."""
+        found: dict[str, set[str]] = {}
+        for info in self._storage.list(keys.HOLDS):
+            parsed = keys.hold_of_key(info.key)
+            if parsed is not None:
+                snapshot_id, name = parsed
+                found.setdefault(snapshot_id, set()).add(name)
+        return found
+
+    def exists(self, snapshot_id: str, name: str) -> bool:
+        return self._storage.exists(keys.hold_key(snapshot_id, name))
+
+    def read(self, snapshot_id: str, name: str) -> dict[str, Any] | None:
+        """The record; None when there is none or it cannot be read as a JSON object."""
+        try:
+            record = json.loads(self._storage.read(keys.hold_key(snapshot_id, name)))
+        except (FileNotFoundError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
+    def write(self, snapshot_id: str, name: str, record: dict[str, Any]) -> None:
+        self._storage.write(
+            keys.hold_key(snapshot_id, name), json.dumps(record, sort_keys=True).encode()
+        )
+
+    def delete(self, snapshot_id: str, name: str) -> None:
+        self._storage.delete(keys.hold_key(snapshot_id, name))

@@ -1,0 +1,111 @@
+"""``file://`` storage: a folder on this machine, written with the POSIX fast paths.
+
+A snapshot must survive a crash of the machine, not only of the process, so every object is
+written under a temporary name in ``tmp/``, fsynced, and renamed (or, for a blob, linked) into
+place, and the folder that gained it is fsynced. ``tmp/`` lies inside the store so that the
+rename never crosses file systems; whatever a killed writer leaves there is swept by blob GC.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import BinaryIO
+
+from nodus._atomic import fsync_dir
+from nodus.store import keys
+from nodus.store.storage import ObjectInfo
+
+__all__ = ["LocalStorage"]
+
+
+class LocalStorage:
+    """The :class:`~nodus.store.storage.Storage` of a store folder at ``root``."""
+
+    is_local = True
+
+    def __init__(self, url: str, root: str) -> None:
+        self.url = url
+        self.root = root
+        os.makedirs(self.root, exist_ok=True)
+
+    def path(self, key: str) -> str:
+        """The file that holds ``key`` (tests and tools that look at the disk use it too)."""
+        return f"{self.root}/{key}"
+
+    def exists(self, key: str) -> bool:
+        return os.path.lexists(self.path(key))
+
+    def read(self, key: str) -> bytes:
+        with open(self.path(key), "rb") as handle:
+            return handle.read()
+
+    def open(self, key: str) -> BinaryIO:
+        # Unbuffered: a real file descriptor the kernel and direct-I/O copies can take.
+        return open(self.path(key), "rb", buffering=0)
+
+    def write(self, key: str, data: bytes) -> None:
+        temp = self._temp("obj")
+        with open(temp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        final = self.path(key)
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        os.replace(temp, final)
+        fsync_dir(os.path.dirname(final))
+
+    def delete(self, key: str) -> None:
+        try:
+            os.unlink(self.path(key))
+        except FileNotFoundError:
+            pass
+
+    def list(self, prefix: str) -> list[ObjectInfo]:
+        out = []
+        for folder, _dirs, files in os.walk(self.path(prefix)):
+            for name in files:
+                full = os.path.join(folder, name)
+                try:
+                    stat = os.lstat(full)
+                except FileNotFoundError:  # removed while listing
+                    continue
+                key = full[len(self.root) + 1 :].replace(os.sep, "/")
+                out.append(ObjectInfo(key, stat.st_size, stat.st_mtime))
+        return out
+
+    def spool_path(self) -> str:
+        return self._temp("blob")
+
+    def adopt_file(self, local_path: str, key: str) -> bool:
+        try:
+            return not self.exists(key) and self._link(local_path, key)
+        finally:
+            _remove_quietly(local_path)
+
+    def _link(self, local_path: str, key: str) -> bool:
+        fd = os.open(local_path, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # durable before anything can name it
+        finally:
+            os.close(fd)
+        final = self.path(key)
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        try:
+            # link() never replaces: if a concurrent capture stored the same blob first, keep it.
+            os.link(local_path, final)
+        except FileExistsError:
+            return False
+        fsync_dir(os.path.dirname(final))
+        return True
+
+    def _temp(self, purpose: str) -> str:
+        path = self.path(keys.temp_key(purpose))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,113 @@
+"""The storage protocol under the store: a handful of operations on ``str`` keys.
+
+Keys are ``/``-separated strings relative to the store's root URL (built by
+:mod:`nodus.store.keys`); ``pathlib`` never touches them because it mangles ``s3://``. The store
+asks nothing more of a storage than what is below, so two implementations cover every URL:
+
+- :class:`~nodus.store.local_storage.LocalStorage` (``file://``) takes the POSIX fast paths that
+  durability and speed need: temp name, fsync, atomic rename or link, synced folder, and files
+  the direct-I/O copies can open.
+- :class:`~nodus.store.fsspec_storage.FsspecStorage` (``memory://``, ``s3://``, ``gs://``, …)
+  writes every object with one PUT, which is atomic there.
+
+:func:`open_storage` picks one for a URL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Protocol, runtime_checkable
+
+from nodus.errors import UsageError
+
+__all__ = ["ObjectInfo", "Storage", "open_storage"]
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One object found by :meth:`Storage.list`."""
+
+    key: str
+    size: int
+    modified: float  # seconds since the epoch
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """What the snapshot store needs from where it keeps its objects."""
+
+    @property
+    def url(self) -> str:
+        """The store's URL, as given (a bare absolute path becomes ``file://…``)."""
+        ...
+
+    @property
+    def is_local(self) -> bool:
+        """Keys are files on this machine: large copies in and out may bypass the page cache."""
+        ...
+
+    def read(self, key: str) -> bytes:
+        """The whole object; FileNotFoundError when there is none."""
+        ...
+
+    def open(self, key: str) -> BinaryIO:
+        """The object for streaming reads; FileNotFoundError when there is none.
+
+        A local storage gives a real unbuffered file, so kernel and direct copies can take it.
+        """
+        ...
+
+    def write(self, key: str, data: bytes) -> None:
+        """Write a whole object, replacing any: readers see all of it or none, even on a crash."""
+        ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def list(self, prefix: str) -> list[ObjectInfo]:
+        """Every object under the folder key ``prefix`` (none when it does not exist)."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove the object; nothing happens when there is none."""
+        ...
+
+    def spool_path(self) -> str:
+        """A fresh path on this machine for a file that :meth:`adopt_file` will take in.
+
+        Locally it lies inside the store, on the same file system, so adopting it is a link;
+        elsewhere it is in the temp folder and adopting it is one upload.
+        """
+        ...
+
+    def adopt_file(self, local_path: str, key: str) -> bool:
+        """Make the local file the object ``key`` unless one exists; False when it did.
+
+        An existing object is never replaced (a blob is written once), and the local file is
+        gone afterwards either way. Locally the file is durable before ``key`` names it.
+        """
+        ...
+
+
+def open_storage(url: str, **storage_options: Any) -> Storage:
+    """The storage of a store URL (``file://``, ``memory://``, ``s3://``, … or an absolute path).
+
+    ``storage_options`` go to fsspec (for example ``endpoint_url`` of an S3-compatible server).
+    """
+    from fsspec.core import url_to_fs
+
+    from nodus.store.fsspec_storage import FsspecStorage
+    from nodus.store.local_storage import LocalStorage
+
+    if url.startswith("/"):  # a bare absolute path means a file:// store
+        url = "file://" + url
+    if "://" not in url:
+        raise UsageError(f"store URL {url!r}: give file:///abs/path, s3://bucket/prefix, ...")
+    url = url.rstrip("/")
+    try:
+        fs, root = url_to_fs(url, **storage_options)
+    except (ImportError, ValueError) as error:
+        raise UsageError(f"store URL {url!r}: {error}") from error
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    if "file" in protocols:
+        return LocalStorage(url, root.rstrip("/"))
+    return FsspecStorage(url, fs, root.rstrip("/"))

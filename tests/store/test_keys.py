@@ -1,0 +1,54 @@
+"""Store keys: each kind is built by one function and parsed back by one, never by another."""
+
+from __future__ import annotations
+
+import pytest
+
+from nodus.store import keys
+
+SNAPSHOT = "ckpt_0123456789abcdef"
+DIGEST = "ab" + "c" * 30
+
+# (key, the parser that owns it, what it parses to)
+OWNED = [
+    (keys.blob_key(DIGEST), keys.hash_of_blob_key, DIGEST),
+    (keys.manifest_key(SNAPSHOT), keys.snapshot_id_of_key, SNAPSHOT),
+    (keys.tombstone_key(SNAPSHOT, "weights"), keys.tombstone_of_key, (SNAPSHOT, "weights")),
+    (keys.hold_key(SNAPSHOT, "epoch-released"), keys.hold_of_key, (SNAPSHOT, "epoch-released")),
+    (keys.intent_key(SNAPSHOT), keys.intent_of_key, SNAPSHOT),
+]
+PARSERS = [parser for _key, parser, _value in OWNED]
+OTHERS = [
+    keys.quarantine_key(SNAPSHOT),
+    keys.sweep_key(),
+    keys.temp_key("blob"),
+    "blobs/zz/" + DIGEST,  # wrong fan-out folder
+    "snapshots/notes.txt",  # a stray file someone copied in
+    "holds/" + SNAPSHOT + "/pin.txt",
+]
+
+
+@pytest.mark.parametrize(("key", "parser", "value"), OWNED, ids=[p.__name__ for p in PARSERS])
+def test_each_key_is_parsed_back_by_its_own_parser_only(key, parser, value):
+    assert parser(key) == value
+    for other in PARSERS:
+        if other is not parser:
+            assert other(key) is None, f"{other.__name__} misread {key}"
+
+
+@pytest.mark.parametrize("key", OTHERS)
+def test_keys_of_no_listed_kind_are_parsed_by_none(key):
+    assert [parser.__name__ for parser in PARSERS if parser(key) is not None] == []
+
+
+def test_the_layout_is_the_documented_one():
+    assert keys.blob_key(DIGEST) == f"blobs/ab/{DIGEST}"
+    assert keys.manifest_key(SNAPSHOT) == f"snapshots/{SNAPSHOT}.json"
+    assert keys.tombstone_key(SNAPSHOT, "state") == f"tombstones/{SNAPSHOT}.state"
+    assert keys.hold_key(SNAPSHOT, "pin") == f"holds/{SNAPSHOT}/pin.json"
+    assert keys.intent_key(SNAPSHOT) == f"intents/{SNAPSHOT}.json"
+    assert keys.sweep_key() == "locks/sweep.json"
+    assert keys.quarantine_key(SNAPSHOT) == f"quarantine/{SNAPSHOT}.json"
+    assert keys.temp_key("obj").startswith("tmp/obj-")
+    assert keys.temp_key("obj") != keys.temp_key("obj")  # fresh each time
+    assert all(keys.is_snapshot_id(keys.new_snapshot_id(r)) for r in ("checkpoint", "source"))
