@@ -35,12 +35,8 @@ CRON_STEPS = 300  # snapshots settle in 1 s there (no NODUS_SETTLE_S): two kills
 
 def counter(steps: int = STEPS) -> list[str]:
     """The counter as a user writes it: a bare `python`, found on whatever PATH accepts it."""
-    return ["python", "-m", "nodus.testing.counter", "--steps", str(steps)] + [
-        "--save-every",
-        str(SAVE_EVERY),
-        "--sleep",
-        str(SLEEP),
-    ]
+    options = {"--steps": steps, "--save-every": SAVE_EVERY, "--sleep": SLEEP}
+    return ["python", "-m", "nodus.testing.counter", *(f"{k}={v}" for k, v in options.items())]
 
 
 def venv_first() -> dict:
@@ -214,41 +210,55 @@ def test_runs_accepted_before_launches_were_stored_keep_working(project):
     assert project.catalog().get_run("run_old").launch is None
 
 
-def test_the_documented_cron_and_systemd_lines_recover_a_run_accepted_from_a_venv(tmp_path):
-    """Accepted from a shell with the venv active, recovered by the systemd unit and then by the
-    crontab line of docs/recovery.md, each under its own minimal environment."""
+def test_the_documented_cron_and_systemd_jobs_work_in_their_minimal_environments(tmp_path):
+    """docs/recovery.md's jobs as cron and systemd start them: a run accepted from a shell with
+    the venv active is recovered by the systemd unit, then by the crontab line under cron's bare
+    PATH (a recovery needs nothing from it); the crontab as documented accepts a new run."""
     nodus_cli = VENV_BIN / "nodus"
     if not nodus_cli.exists():
         pytest.skip(f"no `nodus` console script in {VENV_BIN}: nodus is not installed there")
-    home, root = tmp_path / "home", tmp_path / "train"
+    root = tmp_path / "train"
     root.mkdir()
+
+    def job(home: Path, argv: list[str], env: dict) -> list[str]:
+        """``argv`` under ``env -i``: only HOME, the job's own variables and PYTHONPATH (dev)."""
+        env = {"HOME": str(home), "PYTHONPATH": SRC, **env}
+        moved = [f"{name}={value}" for name, value in env.items()] + argv
+        return ["env", "-i", *(_moved(part, root, nodus_cli) for part in moved)]
+
+    home = tmp_path / "home"
     project = Project(root, home / ".nodus").write(command=counter(steps=CRON_STEPS))
-    minimal = ["env", "-i", f"HOME={home}", f"PYTHONPATH={SRC}"]
-    key = "nightly-" + subprocess.check_output([*minimal, "date", "+%F"], text=True).strip()
-
-    def documented(line: str, env_path: str) -> list[str]:
-        line = line.replace("/srv/train/.venv/bin/nodus", str(nodus_cli))
-        return [*minimal, f"PATH={env_path}", *shlex.split(line.replace("/srv/train", str(root)))]
-
-    shell = [*minimal, f"PATH={VENV_BIN}:{CRON_PATH}", "nodus", "run", "workload.toml"]
-    first = subprocess.Popen([*shell, "--key", key], cwd=root, start_new_session=True)
+    today = subprocess.check_output(job(home, ["date", "+%F"], {}), text=True).strip()
+    key = f"nightly-{today}"
+    shell = job(home, ["nodus", "run", "workload.toml", "--key", key], venv_first())
+    first = subprocess.Popen(shell, cwd=root, start_new_session=True)
     run_id = wait_for(lambda: _key_run(project, key), what="the run")
     _kill_runner_after_a_snapshot(project, run_id, first)
 
-    unit = documented(_systemd_exec_start(), SYSTEMD_PATH)
+    unit_env, exec_start = _systemd_unit()
+    unit = job(home, exec_start, {"PATH": SYSTEMD_PATH, **unit_env})
     second = subprocess.Popen(unit, cwd=root, start_new_session=True)
     wait_for(lambda: _attempt_running(project, run_id, 2, second), what="the systemd recovery")
     _kill_runner_after_a_snapshot(project, run_id, second)
 
-    cron = documented(_crontab_command(), CRON_PATH)
-    assert subprocess.run(cron, timeout=300).returncode == 0, (root / "nodus.log").read_text()
-    assert subprocess.run(cron, timeout=300).returncode == 0  # finished: reported, not rerun
+    crontab_env, cron_command = _crontab()
+    bare = job(home, cron_command, {"PATH": CRON_PATH})  # a crontab without its PATH line
+    assert subprocess.run(bare, timeout=300).returncode == 0, (root / "nodus.log").read_text()
+    assert subprocess.run(bare, timeout=300).returncode == 0  # finished: reported, not rerun
     run = project.get(run_id)
     assert run["phase"] == "SUCCEEDED" and len(run["stages"][0]["attempts"]) == 3
     assert run["stages"][0]["launch"]["executable"] == str(VENV_BIN / "python")
     assert project.result(run_id) == {"steps": CRON_STEPS, "value": expected_value(CRON_STEPS)}
     assert interpreters_in_logs(project, run_id) == [str(VENV_BIN / "python")] * 3
     assert "has already finished: SUCCEEDED" in (root / "nodus.log").read_text()
+
+    new_home = tmp_path / "new-home"  # no run under today's key yet: cron accepts one
+    project = Project(root, new_home / ".nodus").write(command=counter(steps=20))
+    documented = job(new_home, cron_command, {"PATH": CRON_PATH, **crontab_env})
+    assert subprocess.run(documented, timeout=300).returncode == 0
+    accepted = project.get(key)
+    assert accepted["phase"] == "SUCCEEDED"
+    assert interpreters_in_logs(project, accepted["id"]) == [str(VENV_BIN / "python")]
 
 
 def two_stages(project: Project, first: str, second: str) -> None:
@@ -290,16 +300,28 @@ def _kill_runner_after_a_snapshot(project: Project, run_id: str, runner) -> None
     wait_for(lambda: not pid_alive(program["pid"]), timeout=10, what="the program to die")
 
 
-def _crontab_command() -> str:
-    """The command of the documented crontab line, as cron hands it to /bin/sh."""
+def _moved(text: str, root: Path, nodus_cli: Path) -> str:
+    """A line of the docs with /srv/train moved to the test's folder and venv."""
+    return text.replace("/srv/train/.venv/bin", str(nodus_cli.parent)).replace(
+        "/srv/train", str(root)
+    )
+
+
+def _crontab() -> tuple[dict, list[str]]:
+    """The documented crontab: its variables, and its job as cron hands it to /bin/sh."""
     block = DOCS.read_text().split("```cron\n")[1].split("```")[0]
-    line = next(line for line in block.splitlines() if line and not line.startswith("#"))
-    command = line.split(None, 5)[5].replace("\\%", "%")  # cron's escape for a literal %
-    return shlex.join(["/bin/sh", "-c", command])
+    lines = [line for line in block.splitlines() if line and not line.startswith("#")]
+    env = dict(line.split("=", 1) for line in lines if "=" in line.split()[0])
+    job = next(line for line in lines if "=" not in line.split()[0])
+    command = job.split(None, 5)[5].replace("\\%", "%")  # cron's escape for a literal %
+    return env, ["/bin/sh", "-c", command]
 
 
-def _systemd_exec_start() -> str:
-    """The documented unit's ExecStart, with systemd's %% unescaped."""
+def _systemd_unit() -> tuple[dict, list[str]]:
+    """The documented service's Environment= and ExecStart (systemd's %% unescaped)."""
     unit = DOCS.read_text().split("# /etc/systemd/system/nodus-train.service")[1]
-    line = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
-    return line.removeprefix("ExecStart=").replace("%%", "%")
+    lines = unit.split("```")[0].splitlines()
+    settings = [line.split("=", 1) for line in lines if "=" in line and not line.startswith("#")]
+    env = dict(value.split("=", 1) for name, value in settings if name == "Environment")
+    exec_start = next(value for name, value in settings if name == "ExecStart")
+    return env, shlex.split(exec_start.replace("%%", "%"))
