@@ -5,7 +5,7 @@ module level: ``nodus runs list`` is called from shells and cron and must answer
 runner and the store are imported inside the handlers that need them.
 
 ``--json`` shapes are documented in docs/recovery.md; ``runs get --json`` is the reference
-shape (``id, key, name, phase, exit_status, pause, stages[{name, phase, attempts}],
+shape (``id, key, name, phase, exit_status, pause, stages[{name, phase, launch, attempts}],
 events[{type, at}]``).
 """
 
@@ -168,6 +168,8 @@ def _get(args) -> int:
             f"stage {stage['name']}: {stage['phase']}, {len(stage['attempts'])} attempt(s), "
             f"{stage['recoveries']} recovery(ies)"
         )
+        if stage["launch"]:
+            print(_launch_line(stage["launch"]))
         for attempt in stage["attempts"]:
             restored = (
                 f" from step {attempt['restored_step']}"
@@ -202,6 +204,7 @@ def run_json(catalog, run) -> dict[str, Any]:
             "phase": s["phase"],
             "recoveries": s["recoveries"],
             "source_snapshot": s["source_snapshot"],
+            "launch": (run.launch or {}).get(s["name"]),
             "attempts": [_attempt_json(a) for a in s["attempts"]],
         }
         for s in run.stages
@@ -271,6 +274,12 @@ def _pause_line(pause: dict) -> str:
         f"{pause['requested_at']}, deadline {pause['deadline']}, {save['bytes']} bytes"
         f"{acknowledged}{flags})"
     )
+
+
+def _launch_line(launch: dict) -> str:
+    python = launch["python"]
+    version = f" (Python {python.split()[0]})" if python else ""
+    return f"  runs {launch['executable']}{version}, PATH {launch['path']}"
 
 
 def _attempt_json(attempt: dict) -> dict[str, Any]:

@@ -2,15 +2,19 @@
 
 From here on the run never looks at the user's files again: every attempt (first, retry,
 recovery, resume) starts from the source captured now and reads the resolution stored now, so a
-file edited while a run is going cannot change what the run does.
+file edited while a run is going cannot change what the run does. Likewise each stage's
+executable is found now, on the caller's PATH, and every attempt runs that one
+(:mod:`nodus.runner.launch`).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from nodus.errors import UsageError
+from nodus.runner import launch
 from nodus.runner.catalog import Catalog, new_run_id
 from nodus.runner.locks import lock_name_for
 from nodus.schemas import defaults
@@ -44,10 +48,15 @@ def accept(
     workload: ResolvedWorkload,
     key: str | None,
     home: str,
+    environ: Mapping[str, str] = os.environ,
 ) -> str:
-    """Capture each stage's code folder and record the run; returns the run id."""
+    """Capture each stage's code folder and record the run; returns the run id.
+
+    ``environ`` is the caller's environment: its PATH is where the stages' executables are found.
+    """
     from nodus.store.manifest import SnapshotInfo
 
+    launches = launch.resolve_stages(workload.stages, environ)  # refuse before capturing
     run_id = new_run_id()
     sources: dict[str, str] = {}  # code folder -> source snapshot id (stages often share one)
     for stage in workload.stages:
@@ -70,6 +79,7 @@ def accept(
         key=key,
         lock_name=lock_name_for(run_id, key),
         stage_names=[stage.name for stage in workload.stages],
+        launch=launches,
     )
     for stage in workload.stages:
         catalog.set_stage(run_id, stage.name, source_snapshot=sources[stage.code])

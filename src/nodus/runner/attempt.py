@@ -21,7 +21,7 @@ import os
 import signal
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from nodus._atomic import write_json_atomic
@@ -29,6 +29,7 @@ from nodus.errors import StaleAttemptError, StoreError
 from nodus.runner import restorable
 from nodus.runner.capture import Capturer
 from nodus.runner.catalog import Catalog
+from nodus.runner.launch import Launch, python_version
 from nodus.runner.process import CannotStartError, StageProcess
 from nodus.runner.restorable import device_count
 from nodus.runner.workspace import Workspace, stage_environment, write_integration
@@ -52,6 +53,7 @@ class RunContext:
     run_id: str
     terminal: IO[str]
     notice: int | None = None
+    launches: dict[str, Launch] = field(default_factory=dict)  # by stage; empty: an old run
 
     def event(
         self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
@@ -107,15 +109,16 @@ class Attempt:
             restored_snapshot=restored.id if restored else None,
         )
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
-        self.process = StageProcess(
-            self.stage.command,
-            cwd=self.ws.copy,
-            env=env,
-            log_path=self.ws.log_path,
-            prefix=self.stage.name,
-            terminal=self.ctx.terminal,
-        )
         try:
+            command, env = self._as_accepted(env)
+            self.process = StageProcess(
+                command,
+                cwd=self.ws.copy,
+                env=env,
+                log_path=self.ws.log_path,
+                prefix=self.stage.name,
+                terminal=self.ctx.terminal,
+            )
             self.process.start()
         except CannotStartError as error:
             return self._end(Outcome("failed", str(error)))
@@ -130,6 +133,34 @@ class Attempt:
             outcome = Outcome("failed", str(error))
         self.process.finish_output()
         return self._end(outcome)
+
+    def _as_accepted(self, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        """The command and environment as accepted: the stored executable and the stored PATH.
+
+        Whatever PATH this runner has (cron's), the program runs as it did when accepted. A run
+        accepted before launches were stored runs its command as written.
+        """
+        launch = self.ctx.launches.get(self.stage.name)
+        if launch is None:
+            return list(self.stage.command), env
+        missing = launch.missing()
+        if missing:
+            raise CannotStartError(missing)
+        self._note_interpreter(launch)
+        return launch.argv(self.stage.command), {**env, "PATH": launch.path}
+
+    def _note_interpreter(self, launch: Launch) -> None:
+        """An interpreter upgraded since acceptance runs on, and the run says so."""
+        if launch.python is None:
+            return
+        now = python_version(launch.executable, launch.path)
+        if now is not None and now != launch.python:
+            self.ctx.event(
+                "interpreter_changed",
+                {"executable": launch.executable, "accepted": launch.python, "now": now},
+                self.stage.name,
+                self.number,
+            )
 
     # --- preparation ------------------------------------------------------------------------
 

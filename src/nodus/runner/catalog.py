@@ -115,6 +115,12 @@ _MIGRATIONS = {
     );
     CREATE INDEX pauses_run ON pauses(run_id, id);
     """,
+    # Placeholder: number 3 is taken by another change; its migration replaces this one.
+    3: "",
+    4: """
+    -- {stage: Launch.to_dict()}: the executable every attempt runs, fixed at acceptance
+    ALTER TABLE runs ADD COLUMN launch TEXT
+    """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 
@@ -144,6 +150,7 @@ class Run:
     created_at: str
     updated_at: str
     finished_at: str | None
+    launch: dict[str, Any] | None = None  # {stage: launch.Launch.to_dict()}; None before v4
     stages: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -281,14 +288,16 @@ class Catalog:
         lock_name: str,
         stage_names: list[str],
         run_id: str | None = None,
+        launch: dict[str, Any] | None = None,
     ) -> str:
         run_id = run_id or new_run_id()
         at = now()
+        stored_launch = json.dumps(launch) if launch is not None else None
         statements = [
             (
                 "INSERT INTO runs (id, key, name, workload, store, lock_name, phase, created_at,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?, 'QUEUED', ?, ?)",
-                (run_id, key, name, json.dumps(workload), store, lock_name, at, at),
+                " updated_at, launch) VALUES (?, ?, ?, ?, ?, ?, 'QUEUED', ?, ?, ?)",
+                (run_id, key, name, json.dumps(workload), store, lock_name, at, at, stored_launch),
             )
         ]
         statements += [
@@ -320,6 +329,7 @@ class Catalog:
     def _run(self, row: sqlite3.Row, with_stages: bool = True) -> Run:
         data = dict(row)
         data["workload"] = json.loads(data["workload"])
+        data["launch"] = json.loads(data["launch"]) if data["launch"] else None
         run = Run(**data)
         if with_stages:
             run.stages = self.stages(run.id)

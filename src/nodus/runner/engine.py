@@ -30,6 +30,7 @@ from typing import IO, Any
 from nodus.errors import StoreError
 from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
 from nodus.runner.catalog import Catalog, Run, now
+from nodus.runner.launch import stored
 from nodus.runner.process import kill_stale_group
 from nodus.runner.restorable import newest_first
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
@@ -55,7 +56,12 @@ class Runner:
         self.run = run
         self.workload = ResolvedWorkload.from_dict(run.workload)
         self.ctx = RunContext(
-            home=home, catalog=catalog, store=store, run_id=run.id, terminal=terminal
+            home=home,
+            catalog=catalog,
+            store=store,
+            run_id=run.id,
+            terminal=terminal,
+            launches=stored(run.launch),
         )
 
     def drive(self, restore: Restore | None = None) -> int:

@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     state_dir = os.environ.get("NODUS_CHECKPOINT_DIR", "state")
     os.makedirs(state_dir, exist_ok=True)
     step, value = newest_checkpoint(state_dir) or (0, SEED)
-    print(f"counter: starting at step {step}", flush=True)
+    # Which interpreter ran it, so a test can tell the venv's python from another one.
+    print(f"counter: starting at step {step} (python {sys.executable})", flush=True)
     stop = []
     if args.save_on_term:
         signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
