@@ -117,12 +117,10 @@ def test_a_failing_program_fails_the_run_with_exit_1(project):
 
 
 def test_a_command_that_cannot_start_fails_the_stage_naming_it(project):
-    # Relative to the working copy, so only the attempt can find out (a bare name that is not on
-    # PATH is refused at acceptance: test_runner_interpreter.py).
-    project.write(command=["./no-such-trainer", "--fast"])
+    project.write(command=["no-such-trainer", "--fast"])
     proc = project.nodus("run", "workload.toml", "--key", "missing")
     assert proc.returncode == 1
-    assert "'./no-such-trainer' cannot start: not found" in proc.stderr
+    assert "'no-such-trainer' cannot start: not found" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

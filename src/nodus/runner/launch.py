@@ -10,7 +10,9 @@ finds the same programs too.
 
 The PATH searched is the one the program would get: the stage's own ``env`` PATH when the
 workload sets one (it replaces the runner's in the program's environment, and the kernel's
-``execvp`` looks there), else the PATH of whoever runs ``nodus run``. A command containing a
+``execvp`` looks there), else the PATH of whoever runs ``nodus run``. A command not found
+is stored as written: its attempt fails the stage naming it (SPEC §2), with the PATH searched.
+A command containing a
 ``/`` is not searched: an absolute one must exist at acceptance, a relative one is kept as
 written and found in the attempt's working copy (an earlier stage may be what makes it).
 
@@ -65,6 +67,13 @@ class Launch:
     def missing(self) -> str | None:
         """Why the stored executable cannot run any more, or None (relative ones are found by
         the start of the program itself, in the working copy)."""
+        if "/" not in self.executable:  # not found at acceptance: perhaps installed since
+            if shutil.which(self.executable, path=self.path):
+                return None
+            return (
+                f"command {self.command!r} cannot start: not found on PATH {self.path} (check "
+                "`command` and PATH)"
+            )
         if not os.path.isabs(self.executable) or os.access(self.executable, os.X_OK):
             return None
         what = "is not executable any more" if os.path.exists(self.executable) else "is gone"
@@ -76,7 +85,7 @@ class Launch:
 
 
 def resolve_stages(stages: Iterable[ResolvedStage], environ: Mapping[str, str]) -> dict:
-    """``{stage name: Launch.to_dict()}`` for every stage; UsageError names a command not found."""
+    """``{stage name: Launch.to_dict()}`` for every stage; UsageError names an unusable path."""
     return {stage.name: resolve(stage, environ).to_dict() for stage in stages}
 
 
@@ -90,11 +99,9 @@ def resolve(stage: ResolvedStage, environ: Mapping[str, str]) -> Launch:
         return Launch(command, command, path, python_version(command, path))
     found = shutil.which(command, path=path)
     if found is None:
-        whose = "the stage's env" if "PATH" in stage.env else "`nodus run`'s environment"
-        raise UsageError(
-            f"stage {stage.name!r}: command {command!r} not found on PATH {path} (the PATH of "
-            f"{whose}); activate the environment it lives in, or give its full path"
-        )
+        # SPEC §2: a command that cannot start fails the stage naming it (the attempt's start
+        # says "not found"); the PATH searched is kept, so the message can name it too.
+        return Launch(command, command, path, None)
     # abspath, not realpath: a venv's python is a symlink, and the venv is known by its path.
     executable = os.path.abspath(found)
     return Launch(command, executable, path, python_version(executable, path))
