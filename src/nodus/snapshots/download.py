@@ -25,7 +25,7 @@ from typing import IO, Any
 from nodus.errors import NotFoundError, UnsafePathError, UsageError
 from nodus.snapshots.progress import Progress
 
-__all__ = ["ARTIFACTS", "download_outputs", "download_snapshot", "select"]
+__all__ = ["ARTIFACTS", "download_outputs", "download_snapshot", "select", "written_json"]
 
 ARTIFACTS = ("model", "resumable", "adapter")
 
@@ -60,6 +60,11 @@ def download_outputs(
     return _write(
         store, manifests[-1].id, [(e, e.path) for e in chosen.values()], target, label, stream
     )
+
+
+def written_json(snapshot: str, artifact: str, to: str, files: list[str]) -> dict[str, Any]:
+    """The ``--json`` report of a download: what was written where (``files`` relative)."""
+    return {"snapshot": snapshot, "artifact": artifact, "to": to, "files": files}
 
 
 # --- which files ------------------------------------------------------------------------------
