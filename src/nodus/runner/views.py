@@ -51,7 +51,7 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 
 def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
-    """The ``runs get --json`` shape: the summary, stages with attempts, the newest pause, events."""
+    """The ``runs get --json`` shape: summary, stages with attempts, the newest pause, events."""
     data = run_summary(run)
     data.update(
         message=run.message,
