@@ -102,16 +102,19 @@ class Client:
 
         Without ``detach`` the run is driven in this process (from the main thread: SIGTERM and
         SIGINT are taken as a preemption notice meanwhile) and the run is returned once it
-        stopped. With ``detach`` a background runner drives it and the run is returned as it was
-        handed over; :meth:`wait` follows it. ``key`` makes the call idempotent: the key's run
-        is continued, or returned without running again once it has finished.
+        stopped. With ``detach`` a background runner drives it and the run is returned as it
+        was handed over (QUEUED until that runner starts); :meth:`wait` follows it. ``key``
+        makes the call idempotent: the key's run is continued, or returned without running
+        again once it has finished.
         """
         from nodus.runner.service import claim_workload
 
         _check_foreground(detach, "run")
         resolved = _resolve(workload, base_dir)
         store_url = defaults.store_url(self.store, self.home)
-        claim = claim_workload(self.home, store_url, resolved, key=key, say=self._say)
+        claim = claim_workload(
+            self.home, store_url, resolved, key=key, say=self._say, detach=detach
+        )
         return self._carry_out(claim, detach)
 
     def resume(self, run: str, step: int | None = None, detach: bool = False) -> dict[str, Any]:
@@ -123,7 +126,7 @@ class Client:
         from nodus.runner.service import claim_resume
 
         _check_foreground(detach, "resume")
-        claim = claim_resume(self.home, run, step=step, say=self._say)
+        claim = claim_resume(self.home, run, step=step, say=self._say, detach=detach)
         return self._carry_out(claim, detach)
 
     def _carry_out(self, claim: Claim, detach: bool) -> dict[str, Any]:

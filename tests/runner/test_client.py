@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 import threading
 
@@ -115,14 +116,15 @@ def test_pause_wait_resume_and_cancel_through_the_client(project, client):
     assert paused["pause"]["state"] == "paused"
     assert paused["pause"] == _cli_json(project, "runs", "get", "bg")["pause"]
 
-    client.resume("bg", detach=True)
+    resumed = client.resume("bg", detach=True)  # queued for its runner: no longer PAUSED
+    assert (resumed["phase"], resumed["exit_status"]) == ("QUEUED", None)
+    with pytest.raises(WaitTimeoutError, match="is still") as timed_out:
+        client.wait("bg", timeout=0.2)
+    assert isinstance(timed_out.value, TimeoutError) and timed_out.value.exit_status == 1
     wait_for(
         lambda: (running_attempt(project.catalog(), handed["id"]) or {}).get("number") == 2,
         what="the resumed attempt",
     )
-    with pytest.raises(WaitTimeoutError, match="is still") as timed_out:
-        client.wait("bg", timeout=0.2)
-    assert isinstance(timed_out.value, TimeoutError) and timed_out.value.exit_status == 1
 
     cancelled = client.cancel("bg")
     assert (cancelled["phase"], cancelled["exit_status"]) == ("CANCELLED", 4)
@@ -167,3 +169,19 @@ def _catch(into: list, call, *args) -> None:
         call(*args)
     except BaseException as error:  # the test asserts on what was raised
         into.append(error)
+
+
+def test_a_background_runner_leaves_alone_a_run_dealt_with_before_it_started(project, client):
+    """Between a detached claim and its runner taking the lock, a cancel (or a foreground
+    rerun) may end the run; the background runner then finds it no longer QUEUED."""
+    project.write(steps=20, save_every=5, extra_args=("--fail-at", "3"))
+    failed = client.run(project.file)
+    assert failed["phase"] == "FAILED"
+    late = subprocess.run(
+        [sys.executable, "-m", "nodus.runner.detach", failed["id"], "--home", str(project.home)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert late.returncode == 1 and "not driving it" in late.stdout
+    assert client.get(failed["id"]) == failed  # no new attempt, not even a phase event

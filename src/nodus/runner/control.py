@@ -44,9 +44,9 @@ def runner_gone(home: str, run: Run) -> bool:
     """No process holds the run's lock (a QUEUED run gets a moment to be picked up)."""
     if RunLock(home, run.lock_name, run.id).is_held_elsewhere():
         return False
-    if run.phase == Phase.QUEUED:
-        created = datetime.fromisoformat(run.created_at.replace("Z", "+00:00"))
-        return time.time() - created.timestamp() > defaults.QUEUED_ORPHAN_S
+    if run.phase == Phase.QUEUED:  # since it was accepted, or handed to a background runner
+        queued = datetime.fromisoformat(run.updated_at.replace("Z", "+00:00"))
+        return time.time() - queued.timestamp() > defaults.QUEUED_ORPHAN_S
     return True
 
 

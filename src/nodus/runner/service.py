@@ -55,7 +55,8 @@ class Claim:
             self.lock.release()
 
     def detach(self) -> None:
-        """Hand the run to a background runner, which takes the lock over."""
+        """Hand the run (claimed with ``detach``) to a background runner, which takes the lock
+        over."""
         assert self.lock is not None, "a finished run is not driven again"
         self.lock.release()
         spawn_detached(self.home, self.run_id, self.restore)
@@ -71,31 +72,59 @@ Say = Callable[[str], None]
 
 
 def claim_workload(
-    home: str, store_url: str, workload: ResolvedWorkload, *, key: str | None, say: Say
+    home: str,
+    store_url: str,
+    workload: ResolvedWorkload,
+    *,
+    key: str | None,
+    say: Say,
+    detach: bool = False,
 ) -> Claim:
-    """``nodus run FILE [--key]``; ``say`` tells the user what is happening as it happens."""
+    """``nodus run FILE [--key] [--detach]``; ``say`` tells the user what happens as it happens.
+
+    With ``detach`` the run is claimed for a background runner (see :func:`_claimed`).
+    """
     catalog = Catalog(home)
     if key is None:
         run_id = accept(catalog, open_run_store(store_url), store_url, workload, None, home)
         lock = RunLock(home, run_id, run_id).acquire()
         say(f"accepted {run_id}")
-        return Claim(home, catalog, run_id, lock)
+        return _claimed(home, catalog, run_id, lock, None, detach)
     lock = RunLock(home, lock_name_for("", key), f"key {key!r}").acquire()
     existing = catalog.find_by_key(key)
     if existing is None:
         run_id = accept(catalog, open_run_store(store_url), store_url, workload, key, home)
         say(f"accepted {run_id} under key {key!r}")
-        return Claim(home, catalog, run_id, lock)
+        return _claimed(home, catalog, run_id, lock, None, detach)
     if existing.finished:
         lock.release()
         say(_finished_note(existing, key))
         return Claim(home, catalog, existing.id, None)
     for note in _continue_notes(existing, key, workload.to_dict()):
         say(note)
-    return Claim(home, catalog, existing.id, lock)
+    return _claimed(home, catalog, existing.id, lock, None, detach)
 
 
-def claim_resume(home: str, ref: str, *, step: int | None, say: Say) -> Claim:
+def _claimed(
+    home: str,
+    catalog: Catalog,
+    run_id: str,
+    lock: RunLock,
+    restore: Restore | None,
+    detach: bool,
+) -> Claim:
+    """The claim; one for a background runner puts the run back in the queue first.
+
+    Until the background runner takes the lock over, the run is QUEUED: ``runs wait`` then
+    neither answers with the phase it stopped in before (PAUSED, INTERRUPTED) nor finds its
+    runner gone before it had ``QUEUED_ORPHAN_S`` to start.
+    """
+    if detach and catalog.get_run(run_id).phase != Phase.QUEUED:
+        catalog.set_phase(run_id, Phase.QUEUED, message="waiting for its background runner")
+    return Claim(home, catalog, run_id, lock, restore)
+
+
+def claim_resume(home: str, ref: str, *, step: int | None, say: Say, detach: bool = False) -> Claim:
     """``nodus runs resume``: continue an interrupted, paused or runner-less run by hand."""
     catalog = Catalog(home)
     run = catalog.get_run(ref)
@@ -110,7 +139,7 @@ def claim_resume(home: str, ref: str, *, step: int | None, say: Say) -> Claim:
     _check_devices(catalog, run, stage)
     lock = RunLock(home, run.lock_name, run.id).acquire()
     say(f"resuming {run.id} from " + (f"step {step}" if step is not None else "where it stopped"))
-    return Claim(home, catalog, run.id, lock, Restore(step=step, by_hand=True))
+    return _claimed(home, catalog, run.id, lock, Restore(step=step, by_hand=True), detach)
 
 
 def _continuing_stage(run: Run) -> str | None:
