@@ -44,10 +44,10 @@ class Client:
     """The runs and snapshots of one nodus home.
 
     ``home`` is the folder of the run catalog and the default store (default ``$NODUS_HOME``,
-    else ``~/.nodus``); ``store`` the snapshot store URL new runs use (default ``$NODUS_STORE``,
-    else ``file://<home>/store``), and where snapshots are looked up first. A run given to a
-    method is its id (``run_…``) or its key; a snapshot is ``ID``, ``RUN@STEP`` or
-    ``RUN/STAGE@STEP``.
+    else ``~/.nodus``). ``store`` is a snapshot store URL, as ``--store``: new runs use it
+    (default ``$NODUS_STORE``, else ``file://<home>/store``), and when given, snapshots are read
+    from it instead of the store a run recorded. A run given to a method is its id (``run_…``)
+    or its key; a snapshot is ``ID``, ``RUN@STEP`` or ``RUN/STAGE@STEP``.
 
     ``output`` is where a run driven in this process streams its program's output (default
     ``sys.stdout``); ``say`` receives nodus's notes on what it is doing ("accepted run_…"),
