@@ -3,6 +3,7 @@
 import nodus
 
 PUBLIC = [
+    "Client",
     "Continuity",
     "ContinuityMode",
     "Integration",

@@ -1,7 +1,8 @@
 """nodus: run training workloads declared in TOML files, with verified snapshots and recovery.
 
 The SDK's names load on first use, so ``import nodus`` (and every ``nodus`` command, which
-imports this package) stays cheap: pydantic is imported only when a workload is touched.
+imports this package) stays cheap: pydantic is imported only when a workload is touched, the
+runner and the store only when a :class:`Client` does something.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from nodus.client import Client
     from nodus.schemas.loader import load_workload
     from nodus.schemas.models import Continuity, ContinuityMode, Integration, Stage, Workload
     from nodus.schemas.sdk import resolve
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _HOMES = {
+    "Client": "nodus.client",
     "Continuity": "nodus.schemas.models",
     "ContinuityMode": "nodus.schemas.models",
     "Integration": "nodus.schemas.models",
@@ -27,6 +30,7 @@ _HOMES = {
 }
 
 __all__ = [
+    "Client",
     "Continuity",
     "ContinuityMode",
     "Integration",

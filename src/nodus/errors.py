@@ -13,10 +13,12 @@ CLI prints ``str(error)`` and exits with ``error.exit_status``; a user never see
     │   ├── UnsafePathError (1)          a manifest path that would escape the restore target
     │   └── StaleAttemptError (1)        a superseded attempt tried to commit (fencing)
     ├── CatalogError (1)                 the run catalog is damaged or locked
-    ├── IntegrationError (1)             the hf-trainer-v1 integration refused the program
+    ├── WaitTimeoutError (1)             a run did not stop within the time given to wait
     ├── PausedError (3)                  the run is paused or interrupted and can be resumed
-    ├── CancelledError (4)               the run was cancelled
     └── AlreadyRunningError (5)          another runner holds this run
+
+The exit statuses of a run's own phases (0 succeeded … 4 cancelled) are in
+:class:`nodus.runner.phases.Phase`.
 """
 
 from __future__ import annotations
@@ -26,9 +28,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "AlreadyRunningError",
-    "CancelledError",
     "CatalogError",
-    "IntegrationError",
     "NodusError",
     "NotFoundError",
     "PausedError",
@@ -39,6 +39,7 @@ __all__ = [
     "StoreError",
     "UnsafePathError",
     "UsageError",
+    "WaitTimeoutError",
     "WorkloadError",
 ]
 
@@ -113,20 +114,14 @@ class CatalogError(NodusError):
     """The run catalog is damaged or locked; the message says what to do."""
 
 
-class IntegrationError(NodusError):
-    """The hf-trainer-v1 integration refused the program (profile, identity or qualification)."""
+class WaitTimeoutError(NodusError, TimeoutError):
+    """A run was still going when the time given to wait for it ran out."""
 
 
 class PausedError(NodusError):
     """The run is paused or interrupted and can be resumed with ``nodus runs resume``."""
 
     exit_status = 3
-
-
-class CancelledError(NodusError):
-    """The run was cancelled."""
-
-    exit_status = 4
 
 
 class AlreadyRunningError(NodusError):

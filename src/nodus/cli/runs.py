@@ -1,12 +1,13 @@
 """``nodus run`` and ``nodus runs list|get|wait|cancel|pause|logs|resume``.
 
-Every command that names a run takes its id or its ``--key``. Nothing heavy is imported at
-module level: ``nodus runs list`` is called from shells and cron and must answer at once; the
-runner and the store are imported inside the handlers that need them.
+Every command that names a run takes its id or its ``--key``. The work is done by
+:class:`nodus.Client` (and the runner under it); handlers parse, call, print and pick the exit
+status. Nothing heavy is imported at module level: ``nodus runs list`` is called from shells and
+cron and must answer at once.
 
-``--json`` shapes are documented in docs/recovery.md; ``runs get --json`` is the reference
-shape (``id, key, name, phase, exit_status, pause, stages[{name, phase, launch, attempts}],
-events[{type, at}]``).
+``--json`` prints the dicts the Client returns, built in :mod:`nodus.runner.views` and
+documented in docs/cli.md; ``runs get --json`` is the reference shape (``id, key, name, phase,
+exit_status, pause, stages[{name, phase, launch, attempts}], events[{type, at}]``).
 """
 
 from __future__ import annotations
@@ -75,92 +76,70 @@ def _parser(group, name: str, help_text: str, common, handler, ref: bool = True)
     return parser
 
 
-def _home(args) -> str:
-    from nodus.schemas import defaults
+def _client(args):
+    """The Client behind every handler; program output goes to stderr when stdout is JSON."""
+    from nodus.client import Client
 
-    return defaults.nodus_home(args.home)
-
-
-def _catalog(args):
-    from nodus.runner.catalog import Catalog
-
-    return Catalog(_home(args))
+    output = sys.stderr if getattr(args, "json", False) else sys.stdout
+    return Client(args.home, args.store, output=output, say=_say)
 
 
 def _say(text: str) -> None:
     print(f"nodus: {text}", file=sys.stderr, flush=True)
 
 
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2))
+
+
 # --- nodus run / runs resume --------------------------------------------------------------------
 
 
 def _run(args) -> int:
-    from nodus.runner.service import run_file
-    from nodus.schemas import defaults
-
-    home = _home(args)
-    terminal = sys.stderr if args.json else sys.stdout
-    started = run_file(
-        home,
-        defaults.store_url(args.store, args.home),
-        args.file,
-        key=args.key,
-        detach=args.detach,
-        terminal=terminal,
-        say=_say,
-    )
-    return _report_started(args, started)
+    run = _client(args).run(args.file, key=args.key, detach=args.detach)
+    return _report_started(args, run)
 
 
 def _resume(args) -> int:
-    from nodus.runner.service import resume_run
-
-    terminal = sys.stderr if args.json else sys.stdout
-    started = resume_run(
-        _home(args), args.run, step=args.step, detach=args.detach, terminal=terminal, say=_say
-    )
-    return _report_started(args, started)
+    run = _client(args).resume(args.run, step=args.step, detach=args.detach)
+    return _report_started(args, run)
 
 
-def _report_started(args, started) -> int:
-    catalog = _catalog(args)
-    run = catalog.get_run(started.run_id)
+def _report_started(args, run: dict[str, Any]) -> int:
+    """The run's exit status; 0 for a run handed to a background runner (it has none yet)."""
     if args.json:
-        print(json.dumps(run_json(catalog, run), indent=2))
-    elif started.status is not None and started.reran:
-        _say(f"{run.id} {run.phase}" + (f": {run.message}" if run.message else ""))
-    return 0 if started.status is None else started.status
+        _print_json(run)
+    return run["exit_status"] or 0
 
 
 # --- runs list / get ----------------------------------------------------------------------------
 
 
 def _list(args) -> int:
-    runs = _catalog(args).list_runs(limit=args.limit)
+    runs = _client(args).runs(limit=args.limit)
     if args.json:
-        print(json.dumps([_run_summary(run) for run in runs], indent=2))
+        _print_json(runs)
         return 0
     rows = [("ID", "KEY", "NAME", "PHASE", "EXIT", "CREATED")]
     rows += [
-        (r.id, r.key or "-", r.name, r.phase, _text(r.exit_status), r.created_at) for r in runs
+        (r["id"], r["key"] or "-", r["name"], r["phase"], _text(r["exit_status"]), r["created_at"])
+        for r in runs
     ]
     _table(rows)
     return 0
 
 
 def _get(args) -> int:
-    catalog = _catalog(args)
-    run = catalog.get_run(args.run)
-    data = run_json(catalog, run)
+    data = _client(args).get(args.run)
     if args.json:
-        print(json.dumps(data, indent=2))
+        _print_json(data)
         return 0
     print(
-        f"{run.id}  {run.name}  {run.phase}  exit {_text(run.exit_status)}"
-        + (f"  key {run.key}" if run.key else "")
+        f"{data['id']}  {data['name']}  {data['phase']}  exit {_text(data['exit_status'])}"
+        + (f"  key {data['key']}" if data["key"] else "")
     )
-    if run.message:
-        print(f"  {run.message}")
+    if data["message"]:
+        print(f"  {data['message']}")
     if data["pause"]:
         print(_pause_line(data["pause"]))
     for stage in data["stages"]:
@@ -185,76 +164,6 @@ def _get(args) -> int:
         extra = {k: v for k, v in event.items() if k not in ("type", "at", "stage", "attempt")}
         print(f"  {event['at']}  {event['type']}  {json.dumps(extra) if extra else ''}")
     return 0
-
-
-def run_json(catalog, run) -> dict[str, Any]:
-    """The stable ``runs get --json`` shape."""
-    data = _run_summary(run)
-    data.update(
-        message=run.message,
-        store=run.store,
-        updated_at=run.updated_at,
-        finished_at=run.finished_at,
-        runner={"pid": run.runner_pid, "host": run.runner_host},
-        pause=pause_json(catalog.latest_pause(run.id)),
-    )
-    data["stages"] = [
-        {
-            "name": s["name"],
-            "phase": s["phase"],
-            "recoveries": s["recoveries"],
-            "source_snapshot": s["source_snapshot"],
-            "launch": (run.launch or {}).get(s["name"]),
-            "attempts": [_attempt_json(a) for a in s["attempts"]],
-        }
-        for s in run.stages
-    ]
-    data["events"] = [
-        {
-            **event["details"],
-            "type": event["type"],
-            "at": event["at"],
-            "stage": event["stage"],
-            "attempt": event["attempt"],
-        }
-        for event in catalog.events(run.id)
-    ]
-    return data
-
-
-def _run_summary(run) -> dict[str, Any]:
-    return {
-        "id": run.id,
-        "key": run.key,
-        "name": run.name,
-        "phase": run.phase,
-        "exit_status": run.exit_status,
-        "created_at": run.created_at,
-    }
-
-
-def pause_json(pause: dict | None) -> dict[str, Any] | None:
-    """The ``pause`` object of ``runs get --json``: the run's newest pause, or null."""
-    if pause is None:
-        return None
-    keys = (
-        "policy",
-        "state",
-        "requested_at",
-        "accepted_at",
-        "deadline",
-        "timed_out",
-        "failure",
-        "resources_released",
-        "ended_at",
-    )
-    data = {key: pause[key] for key in keys}
-    data["save"] = {
-        "bytes": pause["save_bytes"],
-        "snapshot": pause["snapshot"],
-        "step": pause["step"],
-    }
-    return data
 
 
 def _pause_line(pause: dict) -> str:
@@ -282,114 +191,33 @@ def _launch_line(launch: dict) -> str:
     return f"  runs {launch['executable']}{version}, PATH {launch['path']}"
 
 
-def _attempt_json(attempt: dict) -> dict[str, Any]:
-    keys = (
-        "number",
-        "outcome",
-        "detail",
-        "restored_snapshot",
-        "restored_step",
-        "devices",
-        "started_at",
-        "ended_at",
-        "log_path",
-    )
-    return {key: attempt[key] for key in keys}
-
-
-# --- runs wait / cancel -------------------------------------------------------------------------
+# --- runs wait / cancel / pause -----------------------------------------------------------------
 
 
 def _wait(args) -> int:
-    from nodus.errors import PausedError
-
-    catalog = _catalog(args)
-    run = catalog.get_run(args.run)
-    while not run.finished:
-        if _runner_gone(args, run):
-            hint = f"nodus run FILE --key {run.key}" if run.key else f"nodus runs resume {run.id}"
-            raise PausedError(
-                f"{run.id} is {run.phase} but its runner is gone; `{hint}` recovers it"
-            )
-        time.sleep(_poll())
-        run = catalog.get_run(run.id)
+    data = _client(args).wait(args.run)
     if args.json:
-        print(json.dumps(run_json(catalog, run), indent=2))
+        _print_json(data)
     else:
-        print(f"{run.id} {run.phase}" + (f": {run.message}" if run.message else ""))
-    return run.exit_status if args.exit_status else 0
-
-
-def _runner_gone(args, run) -> bool:
-    """No process holds the run's lock (a QUEUED run gets a moment to be picked up)."""
-    from datetime import datetime
-
-    from nodus.runner.locks import RunLock
-    from nodus.schemas import defaults
-
-    if RunLock(_home(args), run.lock_name, run.id).is_held_elsewhere():
-        return False
-    if run.phase == "QUEUED":
-        created = datetime.fromisoformat(run.created_at.replace("Z", "+00:00"))
-        return time.time() - created.timestamp() > defaults.QUEUED_ORPHAN_S
-    return True
+        print(f"{data['id']} {data['phase']}" + (f": {data['message']}" if data["message"] else ""))
+    return data["exit_status"] if args.exit_status else 0
 
 
 def _cancel(args) -> int:
-    from nodus.errors import UsageError
-    from nodus.runner.catalog import RESUMABLE
-    from nodus.runner.locks import RunLock
-    from nodus.schemas import defaults
+    from nodus.runner.phases import Phase
 
-    catalog = _catalog(args)
-    run = catalog.get_run(args.run)
-    if run.finished and run.phase not in RESUMABLE:
-        raise UsageError(f"{run.id} has already finished ({run.phase}); nothing to cancel")
-    lock = RunLock(_home(args), run.lock_name, run.id)
-    if lock.is_held_elsewhere():
-        catalog.request(run.id, "cancel")
-        _say(f"asked the runner of {run.id} to cancel it; waiting for it to stop")
-        grace = max(s["execution"]["grace_period"] for s in run.workload["stages"])
-        deadline = time.monotonic() + grace + defaults.KILL_WAIT_S + 30
-        while not run.finished and time.monotonic() < deadline:
-            time.sleep(_poll())
-            run = catalog.get_run(run.id)
-    else:
-        with lock:  # no runner: cancel it here, holding its lock so none starts meanwhile
-            catalog.set_phase(run.id, "CANCELLED", message="cancelled by `nodus runs cancel`")
-            _cancel_open_pause(catalog, run.id)
-        run = catalog.get_run(run.id)
+    data = _client(args).cancel(args.run)
     if args.json:
-        print(json.dumps(run_json(catalog, run), indent=2))
+        _print_json(data)
     else:
-        print(f"{run.id} {run.phase}")
-    return 0 if run.phase == "CANCELLED" else 1
-
-
-def _cancel_open_pause(catalog, run_id: str) -> None:
-    """A pause its runner never carried out ends with the cancel (cancellation wins)."""
-    from nodus.runner.catalog import now
-
-    pause = catalog.latest_pause(run_id)
-    if pause is not None and pause["state"] in ("requested", "pausing"):
-        catalog.update_pause(
-            pause["id"],
-            state="cancelled",
-            ended_at=now(),
-            failure="cancelled before the pause completed",
-        )
+        print(f"{data['id']} {data['phase']}")
+    return 0 if data["phase"] == Phase.CANCELLED else 1
 
 
 def _pause(args) -> int:
-    from nodus.runner.pause_request import parse_duration, request_pause, wait_accepted
-    from nodus.schemas import defaults
-
-    deadline_s = parse_duration(args.deadline) if args.deadline else defaults.PAUSE_DEADLINE_S
-    home = _home(args)
-    pause = request_pause(home, args.run, args.checkpoint, deadline_s)
-    pause = wait_accepted(home, pause["run_id"], pause["id"]) or pause
+    pause = _client(args).pause(args.run, checkpoint=args.checkpoint, deadline=args.deadline)
     if args.json:
-        print(json.dumps(pause_json(pause), indent=2))
+        _print_json(pause)
         return 0
     taken = (
         "accepted by its runner"
@@ -397,9 +225,9 @@ def _pause(args) -> int:
         else "recorded; its runner takes it up at its next look"
     )
     print(
-        f"pause of {pause['run_id']} (--checkpoint {pause['policy']}, deadline "
+        f"pause of {args.run} (--checkpoint {pause['policy']}, deadline "
         f"{pause['deadline']}) {taken}; saving and release continue in the background: "
-        f"`nodus runs wait {pause['run_id']}` follows it"
+        f"`nodus runs wait {args.run}` follows it"
     )
     return 0
 
@@ -408,19 +236,22 @@ def _pause(args) -> int:
 
 
 def _logs(args) -> int:
-    catalog = _catalog(args)
-    run = catalog.get_run(args.run)
+    from nodus.runner.phases import Phase
+
+    client = _client(args)
+    run = client.get(args.run)
     offsets: dict[tuple[str, int], int] = {}
     while True:
-        finished = run.finished  # read before draining, so the last lines are never missed
-        for stage in run.stages:
+        # Read before draining, so the last lines are never missed.
+        finished = Phase(run["phase"]).stopped
+        for stage in run["stages"]:
             for attempt in stage["attempts"]:
                 if _wanted(args, stage["name"], attempt["number"]):
                     _print_log(args, stage["name"], attempt, offsets, whole=finished)
         if not args.follow or finished:
             return 0
         time.sleep(_poll())
-        run = catalog.get_run(run.id)
+        run = client.get(run["id"])
 
 
 def _wanted(args, stage: str, number: int) -> bool:

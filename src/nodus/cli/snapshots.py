@@ -1,8 +1,9 @@
 """``nodus snapshots get|download|pin|release`` and ``nodus runs snapshots|outputs|plot``.
 
-The work is done in :mod:`nodus.snapshots`; handlers only parse, call and print. Nothing heavy
-is imported at module level (matplotlib only inside ``runs plot``). ``--json`` shapes are
-documented in docs/cli.md.
+The work is done in :mod:`nodus.snapshots` (``runs snapshots`` and ``snapshots download``
+through :class:`nodus.Client`); handlers only parse, call and print. Nothing heavy is imported
+at module level (matplotlib only inside ``runs plot``). ``--json`` shapes are documented in
+docs/cli.md.
 """
 
 from __future__ import annotations
@@ -96,6 +97,12 @@ def _lookup(args):
     return Lookup(args.home, args.store)
 
 
+def _client(args):
+    from nodus.client import Client
+
+    return Client(args.home, args.store, say=_say)
+
+
 def _say(text: str) -> None:
     print(f"nodus: {text}", file=sys.stderr, flush=True)
 
@@ -104,18 +111,16 @@ def _say(text: str) -> None:
 
 
 def _list(args) -> int:
-    from nodus.snapshots.listing import list_run
-
-    run, rows = list_run(
-        _lookup(args), args.run, stage=args.stage, sort=args.sort, descending=args.reverse
-    )
+    client = _client(args)
+    rows = client.snapshots(args.run, sort=args.sort, stage=args.stage, reverse=args.reverse)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    run = client.get(args.run)
     if not rows:
-        _say(f"{run.id} ({run.phase}) has no committed snapshots")
+        _say(f"{run['id']} ({run['phase']}) has no committed snapshots")
         return 0
-    multi = len(run.stages) > 1
+    multi = len(run["stages"]) > 1
     table = [
         ("ID",)
         + (("STAGE",) if multi else ())
@@ -190,16 +195,12 @@ def _detail_lines(data: dict[str, Any]) -> list[str]:
 
 
 def _download(args) -> int:
-    from nodus.snapshots.download import download_snapshot
-
-    located = _lookup(args).locate(args.ref)
-    written = download_snapshot(located.store, located.manifest, args.artifact, args.to)
-    return _report_written(args, located.manifest.id, args.artifact, written)
+    return _report_written(args, _client(args).download(args.ref, args.to, args.artifact))
 
 
 def _outputs(args) -> int:
     from nodus.errors import NotFoundError
-    from nodus.snapshots.download import download_outputs
+    from nodus.snapshots.download import download_outputs, written_json
 
     lookup = _lookup(args)
     run = lookup.run(args.run)
@@ -221,19 +222,18 @@ def _outputs(args) -> int:
             "captured when a stage succeeds"
         )
     written = download_outputs(store, manifests, args.to)
-    return _report_written(args, ",".join(m.id for m in manifests), "outputs", written)
+    source = ",".join(m.id for m in manifests)
+    return _report_written(args, written_json(source, "outputs", args.to, written))
 
 
-def _report_written(args, source: str, artifact: str, written: list[str]) -> int:
+def _report_written(args, report: dict[str, Any]) -> int:
     if args.json:
-        print(
-            json.dumps(
-                {"snapshot": source, "artifact": artifact, "to": args.to, "files": written},
-                indent=2,
-            )
-        )
+        print(json.dumps(report, indent=2))
     else:
-        _say(f"wrote {len(written)} file(s) of {source} ({artifact}) into {args.to}, verified")
+        _say(
+            f"wrote {len(report['files'])} file(s) of {report['snapshot']} "
+            f"({report['artifact']}) into {report['to']}, verified"
+        )
     return 0
 
 

@@ -5,7 +5,7 @@ save records, captures settled checkpoint folders, looks for a preemption notice
 runner) and for control requests other nodus processes wrote into the catalog, and checks
 whether the program ended. Nothing else ever blocks it except a capture.
 
-How an attempt ends:
+How an attempt ends (:class:`~nodus.runner.phases.AttemptOutcome`):
 
     succeeded    exit 0 (outputs captured)
     failed       non-zero exit, or the command could not start
@@ -30,6 +30,7 @@ from nodus.runner import restorable
 from nodus.runner.capture import Capturer
 from nodus.runner.catalog import Catalog
 from nodus.runner.launch import Launch, python_version
+from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.runner.process import CannotStartError, StageProcess
 from nodus.runner.restorable import device_count
 from nodus.runner.workspace import Workspace, stage_environment, write_integration
@@ -39,7 +40,9 @@ from nodus.schemas.resolved import ResolvedStage
 
 @dataclass(frozen=True)
 class Outcome:
-    kind: str  # "succeeded" | "failed" | "interrupted" | "preempted" | "paused" | "cancelled"
+    """How an attempt ended (``kind``) and why, in words (``detail``)."""
+
+    kind: AttemptOutcome
     detail: str
 
 
@@ -121,16 +124,16 @@ class Attempt:
             )
             self.process.start()
         except CannotStartError as error:
-            return self._end(Outcome("failed", str(error)))
+            return self._end(Outcome(AttemptOutcome.FAILED, str(error)))
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, pid=self.process.pid
         )
-        self.ctx.catalog.set_phase(self.ctx.run_id, "RUNNING", stage=self.stage.name)
+        self.ctx.catalog.set_phase(self.ctx.run_id, Phase.RUNNING, stage=self.stage.name)
         try:
             outcome = self._supervise(capturer)
         except StaleAttemptError as error:
             self.process.kill()
-            outcome = Outcome("failed", str(error))
+            outcome = Outcome(AttemptOutcome.FAILED, str(error))
         self.process.finish_output()
         return self._end(outcome)
 
@@ -167,7 +170,7 @@ class Attempt:
     def _prepare(self):
         """Fresh copy = source + earlier outputs + the restored selection; the restored manifest."""
         if not self.recovering:
-            self.ctx.catalog.set_phase(self.ctx.run_id, "PREPARING", stage=self.stage.name)
+            self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
         restored = None
         for manifest in self._candidates():
             self._lay_source()
@@ -227,7 +230,7 @@ class Attempt:
                 return self._preempt(capturer)
             if self.take_cancel():
                 self.process.stop(signal.SIGTERM, self.stage.execution.grace_period)
-                return Outcome("cancelled", "cancelled by `nodus runs cancel`")
+                return Outcome(AttemptOutcome.CANCELLED, "cancelled by `nodus runs cancel`")
             paused = self._take_pause(capturer)
             if paused is not None:
                 return paused
@@ -268,13 +271,15 @@ class Attempt:
         assert self.process is not None
         if status == 0:
             self._capture_outputs()
-            return Outcome("succeeded", "exit status 0")
+            return Outcome(AttemptOutcome.SUCCEEDED, "exit status 0")
         if status > 0:
-            return Outcome("failed", f"{self.stage.command[0]} exited with status {status}")
+            return Outcome(
+                AttemptOutcome.FAILED, f"{self.stage.command[0]} exited with status {status}"
+            )
         name = _signal_name(-status)
         if -status in self.process.signals_sent:
-            return Outcome("failed", f"stopped by {name} from nodus")
-        return Outcome("interrupted", f"killed by {name}, which nodus did not send")
+            return Outcome(AttemptOutcome.FAILED, f"stopped by {name} from nodus")
+        return Outcome(AttemptOutcome.INTERRUPTED, f"killed by {name}, which nodus did not send")
 
     def _preempt(self, capturer: Capturer) -> Outcome:
         """A preemption notice: save (integration) or forward SIGTERM, wait, capture, stop."""
@@ -294,7 +299,7 @@ class Attempt:
             self.process.stop(signal.SIGTERM, grace)
         self.process.finish_output()
         capturer.final_capture()
-        return Outcome("preempted", f"runner received {signame} (preemption notice)")
+        return Outcome(AttemptOutcome.PREEMPTED, f"runner received {signame} (preemption notice)")
 
     def request_save(self, then: str) -> int:
         """Ask the integration for a save at its next optimizer boundary; the request id."""

@@ -23,14 +23,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nodus.errors import CatalogError, NotFoundError
+from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.schemas import defaults
-
-TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "INTERRUPTED")
-"""Phases a run never leaves by itself (INTERRUPTED can be resumed by hand)."""
-
-RESUMABLE = ("INTERRUPTED", "PAUSED")
-
-EXIT_STATUS = {"SUCCEEDED": 0, "FAILED": 1, "INTERRUPTED": 3, "PAUSED": 3, "CANCELLED": 4}
 
 _MIGRATIONS = {
     1: """
@@ -142,7 +136,7 @@ class Run:
     workload: dict[str, Any]
     store: str
     lock_name: str
-    phase: str
+    phase: Phase
     exit_status: int | None
     message: str | None
     runner_pid: int | None
@@ -153,9 +147,13 @@ class Run:
     launch: dict[str, Any] | None = None  # {stage: launch.Launch.to_dict()}; None before v4
     stages: list[dict[str, Any]] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.phase = Phase(self.phase)
+
     @property
     def finished(self) -> bool:
-        return self.phase in TERMINAL or self.phase == "PAUSED"
+        """Its drive has ended (a terminal phase or PAUSED): nothing moves it any more."""
+        return self.phase.stopped
 
 
 class Catalog:
@@ -296,14 +294,25 @@ class Catalog:
         statements = [
             (
                 "INSERT INTO runs (id, key, name, workload, store, lock_name, phase, created_at,"
-                " updated_at, launch) VALUES (?, ?, ?, ?, ?, ?, 'QUEUED', ?, ?, ?)",
-                (run_id, key, name, json.dumps(workload), store, lock_name, at, at, stored_launch),
+                " updated_at, launch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    key,
+                    name,
+                    json.dumps(workload),
+                    store,
+                    lock_name,
+                    Phase.QUEUED,
+                    at,
+                    at,
+                    stored_launch,
+                ),
             )
         ]
         statements += [
             (
-                "INSERT INTO stages (run_id, idx, name, phase) VALUES (?, ?, ?, 'PENDING')",
-                (run_id, i, stage),
+                "INSERT INTO stages (run_id, idx, name, phase) VALUES (?, ?, ?, ?)",
+                (run_id, i, stage, Phase.PENDING),
             )
             for i, stage in enumerate(stage_names)
         ]
@@ -338,21 +347,24 @@ class Catalog:
     def set_phase(
         self,
         run_id: str,
-        phase: str,
+        phase: Phase,
         *,
         message: str | None = None,
         stage: str | None = None,
-        stage_phase: str | None = None,
+        stage_phase: Phase | None = None,
     ) -> None:
-        """Move the run (and optionally one stage) to a phase, recording a ``phase`` event."""
+        """Move the run (and optionally one stage) to a phase, recording a ``phase`` event.
+
+        The run's exit status and ``finished_at`` go with the phase: set where it stops.
+        """
         at = now()
-        status = EXIT_STATUS.get(phase)
-        finished = at if phase in TERMINAL or phase == "PAUSED" else None
+        phase = Phase(phase)
+        finished = at if phase.stopped else None
         statements = [
             (
                 "UPDATE runs SET phase = ?, exit_status = ?, message = ?, updated_at = ?,"
                 " finished_at = ? WHERE id = ?",
-                (phase, status, message, at, finished, run_id),
+                (phase, phase.exit_status, message, at, finished, run_id),
             ),
             _event_row(run_id, stage, None, "phase", {"phase": phase, "message": message}),
         ]
@@ -437,7 +449,10 @@ class Catalog:
             (*values.values(), run_id, stage, number),
         )
 
-    def end_attempt(self, run_id: str, stage: str, number: int, outcome: str, detail: str) -> None:
+    def end_attempt(
+        self, run_id: str, stage: str, number: int, outcome: AttemptOutcome, detail: str
+    ) -> None:
+        outcome = AttemptOutcome(outcome)
         self.update_attempt(run_id, stage, number, outcome=outcome, detail=detail, ended_at=now())
 
     # --- events -----------------------------------------------------------------------------

@@ -5,6 +5,10 @@
 Started in its own session by :func:`nodus.runner.service.spawn_detached`, with its output in
 ``$NODUS_HOME/work/<run>/runner.log``; it takes the run's lock and drives the run like a
 foreground ``nodus run`` would. Its exit status is the run's.
+
+The run was left QUEUED for it. If it is not QUEUED any more once the lock is taken, someone
+else dealt with it in between (``runs cancel``, a foreground ``nodus run --key``), so it is left
+as it is.
 """
 
 from __future__ import annotations
@@ -25,12 +29,17 @@ def main(argv: list[str] | None = None) -> int:
     from nodus.runner.attempt import Restore
     from nodus.runner.catalog import Catalog
     from nodus.runner.locks import RunLock
+    from nodus.runner.phases import Phase
     from nodus.runner.service import drive
 
     try:
         catalog = Catalog(args.home)
         run = catalog.get_run(args.run_id)
         with RunLock(args.home, run.lock_name, run.id):
+            run = catalog.get_run(run.id)
+            if run.phase != Phase.QUEUED:
+                print(f"nodus: {run.id} is {run.phase} already; not driving it", flush=True)
+                return run.exit_status or 0
             wanted = args.step is not None or args.resume
             restore = Restore(step=args.step, by_hand=args.resume) if wanted else None
             return drive(args.home, catalog, run.id, sys.stdout, restore)

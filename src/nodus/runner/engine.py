@@ -12,6 +12,8 @@ succeeded it starts attempts until one ends the stage:
                    otherwise RECOVERING and a new attempt (checkpointed: newest committed
                    snapshot, restartable: the source alone), at most ``max_recoveries`` times.
 
+The phase and exit status of each come from :mod:`nodus.runner.phases`.
+
 A runner that finds an attempt still marked running (its runner died) treats it as an
 interruption of that attempt, after making sure nothing of it is left alive.
 
@@ -29,21 +31,13 @@ from typing import IO, Any
 
 from nodus.errors import StoreError
 from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
-from nodus.runner.catalog import Catalog, Run, now
+from nodus.runner.catalog import Catalog, Run
+from nodus.runner.control import settle_open_pause
 from nodus.runner.launch import stored
+from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.runner.process import kill_stale_group
 from nodus.runner.restorable import newest_first
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
-
-_STOPS = {
-    "failed": ("FAILED", 1),
-    "preempted": ("INTERRUPTED", 3),
-    "paused": ("PAUSED", 3),
-    "cancelled": ("CANCELLED", 4),
-}
-"""How an attempt outcome that ends the run's drive shows: phase and exit status."""
-
-_OPEN_PAUSE = ("requested", "pausing")
 
 
 class Runner:
@@ -70,11 +64,11 @@ class Runner:
         self.catalog.set_runner(self.run.id, os.getpid(), socket.gethostname())
         try:
             status = self._drive(restore)
-            self._settle_open_pause()
+            settle_open_pause(self.catalog, self.run.id)
             return status
         except StoreError as error:
             # The source or an earlier stage's outputs cannot be laid out: no attempt can run.
-            self.catalog.set_phase(self.run.id, "FAILED", message=str(error))
+            self.catalog.set_phase(self.run.id, Phase.FAILED, message=str(error))
             raise
         finally:
             self.catalog.set_runner(self.run.id, None, None)
@@ -86,7 +80,7 @@ class Runner:
         overlays: list[str] = []
         for stage in self.workload.stages:
             row = stages[stage.name]
-            if row["phase"] == "SUCCEEDED":
+            if row["phase"] == Phase.SUCCEEDED:
                 overlays += self._outputs_of(stage)
                 continue
             status = self._run_stage(stage, row, restore, overlays)
@@ -94,8 +88,8 @@ class Runner:
                 return status
             overlays += self._outputs_of(stage)
             restore = None
-        self.catalog.set_phase(self.run.id, "SUCCEEDED")
-        return 0
+        self.catalog.set_phase(self.run.id, Phase.SUCCEEDED)
+        return Phase.SUCCEEDED.exit_status
 
     def _run_stage(
         self, stage: ResolvedStage, row: dict, restore: Restore | None, overlays: list[str]
@@ -104,7 +98,7 @@ class Runner:
         lost = self._reap_lost_attempts(stage, row)
         if restore is None:  # not a resume by hand: continue where the stage stood
             restore = Restore(newest=bool(row["attempts"]) and _checkpointed(stage))
-            outcome = Outcome("interrupted", "its runner died") if lost else None
+            outcome = Outcome(AttemptOutcome.INTERRUPTED, "its runner died") if lost else None
         else:
             if restore.by_hand and restore.step is None:
                 restore = Restore(newest=_checkpointed(stage), by_hand=True)
@@ -119,16 +113,16 @@ class Runner:
                 restore = Restore(newest=_checkpointed(stage))
             lost_state = self._lost_training_state(stage, restore)
             if lost_state:
-                return self._stop(stage, Outcome("failed", lost_state))
+                return self._stop(stage, Outcome(AttemptOutcome.FAILED, lost_state))
             attempt = Attempt(
                 self.ctx, stage, row["source_snapshot"], restore, overlays, recovering=recovering
             )
             outcome = attempt.run()
             self._discard_older_copies(stage, attempt.number)
-            if outcome.kind == "succeeded":
-                self.catalog.set_stage(self.run.id, stage.name, phase="SUCCEEDED")
-                return 0
-            if outcome.kind != "interrupted":
+            if outcome.kind == AttemptOutcome.SUCCEEDED:
+                self.catalog.set_stage(self.run.id, stage.name, phase=Phase.SUCCEEDED)
+                return Phase.SUCCEEDED.exit_status
+            if outcome.kind != AttemptOutcome.INTERRUPTED:
                 return self._stop(stage, outcome)
 
     def _after_interruption(self, stage: ResolvedStage, outcome: Outcome, recoveries: int):
@@ -137,7 +131,7 @@ class Runner:
             return self._stop(
                 stage,
                 Outcome(
-                    "preempted",
+                    AttemptOutcome.PREEMPTED,
                     f"{outcome.detail}; "
                     "resume_on_interruption is false: resume it with "
                     f"`nodus runs resume {self.run.id}`",
@@ -148,14 +142,16 @@ class Runner:
             return self._stop(
                 stage,
                 Outcome(
-                    "failed",
+                    AttemptOutcome.FAILED,
                     f"stage {stage.name!r} was interrupted "
                     f"{recoveries + 1} times ({outcome.detail}); max_recoveries = "
                     f"{limit} automatic recoveries are used up",
                 ),
             )
         self.catalog.set_stage(self.run.id, stage.name, recoveries=recoveries + 1)
-        self.catalog.set_phase(self.run.id, "RECOVERING", message=outcome.detail, stage=stage.name)
+        self.catalog.set_phase(
+            self.run.id, Phase.RECOVERING, message=outcome.detail, stage=stage.name
+        )
         return None
 
     def _reap_lost_attempts(self, stage: ResolvedStage, row: dict) -> bool:
@@ -170,9 +166,11 @@ class Runner:
         return bool(lost)
 
     def _stop(self, stage: ResolvedStage, outcome: Outcome) -> int:
-        phase, status = _STOPS[outcome.kind]
+        """Stop the run in the phase ``outcome`` calls for; its exit status."""
+        phase = outcome.kind.stops_run
+        assert phase is not None, f"an attempt that {outcome.kind} does not stop the run"
         self.catalog.set_phase(self.run.id, phase, message=outcome.detail, stage=stage.name)
-        return status
+        return phase.exit_status
 
     def _lost_training_state(self, stage: ResolvedStage, restore: Restore) -> str | None:
         """Why a checkpointed stage must not start again from its source, or None if it may.
@@ -197,23 +195,6 @@ class Runner:
             + ") but no committed snapshot holds its training state; it fails rather than "
             "start again from the beginning (start a new run with `nodus run`)"
         )
-
-    def _settle_open_pause(self) -> None:
-        """A pause still open when the drive ends lost its chance: say how the run ended."""
-        pause = self.catalog.latest_pause(self.run.id)
-        if pause is None or pause["state"] not in _OPEN_PAUSE:
-            return
-        phase = self.catalog.get_run(self.run.id).phase
-        state = {"SUCCEEDED": "completed", "CANCELLED": "cancelled"}.get(phase, "failed")
-        self.catalog.update_pause(
-            pause["id"],
-            state=state,
-            ended_at=now(),
-            failure=f"the run ended {phase} before it could pause",
-        )
-        for control in self.catalog.pending_controls(self.run.id):
-            if control["id"] == pause["control_id"]:
-                self.catalog.mark_handled(control["id"])
 
     def _outputs_of(self, stage: ResolvedStage) -> list[str]:
         if not stage.outputs:

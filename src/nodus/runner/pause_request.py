@@ -16,10 +16,12 @@ from nodus.errors import UsageError
 from nodus.runner import restorable
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.locks import RunLock
+from nodus.runner.phases import Phase
 from nodus.schemas import defaults
 
 POLICIES = ("save", "latest")
-_OPEN = ("requested", "pausing")
+OPEN_PAUSE = ("requested", "pausing")
+"""States of a pause its runner has not finished carrying out."""
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 
@@ -35,6 +37,8 @@ def parse_duration(text: str) -> float:
 
 def request_pause(home: str, ref: str, policy: str, deadline_s: float) -> dict[str, Any]:
     """Record a pause of run ``ref`` for its runner; the pause row (refusals raise UsageError)."""
+    if policy not in POLICIES:
+        raise UsageError(f"--checkpoint {policy!r}: use one of {', '.join(POLICIES)}")
     catalog = Catalog(home)
     run = catalog.get_run(ref)
     _check_pausable(catalog, home, run)
@@ -59,12 +63,12 @@ def wait_accepted(home: str, run_id: str, pause_id: int) -> dict[str, Any]:
 
 
 def _check_pausable(catalog: Catalog, home: str, run: Run) -> None:
-    if run.phase == "PAUSED":
+    if run.phase == Phase.PAUSED:
         raise UsageError(f"{run.id} is already PAUSED; `nodus runs resume {run.id}` continues it")
     if run.finished:
         raise UsageError(f"{run.id} has already finished ({run.phase}); there is nothing to pause")
     pause = catalog.latest_pause(run.id)
-    if pause is not None and pause["state"] in _OPEN:
+    if pause is not None and pause["state"] in OPEN_PAUSE:
         raise UsageError(
             f"{run.id} already has a pause under way (--checkpoint "
             f"{pause['policy']}, requested at {pause['requested_at']})"
@@ -81,7 +85,7 @@ def _check_restorable(run: Run) -> None:
     """``latest`` stops without saving: only sound when a resume has state to continue from."""
     from nodus.store import open_store
 
-    stage = next((s["name"] for s in run.stages if s["phase"] != "SUCCEEDED"), None)
+    stage = next((s["name"] for s in run.stages if s["phase"] != Phase.SUCCEEDED), None)
     manifests = open_store(run.store).list(run=run.id, stage=stage)
     if not restorable.newest_first(manifests):
         raise UsageError(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodus.runner import restorable
 from nodus.runner.catalog import now
+from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.schemas import defaults
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class PauseDriver:
         """The attempt's outcome, or None when the pause was refused and training goes on."""
         self._update(state="pausing", accepted_at=now())
         self.attempt.ctx.catalog.set_phase(
-            self.attempt.ctx.run_id, "PAUSING", stage=self.attempt.stage.name
+            self.attempt.ctx.run_id, Phase.PAUSING, stage=self.attempt.stage.name
         )
         self._event(
             "pause_accepted", {"policy": self.pause["policy"], "deadline": self.pause["deadline"]}
@@ -74,7 +75,7 @@ class PauseDriver:
                 "pausing now would lose all training (use --checkpoint save)",
             )
             self.catalog.set_phase(
-                self.attempt.ctx.run_id, "RUNNING", stage=self.attempt.stage.name
+                self.attempt.ctx.run_id, Phase.RUNNING, stage=self.attempt.stage.name
             )
             return None
         self.process.kill()
@@ -114,7 +115,9 @@ class PauseDriver:
                 self._end_pause("cancelled", failure="cancelled before the pause completed")
                 self.process.stop(signal.SIGTERM, self.attempt.stage.execution.grace_period)
                 self.process.finish_output()
-                return Outcome("cancelled", "cancelled by `nodus runs cancel` during a pause")
+                return Outcome(
+                    AttemptOutcome.CANCELLED, "cancelled by `nodus runs cancel` during a pause"
+                )
             self.capturer.tick()
             self._report_progress()
             status = self.process.poll()
@@ -166,7 +169,7 @@ class PauseDriver:
         self.process.kill_leftovers()
         self.attempt.ws.discard_copy()
         self._end_pause("paused", resources_released=1)
-        return Outcome("paused", detail)
+        return Outcome(AttemptOutcome.PAUSED, detail)
 
     def _end_pause(self, state: str, **values: Any) -> None:
         self._update(state=state, ended_at=now(), **values)

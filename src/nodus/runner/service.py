@@ -1,4 +1,8 @@
-"""The runner's entry points: run a workload file, resume a run, drive a run in the background.
+"""The runner's entry points: claim a run (accept or resume it), then drive it or detach it.
+
+Claiming takes the run's lock, so whoever holds a :class:`Claim` is the one process allowed to
+drive that run; :meth:`Claim.drive` drives it to the phase where it stops, :meth:`Claim.detach`
+hands it to a background runner (``python -m nodus.runner.detach``).
 
 ``--key`` makes ``nodus run`` idempotent for cron: the key's lock is taken first, so of two
 ``nodus run --key K`` started together exactly one proceeds (the other exits 5 naming the
@@ -20,19 +24,42 @@ from nodus.errors import UsageError
 from nodus.runner import restorable
 from nodus.runner.acceptance import accept
 from nodus.runner.attempt import Restore
-from nodus.runner.catalog import RESUMABLE, TERMINAL, Catalog, Run
+from nodus.runner.catalog import Catalog, Run
 from nodus.runner.engine import Runner
 from nodus.runner.locks import RunLock, lock_name_for
+from nodus.runner.phases import Phase
 from nodus.schemas import defaults
+from nodus.schemas.resolved import ResolvedWorkload
 
 
 @dataclass
-class Started:
-    """What ``nodus run`` / ``runs resume`` report: the run and its exit status."""
+class Claim:
+    """A run claimed by this process: it holds the run's lock, or none for a finished run."""
 
+    home: str
+    catalog: Catalog
     run_id: str
-    status: int | None  # None while a detached runner drives it
-    reran: bool = True
+    lock: RunLock | None  # None: the key's run has finished and is only reported
+    restore: Restore | None = None  # a resume by hand; None continues where the run stood
+
+    @property
+    def finished(self) -> bool:
+        return self.lock is None
+
+    def drive(self, terminal: IO[str]) -> int:
+        """Drive the run here to the phase where it stops; its exit status."""
+        assert self.lock is not None, "a finished run is not driven again"
+        try:
+            return drive(self.home, self.catalog, self.run_id, terminal, self.restore)
+        finally:
+            self.lock.release()
+
+    def detach(self) -> None:
+        """Hand the run (claimed with ``detach``) to a background runner, which takes the lock
+        over."""
+        assert self.lock is not None, "a finished run is not driven again"
+        self.lock.release()
+        spawn_detached(self.home, self.run_id, self.restore)
 
 
 def open_run_store(url: str):
@@ -44,49 +71,64 @@ def open_run_store(url: str):
 Say = Callable[[str], None]
 
 
-def run_file(
+def claim_workload(
     home: str,
     store_url: str,
-    path: str,
+    workload: ResolvedWorkload,
     *,
     key: str | None,
-    detach: bool,
-    terminal: IO[str],
     say: Say,
-) -> Started:
-    """``nodus run FILE [--key]``; ``say`` tells the user what is happening as it happens."""
-    from nodus.schemas import resolve_file
+    detach: bool = False,
+) -> Claim:
+    """``nodus run FILE [--key] [--detach]``; ``say`` tells the user what happens as it happens.
 
-    workload = resolve_file(path)
+    With ``detach`` the run is claimed for a background runner (see :func:`_claimed`).
+    """
     catalog = Catalog(home)
     if key is None:
         run_id = accept(catalog, open_run_store(store_url), store_url, workload, None, home)
         lock = RunLock(home, run_id, run_id).acquire()
         say(f"accepted {run_id}")
-    else:
-        lock = RunLock(home, lock_name_for("", key), f"key {key!r}").acquire()
-        existing = catalog.find_by_key(key)
-        if existing is None:
-            run_id = accept(catalog, open_run_store(store_url), store_url, workload, key, home)
-            say(f"accepted {run_id} under key {key!r}")
-        elif existing.finished:
-            lock.release()
-            say(_finished_note(existing, key))
-            return Started(existing.id, existing.exit_status, reran=False)
-        else:
-            run_id = existing.id
-            for note in _continue_notes(existing, key, workload.to_dict()):
-                say(note)
-    return _drive_or_detach(home, catalog, run_id, lock, None, detach, terminal, say)
+        return _claimed(home, catalog, run_id, lock, None, detach)
+    lock = RunLock(home, lock_name_for("", key), f"key {key!r}").acquire()
+    existing = catalog.find_by_key(key)
+    if existing is None:
+        run_id = accept(catalog, open_run_store(store_url), store_url, workload, key, home)
+        say(f"accepted {run_id} under key {key!r}")
+        return _claimed(home, catalog, run_id, lock, None, detach)
+    if existing.finished:
+        lock.release()
+        say(_finished_note(existing, key))
+        return Claim(home, catalog, existing.id, None)
+    for note in _continue_notes(existing, key, workload.to_dict()):
+        say(note)
+    return _claimed(home, catalog, existing.id, lock, None, detach)
 
 
-def resume_run(
-    home: str, ref: str, *, step: int | None, detach: bool, terminal: IO[str], say: Say
-) -> Started:
+def _claimed(
+    home: str,
+    catalog: Catalog,
+    run_id: str,
+    lock: RunLock,
+    restore: Restore | None,
+    detach: bool,
+) -> Claim:
+    """The claim; one for a background runner puts the run back in the queue first.
+
+    Until the background runner takes the lock over, the run is QUEUED: ``runs wait`` then
+    neither answers with the phase it stopped in before (PAUSED, INTERRUPTED) nor finds its
+    runner gone before it had ``QUEUED_ORPHAN_S`` to start.
+    """
+    if detach and catalog.get_run(run_id).phase != Phase.QUEUED:
+        catalog.set_phase(run_id, Phase.QUEUED, message="waiting for its background runner")
+    return Claim(home, catalog, run_id, lock, restore)
+
+
+def claim_resume(home: str, ref: str, *, step: int | None, say: Say, detach: bool = False) -> Claim:
     """``nodus runs resume``: continue an interrupted, paused or runner-less run by hand."""
     catalog = Catalog(home)
     run = catalog.get_run(ref)
-    if run.phase in TERMINAL and run.phase not in RESUMABLE:
+    if run.phase.final:
         raise UsageError(
             f"{run.id} has finished ({run.phase}); only an interrupted, paused or "
             "runner-less run can be resumed"
@@ -96,20 +138,19 @@ def resume_run(
         _check_step(run, stage, step)
     _check_devices(catalog, run, stage)
     lock = RunLock(home, run.lock_name, run.id).acquire()
-    restore = Restore(step=step, by_hand=True)
     say(f"resuming {run.id} from " + (f"step {step}" if step is not None else "where it stopped"))
-    return _drive_or_detach(home, catalog, run.id, lock, restore, detach, terminal, say)
+    return _claimed(home, catalog, run.id, lock, Restore(step=step, by_hand=True), detach)
 
 
 def _continuing_stage(run: Run) -> str | None:
-    return next((s["name"] for s in run.stages if s["phase"] != "SUCCEEDED"), None)
+    return next((s["name"] for s in run.stages if s["phase"] != Phase.SUCCEEDED), None)
 
 
 def _check_step(run: Run, stage: str | None, step: int) -> None:
     """``--step N``: a PAUSED run, and a committed snapshot at N that holds training state."""
     manifests = open_run_store(run.store).list(run=run.id, stage=stage)
     restorable.check_step(run.id, str(stage), manifests, step)
-    if run.phase != "PAUSED":
+    if run.phase != Phase.PAUSED:
         raise UsageError(
             f"--step applies only to a PAUSED run; {run.id} is {run.phase} "
             f"(`nodus runs resume {run.id}` continues from its newest snapshot)"
@@ -137,19 +178,6 @@ def drive(
     store = open_run_store(run.store)
     runner = Runner(home=home, catalog=catalog, store=store, run=run, terminal=terminal)
     return runner.drive(restore)
-
-
-def _drive_or_detach(home, catalog, run_id, lock, restore, detach, terminal, say) -> Started:
-    if detach:
-        lock.release()  # the background runner takes it over
-        spawn_detached(home, run_id, restore)
-        say(f"{run_id} runs in the background; `nodus runs wait {run_id}` waits for it")
-        return Started(run_id, None)
-    try:
-        status = drive(home, catalog, run_id, terminal, restore)
-    finally:
-        lock.release()
-    return Started(run_id, status)
 
 
 def spawn_detached(home: str, run_id: str, restore: Restore | None) -> None:
@@ -181,7 +209,7 @@ def _finished_note(run: Run, key: str) -> str:
 
 def _continue_notes(run: Run, key: str, resolved: dict) -> list[str]:
     notes = []
-    if run.phase != "QUEUED":
+    if run.phase != Phase.QUEUED:
         notes.append(
             f"{run.id} under key {key!r} was left {run.phase} by a runner that is gone; "
             "recovering it"

@@ -28,7 +28,7 @@ from nodus.snapshots.progress import Progress
 if TYPE_CHECKING:
     from nodus.store import SnapshotStore
 
-__all__ = ["ARTIFACTS", "download_outputs", "download_snapshot", "select"]
+__all__ = ["ARTIFACTS", "download_outputs", "download_snapshot", "select", "written_json"]
 
 ARTIFACTS = ("model", "resumable", "adapter")
 
@@ -63,6 +63,11 @@ def download_outputs(
     return _write(
         store, manifests[-1].id, [(e, e.path) for e in chosen.values()], target, label, stream
     )
+
+
+def written_json(snapshot: str, artifact: str, to: str, files: list[str]) -> dict[str, Any]:
+    """The ``--json`` report of a download: what was written where (``files`` relative)."""
+    return {"snapshot": snapshot, "artifact": artifact, "to": to, "files": files}
 
 
 # --- which files ------------------------------------------------------------------------------

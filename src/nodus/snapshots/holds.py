@@ -45,8 +45,6 @@ __all__ = [
 
 PIN = "pin"
 EPOCH_RELEASED = "epoch-released"
-FINISHED = ("SUCCEEDED", "FAILED", "CANCELLED")
-"""Phases after which a run is never retried or resumed (INTERRUPTED and PAUSED still are)."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +170,7 @@ def resume_target(run: Any | None, manifests: list[Any]) -> str | None:
     """
     from nodus.runner.restorable import newest_first
 
-    if run is None or run.phase in FINISHED:
+    if run is None or run.phase.final:  # never retried or resumed again
         return None
     current = next((s["name"] for s in run.stages if s["phase"] != "SUCCEEDED"), None)
     candidates = newest_first(m for m in manifests if m.stage == current)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodus.errors import NotFoundError, UsageError
+from nodus.runner.phases import Phase
 from nodus.snapshots import holds as _holds
 from nodus.snapshots.refs import Located, Lookup, parse_ref
 
@@ -143,7 +144,7 @@ class _Context:
 
 def _run_model(run: Any | None, manifests: list[Any]) -> str | None:
     """The run's own model: its last stage's save at the run's last update, once it succeeded."""
-    if run is None or run.phase != "SUCCEEDED" or not run.stages:
+    if run is None or run.phase != Phase.SUCCEEDED or not run.stages:
         return None
     last = run.stages[-1]["name"]
     weights = [m for m in manifests if m.stage == last and "weights" in m.kinds]
@@ -154,7 +155,7 @@ def _branches(lookup: Lookup, run: Any) -> dict[Any, tuple[tuple[str, str], ...]
     """Unfinished runs started from a snapshot of ``run``, keyed by snapshot id or by step."""
     found: dict[Any, tuple[tuple[str, str], ...]] = {}
     for other in lookup.catalog.list_runs(limit=10_000):
-        source = other.workload.get("resume_from") if other.phase not in _holds.FINISHED else None
+        source = other.workload.get("resume_from") if not other.phase.final else None
         if not source:
             continue
         try:

@@ -13,7 +13,6 @@ import sys
 import time
 from typing import Any, NoReturn
 
-from nodus.errors import IntegrationError
 from nodus.stages.hf import identity as identities
 from nodus.stages.hf.capture import Buffers, capture
 from nodus.stages.hf.control import ControlDir, Settings
@@ -126,4 +125,4 @@ def refuse(control: ControlDir, reasons: list[str], kind: str = "integration_ref
     control.write_event(kind, {"reasons": reasons})
     lines = "\n".join(f"  - {reason}" for reason in reasons)
     print(f"nodus: hf-trainer-v1 refused this attempt:\n{lines}", file=sys.stderr, flush=True)
-    raise SystemExit(IntegrationError.exit_status)
+    raise SystemExit(1)  # a refused attempt failed: nodus never retries it as an interruption

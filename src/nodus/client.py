@@ -1,0 +1,275 @@
+"""``nodus.Client``: runs and snapshots from Python, with the command line's answers.
+
+    import nodus
+
+    client = nodus.Client()                            # $NODUS_HOME, its default store
+    run = client.run("workload.toml", key="nightly")   # drives it here, returns when it stops
+    best = client.snapshots(run["id"], sort="loss")[0]
+    client.download(best["id"], to="best-model")
+
+Every method returns what the matching command prints with ``--json`` (docs/cli.md), built by
+the same functions, and reports a problem by raising a :mod:`nodus.errors` exception (never
+``SystemExit``): ``error.exit_status`` is what the command line would exit with. The command line
+is a thin layer over this class: it parses arguments, prints these dicts and picks exit statuses.
+
+Importing this module is cheap: the runner, the store and pydantic load on first use, so
+``import nodus`` stays quick for cron and shell completion.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import IO, TYPE_CHECKING, Any
+
+from nodus.errors import UsageError
+from nodus.schemas import defaults
+
+if TYPE_CHECKING:
+    from nodus.runner.catalog import Catalog
+    from nodus.runner.service import Claim
+    from nodus.schemas.models import Workload
+    from nodus.schemas.resolved import ResolvedWorkload
+    from nodus.snapshots import Lookup
+
+__all__ = ["Client"]
+
+_log = logging.getLogger("nodus")
+
+
+class Client:
+    """The runs and snapshots of one nodus home.
+
+    ``home`` is the folder of the run catalog and the default store (default ``$NODUS_HOME``,
+    else ``~/.nodus``). ``store`` is a snapshot store URL, as ``--store``: new runs use it
+    (default ``$NODUS_STORE``, else ``file://<home>/store``), and when given, snapshots are read
+    from it instead of the store a run recorded. A run given to a method is its id (``run_…``)
+    or its key; a snapshot is ``ID``, ``RUN@STEP`` or ``RUN/STAGE@STEP``.
+
+    ``output`` is where a run driven in this process streams its program's output (default
+    ``sys.stdout``); ``say`` receives nodus's notes on what it is doing ("accepted run_…"),
+    by default the ``nodus`` logger at INFO.
+    """
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        store: str | None = None,
+        *,
+        output: IO[str] | None = None,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        self.home = defaults.nodus_home(os.fspath(home) if home is not None else None)
+        self.store = store
+        self._output = output
+        self._say = say or _log.info
+        self._open_catalog: Catalog | None = None
+
+    def close(self) -> None:
+        """Close the catalog connection (the client opens it again when used)."""
+        if self._open_catalog is not None:
+            self._open_catalog.close()
+            self._open_catalog = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client(home={self.home!r}, store={self.store!r})"
+
+    # --- running ------------------------------------------------------------------------------
+
+    def run(
+        self,
+        workload: str | os.PathLike[str] | Workload | ResolvedWorkload | Mapping[str, Any],
+        key: str | None = None,
+        detach: bool = False,
+        *,
+        base_dir: str | os.PathLike[str] | None = None,
+    ) -> dict[str, Any]:
+        """Accept a workload as a run and drive it, like ``nodus run``; the run dict.
+
+        ``workload`` is a workload file, a :class:`nodus.Workload` (or a submission dict) or
+        what :func:`nodus.resolve` returned. Its ``code`` folders are relative to ``base_dir``:
+        by default the file's folder, or the current directory for a workload built in Python.
+        The run's source is captured from there now; the run never reads those files again.
+
+        Without ``detach`` the run is driven in this process (from the main thread: SIGTERM and
+        SIGINT are taken as a preemption notice meanwhile) and the run is returned once it
+        stopped. With ``detach`` a background runner drives it and the run is returned as it
+        was handed over (QUEUED until that runner starts); :meth:`wait` follows it. ``key``
+        makes the call idempotent: the key's run is continued, or returned without running
+        again once it has finished.
+        """
+        from nodus.runner.service import claim_workload
+
+        _check_foreground(detach, "run")
+        resolved = _resolve(workload, base_dir)
+        store_url = defaults.store_url(self.store, self.home)
+        claim = claim_workload(
+            self.home, store_url, resolved, key=key, say=self._say, detach=detach
+        )
+        return self._carry_out(claim, detach)
+
+    def resume(self, run: str, step: int | None = None, detach: bool = False) -> dict[str, Any]:
+        """Continue an interrupted, paused or runner-less run, like ``nodus runs resume``.
+
+        ``step`` restores the snapshot of that step (a PAUSED run only); otherwise the newest
+        one holding training state. Blocks like :meth:`run`.
+        """
+        from nodus.runner.service import claim_resume
+
+        _check_foreground(detach, "resume")
+        claim = claim_resume(self.home, run, step=step, say=self._say, detach=detach)
+        return self._carry_out(claim, detach)
+
+    def _carry_out(self, claim: Claim, detach: bool) -> dict[str, Any]:
+        if claim.finished:
+            return self.get(claim.run_id)
+        if detach:
+            handed_over = self.get(claim.run_id)
+            claim.detach()
+            self._say(
+                f"{claim.run_id} runs in the background; `nodus runs wait {claim.run_id}` "
+                "waits for it"
+            )
+            return handed_over
+        claim.drive(self._output or sys.stdout)
+        data = self.get(claim.run_id)
+        self._say(
+            f"{data['id']} {data['phase']}" + (f": {data['message']}" if data["message"] else "")
+        )
+        return data
+
+    # --- watching and controlling ---------------------------------------------------------------
+
+    def runs(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest runs first, like ``nodus runs list --json``."""
+        from nodus.runner.views import run_summary
+
+        return [run_summary(run) for run in self._catalog().list_runs(limit=limit)]
+
+    def get(self, run: str) -> dict[str, Any]:
+        """One run with its stages, attempts, pause and events, like ``nodus runs get --json``."""
+        from nodus.runner.views import run_json
+
+        catalog = self._catalog()
+        return run_json(catalog, catalog.get_run(run))
+
+    def wait(self, run: str, timeout: float | None = None) -> dict[str, Any]:
+        """The run once it stopped (waiting through RECOVERING and PAUSING), like ``runs wait``.
+
+        Raises :class:`~nodus.errors.PausedError` when the run's runner is gone (it says how to
+        recover it) and :class:`~nodus.errors.WaitTimeoutError` after ``timeout`` seconds.
+        """
+        from nodus.runner import control
+
+        return self._json(control.wait(self.home, self._catalog(), run, timeout))
+
+    def pause(
+        self, run: str, checkpoint: str = "save", deadline: str | float | None = None
+    ) -> dict[str, Any]:
+        """Ask the run's runner to pause it, like ``nodus runs pause``; the pause dict.
+
+        ``checkpoint`` is ``"save"`` (save at the next boundary, then stop) or ``"latest"``
+        (stop now; a resume repeats the updates after the newest snapshot). ``deadline`` is a
+        duration (``"10m"``) or seconds, default 10 minutes. Returns once the runner took the
+        pause up; saving and stopping go on in the background (:meth:`wait` follows it).
+        """
+        from nodus.runner import control
+        from nodus.runner.views import pause_json
+
+        asked = control.pause(self.home, run, checkpoint, _deadline_seconds(deadline))
+        data = pause_json(asked)
+        assert data is not None  # a pause was just recorded
+        return data
+
+    def cancel(self, run: str) -> dict[str, Any]:
+        """Cancel a run, like ``nodus runs cancel``; the run afterwards (phase CANCELLED)."""
+        from nodus.runner import control
+
+        return self._json(control.cancel(self.home, self._catalog(), run, self._say))
+
+    # --- snapshots ------------------------------------------------------------------------------
+
+    def snapshots(
+        self, run: str, sort: str | None = None, *, stage: str | None = None, reverse: bool = False
+    ) -> list[dict[str, Any]]:
+        """A run's committed checkpoints, like ``nodus runs snapshots --json``.
+
+        Oldest step first; ``sort`` orders by a logged metric (``"loss"``) or ``step``,
+        ``epoch``, ``attempt``, smallest first (``reverse``: largest first).
+        """
+        from nodus.snapshots.listing import list_run
+
+        _, rows = list_run(self._lookup(), run, stage=stage, sort=sort, descending=reverse)
+        return rows
+
+    def download(
+        self, snapshot: str, to: str | os.PathLike[str], artifact: str = "model"
+    ) -> dict[str, Any]:
+        """Write a snapshot's ``model``, ``resumable`` state or ``adapter`` into the new or
+        empty folder ``to``, every file verified, like ``nodus snapshots download --json``."""
+        from nodus.snapshots.download import download_snapshot, written_json
+
+        located = self._lookup().locate(snapshot)
+        target = os.fspath(to)
+        files = download_snapshot(located.store, located.manifest, artifact, target)
+        return written_json(located.manifest.id, artifact, target, files)
+
+    # --- plumbing -------------------------------------------------------------------------------
+
+    def _catalog(self) -> Catalog:
+        from nodus.runner.catalog import Catalog
+
+        if self._open_catalog is None:
+            self._open_catalog = Catalog(self.home)
+        return self._open_catalog
+
+    def _lookup(self) -> Lookup:
+        from nodus.snapshots import Lookup
+
+        return Lookup(self.home, self.store)
+
+    def _json(self, run: Any) -> dict[str, Any]:
+        from nodus.runner.views import run_json
+
+        return run_json(self._catalog(), run)
+
+
+def _resolve(workload: Any, base_dir: str | os.PathLike[str] | None) -> ResolvedWorkload:
+    from nodus.schemas.resolved import ResolvedWorkload
+    from nodus.schemas.sdk import resolve
+
+    if isinstance(workload, ResolvedWorkload):
+        return workload
+    return resolve(workload, base_dir=os.fspath(base_dir) if base_dir is not None else None)
+
+
+def _check_foreground(detach: bool, method: str) -> None:
+    """Signal handlers can only be installed from the main thread."""
+    if not detach and threading.current_thread() is not threading.main_thread():
+        raise UsageError(
+            f"Client.{method}() drives the run in this process, which needs the main thread "
+            "(SIGTERM and SIGINT become a preemption notice); call it there, or pass detach=True"
+        )
+
+
+def _deadline_seconds(deadline: str | float | None) -> float:
+    from nodus.runner.pause_request import parse_duration
+
+    if deadline is None:
+        return defaults.PAUSE_DEADLINE_S
+    if isinstance(deadline, str):
+        return parse_duration(deadline)
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline <= 0:
+        raise UsageError(
+            f"deadline {deadline!r}: give a positive number of seconds or 30s, 10m, 1h"
+        )
+    return float(deadline)
