@@ -347,6 +347,9 @@ def _cancel(args) -> int:
             run = catalog.get_run(run.id)
     else:
         with lock:  # no runner: cancel it here, holding its lock so none starts meanwhile
+            from nodus.runner.containment import kill_survivors
+
+            kill_survivors(catalog, run.id)  # what a dead runner's attempt left running
             catalog.set_phase(run.id, "CANCELLED", message="cancelled by `nodus runs cancel`")
             _cancel_open_pause(catalog, run.id)
         run = catalog.get_run(run.id)

@@ -9,7 +9,8 @@ How an attempt ends:
 
     succeeded    exit 0 (outputs captured)
     failed       non-zero exit, or the command could not start
-    interrupted  killed by a signal nodus did not send
+    interrupted  killed by a signal nodus did not send; or a process of its tree was, and the
+                 program (a launcher: ``sh -c``, ``torchrun``) then exited non-zero
     preempted    the runner got SIGTERM/SIGINT: the program was stopped and captured
     paused       ``nodus runs pause`` (carried out by :mod:`nodus.runner.pausing`)
     cancelled    ``nodus runs cancel``, which wins over a pending pause
@@ -29,7 +30,8 @@ from nodus.errors import StaleAttemptError, StoreError
 from nodus.runner import restorable
 from nodus.runner.capture import Capturer
 from nodus.runner.catalog import Catalog
-from nodus.runner.process import CannotStartError, StageProcess
+from nodus.runner.containment import attempt_token, kill_survivors, record_survivors
+from nodus.runner.process import CannotStartError, StageProcess, signal_name
 from nodus.runner.restorable import device_count
 from nodus.runner.workspace import Workspace, stage_environment, write_integration
 from nodus.schemas import defaults
@@ -113,8 +115,11 @@ class Attempt:
             env=env,
             log_path=self.ws.log_path,
             prefix=self.stage.name,
+            token=attempt_token(self.ctx.run_id, self.stage.name, self.number),
+            grace_s=self.stage.execution.grace_period,
             terminal=self.ctx.terminal,
         )
+        kill_survivors(self.ctx.catalog, self.ctx.run_id)  # nothing of an earlier attempt runs
         try:
             self.process.start()
         except CannotStartError as error:
@@ -128,6 +133,9 @@ class Attempt:
         except StaleAttemptError as error:
             self.process.kill()
             outcome = Outcome("failed", str(error))
+        except BaseException:
+            self.process.kill()  # whatever went wrong here, the program must not outlive it
+            raise
         self.process.finish_output()
         return self._end(outcome)
 
@@ -235,21 +243,53 @@ class Attempt:
     def classify(self, status: int) -> Outcome:
         """How an attempt whose program exited with ``status`` ended."""
         assert self.process is not None
+        if self.process.supervisor_lost is not None:
+            return Outcome(
+                "interrupted", f"the attempt's supervisor was lost ({self.process.supervisor_lost})"
+            )
         if status == 0:
             self._capture_outputs()
             return Outcome("succeeded", "exit status 0")
         if status > 0:
-            return Outcome("failed", f"{self.stage.command[0]} exited with status {status}")
-        name = _signal_name(-status)
+            return self._classify_exit(status)
+        name = signal_name(-status)
         if -status in self.process.signals_sent:
             return Outcome("failed", f"stopped by {name} from nodus")
-        return Outcome("interrupted", f"killed by {name}, which nodus did not send")
+        oom = " in an OOM kill" if self.process.ending and self.process.ending.oom else ""
+        return Outcome("interrupted", f"killed by {name}{oom}, which nodus did not send")
+
+    def _classify_exit(self, status: int) -> Outcome:
+        """A non-zero exit fails the stage, unless its tree lost a process to a foreign signal."""
+        assert self.process is not None
+        program = self.stage.command[0]
+        loss = self.process.interruption()
+        if loss is None:
+            return Outcome("failed", f"{program} exited with status {status}")
+        name = signal_name(loss.signal)
+        self.ctx.event(
+            "process_killed",
+            {
+                "pid": loss.pid,
+                "command": loss.command,
+                "signal": name,
+                "oom_kill": loss.oom,
+                "exit_status": status,
+            },
+            self.stage.name,
+            self.number,
+        )
+        how = f"{name} (an OOM kill)" if loss.oom else name
+        return Outcome(
+            "interrupted",
+            f"process {loss.pid} ({loss.command}) was killed by {how}, which nodus did not "
+            f"send; {program} then exited with status {status}",
+        )
 
     def _preempt(self, capturer: Capturer) -> Outcome:
         """A preemption notice: save (integration) or forward SIGTERM, wait, capture, stop."""
         assert self.process is not None
         grace = self.stage.execution.grace_period
-        signame = _signal_name(self.ctx.notice or signal.SIGTERM)
+        signame = signal_name(self.ctx.notice or signal.SIGTERM)
         self.ctx.event(
             "preemption_notice",
             {"signal": signame, "grace_period": grace},
@@ -304,6 +344,8 @@ class Attempt:
         self.ctx.event("outputs_committed", {"snapshot": manifest.id}, self.stage.name, self.number)
 
     def _end(self, outcome: Outcome) -> Outcome:
+        if self.process is not None:  # what a lost supervisor left behind, killed by token
+            record_survivors(self.ctx.catalog, self.ctx.run_id, self.process.survivors)
         self.ctx.catalog.end_attempt(
             self.ctx.run_id, self.stage.name, self.number, outcome.kind, outcome.detail
         )
@@ -314,10 +356,3 @@ class Attempt:
             self.number,
         )
         return outcome
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"

@@ -1,0 +1,361 @@
+"""The per-attempt supervisor: the parent of a stage program and of everything it starts.
+
+    python -m nodus.runner.supervisor FD
+
+The runner starts one per attempt (:class:`nodus.runner.process.StageProcess`) and talks to it
+over the socket ``FD``, one JSON object per line:
+
+    runner → supervisor   {"start": {"command": [...], "cwd": ..., "env": {...}, "grace": 60.0}}
+                          {"signal": 15}   forward to the program's process group
+                          {"kill": true}   SIGKILL the whole tree now
+    supervisor → runner   {"started": PID} | {"cannot_start": {"errno": N, "message": "..."}}
+                          {"ended": Ending}   sent once the whole tree is gone
+
+It marks itself child-subreaper, so every process below the program stays below it, a double
+fork + ``setsid`` included, and it is told of the runner's death (PDEATHSIG SIGTERM, and the
+socket's end of file). When the program ends, when the runner asks, and when the runner is
+gone, it stops the *whole* tree: SIGTERM (and SIGCONT, so a stopped process can act on it) to
+every process, SIGKILL to whatever is left after the grace period; it reaps everything and only
+then reports and exits. The program's output never passes through it: the program writes
+straight into the pipe the runner reads.
+
+While the program runs it watches the tree (:mod:`nodus.runner.tree`) for processes that die of
+a signal nodus did not send: a worker killed under a launcher is how an interruption looks from
+outside ``torchrun``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from nodus.runner import proc
+from nodus.runner.tree import Loss, Member, Tree
+from nodus.schemas import defaults
+
+_SCAN_BUDGET = 50
+"""A look at /proc may cost at most 1/_SCAN_BUDGET of the time between looks (2 % of a core)."""
+
+_VANISHED_KEPT = 8
+
+
+class Channel:
+    """One JSON object per line over a stream socket, both ways."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.closed = False  # the other side is gone
+        self._buffer = b""
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, message: dict) -> bool:
+        """False when the other side is gone (nobody is left to tell)."""
+        try:
+            self.sock.sendall(json.dumps(message).encode() + b"\n")
+        except OSError:
+            return False
+        return True
+
+    def receive(self, timeout: float | None) -> dict | None:
+        """The next message, or None if none came within ``timeout`` (or the channel closed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            if self.closed:
+                return None
+            left = None if deadline is None else max(deadline - time.monotonic(), 0)
+            if not select.select([self.sock], [], [], left)[0]:
+                return None
+            try:
+                data = self.sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            self.closed = not data
+            self._buffer += data
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How an attempt's program ended, as its supervisor saw the whole tree."""
+
+    status: int  # as subprocess reports it: negative when killed by that signal
+    oom: bool = False  # the program itself died in an OOM kill the kernel counted
+    lost: tuple[Loss, ...] = ()  # died of a signal nodus did not send, before the program ended
+    vanished: tuple[Loss, ...] = ()  # children of the program reaped before they could be seen
+
+    def to_dict(self) -> dict:
+        return {
+            "status": self.status,
+            "oom": self.oom,
+            "lost": [loss.to_dict() for loss in self.lost],
+            "vanished": [loss.to_dict() for loss in self.vanished],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Ending:
+        return cls(
+            status=data["status"],
+            oom=data["oom"],
+            lost=tuple(Loss.from_dict(d) for d in data["lost"]),
+            vanished=tuple(Loss.from_dict(d) for d in data["vanished"]),
+        )
+
+    def interruption(self, sent: Collection[int]) -> Loss | None:
+        """The process whose loss made a launcher exit non-zero, or None.
+
+        Either a process of the tree died of a signal nodus did not send, or (a shell reaps its
+        child before anyone can look) a child of the launcher vanished and the launcher exited
+        128+N, the shells' way of saying that child died of signal N.
+        """
+        if self.status <= 0:
+            return None
+        for loss in self.lost:
+            if loss.signal not in sent:
+                return loss
+        signum = self.status - 128
+        if self.vanished and signum in _SIGNALS and signum not in sent:
+            last = self.vanished[-1]
+            return Loss(last.pid, last.command, last.parent, signum)
+        return None
+
+
+_SIGNALS = {int(s) for s in signal.Signals}
+
+
+class Supervisor:
+    """One attempt's program and its tree, from start until every process is reaped."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.tree = Tree(os.getpid())
+        self.grace = defaults.GRACE_PERIOD_S
+        self.program: subprocess.Popen | None = None
+        self.status: int | None = None  # the program's, once reaped
+        self.oom = False
+        self.lost: list[Loss] = []
+        self.vanished: list[Loss] = []
+        self.sent: set[int] = set()  # every signal nodus sent into the tree: never evidence
+        self.kill_at: float | None = None  # set once the tree is being stopped
+        self.asked_to_stop = False
+        self.childless = False
+        self.oom_count = proc.oom_kills()
+        self.scan_every = defaults.TREE_SCAN_S
+        self.next_scan = 0.0
+
+    def serve(self) -> int:
+        wakeup = self._catch_signals()
+        request = self.channel.receive(None)
+        if request is None or self.asked_to_stop or not self._start(request["start"]):
+            return 0
+        try:
+            while not (self.status is not None and self.childless):
+                self._turn(wakeup)
+        except BaseException:
+            self._signal_tree(signal.SIGKILL)  # never leave the tree behind, even on a bug
+            raise
+        self.channel.send({"ended": self._ending().to_dict()})
+        self.tree.close()
+        return 0
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def _turn(self, wakeup: int) -> None:
+        poller = select.poll()
+        listened = [wakeup, *self.tree.pidfds()]
+        if not self.channel.closed:  # a closed socket would read as ready forever
+            listened.append(self.channel.fileno())
+        for fd in listened:
+            poller.register(fd, select.POLLIN)
+        ready = {fd for fd, _ in poller.poll(self._timeout() * 1000)}
+        self._reap()  # children first: their status comes from waitpid, exactly
+        for fd, member in self.tree.pidfds().items():
+            if fd in ready:
+                self._member_ended(member)
+        if wakeup in ready:
+            _drain(wakeup)
+        if self.channel.fileno() in ready:
+            self._take_requests()
+        if self.asked_to_stop:  # PDEATHSIG: the runner is gone
+            self._stop(self.grace)
+        self._reap()
+        now = time.monotonic()
+        if now >= self.next_scan:
+            self._scan(now)
+        if self.kill_at is not None and now >= self.kill_at:
+            self._signal_tree(signal.SIGKILL)
+
+    def _timeout(self) -> float:
+        now = time.monotonic()
+        due = self.next_scan
+        if self.kill_at is not None and self.kill_at > now:
+            due = min(due, self.kill_at)
+        return max(due - now, 0)
+
+    def _scan(self, now: float) -> None:
+        self.tree.scan()
+        cost = time.monotonic() - now
+        if self.kill_at is not None:
+            self.scan_every = defaults.STOP_SCAN_S
+        else:
+            self.scan_every = max(defaults.TREE_SCAN_S, _SCAN_BUDGET * cost)
+        self.next_scan = now + self.scan_every
+
+    # --- start, requests, stopping --------------------------------------------------------
+
+    def _start(self, spec: dict) -> bool:
+        self.grace = float(spec["grace"])
+        try:
+            self.program = subprocess.Popen(
+                spec["command"],
+                cwd=spec["cwd"],
+                env=spec["env"],
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own group: the runner's stop requests go to it
+                preexec_fn=proc.die_with_parent(os.getpid(), signal.SIGKILL),
+            )
+        except OSError as error:
+            message = error.strerror or str(error)
+            self.channel.send({"cannot_start": {"errno": error.errno, "message": message}})
+            return False
+        self.tree.scan()
+        self.channel.send({"started": self.program.pid})
+        return True
+
+    def _take_requests(self) -> None:
+        while (request := self.channel.receive(0)) is not None:
+            if "signal" in request:
+                self._forward(int(request["signal"]))
+            elif request.get("kill"):
+                self._stop(0)
+        if self.channel.closed:  # the runner is gone: nobody will capture what follows
+            self._stop(self.grace)
+
+    def _forward(self, signum: int) -> None:
+        self.sent.add(signum)
+        assert self.program is not None
+        try:
+            os.killpg(self.program.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is gone already
+
+    def _stop(self, grace: float) -> None:
+        """End the whole tree: SIGTERM now, SIGKILL once ``grace`` seconds have passed."""
+        deadline = time.monotonic() + grace
+        if self.kill_at is not None and self.kill_at <= deadline:
+            return
+        first = self.kill_at is None
+        self.kill_at = deadline
+        self.next_scan = time.monotonic()
+        if first and grace > 0:
+            self.tree.scan()
+            self._signal_tree(signal.SIGTERM)
+            self._signal_tree(signal.SIGCONT)
+
+    def _signal_tree(self, signum: int) -> None:
+        self.sent.add(signum)
+        self.tree.signal_all(signum)
+        if self.program is not None:  # group members born since the last scan
+            try:
+                os.killpg(self.program.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _asked(self, _signum, _frame) -> None:
+        self.asked_to_stop = True
+
+    def _catch_signals(self) -> int:
+        """Stop requests by signal wake the loop through a pipe (the handler only sets a flag)."""
+        read, write = os.pipe()
+        for fd in (read, write):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(signum, self._asked)
+        return read
+
+    # --- ends -----------------------------------------------------------------------------
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                self.childless = True
+                return
+            if pid == 0:
+                self.childless = False
+                return
+            member = self.tree.forget(pid)
+            if self.program is not None and pid == self.program.pid:
+                self._program_ended(raw)
+            else:
+                self._record(pid, member, raw)
+
+    def _member_ended(self, member: Member) -> None:
+        status = self.tree.ended(member)
+        if member.pid in self.tree.members:
+            return  # re-parented to the supervisor meanwhile: waitpid tells how it ended
+        self._record(member.pid, member, status)
+
+    def _program_ended(self, raw: int) -> None:
+        assert self.program is not None
+        self.status = self.program.returncode = os.waitstatus_to_exitcode(raw)
+        self.oom = self.status == -signal.SIGKILL and self._oom_counted()
+        self._stop(self.grace)
+
+    def _record(self, pid: int, member: Member | None, raw: int | None) -> None:
+        """A member's end: evidence of an interruption while the program still runs."""
+        if self.status is not None:
+            return  # the program ended first: nothing after it made it end
+        command = member.command if member else ""
+        parent = member.parent if member else 0
+        if raw is None:
+            if self.program is not None and parent == self.program.pid:
+                self.vanished = [*self.vanished, Loss(pid, command, parent, 0)][-_VANISHED_KEPT:]
+            return
+        if os.WIFSIGNALED(raw) and os.WTERMSIG(raw) not in self.sent:
+            signum = os.WTERMSIG(raw)
+            oom = signum == signal.SIGKILL and self._oom_counted()
+            self.lost.append(Loss(pid, command, parent, signum, oom))
+
+    def _oom_counted(self) -> bool:
+        """True if the kernel counted an OOM kill since the last look."""
+        count = proc.oom_kills()
+        rose = count is not None and self.oom_count is not None and count > self.oom_count
+        self.oom_count = count
+        return rose
+
+    def _ending(self) -> Ending:
+        assert self.status is not None
+        return Ending(self.status, self.oom, tuple(self.lost), tuple(self.vanished))
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    fd = int((argv if argv is not None else sys.argv[1:])[0])
+    os.set_inheritable(fd, False)
+    proc.become_subreaper()
+    channel = Channel(socket.socket(fileno=fd))
+    return Supervisor(channel).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
