@@ -274,6 +274,8 @@ class Attempt:
                 "signal": name,
                 "oom_kill": loss.oom,
                 "exit_status": status,
+                # its own status, or (a shell reaped it at once) the launcher's 128+N
+                "evidence": "launcher_exit_status" if loss.inferred else "process_status",
             },
             self.stage.name,
             self.number,

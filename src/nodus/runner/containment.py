@@ -102,8 +102,9 @@ def record_survivors(catalog: Catalog, run_id: str, survivors: list[Survivor]) -
         catalog.add_event(
             run_id,
             "survivor_killed",
-            {"pid": survivor.pid, "attempt": survivor.attempt, "command": survivor.command},
+            {"pid": survivor.pid, "command": survivor.command},
             stage=survivor.stage,
+            attempt=survivor.attempt,
         )
 
 

@@ -126,7 +126,7 @@ class Ending:
         signum = self.status - 128
         if self.vanished and signum in _SIGNALS and signum not in sent:
             last = self.vanished[-1]
-            return Loss(last.pid, last.command, last.parent, signum)
+            return Loss(last.pid, last.command, last.parent, signum, inferred=True)
         return None
 
 

@@ -39,6 +39,7 @@ class Loss:
     parent: int
     signal: int
     oom: bool = False  # the kernel counted an OOM kill in the attempt's memory cgroup
+    inferred: bool = False  # the signal is read from the launcher's 128+N exit status
 
     def to_dict(self) -> dict:
         return asdict(self)
