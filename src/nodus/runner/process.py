@@ -25,8 +25,19 @@ from typing import IO
 
 from nodus.runner import proc
 from nodus.runner.containment import TOKEN_VAR, Survivor, kill_carriers
-from nodus.runner.supervisor import Channel, Ending
-from nodus.runner.tree import Loss
+from nodus.runner.supervision import (
+    CANNOT_START,
+    ENDED,
+    KILL,
+    SIGNAL,
+    START,
+    STARTED,
+    CannotStart,
+    Channel,
+    Ending,
+    Loss,
+    Start,
+)
 from nodus.schemas import defaults
 
 
@@ -87,13 +98,13 @@ class StageProcess:
         self._pump = threading.Thread(target=self._copy_output, daemon=True)
         self._pump.start()
         self.channel = Channel(ours)
-        start = {"command": self.command, "cwd": self.cwd, "env": self.env, "grace": self.grace_s}
-        self.channel.send({"start": start})
+        start = Start(self.command, self.cwd, self.env, self.grace_s)
+        self.channel.send({START: start.to_dict()})
         reply = self.channel.receive(None)
-        if reply is None or "started" not in reply:
+        if reply is None or STARTED not in reply:
             self._close()
             raise CannotStartError(self._why_not(reply))
-        self.pid = int(reply["started"])
+        self.pid = int(reply[STARTED])
 
     def poll(self) -> int | None:
         """The program's exit status once it and every process it started are gone."""
@@ -104,8 +115,8 @@ class StageProcess:
         if self.ending is None:
             assert self.channel is not None
             report = self.channel.receive(max(timeout, 0))
-            if report is not None and "ended" in report:
-                self._ended(Ending.from_dict(report["ended"]))
+            if report is not None and ENDED in report:
+                self._ended(Ending.from_dict(report[ENDED]))
             elif self.channel.closed:
                 self._supervisor_lost()
         return None if self.ending is None else self.ending.status
@@ -113,13 +124,13 @@ class StageProcess:
     def signal_group(self, signum: int) -> None:
         """Signal every process of the program; remember it so it is never an interruption."""
         self.signals_sent.append(signum)
-        self._ask({"signal": signum})
+        self._ask({SIGNAL: signum})
 
     def kill(self) -> int:
         """End the whole tree now (SIGKILL) and wait until it is gone."""
         if self.ending is None:
             self.signals_sent.append(signal.SIGKILL)
-            self._ask({"kill": True})
+            self._ask({KILL: True})
             if self.wait(defaults.KILL_WAIT_S) is None:
                 self._supervisor_lost()  # unresponsive: end it and sweep by token
         assert self.ending is not None
@@ -179,12 +190,12 @@ class StageProcess:
         program = self.command[0]
         if reply is None:
             return f"command {program!r} cannot start: its supervisor did not start"
-        code, message = reply["cannot_start"]["errno"], reply["cannot_start"]["message"]
-        if code == errno.ENOENT:
+        why = CannotStart.from_dict(reply[CANNOT_START])
+        if why.errno == errno.ENOENT:
             return f"command {program!r} cannot start: not found (check `command` and PATH)"
-        if code == errno.EACCES:
+        if why.errno == errno.EACCES:
             return f"command {program!r} cannot start: not executable (check its permissions)"
-        return f"command {program!r} cannot start: {message}"
+        return f"command {program!r} cannot start: {why.message}"
 
     # --- output -----------------------------------------------------------------------------
 

@@ -3,13 +3,7 @@
     python -m nodus.runner.supervisor FD
 
 The runner starts one per attempt (:class:`nodus.runner.process.StageProcess`) and talks to it
-over the socket ``FD``, one JSON object per line:
-
-    runner → supervisor   {"start": {"command": [...], "cwd": ..., "env": {...}, "grace": 60.0}}
-                          {"signal": 15}   forward to the program's process group
-                          {"kill": true}   SIGKILL the whole tree now
-    supervisor → runner   {"started": PID} | {"cannot_start": {"errno": N, "message": "..."}}
-                          {"ended": Ending}   sent once the whole tree is gone
+over the socket ``FD`` (:mod:`nodus.runner.supervision`).
 
 It marks itself child-subreaper, so every process below the program stays below it, a double
 fork + ``setsid`` included, and it is told of the runner's death (PDEATHSIG SIGTERM, and the
@@ -26,7 +20,6 @@ outside ``torchrun``.
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -34,103 +27,28 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Collection
-from dataclasses import dataclass
 
 from nodus.runner import proc
-from nodus.runner.tree import Loss, Member, Tree
+from nodus.runner.supervision import (
+    CANNOT_START,
+    ENDED,
+    KILL,
+    SIGNAL,
+    START,
+    STARTED,
+    CannotStart,
+    Channel,
+    Ending,
+    Loss,
+    Start,
+)
+from nodus.runner.tree import Member, Tree
 from nodus.schemas import defaults
 
 _SCAN_BUDGET = 50
 """A look at /proc may cost at most 1/_SCAN_BUDGET of the time between looks (2 % of a core)."""
 
-_VANISHED_KEPT = 8
-
-
-class Channel:
-    """One JSON object per line over a stream socket, both ways."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.closed = False  # the other side is gone
-        self._buffer = b""
-
-    def fileno(self) -> int:
-        return self.sock.fileno()
-
-    def send(self, message: dict) -> bool:
-        """False when the other side is gone (nobody is left to tell)."""
-        try:
-            self.sock.sendall(json.dumps(message).encode() + b"\n")
-        except OSError:
-            return False
-        return True
-
-    def receive(self, timeout: float | None) -> dict | None:
-        """The next message, or None if none came within ``timeout`` (or the channel closed)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            if self.closed:
-                return None
-            left = None if deadline is None else max(deadline - time.monotonic(), 0)
-            if not select.select([self.sock], [], [], left)[0]:
-                return None
-            try:
-                data = self.sock.recv(1 << 16)
-            except OSError:
-                data = b""
-            self.closed = not data
-            self._buffer += data
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line)
-
-
-@dataclass(frozen=True)
-class Ending:
-    """How an attempt's program ended, as its supervisor saw the whole tree."""
-
-    status: int  # as subprocess reports it: negative when killed by that signal
-    oom: bool = False  # the program itself died in an OOM kill the kernel counted
-    lost: tuple[Loss, ...] = ()  # died of a signal nodus did not send, before the program ended
-    vanished: tuple[Loss, ...] = ()  # children of the program reaped before they could be seen
-
-    def to_dict(self) -> dict:
-        return {
-            "status": self.status,
-            "oom": self.oom,
-            "lost": [loss.to_dict() for loss in self.lost],
-            "vanished": [loss.to_dict() for loss in self.vanished],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Ending:
-        return cls(
-            status=data["status"],
-            oom=data["oom"],
-            lost=tuple(Loss.from_dict(d) for d in data["lost"]),
-            vanished=tuple(Loss.from_dict(d) for d in data["vanished"]),
-        )
-
-    def interruption(self, sent: Collection[int]) -> Loss | None:
-        """The process whose loss made a launcher exit non-zero, or None.
-
-        Either a process of the tree died of a signal nodus did not send, or (a shell reaps its
-        child before anyone can look) a child of the launcher vanished and the launcher exited
-        128+N, the shells' way of saying that child died of signal N.
-        """
-        if self.status <= 0:
-            return None
-        for loss in self.lost:
-            if loss.signal not in sent:
-                return loss
-        signum = self.status - 128
-        if self.vanished and signum in _SIGNALS and signum not in sent:
-            last = self.vanished[-1]
-            return Loss(last.pid, last.command, last.parent, signum, inferred=True)
-        return None
-
-
-_SIGNALS = {int(s) for s in signal.Signals}
+_LOSSES_KEPT = 16
 
 
 class Supervisor:
@@ -142,9 +60,10 @@ class Supervisor:
         self.grace = defaults.GRACE_PERIOD_S
         self.program: subprocess.Popen | None = None
         self.status: int | None = None  # the program's, once reaped
+        self.ended_at: float | None = None
         self.oom = False
-        self.lost: list[Loss] = []
-        self.vanished: list[Loss] = []
+        self.lost: list[tuple[float, Loss]] = []  # (when it was seen, what)
+        self.vanished: list[tuple[float, Loss]] = []
         self.sent: set[int] = set()  # every signal nodus sent into the tree: never evidence
         self.kill_at: float | None = None  # set once the tree is being stopped
         self.asked_to_stop = False
@@ -156,7 +75,11 @@ class Supervisor:
     def serve(self) -> int:
         wakeup = self._catch_signals()
         request = self.channel.receive(None)
-        if request is None or self.asked_to_stop or not self._start(request["start"]):
+        if (
+            request is None
+            or self.asked_to_stop
+            or not self._start(Start.from_dict(request[START]))
+        ):
             return 0
         try:
             while not (self.status is not None and self.childless):
@@ -164,7 +87,7 @@ class Supervisor:
         except BaseException:
             self._signal_tree(signal.SIGKILL)  # never leave the tree behind, even on a bug
             raise
-        self.channel.send({"ended": self._ending().to_dict()})
+        self.channel.send({ENDED: self._ending().to_dict()})
         self.tree.close()
         return 0
 
@@ -213,30 +136,30 @@ class Supervisor:
 
     # --- start, requests, stopping --------------------------------------------------------
 
-    def _start(self, spec: dict) -> bool:
-        self.grace = float(spec["grace"])
+    def _start(self, spec: Start) -> bool:
+        self.grace = spec.grace
         try:
             self.program = subprocess.Popen(
-                spec["command"],
-                cwd=spec["cwd"],
-                env=spec["env"],
+                spec.command,
+                cwd=spec.cwd,
+                env=spec.env,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its own group: the runner's stop requests go to it
                 preexec_fn=proc.die_with_parent(os.getpid(), signal.SIGKILL),
             )
         except OSError as error:
-            message = error.strerror or str(error)
-            self.channel.send({"cannot_start": {"errno": error.errno, "message": message}})
+            why = CannotStart(error.errno, error.strerror or str(error))
+            self.channel.send({CANNOT_START: why.to_dict()})
             return False
         self.tree.scan()
-        self.channel.send({"started": self.program.pid})
+        self.channel.send({STARTED: self.program.pid})
         return True
 
     def _take_requests(self) -> None:
         while (request := self.channel.receive(0)) is not None:
-            if "signal" in request:
-                self._forward(int(request["signal"]))
-            elif request.get("kill"):
+            if SIGNAL in request:
+                self._forward(int(request[SIGNAL]))
+            elif request.get(KILL):
                 self._stop(0)
         if self.channel.closed:  # the runner is gone: nobody will capture what follows
             self._stop(self.grace)
@@ -311,6 +234,7 @@ class Supervisor:
     def _program_ended(self, raw: int) -> None:
         assert self.program is not None
         self.status = self.program.returncode = os.waitstatus_to_exitcode(raw)
+        self.ended_at = time.monotonic()
         self.oom = self.status == -signal.SIGKILL and self._oom_counted()
         self._stop(self.grace)
 
@@ -322,12 +246,12 @@ class Supervisor:
         parent = member.parent if member else 0
         if raw is None:
             if self.program is not None and parent == self.program.pid:
-                self.vanished = [*self.vanished, Loss(pid, command, parent, 0)][-_VANISHED_KEPT:]
+                self.vanished = _remember(self.vanished, Loss(pid, command, parent, 0))
             return
         if os.WIFSIGNALED(raw) and os.WTERMSIG(raw) not in self.sent:
             signum = os.WTERMSIG(raw)
             oom = signum == signal.SIGKILL and self._oom_counted()
-            self.lost.append(Loss(pid, command, parent, signum, oom))
+            self.lost = _remember(self.lost, Loss(pid, command, parent, signum, oom))
 
     def _oom_counted(self) -> bool:
         """True if the kernel counted an OOM kill since the last look."""
@@ -337,8 +261,19 @@ class Supervisor:
         return rose
 
     def _ending(self) -> Ending:
-        assert self.status is not None
-        return Ending(self.status, self.oom, tuple(self.lost), tuple(self.vanished))
+        """What the runner is told; a loss long before the program ended did not end it."""
+        assert self.status is not None and self.ended_at is not None
+        since = self.ended_at - defaults.LAUNCHER_EXIT_WINDOW_S
+        lost = tuple(loss for at, loss in self.lost if at >= since)
+        vanished = tuple(loss for at, loss in self.vanished if at >= since)
+        return Ending(self.status, self.oom, lost, vanished)
+
+
+def _remember(kept: list[tuple[float, Loss]], loss: Loss) -> list[tuple[float, Loss]]:
+    """Add ``loss``; forget what is too old to have ended the program (a long run sees many)."""
+    now = time.monotonic()
+    recent = [(at, old) for at, old in kept if at >= now - defaults.LAUNCHER_EXIT_WINDOW_S]
+    return [*recent, (now, loss)][-_LOSSES_KEPT:]
 
 
 def _drain(fd: int) -> None:

@@ -15,7 +15,7 @@ in ``wait()`` reaps at once, and its child counts as *vanished* (its status unkn
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from nodus.runner import proc
 
@@ -28,25 +28,6 @@ class Member:
     comm: str
     command: str
     pidfd: int | None  # None once it ended as a child of the root (waitpid tells the rest)
-
-
-@dataclass(frozen=True)
-class Loss:
-    """A process of the tree that died of a signal, or vanished (``signal`` 0: unknown)."""
-
-    pid: int
-    command: str
-    parent: int
-    signal: int
-    oom: bool = False  # the kernel counted an OOM kill in the attempt's memory cgroup
-    inferred: bool = False  # the signal is read from the launcher's 128+N exit status
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Loss:
-        return cls(**data)
 
 
 class Tree:

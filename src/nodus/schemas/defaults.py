@@ -92,6 +92,11 @@ sees at once); longer where one look at ``/proc`` costs more than 2 % of this.""
 STOP_SCAN_S = 0.05
 """While an attempt's tree is being stopped, how often its supervisor signals what is left."""
 
+LAUNCHER_EXIT_WINDOW_S = 60.0
+"""A launcher (``torchrun``, ``sh -c``) that exits non-zero at most this long after a process of
+its tree was killed by a signal nodus did not send is an interruption. A kill long before (a
+``multiprocessing.Pool`` ending its workers) did not make it exit."""
+
 WAIT_POLL_S = 0.5
 """How often ``nodus runs wait`` and ``runs logs --follow`` look at the catalog."""
 
