@@ -71,9 +71,7 @@ def _orphan_the_tree(project, runner, run_id: str) -> set[int]:
 
     Returns the pids of the child and the daemon that ignore SIGTERM.
     """
-    supervisor = next(
-        pid for pid, command in token_carriers(run_id).items() if "runner.supervisor" in command
-    )
+    supervisor = _supervisor(run_id)
     os.kill(supervisor, signal.SIGSTOP)  # so it cannot act on the runner's death first
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait(timeout=60)
@@ -84,6 +82,11 @@ def _orphan_the_tree(project, runner, run_id: str) -> set[int]:
     stubborn = {pid for pid, command in left.items() if "sleep(3600)" in command}
     assert len(stubborn) == 2, left
     return stubborn
+
+
+def _supervisor(run_id: str) -> int:
+    carriers = token_carriers(run_id).items()
+    return next(pid for pid, command in carriers if "nodus.runner.supervisor" in command)
 
 
 def _result_is_uninterrupted(project, run_id: str) -> None:
@@ -143,3 +146,17 @@ def test_a_run_key_rerun_kills_the_survivors_before_its_new_attempt(project):
 
 def _survivors_killed(project, run_id: str) -> list[dict]:
     return [e for e in project.get(run_id)["events"] if e["type"] == "survivor_killed"]
+
+
+def test_a_sigkilled_supervisor_is_an_interruption_and_its_tree_is_swept(project):
+    runner, run_id = _started_tree(project, "s")
+    supervisor = _supervisor(run_id)
+    os.kill(supervisor, signal.SIGKILL)
+    _, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0, err
+    _result_is_uninterrupted(project, run_id)
+    assert token_carriers(run_id) == {}
+    run = project.get(run_id)
+    first = run["stages"][0]["attempts"][0]
+    assert first["outcome"] == "interrupted" and "supervisor" in first["detail"]
+    assert {e["attempt"] for e in run["events"] if e["type"] == "survivor_killed"} == {1}
