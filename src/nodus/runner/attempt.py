@@ -255,7 +255,7 @@ class Attempt:
         name = signal_name(-status)
         if -status in self.process.signals_sent:
             return Outcome("failed", f"stopped by {name} from nodus")
-        oom = " in an OOM kill" if self.process.ending and self.process.ending.oom else ""
+        oom = " (an OOM kill)" if self.process.ending and self.process.ending.oom else ""
         return Outcome("interrupted", f"killed by {name}{oom}, which nodus did not send")
 
     def _classify_exit(self, status: int) -> Outcome:
