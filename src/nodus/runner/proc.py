@@ -39,6 +39,13 @@ def stat(pid: int) -> Stat | None:
             data = handle.read()
     except OSError:
         return None
+    try:
+        return _parse_stat(pid, data)
+    except (ValueError, IndexError):  # read while the process was torn down
+        return None
+
+
+def _parse_stat(pid: int, data: bytes) -> Stat:
     # comm may hold spaces and parentheses; it ends at the last ')'.
     close = data.rindex(b")")
     fields = data[close + 2 :].split()
@@ -180,7 +187,7 @@ def _memory_counter_files() -> list[str]:
         return []
     files = []
     for line in lines:
-        _, controllers, path = line.split(":", 2)
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
         if controllers == "":  # the unified (v2) hierarchy
             files.append(f"/sys/fs/cgroup{path.rstrip('/')}/memory.events")
         elif "memory" in controllers.split(","):
