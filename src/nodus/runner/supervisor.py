@@ -101,10 +101,7 @@ class Supervisor:
         for fd in listened:
             poller.register(fd, select.POLLIN)
         ready = {fd for fd, _ in poller.poll(self._timeout() * 1000)}
-        self._reap()  # children first: their status comes from waitpid, exactly
-        for fd, member in self.tree.pidfds().items():
-            if fd in ready:
-                self._member_ended(member)
+        self._take_member_ends(ready)
         if wakeup in ready:
             _drain(wakeup)
         if self.channel.fileno() in ready:
@@ -210,20 +207,44 @@ class Supervisor:
     # --- ends -----------------------------------------------------------------------------
 
     def _reap(self) -> None:
+        """Reap every child that ended, the program last.
+
+        A worker and the launcher it made exit end within an instant of each other, and the
+        worker's end is what makes the launcher's exit an interruption: whatever ended by the
+        time the program is reaped is taken in first.
+        """
+        reaped = []
         while True:
             try:
                 pid, raw = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 self.childless = True
-                return
+                break
             if pid == 0:
                 self.childless = False
-                return
+                break
+            reaped.append((pid, raw))
+        assert self.program is not None
+        reaped.sort(key=lambda ended: ended[0] == self.program.pid)
+        for pid, raw in reaped:
             member = self.tree.forget(pid)
-            if self.program is not None and pid == self.program.pid:
+            if pid == self.program.pid:
+                self._take_member_ends(self._ended_pidfds())
                 self._program_ended(raw)
             else:
                 self._record(pid, member, raw)
+
+    def _take_member_ends(self, ready: set[int]) -> None:
+        for fd, member in self.tree.pidfds().items():
+            if fd in ready:
+                self._member_ended(member)
+
+    def _ended_pidfds(self) -> set[int]:
+        """The members that have ended by now, without waiting."""
+        poller = select.poll()
+        for fd in self.tree.pidfds():
+            poller.register(fd, select.POLLIN)
+        return {fd for fd, _ in poller.poll(0)}
 
     def _member_ended(self, member: Member) -> None:
         status = self.tree.ended(member)
