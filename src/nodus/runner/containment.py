@@ -5,7 +5,8 @@ environment (the supervisor puts it there and everything below inherits it). Whi
 runs, its supervisor (:mod:`nodus.runner.supervisor`) holds the whole tree; a process found
 later belongs to the attempt only by that token, never by a pid (pids are reused). The sweep
 here is for what a dead supervisor left behind: it runs before any new attempt of a run starts
-(recovery, ``runs resume``, a ``--key`` rerun) and when a runner-less run is cancelled.
+(recovery, ``runs resume``, a ``--key`` rerun), when a runner-less run is cancelled, and when a
+runner finds its attempt's supervisor gone.
 
 A process that clears its own environment before ``exec`` drops the token; only its live
 supervisor can still end it.
