@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from nodus.runner.catalog import Catalog
+from nodus.runner.containment import TOKEN_VAR
 from polling import wait_for
 
 NODUS = [sys.executable, "-m", "nodus"]
@@ -156,3 +157,25 @@ def pid_alive(pid: int) -> bool:
             return handle.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+def token_carriers(run_id: str) -> dict[int, str]:
+    """{pid: command line} of the living processes carrying a token of the run.
+
+    The test's own scan of /proc, so a sweep that overlooks a process cannot hide it here.
+    """
+    marker = f"{TOKEN_VAR}={run_id}/".encode()
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                carries = any(e.startswith(marker) for e in handle.read().split(b"\0"))
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                command = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if carries and pid_alive(int(name)):
+            found[int(name)] = command
+    return found

@@ -9,7 +9,8 @@ How an attempt ends (:class:`~nodus.runner.phases.AttemptOutcome`):
 
     succeeded    exit 0 (outputs captured)
     failed       non-zero exit, or the command could not start
-    interrupted  killed by a signal nodus did not send
+    interrupted  killed by a signal nodus did not send; or a process of its tree was, and the
+                 program (a launcher: ``sh -c``, ``torchrun``) then exited non-zero
     preempted    the runner got SIGTERM/SIGINT: the program was stopped and captured
     paused       ``nodus runs pause`` (carried out by :mod:`nodus.runner.pausing`)
     cancelled    ``nodus runs cancel``, which wins over a pending pause
@@ -29,9 +30,10 @@ from nodus.errors import StaleAttemptError, StoreError
 from nodus.runner import restorable
 from nodus.runner.capture import Capturer
 from nodus.runner.catalog import Catalog
+from nodus.runner.containment import attempt_token, kill_survivors, record_survivors
 from nodus.runner.launch import Launch, python_version
 from nodus.runner.phases import AttemptOutcome, Phase
-from nodus.runner.process import CannotStartError, StageProcess
+from nodus.runner.process import CannotStartError, StageProcess, signal_name
 from nodus.runner.restorable import device_count
 from nodus.runner.workspace import Workspace, stage_environment, write_integration
 from nodus.schemas import defaults
@@ -112,6 +114,7 @@ class Attempt:
             restored_snapshot=restored.id if restored else None,
         )
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
+        kill_survivors(self.ctx.catalog, self.ctx.run_id)  # nothing of an earlier attempt runs
         try:
             command, env = self._as_accepted(env)
             self.process = StageProcess(
@@ -120,6 +123,8 @@ class Attempt:
                 env=env,
                 log_path=self.ws.log_path,
                 prefix=self.stage.name,
+                token=attempt_token(self.ctx.run_id, self.stage.name, self.number),
+                grace_s=self.stage.execution.grace_period,
                 terminal=self.ctx.terminal,
             )
             self.process.start()
@@ -134,6 +139,9 @@ class Attempt:
         except StaleAttemptError as error:
             self.process.kill()
             outcome = Outcome(AttemptOutcome.FAILED, str(error))
+        except BaseException:
+            self.process.kill()  # whatever went wrong here, the program must not outlive it
+            raise
         self.process.finish_output()
         return self._end(outcome)
 
@@ -269,23 +277,58 @@ class Attempt:
     def classify(self, status: int) -> Outcome:
         """How an attempt whose program exited with ``status`` ended."""
         assert self.process is not None
+        if self.process.supervisor_lost is not None:
+            return Outcome(
+                AttemptOutcome.INTERRUPTED,
+                f"the attempt's supervisor was lost ({self.process.supervisor_lost})",
+            )
         if status == 0:
             self._capture_outputs()
             return Outcome(AttemptOutcome.SUCCEEDED, "exit status 0")
         if status > 0:
-            return Outcome(
-                AttemptOutcome.FAILED, f"{self.stage.command[0]} exited with status {status}"
-            )
-        name = _signal_name(-status)
+            return self._classify_exit(status)
+        name = signal_name(-status)
         if -status in self.process.signals_sent:
             return Outcome(AttemptOutcome.FAILED, f"stopped by {name} from nodus")
-        return Outcome(AttemptOutcome.INTERRUPTED, f"killed by {name}, which nodus did not send")
+        oom = " (an OOM kill)" if self.process.ending and self.process.ending.oom else ""
+        return Outcome(
+            AttemptOutcome.INTERRUPTED, f"killed by {name}{oom}, which nodus did not send"
+        )
+
+    def _classify_exit(self, status: int) -> Outcome:
+        """A non-zero exit fails the stage, unless its tree lost a process to a foreign signal."""
+        assert self.process is not None
+        program = self.stage.command[0]
+        loss = self.process.interruption()
+        if loss is None:
+            return Outcome(AttemptOutcome.FAILED, f"{program} exited with status {status}")
+        name = signal_name(loss.signal)
+        self.ctx.event(
+            "process_killed",
+            {
+                "pid": loss.pid,
+                "command": loss.command,
+                "signal": name,
+                "oom_kill": loss.oom,
+                "exit_status": status,
+                # its own status, or (a shell reaped it at once) the launcher's 128+N
+                "evidence": "launcher_exit_status" if loss.inferred else "process_status",
+            },
+            self.stage.name,
+            self.number,
+        )
+        how = f"{name} (an OOM kill)" if loss.oom else name
+        return Outcome(
+            AttemptOutcome.INTERRUPTED,
+            f"process {loss.pid} ({loss.command}) was killed by {how}, which nodus did not "
+            f"send; {program} then exited with status {status}",
+        )
 
     def _preempt(self, capturer: Capturer) -> Outcome:
         """A preemption notice: save (integration) or forward SIGTERM, wait, capture, stop."""
         assert self.process is not None
         grace = self.stage.execution.grace_period
-        signame = _signal_name(self.ctx.notice or signal.SIGTERM)
+        signame = signal_name(self.ctx.notice or signal.SIGTERM)
         self.ctx.event(
             "preemption_notice",
             {"signal": signame, "grace_period": grace},
@@ -340,6 +383,8 @@ class Attempt:
         self.ctx.event("outputs_committed", {"snapshot": manifest.id}, self.stage.name, self.number)
 
     def _end(self, outcome: Outcome) -> Outcome:
+        if self.process is not None:  # what a lost supervisor left behind, killed by token
+            record_survivors(self.ctx.catalog, self.ctx.run_id, self.process.survivors)
         self.ctx.catalog.end_attempt(
             self.ctx.run_id, self.stage.name, self.number, outcome.kind, outcome.detail
         )
@@ -350,10 +395,3 @@ class Attempt:
             self.number,
         )
         return outcome
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"

@@ -144,7 +144,14 @@ def cancel(home: str, catalog: Catalog, ref: str, say: Say) -> Run:
 
 
 def cancel_runnerless(home: str, catalog: Catalog, run: Run) -> None:
-    """No runner drives ``run``: record CANCELLED here, holding its lock so none starts."""
+    """No runner drives ``run``: record CANCELLED here, holding its lock so none starts.
+
+    A dead runner's attempt may have left processes behind (its supervisor was killed too):
+    they are ended first, found by the attempt token, never by a pid alone.
+    """
+    from nodus.runner.containment import kill_survivors
+
     with RunLock(home, run.lock_name, run.id):
+        kill_survivors(catalog, run.id)
         catalog.set_phase(run.id, Phase.CANCELLED, message="cancelled by `nodus runs cancel`")
         cancel_open_pause(catalog, run.id)

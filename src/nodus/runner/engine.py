@@ -32,10 +32,10 @@ from typing import IO, Any
 from nodus.errors import StoreError
 from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
 from nodus.runner.catalog import Catalog, Run
+from nodus.runner.containment import kill_survivors
 from nodus.runner.control import settle_open_pause
 from nodus.runner.launch import stored
 from nodus.runner.phases import AttemptOutcome, Phase
-from nodus.runner.process import kill_stale_group
 from nodus.runner.restorable import newest_first
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
 
@@ -155,12 +155,16 @@ class Runner:
         return None
 
     def _reap_lost_attempts(self, stage: ResolvedStage, row: dict) -> bool:
-        """Attempts still marked running belong to a dead runner: end them, kill leftovers."""
+        """Attempts still marked running belong to a dead runner: kill leftovers, end them."""
+        kill_survivors(self.catalog, self.run.id)  # before anything is recorded or restarted
         lost = [a for a in row["attempts"] if a["outcome"] is None]
         for attempt in lost:
-            kill_stale_group(attempt["pid"], self.run.id)
             self.catalog.end_attempt(
-                self.run.id, stage.name, attempt["number"], "interrupted", "its runner died"
+                self.run.id,
+                stage.name,
+                attempt["number"],
+                AttemptOutcome.INTERRUPTED,
+                "its runner died",
             )
             self.ctx.event("runner_lost", {"attempt": attempt["number"]}, stage.name)
         return bool(lost)

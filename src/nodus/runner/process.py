@@ -1,10 +1,11 @@
-"""One stage program as a supervised process.
+"""One stage program, run under its attempt's supervisor, as the runner sees it.
 
-The program gets its own process group, so the runner can signal everything it started at once
-and a Ctrl-C on the terminal reaches only the runner (which then treats it as a preemption
-notice). It also gets a parent-death signal: if the runner dies, even by SIGKILL, the kernel
-kills the program, so no orphan keeps writing into a working copy nobody will capture.
-PR_SET_PDEATHSIG fires when the *thread* that forked exits, so spawn only from the main thread.
+The runner never parents the program itself: it starts a small supervisor
+(:mod:`nodus.runner.supervisor`, spawned from the main thread) that is the program's parent,
+holds the whole tree the program starts and ends it with the attempt, or with the runner if the
+runner dies. Both carry the attempt's token (:mod:`nodus.runner.containment`). The program gets
+its own process group; the runner's stop requests are forwarded to it, and a Ctrl-C on the
+terminal reaches only the runner (which then treats it as a preemption notice).
 
 Output is read by a thread, kept verbatim in the attempt's log file and streamed to the runner's
 terminal with a ``[stage]`` prefix.
@@ -12,41 +13,40 @@ terminal with a ``[stage]`` prefix.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from typing import IO
 
+from nodus.runner import proc
+from nodus.runner.containment import TOKEN_VAR, Survivor, kill_carriers
+from nodus.runner.supervision import (
+    CANNOT_START,
+    ENDED,
+    KILL,
+    SIGNAL,
+    START,
+    STARTED,
+    CannotStart,
+    Channel,
+    Ending,
+    Loss,
+    Start,
+)
 from nodus.schemas import defaults
-
-_PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
 class CannotStartError(Exception):
     """The command could not be started at all (not found, not executable)."""
 
 
-def _die_with_parent(parent_pid: int):
-    """Runs in the child between fork and exec: ask for SIGKILL when the runner goes."""
-
-    def prepare() -> None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the runner died before prctl took effect
-            os._exit(1)
-
-    return prepare
-
-
 class StageProcess:
-    """A running stage program: signal its group, poll it, and let its output flow."""
+    """A running stage program: signal it, poll it, end its tree, and let its output flow."""
 
     def __init__(
         self,
@@ -56,92 +56,153 @@ class StageProcess:
         env: dict[str, str],
         log_path: str,
         prefix: str,
+        token: str,
+        grace_s: float,
         terminal: IO[str] | None = None,
     ) -> None:
         self.command = list(command)
         self.cwd = cwd
-        self.env = env
+        self.env = {**env, TOKEN_VAR: token}
+        self.token = token
+        self.grace_s = grace_s
         self.log_path = log_path
         self.prefix = prefix
         self.terminal = terminal if terminal is not None else sys.stdout
-        self.popen: subprocess.Popen | None = None
-        self._pump: threading.Thread | None = None
+        self.supervisor: subprocess.Popen | None = None
+        self.channel: Channel | None = None
+        self.pid = 0  # the program's own pid (the catalog's attempts.pid)
+        self.ending: Ending | None = None  # set once the program and its whole tree are gone
+        self.survivors: list[Survivor] = []  # left by a supervisor that died: killed by token
+        self.supervisor_lost: str | None = None  # how the supervisor died, if it did
         self.signals_sent: list[int] = []
-
-    @property
-    def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
+        self._pump: threading.Thread | None = None
 
     def start(self) -> None:
+        ours, theirs = socket.socketpair()
         try:
-            self.popen = subprocess.Popen(
-                self.command,
-                cwd=self.cwd,
-                env=self.env,
+            self.supervisor = subprocess.Popen(
+                [sys.executable, "-m", "nodus.runner.supervisor", str(theirs.fileno())],
+                env={**os.environ, TOKEN_VAR: self.token},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
+                pass_fds=(theirs.fileno(),),
                 start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid()),
+                preexec_fn=proc.die_with_parent(os.getpid(), signal.SIGTERM),
             )
         except OSError as error:
-            raise CannotStartError(_why_not(self.command[0], error)) from None
+            ours.close()
+            raise CannotStartError(f"the attempt's supervisor cannot start: {error}") from None
+        finally:
+            theirs.close()
         self._pump = threading.Thread(target=self._copy_output, daemon=True)
         self._pump.start()
+        self.channel = Channel(ours)
+        start = Start(self.command, self.cwd, self.env, self.grace_s)
+        self.channel.send({START: start.to_dict()})
+        reply = self.channel.receive(None)
+        if reply is None or STARTED not in reply:
+            self._close()
+            raise CannotStartError(self._why_not(reply))
+        self.pid = int(reply[STARTED])
 
     def poll(self) -> int | None:
-        assert self.popen is not None
-        return self.popen.poll()
+        """The program's exit status once it and every process it started are gone."""
+        return self.wait(0)
+
+    def wait(self, timeout: float) -> int | None:
+        """Wait up to ``timeout`` seconds; the exit status, or None if still running."""
+        if self.ending is None:
+            assert self.channel is not None
+            report = self.channel.receive(max(timeout, 0))
+            if report is not None and ENDED in report:
+                self._ended(Ending.from_dict(report[ENDED]))
+            elif self.channel.closed:
+                self._supervisor_lost()
+        return None if self.ending is None else self.ending.status
 
     def signal_group(self, signum: int) -> None:
         """Signal every process of the program; remember it so it is never an interruption."""
         self.signals_sent.append(signum)
-        try:
-            os.killpg(self.pid, signum)
-        except ProcessLookupError:
-            pass
-
-    def wait(self, timeout: float) -> int | None:
-        """Wait up to ``timeout`` seconds; the exit status, or None if still running."""
-        assert self.popen is not None
-        try:
-            return self.popen.wait(timeout=max(timeout, 0))
-        except subprocess.TimeoutExpired:
-            return None
+        self._ask({SIGNAL: signum})
 
     def kill(self) -> int:
-        """End the whole group now (SIGKILL) and reap the program."""
-        self.signal_group(signal.SIGKILL)
-        status = self.wait(defaults.KILL_WAIT_S)
-        return status if status is not None else -signal.SIGKILL
+        """End the whole tree now (SIGKILL) and wait until it is gone."""
+        if self.ending is None:
+            self.signals_sent.append(signal.SIGKILL)
+            self._ask({KILL: True})
+            if self.wait(defaults.KILL_WAIT_S) is None:
+                self._supervisor_lost()  # unresponsive: end it and sweep by token
+        assert self.ending is not None
+        return self.ending.status
 
     def stop(self, signum: int, grace_s: float) -> int:
         """Send ``signum`` to the group, allow ``grace_s`` seconds, then kill what is left."""
         self.signal_group(signum)
         status = self.wait(grace_s)
-        if status is None:
-            status = self.kill()
-        else:
-            self.kill_leftovers()
-        return status
+        return status if status is not None else self.kill()
+
+    def kill_leftovers(self) -> None:
+        """Nothing of the program may outlive the attempt (a no-op once its tree is gone)."""
+        self.kill()
+
+    def interruption(self) -> Loss | None:
+        """The process whose death by a signal nodus did not send ended a launcher non-zero."""
+        assert self.ending is not None
+        return self.ending.interruption(self.signals_sent)
 
     def finish_output(self) -> None:
         """Let the output thread write the program's last lines before the attempt is closed."""
         if self._pump is not None:
             self._pump.join(timeout=5)
 
-    def kill_leftovers(self) -> None:
-        """Children the program left behind in its group must not outlive the attempt."""
+    # --- the supervisor ---------------------------------------------------------------------
+
+    def _ask(self, request: dict) -> None:
+        if self.ending is None and self.channel is not None:
+            self.channel.send(request)
+
+    def _ended(self, ending: Ending) -> None:
+        self.ending = ending
+        self._close()
+
+    def _supervisor_lost(self) -> None:
+        """The supervisor died or hangs: kill it, then whatever carries the attempt's token."""
+        assert self.supervisor is not None
+        self.supervisor.kill()
+        status = self.supervisor.wait()
+        self.survivors = kill_carriers(self.token)
+        self.supervisor_lost = (
+            f"killed by {signal_name(-status)}" if status < 0 else f"exited with status {status}"
+        )
+        self._ended(Ending(status=-signal.SIGKILL))
+
+    def _close(self) -> None:
+        assert self.supervisor is not None and self.channel is not None
+        self.channel.sock.close()
         try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+            self.supervisor.wait(timeout=defaults.KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.supervisor.kill()
+            self.supervisor.wait()
+
+    def _why_not(self, reply: dict | None) -> str:
+        program = self.command[0]
+        if reply is None:
+            return f"command {program!r} cannot start: its supervisor did not start"
+        why = CannotStart.from_dict(reply[CANNOT_START])
+        if why.errno == errno.ENOENT:
+            return f"command {program!r} cannot start: not found (check `command` and PATH)"
+        if why.errno == errno.EACCES:
+            return f"command {program!r} cannot start: not executable (check its permissions)"
+        return f"command {program!r} cannot start: {why.message}"
+
+    # --- output -----------------------------------------------------------------------------
 
     def _copy_output(self) -> None:
-        assert self.popen is not None and self.popen.stdout is not None
+        assert self.supervisor is not None and self.supervisor.stdout is not None
         with open(self.log_path, "ab") as log:
-            for line in iter(self.popen.stdout.readline, b""):
+            for line in iter(self.supervisor.stdout.readline, b""):
                 log.write(line)
                 log.flush()
                 self._show(line)
@@ -155,42 +216,8 @@ class StageProcess:
             pass  # a closed terminal must not stop the log file
 
 
-def _why_not(program: str, error: OSError) -> str:
-    if error.errno == errno.ENOENT:
-        return f"command {program!r} cannot start: not found (check `command` and PATH)"
-    if error.errno == errno.EACCES:
-        return f"command {program!r} cannot start: not executable (check its permissions)"
-    return f"command {program!r} cannot start: {error.strerror or error}"
-
-
-def group_alive(pgid: int) -> bool:
-    """True while any process of the group exists."""
+def signal_name(signum: int) -> str:
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def kill_stale_group(pgid: int | None, run_id: str) -> bool:
-    """Kill what is left of a dead runner's attempt, but only if it is really that attempt.
-
-    The pid may have been reused since; the group leader's environment names its run, so a
-    stranger's process group is never touched.
-    """
-    if not pgid or not group_alive(pgid):
-        return False
-    try:
-        with open(f"/proc/{pgid}/environ", "rb") as handle:
-            environ = handle.read().split(b"\0")
-    except OSError:
-        return False
-    if f"NODUS_RUN_ID={run_id}".encode() not in environ:
-        return False
-    os.killpg(pgid, signal.SIGKILL)
-    deadline = time.monotonic() + defaults.KILL_WAIT_S
-    while group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return True
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -1,0 +1,168 @@
+"""What passes between the runner and an attempt's supervisor (:mod:`nodus.runner.supervisor`).
+
+One JSON object per line over a socket pair, both ways:
+
+    runner → supervisor   {"start": {"command": [...], "cwd": ..., "env": {...}, "grace": 60.0}}
+                          {"signal": 15}   forward to the program's process group
+                          {"kill": true}   SIGKILL the whole tree now
+    supervisor → runner   {"started": PID} | {"cannot_start": {"errno": N, "message": "..."}}
+                          {"ended": Ending}   sent once the whole tree is gone
+
+Standard library only: the supervisor imports this at every attempt's start.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import socket
+import time
+from collections.abc import Collection
+from dataclasses import asdict, dataclass
+
+START, SIGNAL, KILL = "start", "signal", "kill"
+"""Request keys, runner → supervisor."""
+
+STARTED, CANNOT_START, ENDED = "started", "cannot_start", "ended"
+"""Report keys, supervisor → runner."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """What to run: the program's command, working folder and environment, and its grace."""
+
+    command: list[str]
+    cwd: str
+    env: dict[str, str]
+    grace: float  # seconds between SIGTERM and SIGKILL when the tree is stopped
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Start:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class CannotStart:
+    """Why ``exec`` of the command failed."""
+
+    errno: int | None
+    message: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CannotStart:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A process of the tree that died of a signal, or vanished (``signal`` 0: unknown)."""
+
+    pid: int
+    command: str
+    parent: int
+    signal: int
+    oom: bool = False  # the kernel counted an OOM kill in the attempt's memory cgroup
+    inferred: bool = False  # the signal is read from the launcher's 128+N exit status
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Loss:
+        return cls(**data)
+
+
+class Channel:
+    """One JSON object per line over a stream socket, both ways."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.closed = False  # the other side is gone
+        self._buffer = b""
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, message: dict) -> bool:
+        """False when the other side is gone (nobody is left to tell)."""
+        try:
+            self.sock.sendall(json.dumps(message).encode() + b"\n")
+        except OSError:
+            return False
+        return True
+
+    def receive(self, timeout: float | None) -> dict | None:
+        """The next message, or None if none came within ``timeout`` (or the channel closed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            if self.closed:
+                return None
+            left = None if deadline is None else max(deadline - time.monotonic(), 0)
+            if not select.select([self.sock], [], [], left)[0]:
+                return None
+            try:
+                data = self.sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            self.closed = not data
+            self._buffer += data
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How an attempt's program ended, as its supervisor saw the whole tree."""
+
+    status: int  # as subprocess reports it: negative when killed by that signal
+    oom: bool = False  # the program itself died in an OOM kill the kernel counted
+    lost: tuple[Loss, ...] = ()  # died of a signal nodus did not send, before the program ended
+    vanished: tuple[Loss, ...] = ()  # children of the program reaped before they could be seen
+
+    def to_dict(self) -> dict:
+        return {
+            "status": self.status,
+            "oom": self.oom,
+            "lost": [loss.to_dict() for loss in self.lost],
+            "vanished": [loss.to_dict() for loss in self.vanished],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Ending:
+        return cls(
+            status=data["status"],
+            oom=data["oom"],
+            lost=tuple(Loss.from_dict(d) for d in data["lost"]),
+            vanished=tuple(Loss.from_dict(d) for d in data["vanished"]),
+        )
+
+    def interruption(self, sent: Collection[int]) -> Loss | None:
+        """The process whose loss made a launcher exit non-zero, or None.
+
+        Either a process of the tree died of a signal nodus did not send, or (a shell reaps its
+        child before anyone can look) a child of the launcher vanished and the launcher exited
+        128+N, the shells' way of saying that child died of signal N.
+        """
+        if self.status <= 0:
+            return None
+        for loss in self.lost:
+            if loss.signal not in sent:
+                return loss
+        signum = self.status - 128
+        if self.vanished and signum in _SIGNALS and signum not in sent:
+            last = self.vanished[-1]
+            return Loss(last.pid, last.command, last.parent, signum, inferred=True)
+        return None
+
+
+_SIGNALS = {int(s) for s in signal.Signals}
+
+
+_SIGNALS = {int(s) for s in signal.Signals}

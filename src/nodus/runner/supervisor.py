@@ -1,0 +1,317 @@
+"""The per-attempt supervisor: the parent of a stage program and of everything it starts.
+
+    python -m nodus.runner.supervisor FD
+
+The runner starts one per attempt (:class:`nodus.runner.process.StageProcess`) and talks to it
+over the socket ``FD`` (:mod:`nodus.runner.supervision`).
+
+It marks itself child-subreaper, so every process below the program stays below it, a double
+fork + ``setsid`` included, and it is told of the runner's death (PDEATHSIG SIGTERM, and the
+socket's end of file). When the program ends, when the runner asks, and when the runner is
+gone, it stops the *whole* tree: SIGTERM (and SIGCONT, so a stopped process can act on it) to
+every process, SIGKILL to whatever is left after the grace period; it reaps everything and only
+then reports and exits. The program's output never passes through it: the program writes
+straight into the pipe the runner reads.
+
+While the program runs it watches the tree (:mod:`nodus.runner.tree`) for processes that die of
+a signal nodus did not send: a worker killed under a launcher is how an interruption looks from
+outside ``torchrun``.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from nodus.runner import proc
+from nodus.runner.supervision import (
+    CANNOT_START,
+    ENDED,
+    KILL,
+    SIGNAL,
+    START,
+    STARTED,
+    CannotStart,
+    Channel,
+    Ending,
+    Loss,
+    Start,
+)
+from nodus.runner.tree import Member, Tree
+from nodus.schemas import defaults
+
+_SCAN_BUDGET = 50
+"""A look at /proc may cost at most 1/_SCAN_BUDGET of the time between looks (2 % of a core)."""
+
+_LOSSES_KEPT = 16
+
+
+class Supervisor:
+    """One attempt's program and its tree, from start until every process is reaped."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.tree = Tree(os.getpid())
+        self.grace = defaults.GRACE_PERIOD_S
+        self.program: subprocess.Popen | None = None
+        self.status: int | None = None  # the program's, once reaped
+        self.ended_at: float | None = None
+        self.oom = False
+        self.lost: list[tuple[float, Loss]] = []  # (when it was seen, what)
+        self.vanished: list[tuple[float, Loss]] = []
+        self.sent: set[int] = set()  # every signal nodus sent into the tree: never evidence
+        self.kill_at: float | None = None  # set once the tree is being stopped
+        self.asked_to_stop = False
+        self.childless = False
+        self.oom_count = proc.oom_kills()
+        self.scan_every = defaults.TREE_SCAN_S
+        self.next_scan = 0.0
+
+    def serve(self) -> int:
+        wakeup = self._catch_signals()
+        request = self.channel.receive(None)
+        if (
+            request is None
+            or self.asked_to_stop
+            or not self._start(Start.from_dict(request[START]))
+        ):
+            return 0
+        try:
+            while not (self.status is not None and self.childless):
+                self._turn(wakeup)
+        except BaseException:
+            self._signal_tree(signal.SIGKILL)  # never leave the tree behind, even on a bug
+            raise
+        self.channel.send({ENDED: self._ending().to_dict()})
+        self.tree.close()
+        return 0
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def _turn(self, wakeup: int) -> None:
+        poller = select.poll()
+        listened = [wakeup, *self.tree.pidfds()]
+        if not self.channel.closed:  # a closed socket would read as ready forever
+            listened.append(self.channel.fileno())
+        for fd in listened:
+            poller.register(fd, select.POLLIN)
+        ready = {fd for fd, _ in poller.poll(self._timeout() * 1000)}
+        self._take_member_ends(ready)
+        if wakeup in ready:
+            _drain(wakeup)
+        if self.channel.fileno() in ready:
+            self._take_requests()
+        if self.asked_to_stop:  # PDEATHSIG: the runner is gone
+            self._stop(self.grace)
+        self._reap()
+        now = time.monotonic()
+        if now >= self.next_scan:
+            self._scan(now)
+        if self.kill_at is not None and now >= self.kill_at:
+            self._signal_tree(signal.SIGKILL)
+
+    def _timeout(self) -> float:
+        now = time.monotonic()
+        due = self.next_scan
+        if self.kill_at is not None and self.kill_at > now:
+            due = min(due, self.kill_at)
+        return max(due - now, 0)
+
+    def _scan(self, now: float) -> None:
+        self.tree.scan()
+        cost = time.monotonic() - now
+        if self.kill_at is not None:
+            self.scan_every = defaults.STOP_SCAN_S
+        else:
+            self.scan_every = max(defaults.TREE_SCAN_S, _SCAN_BUDGET * cost)
+        self.next_scan = now + self.scan_every
+
+    # --- start, requests, stopping --------------------------------------------------------
+
+    def _start(self, spec: Start) -> bool:
+        self.grace = spec.grace
+        try:
+            self.program = subprocess.Popen(
+                spec.command,
+                cwd=spec.cwd,
+                env=spec.env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own group: the runner's stop requests go to it
+                preexec_fn=proc.die_with_parent(os.getpid(), signal.SIGKILL),
+            )
+        except OSError as error:
+            why = CannotStart(error.errno, error.strerror or str(error))
+            self.channel.send({CANNOT_START: why.to_dict()})
+            return False
+        self.tree.scan()
+        self.channel.send({STARTED: self.program.pid})
+        return True
+
+    def _take_requests(self) -> None:
+        while (request := self.channel.receive(0)) is not None:
+            if SIGNAL in request:
+                self._forward(int(request[SIGNAL]))
+            elif request.get(KILL):
+                self._stop(0)
+        if self.channel.closed:  # the runner is gone: nobody will capture what follows
+            self._stop(self.grace)
+
+    def _forward(self, signum: int) -> None:
+        self.sent.add(signum)
+        assert self.program is not None
+        try:
+            os.killpg(self.program.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is gone already
+
+    def _stop(self, grace: float) -> None:
+        """End the whole tree: SIGTERM now, SIGKILL once ``grace`` seconds have passed."""
+        deadline = time.monotonic() + grace
+        if self.kill_at is not None and self.kill_at <= deadline:
+            return
+        first = self.kill_at is None
+        self.kill_at = deadline
+        self.next_scan = time.monotonic()
+        if first and grace > 0:
+            self.tree.scan()
+            self._signal_tree(signal.SIGTERM)
+            self._signal_tree(signal.SIGCONT)
+
+    def _signal_tree(self, signum: int) -> None:
+        self.sent.add(signum)
+        self.tree.signal_all(signum)
+        if self.program is not None:  # group members born since the last scan
+            try:
+                os.killpg(self.program.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _asked(self, _signum, _frame) -> None:
+        self.asked_to_stop = True
+
+    def _catch_signals(self) -> int:
+        """Stop requests by signal wake the loop through a pipe (the handler only sets a flag)."""
+        read, write = os.pipe()
+        for fd in (read, write):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(signum, self._asked)
+        return read
+
+    # --- ends -----------------------------------------------------------------------------
+
+    def _reap(self) -> None:
+        """Reap every child that ended, the program last.
+
+        A worker and the launcher it made exit end within an instant of each other, and the
+        worker's end is what makes the launcher's exit an interruption: whatever ended by the
+        time the program is reaped is taken in first.
+        """
+        reaped = []
+        while True:
+            try:
+                pid, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                self.childless = True
+                break
+            if pid == 0:
+                self.childless = False
+                break
+            reaped.append((pid, raw))
+        assert self.program is not None
+        reaped.sort(key=lambda ended: ended[0] == self.program.pid)
+        for pid, raw in reaped:
+            member = self.tree.forget(pid)
+            if pid == self.program.pid:
+                self._take_member_ends(self._ended_pidfds())
+                self._program_ended(raw)
+            else:
+                self._record(pid, member, raw)
+
+    def _take_member_ends(self, ready: set[int]) -> None:
+        for fd, member in self.tree.pidfds().items():
+            if fd in ready:
+                self._member_ended(member)
+
+    def _ended_pidfds(self) -> set[int]:
+        """The members that have ended by now, without waiting."""
+        poller = select.poll()
+        for fd in self.tree.pidfds():
+            poller.register(fd, select.POLLIN)
+        return {fd for fd, _ in poller.poll(0)}
+
+    def _member_ended(self, member: Member) -> None:
+        status = self.tree.ended(member)
+        if member.pid in self.tree.members:
+            return  # re-parented to the supervisor meanwhile: waitpid tells how it ended
+        self._record(member.pid, member, status)
+
+    def _program_ended(self, raw: int) -> None:
+        assert self.program is not None
+        self.status = self.program.returncode = os.waitstatus_to_exitcode(raw)
+        self.ended_at = time.monotonic()
+        self.oom = self.status == -signal.SIGKILL and self._oom_counted()
+        self._stop(self.grace)
+
+    def _record(self, pid: int, member: Member | None, raw: int | None) -> None:
+        """A member's end: evidence of an interruption while the program still runs."""
+        if self.status is not None:
+            return  # the program ended first: nothing after it made it end
+        command = member.command if member else ""
+        parent = member.parent if member else 0
+        if raw is None:
+            if self.program is not None and parent == self.program.pid:
+                self.vanished = _remember(self.vanished, Loss(pid, command, parent, 0))
+            return
+        if os.WIFSIGNALED(raw) and os.WTERMSIG(raw) not in self.sent:
+            signum = os.WTERMSIG(raw)
+            oom = signum == signal.SIGKILL and self._oom_counted()
+            self.lost = _remember(self.lost, Loss(pid, command, parent, signum, oom))
+
+    def _oom_counted(self) -> bool:
+        """True if the kernel counted an OOM kill since the last look."""
+        count = proc.oom_kills()
+        rose = count is not None and self.oom_count is not None and count > self.oom_count
+        self.oom_count = count
+        return rose
+
+    def _ending(self) -> Ending:
+        """What the runner is told; a loss long before the program ended did not end it."""
+        assert self.status is not None and self.ended_at is not None
+        since = self.ended_at - defaults.LAUNCHER_EXIT_WINDOW_S
+        lost = tuple(loss for at, loss in self.lost if at >= since)
+        vanished = tuple(loss for at, loss in self.vanished if at >= since)
+        return Ending(self.status, self.oom, lost, vanished)
+
+
+def _remember(kept: list[tuple[float, Loss]], loss: Loss) -> list[tuple[float, Loss]]:
+    """Add ``loss``; forget what is too old to have ended the program (a long run sees many)."""
+    now = time.monotonic()
+    recent = [(at, old) for at, old in kept if at >= now - defaults.LAUNCHER_EXIT_WINDOW_S]
+    return [*recent, (now, loss)][-_LOSSES_KEPT:]
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    fd = int((argv if argv is not None else sys.argv[1:])[0])
+    os.set_inheritable(fd, False)
+    proc.become_subreaper()
+    channel = Channel(socket.socket(fileno=fd))
+    return Supervisor(channel).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""The processes below an attempt's supervisor, watched so that each one's end is seen.
+
+The supervisor is a child-subreaper, so everything the program starts stays below it at any
+depth: a process that dies in the middle of the tree (the first half of a double fork, say)
+hands its children up to the supervisor instead of to init. The tree is found by scanning
+``/proc`` (there is no cheaper child list on every kernel) and each member is then held by a
+pidfd, which becomes readable the moment the process ends.
+
+For a member whose parent is another member, that moment is the only chance to learn how it
+ended: its zombie's ``/proc/<pid>/stat`` holds its exit status until the parent reaps it.
+torchrun's agent looks at its workers every 0.1 s, so a killed worker is seen; a shell blocked
+in ``wait()`` reaps at once, and its child counts as *vanished* (its status unknown).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from nodus.runner import proc
+
+
+@dataclass
+class Member:
+    pid: int
+    starttime: int
+    parent: int  # the parent it had when first seen
+    comm: str
+    command: str
+    pidfd: int | None  # None once it ended as a child of the root (waitpid tells the rest)
+
+
+class Tree:
+    """The descendants of ``root`` (the supervisor itself), each held by a pidfd."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.members: dict[int, Member] = {}
+
+    def scan(self) -> None:
+        """Take in processes started since the last scan; rename any that called ``exec``."""
+        for entry in proc.descendants(self.root, proc.table()):
+            member = self.members.get(entry.pid)
+            if member is not None and member.starttime != entry.starttime:
+                self.forget(entry.pid)  # its end went unseen and the pid was reused
+                member = None
+            if member is None:
+                self._adopt(entry)
+            elif member.comm != entry.comm:
+                member.comm = entry.comm
+                member.command = proc.command_line(entry.pid) or member.command
+
+    def pidfds(self) -> dict[int, Member]:
+        return {m.pidfd: m for m in self.members.values() if m.pidfd is not None}
+
+    def ended(self, member: Member) -> int | None:
+        """Called when the member's pidfd is readable: its wait status, if it can be read.
+
+        None for a child of the root (it stays a member until :meth:`forget` after waitpid)
+        and for a member already reaped by its parent (vanished).
+        """
+        entry = proc.stat(member.pid)
+        same = entry is not None and entry.starttime == member.starttime
+        if same and entry.ppid == self.root:
+            self._close(member)
+            return None
+        status = None
+        # The zombie's status is its own only if the pidfd still reaches it after the read.
+        if same and entry.state == "Z" and proc.signal_pidfd(member.pidfd, 0):
+            status = entry.exit_code
+        self.forget(member.pid)
+        return status
+
+    def forget(self, pid: int) -> Member | None:
+        member = self.members.pop(pid, None)
+        if member is not None:
+            self._close(member)
+        return member
+
+    def signal_all(self, signum: int) -> None:
+        for member in list(self.members.values()):
+            if member.pidfd is not None:
+                proc.signal_pidfd(member.pidfd, signum)
+
+    def close(self) -> None:
+        for pid in list(self.members):
+            self.forget(pid)
+
+    def _adopt(self, entry: proc.Stat) -> None:
+        if entry.state == "Z":
+            return  # already dead: whoever reaps it decides what it was
+        fd = proc.open_pidfd(entry.pid, entry.starttime)
+        if fd is None:
+            return
+        self.members[entry.pid] = Member(
+            pid=entry.pid,
+            starttime=entry.starttime,
+            parent=entry.ppid,
+            comm=entry.comm,
+            command=proc.command_line(entry.pid) or entry.comm,
+            pidfd=fd,
+        )
+
+    @staticmethod
+    def _close(member: Member) -> None:
+        if member.pidfd is not None:
+            os.close(member.pidfd)
+            member.pidfd = None

@@ -1,0 +1,162 @@
+"""Containment with real processes and real signals: nothing an attempt starts outlives it.
+
+Every run here starts its program through a two-level launcher (``sh -c`` running ``sh -c``
+running ``python tree.py``), and the program starts a child that ignores SIGTERM and a helper
+that double forks, calls ``setsid`` and ignores SIGTERM too, before it counts. After each way an
+attempt can end, no process carrying one of the run's attempt tokens is alive (the test scans
+/proc itself), and a recovered run ends with the result of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sys
+import textwrap
+
+from runner_helpers import committed_steps, token_carriers
+
+from nodus.testing.counter import expected_value
+from polling import wait_for
+
+STEPS, SAVE_EVERY, SLEEP = 300, 10, 0.01
+GRACE = 1  # seconds between SIGTERM and SIGKILL for the processes that ignore SIGTERM
+
+TREE = textwrap.dedent("""
+    import os, subprocess, sys
+    from nodus.testing import counter
+
+    STUBBORN = "import signal as s, time; s.signal(s.SIGTERM, s.SIG_IGN); time.sleep(3600)"
+    subprocess.Popen([sys.executable, "-c", STUBBORN])
+    if os.fork() == 0:  # a helper daemon: double fork + setsid, out of the program's group
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", STUBBORN, "daemon"])
+        os._exit(0)
+    os.wait()
+    sys.exit(counter.main(sys.argv[1:]))
+""")
+# The launchers, the program, its stubborn child and the daemon, and the supervisor.
+TREE_SIZE = 6
+
+
+def _write(project) -> None:
+    (project.root / "tree.py").write_text(TREE)
+    program = [sys.executable, "tree.py", "--steps", str(STEPS), "--save-every", str(SAVE_EVERY)]
+    program += ["--sleep", str(SLEEP)]
+    inner = shlex.join(program) + "; exit $?"  # `; exit` keeps each shell as a parent
+    outer = f"sh -c {shlex.quote(inner)}; exit $?"
+    project.write(command=["sh", "-c", outer], body=f"[execution]\ngrace_period = {GRACE}\n")
+
+
+def _started_tree(project, key: str):
+    """Start `nodus run --key KEY`; the runner and run id once the whole tree runs."""
+    _write(project)
+    runner = project.start("run", "workload.toml", "--key", key)
+    runner.log_path = os.devnull
+    run = wait_for(lambda: project.home.exists() and project.catalog().find_by_key(key), "run")
+    wait_for(lambda: committed_steps(project, run.id), "a first snapshot")
+    carriers = wait_for(
+        lambda: (found := token_carriers(run.id)) and len(found) >= TREE_SIZE and found,
+        "the attempt's whole tree",
+    )
+    assert any(command.endswith("daemon") for command in carriers.values()), carriers
+    return runner, run.id
+
+
+def _orphan_the_tree(project, runner, run_id: str) -> set[int]:
+    """SIGKILL the runner and the attempt's supervisor: what they started is left running.
+
+    Returns the pids of the child and the daemon that ignore SIGTERM.
+    """
+    supervisor = _supervisor(run_id)
+    os.kill(supervisor, signal.SIGSTOP)  # so it cannot act on the runner's death first
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=60)
+    os.kill(supervisor, signal.SIGKILL)
+    wait_for(lambda: supervisor not in token_carriers(run_id), "the supervisor to die")
+    left = token_carriers(run_id)
+    # The program may end by itself now (its output has no reader); the stubborn two cannot.
+    stubborn = {pid for pid, command in left.items() if "sleep(3600)" in command}
+    assert len(stubborn) == 2, left
+    return stubborn
+
+
+def _supervisor(run_id: str) -> int:
+    carriers = token_carriers(run_id).items()
+    return next(pid for pid, command in carriers if "nodus.runner.supervisor" in command)
+
+
+def _result_is_uninterrupted(project, run_id: str) -> None:
+    assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
+
+
+def test_a_sigkilled_runner_takes_the_whole_tree_along_and_run_key_recovers(project):
+    runner, run_id = _started_tree(project, "k")
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=60)
+    wait_for(lambda: not token_carriers(run_id), "every process of the attempt to end")
+    again = project.nodus("run", "workload.toml", "--key", "k")
+    assert again.returncode == 0, again.stderr
+    _result_is_uninterrupted(project, run_id)
+    assert token_carriers(run_id) == {}  # the finished attempt's daemon is gone as well
+    attempts = project.get(run_id)["stages"][0]["attempts"]
+    assert [a["outcome"] for a in attempts] == ["interrupted", "succeeded"]
+
+
+def test_sigterm_to_the_runner_ends_the_whole_tree_before_it_exits(project):
+    runner, run_id = _started_tree(project, "t")
+    os.kill(runner.pid, signal.SIGTERM)
+    runner.communicate(timeout=120)
+    assert runner.returncode == 3
+    assert token_carriers(run_id) == {}  # the runner exits only once the tree is gone
+    resumed = project.nodus("runs", "resume", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    _result_is_uninterrupted(project, run_id)
+    assert token_carriers(run_id) == {}
+
+
+def test_cancelling_a_runnerless_run_kills_what_its_attempt_left(project):
+    runner, run_id = _started_tree(project, "c")
+    stubborn = _orphan_the_tree(project, runner, run_id)
+    cancelled = project.nodus("runs", "cancel", "c", "--json")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout)["phase"] == "CANCELLED"
+    assert token_carriers(run_id) == {}
+    killed = _survivors_killed(project, run_id)
+    assert stubborn <= {event["pid"] for event in killed}
+    assert {event["attempt"] for event in killed} == {1}
+
+
+def test_a_run_key_rerun_kills_the_survivors_before_its_new_attempt(project):
+    runner, run_id = _started_tree(project, "r")
+    stubborn = _orphan_the_tree(project, runner, run_id)
+    again = project.nodus("run", "workload.toml", "--key", "r")
+    assert again.returncode == 0, again.stderr
+    _result_is_uninterrupted(project, run_id)
+    assert token_carriers(run_id) == {}
+    events = project.get(run_id)["events"]
+    killed = [i for i, e in enumerate(events) if e["type"] == "survivor_killed"]
+    assert stubborn <= {events[i]["pid"] for i in killed}
+    second = min(i for i, e in enumerate(events) if e["attempt"] == 2)
+    assert max(killed) < second  # every survivor was gone before attempt 2 began
+
+
+def _survivors_killed(project, run_id: str) -> list[dict]:
+    return [e for e in project.get(run_id)["events"] if e["type"] == "survivor_killed"]
+
+
+def test_a_sigkilled_supervisor_is_an_interruption_and_its_tree_is_swept(project):
+    runner, run_id = _started_tree(project, "s")
+    supervisor = _supervisor(run_id)
+    os.kill(supervisor, signal.SIGKILL)
+    _, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0, err
+    _result_is_uninterrupted(project, run_id)
+    assert token_carriers(run_id) == {}
+    run = project.get(run_id)
+    first = run["stages"][0]["attempts"][0]
+    assert first["outcome"] == "interrupted" and "supervisor" in first["detail"]
+    assert {e["attempt"] for e in run["events"] if e["type"] == "survivor_killed"} == {1}

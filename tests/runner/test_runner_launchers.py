@@ -1,0 +1,71 @@
+"""Interruptions seen through launchers: a worker killed under `torchrun` or `sh -c`.
+
+The test SIGKILLs the worker, as the OOM killer would; the launcher then exits non-zero. nodus
+sees the whole tree, so the attempt is an interruption naming the killed process and signal,
+the run recovers, and it ends with the result of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from runner_helpers import committed_steps, token_carriers
+
+from nodus.testing.counter import expected_value
+from polling import wait_for
+
+STEPS, SAVE_EVERY, SLEEP = 300, 10, 0.01
+COUNTER = ["-m", "nodus.testing.counter", "--steps", str(STEPS), "--save-every", str(SAVE_EVERY)]
+COUNTER += ["--sleep", str(SLEEP)]
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+
+
+@pytest.mark.skipif(not TORCHRUN.exists(), reason="torch (torchrun) is not installed")
+def test_a_worker_sigkilled_under_torchrun_is_recovered_like_a_direct_kill(project):
+    launcher = [str(TORCHRUN), "--standalone", "--nproc_per_node", "1", *COUNTER]
+    _recovers_after_the_worker_is_killed(project, launcher, "torchrun")
+
+
+def test_a_worker_sigkilled_under_sh_c_is_recovered_like_a_direct_kill(project):
+    # `; exit $?` keeps the shell as the worker's parent: it reaps the worker at once and
+    # exits 137, which is all there is to see of the worker's death.
+    launcher = ["sh", "-c", shlex.join([sys.executable, *COUNTER]) + "; exit $?"]
+    _recovers_after_the_worker_is_killed(project, launcher, "sh")
+
+
+def _recovers_after_the_worker_is_killed(project, launcher: list[str], key: str) -> None:
+    project.write(command=launcher)
+    runner = project.start("run", "workload.toml", "--key", key)
+    runner.log_path = os.devnull
+    run_id = wait_for(
+        lambda: project.home.exists() and project.catalog().find_by_key(key), "the run"
+    ).id
+    wait_for(lambda: committed_steps(project, run_id), "a first snapshot", runner)
+    worker = wait_for(lambda: _worker(run_id), "the worker", runner)
+    os.kill(worker, signal.SIGKILL)
+    _, err = runner.communicate(timeout=300)
+    assert runner.returncode == 0, err
+    assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
+    run = project.get(run_id)
+    first, second = run["stages"][0]["attempts"]
+    assert first["outcome"] == "interrupted" and second["outcome"] == "succeeded"
+    assert f"process {worker} " in first["detail"] and "SIGKILL" in first["detail"]
+    assert second["restored_step"] is not None  # recovered from a snapshot, not restarted
+    killed = [e for e in run["events"] if e["type"] == "process_killed"]
+    assert [(e["pid"], e["signal"], e["attempt"]) for e in killed] == [(worker, "SIGKILL", 1)]
+    assert "nodus.testing.counter" in killed[0]["command"]
+
+
+def _worker(run_id: str) -> int | None:
+    """The counter process under the launcher (not the launcher, whose command names it too)."""
+    for pid, command in token_carriers(run_id).items():
+        words = command.split()
+        if "nodus.testing.counter" in words and not any("torchrun" in w for w in words[:2]):
+            if os.path.basename(words[0]).startswith("python"):
+                return pid
+    return None
