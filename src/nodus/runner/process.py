@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import IO
 
+from nodus import protocol
 from nodus.schemas import defaults
 
 _PR_SET_PDEATHSIG = 1
@@ -187,7 +188,7 @@ def kill_stale_group(pgid: int | None, run_id: str) -> bool:
             environ = handle.read().split(b"\0")
     except OSError:
         return False
-    if f"NODUS_RUN_ID={run_id}".encode() not in environ:
+    if f"{protocol.ENV_RUN_ID}={run_id}".encode() not in environ:
         return False
     os.killpg(pgid, signal.SIGKILL)
     deadline = time.monotonic() + defaults.KILL_WAIT_S

@@ -7,13 +7,16 @@ user's script. It does two things, and nothing heavy:
 1. chains to the ``sitecustomize`` that would have been imported without us (the way
    OpenTelemetry's auto-instrumentation does), so a site's own customisation keeps working;
 2. installs an import hook that patches ``transformers.trainer.Trainer`` right after that module
-   loads; the integration itself (``nodus.stages.hf.hook``) is imported only then.
+   loads, when the attempt's control folder holds integration settings; the integration itself
+   (``nodus.stages.hf.hook``) is imported only then. The names it looks for are those of
+   ``nodus.protocol``, which imports nothing but the standard library.
 """
 
 import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGES = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
 
 
 def _chain_to_next_sitecustomize():
@@ -33,16 +36,22 @@ def _chain_to_next_sitecustomize():
             sys.modules["sitecustomize"] = ours
 
 
-def _install_hook():
-    control = os.environ.get("NODUS_CONTROL_DIR")
-    if not control or not os.path.isfile(os.path.join(control, "integration.json")):
-        return
+def _protocol():
     try:
-        from nodus.stages.hf.hook import install
+        from nodus import protocol
     except ImportError:
         # The program's interpreter may not have nodus installed: reach the package next to us.
-        sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))))
-        from nodus.stages.hf.hook import install
+        sys.path.append(_PACKAGES)
+        from nodus import protocol
+    return protocol
+
+
+def _install_hook():
+    paths = _protocol().ControlPaths.from_environment()
+    if paths is None or not os.path.isfile(paths.settings):
+        return
+    from nodus.stages.hf.hook import install
+
     install()
 
 
