@@ -6,6 +6,9 @@ The program builds one Trainer per violation in one process, under a real `nodus
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 from runner_e2e_helpers import Project
@@ -22,6 +25,20 @@ VIOLATIONS = {
     "save_only_model": "save_only_model=True",
     "load_best": "load_best_model_at_end=True",
 }
+
+
+@pytest.fixture
+def short_root():
+    """A project folder with a short path.
+
+    Under ``auto`` the ``workers`` violation trains with two DataLoader workers, which share
+    tensors over an AF_UNIX socket made in ``$TMPDIR``: the attempt's private temp folder under
+    ``$NODUS_HOME``. Below pytest's long tmp_path that socket's path passes the 108-byte limit
+    and the workers hang (a limitation of the runner's TMPDIR, reported on its own).
+    """
+    root = Path(tempfile.mkdtemp(prefix="nodus-"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _run(tmp_path, integration: str, kind: str) -> str:
@@ -48,15 +65,15 @@ def _run(tmp_path, integration: str, kind: str) -> str:
     return log
 
 
-def test_explicit_v1_refuses_each_violation_naming_its_reason(tmp_path):
-    log = _run(tmp_path, "hf-trainer-v1", "integration_refused")
+def test_explicit_v1_refuses_each_violation_naming_its_reason(short_root):
+    log = _run(short_root, "hf-trainer-v1", "integration_refused")
     for name in VIOLATIONS:
         assert f"VIOLATION {name} refused 1" in log
     assert "trained" not in log
 
 
-def test_auto_runs_each_violation_unprepared_and_records_why(tmp_path):
+def test_auto_runs_each_violation_unprepared_and_records_why(short_root):
     # unprepared means untouched: save_every=1 produced no integration saves
-    log = _run(tmp_path, "auto", "integration_unprepared")
+    log = _run(short_root, "auto", "integration_unprepared")
     for name in VIOLATIONS:
         assert f"VIOLATION {name} trained" in log

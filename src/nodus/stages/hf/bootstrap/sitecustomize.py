@@ -8,15 +8,20 @@ user's script. It does two things, and nothing heavy:
    OpenTelemetry's auto-instrumentation does), so a site's own customisation keeps working;
 2. installs an import hook that patches ``transformers.trainer.Trainer`` right after that module
    loads, when the attempt's control folder holds integration settings; the integration itself
-   (``nodus.stages.hf.hook``) is imported only then. The names it looks for are those of
-   ``nodus.protocol``, which imports nothing but the standard library.
+   (``nodus.stages.hf.hook``) is imported only then.
+
+The settings are looked for with the runner's own ``nodus/protocol.py`` (the package this folder
+belongs to, loaded by its path: it imports nothing but the standard library), whatever ``nodus``
+the program's interpreter may or may not have installed.
 """
 
+import importlib.util
 import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _PACKAGES = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
+_PROTOCOL = "_nodus_bootstrap_protocol"
 
 
 def _chain_to_next_sitecustomize():
@@ -37,21 +42,25 @@ def _chain_to_next_sitecustomize():
 
 
 def _protocol():
-    try:
-        from nodus import protocol
-    except ImportError:
-        # The program's interpreter may not have nodus installed: reach the package next to us.
-        sys.path.append(_PACKAGES)
-        from nodus import protocol
-    return protocol
+    """``nodus/protocol.py`` next to this folder, as a private module of the bootstrap."""
+    path = os.path.join(_PACKAGES, "nodus", "protocol.py")
+    spec = importlib.util.spec_from_file_location(_PROTOCOL, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_PROTOCOL] = module  # dataclasses look their module up while it executes
+    spec.loader.exec_module(module)
+    return module
 
 
 def _install_hook():
     paths = _protocol().ControlPaths.from_environment()
     if paths is None or not os.path.isfile(paths.settings):
         return
-    from nodus.stages.hf.hook import install
-
+    try:
+        from nodus.stages.hf.hook import install
+    except ImportError:
+        # The program's interpreter may not have nodus installed: reach the package next to us.
+        sys.path.append(_PACKAGES)
+        from nodus.stages.hf.hook import install
     install()
 
 
