@@ -210,8 +210,8 @@ class Project:
         The runner commits that save on its way out (the program's exit triggers a capture), so
         with saves paced by the write delay the recovery resumes from exactly ``step``.
         """
-        record = self.control(run, number).save_record(step)
         attempt = wait_for(lambda: self.running(run, number), f"attempt {number}", runner)
+        record = self.control(run, number).save_record(step)
         wait_for(lambda: os.path.exists(record), f"attempt {number} saving step {step}", runner)
         kill_program(attempt)
 

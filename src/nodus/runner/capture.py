@@ -23,6 +23,7 @@ from nodus.errors import StaleAttemptError, StoreError
 from nodus.protocol import checkpoint_folder, checkpoint_steps
 from nodus.runner.catalog import Catalog
 from nodus.runner.workspace import Workspace
+from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 from nodus.stages.directory import DirectoryWatcher
 
@@ -117,8 +118,21 @@ class Capturer:
         Returns the id of the snapshot that holds the selection now (the newest one when
         nothing changed since it), or None when the capture failed.
         """
+        # As often as a changing file is read again (defaults.CAPTURE_READ_ATTEMPTS).
+        for _ in range(defaults.CAPTURE_READ_ATTEMPTS):
+            try:
+                return self._capture_once(step, epoch, metrics, reason)
+            except _NewerCheckpoint:
+                continue  # it may be in this copy: take the selection again, excluding it
+        self.event("capture_skipped", {"step": step, "reason": "newer checkpoints kept coming"})
+        return None
+
+    def _capture_once(
+        self, step: int, epoch: float | None, metrics: dict[str, Any] | None, reason: str
+    ) -> str | None:
         from nodus.store.manifest import SnapshotInfo
 
+        present = set(checkpoint_steps(self.ws.state))
         excludes = self._other_checkpoints(step)
         state = self._selection(step)
         if state == self._committed_state:
@@ -142,7 +156,7 @@ class Capturer:
                 self.ws.copy,
                 list(self.stage.continuity.checkpoint_paths),
                 info=info,
-                guard=lambda: self._guard_folder(folder, before),
+                guard=lambda: self._guard_folder(folder, before, present),
                 excludes=excludes,
                 on_event=self.event,
             )
@@ -173,11 +187,14 @@ class Capturer:
                 f"attempt {current}; its snapshot is not committed"
             )
 
-    def _guard_folder(self, folder: str, before: tuple) -> None:
-        """Fencing, then: the step's checkpoint folder is still whole, as it was at the start."""
+    def _guard_folder(self, folder: str, before: tuple, present: set[int]) -> None:
+        """Fencing, then: the step's checkpoint folder is still whole, as it was at the start,
+        and no checkpoint folder appeared that the excludes, listed at the start, left in."""
         self.guard()
         if _folder_state(folder) != before:
             raise _FolderChanged(folder)
+        if set(checkpoint_steps(self.ws.state)) - present:
+            raise _NewerCheckpoint()
 
     def _selection(self, step: int) -> tuple:
         """The fingerprint of what a capture at ``step`` would take."""
@@ -214,6 +231,10 @@ class Capturer:
 
 class _FolderChanged(Exception):
     """A checkpoint folder changed or vanished while it was being captured."""
+
+
+class _NewerCheckpoint(Exception):
+    """A checkpoint folder was published while the selection was read: it may be in the copy."""
 
 
 def _folder_state(folder: str) -> tuple:
