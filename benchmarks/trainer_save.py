@@ -8,16 +8,19 @@ whole stall) and nodus's capture-to-memory + hand-off (the stall; the background
 separately and overlaps training). Target: nodus stall <= 0.3x bare.
 
 Part 2 (whole run): the same model trained ``--steps`` steps as a real program, bare with the
-Trainer saving every 10 steps vs under the integration (driver, explicit hf-trainer-v1) saving
-every 10 steps. Target: <= 1.05x. Results go to docs/benchmarks.md ("Trainer save") by hand.
+Trainer saving every 10 steps vs under `nodus run` (explicit hf-trainer-v1, ``save_every = 10``,
+a private NODUS_HOME: acceptance, supervision and the capture of every save included).
+Target: <= 1.05x. Results go to docs/benchmarks.md ("Trainer save") by hand.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -92,26 +95,35 @@ def stall(saves: int) -> dict:
 
 
 def whole_run(steps: int) -> dict:
-    from nodus.stages.hf import driver
-
     work = tempfile.mkdtemp(prefix="nodus-bench-run-")
     try:
-        source = os.path.join(work, "source")
-        os.makedirs(source)
-        shutil.copy(os.path.abspath(__file__), os.path.join(source, "bench.py"))
-        walls = {}
-        for name, integration, save_steps in (("bare", None, 10), ("nodus", "hf-trainer-v1", 0)):
-            command = [sys.executable, "bench.py", "--program", str(steps), str(save_steps)]
-            start = time.perf_counter()
-            run = driver.start(
-                driver.new_copy(source, work, name), command, integration, save_every=10
+        for name in ("bare", "source"):
+            os.makedirs(os.path.join(work, name))
+            shutil.copy(os.path.abspath(__file__), os.path.join(work, name, "bench.py"))
+        command = [sys.executable, "bench.py", "--program", str(steps)]
+        workload = os.path.join(work, "workload.toml")
+        with open(workload, "w") as handle:
+            handle.write(
+                f'name = "bench"\ncode = "source"\ncommand = {json.dumps([*command, "0"])}\n'
+                'integration = "hf-trainer-v1"\n[execution]\nsave_every = 10\n'
             )
-            if run.finish(timeout=3600) != 0:
-                raise SystemExit(run.log()[-3000:])
-            walls[name] = time.perf_counter() - start
-        return walls
+        home = {"NODUS_HOME": os.path.join(work, "home")}
+        return {
+            "bare": _timed([*command, "10"], os.path.join(work, "bare")),
+            "nodus": _timed([sys.executable, "-m", "nodus", "run", workload], work, home),
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _timed(command: list[str], cwd: str, env: dict | None = None) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise SystemExit(proc.stdout[-3000:] + proc.stderr[-3000:])
+    return time.perf_counter() - start
 
 
 def program(steps: int, save_steps: int) -> None:

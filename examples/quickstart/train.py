@@ -1,12 +1,15 @@
 """Quick-start: a plain Transformers ``Trainer`` program with no nodus code in it.
 
 It builds everything locally (no hub): a character-level tokenizer, a tiny GPT-2 from a config
-and a small synthetic dataset, trains for a few epochs on the CPU with a fixed seed and saves the
-final model. Under nodus (``integration = "hf-trainer-v1"``) the same file gets periodic saves,
+and a small synthetic dataset, trains for a few epochs with a fixed seed and saves the final
+model. Under nodus (``integration = "hf-trainer-v1"``) the same file gets periodic saves,
 automatic resume and identity checks without a single change.
 
-The ``QUICKSTART_*`` environment variables exist for nodus's own tests (shorter runs, a changed
-dataset or model); the defaults are the demo.
+The ``QUICKSTART_*`` environment variables exist for nodus's own tests and for ``nodus qualify``
+(shorter runs, a changed dataset or model, the machine's default device instead of the CPU); the
+defaults are the demo. ``nodus qualify`` trains this very program: the package ships it as
+``nodus/stages/hf/qualify_program.py``, a byte-for-byte copy that a test keeps identical
+(``make quickstart-program`` copies it again after an edit here).
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ def training_arguments() -> TrainingArguments:
         save_strategy="no",
         report_to=[],
         seed=setting("SEED", 42),
-        use_cpu=True,
+        use_cpu=bool(setting("USE_CPU", 1)),
         disable_tqdm=True,
     )
 

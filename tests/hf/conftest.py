@@ -1,41 +1,27 @@
-"""Fixtures for the hf-trainer-v1 tests: the quick-start program run for real.
+"""Fixtures for the hf-trainer-v1 tests: the quick-start program, bare and under the real runner.
 
-The runner's half of the protocol is played by :mod:`nodus.stages.hf.driver` (real processes,
-real files, real signals). Runs that several tests compare against are made once per session.
+Every run under nodus is a real `nodus` process (see ``runner_e2e_helpers.Project``): the runner
+writes the integration's settings, asks for saves, captures and commits, and recovers. Runs that
+several tests compare against are made once per session.
 """
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from hf_helpers import QUICKSTART, SAVE_EVERY, TRAIN
-
-from nodus.stages.hf import driver
-
-
-@pytest.fixture(scope="session")
-def workdir(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("hf"))
+from hf_helpers import PREPARED, SAVE_EVERY, bare_run_hash
+from runner_e2e_helpers import Project
 
 
 @pytest.fixture(scope="session")
-def bare_hash(workdir) -> str:
+def bare_hash(tmp_path_factory) -> str:
     """Final weights of an uninterrupted bare `python train.py` (no nodus at all)."""
-    run = driver.start(driver.new_copy(QUICKSTART, workdir, "bare"), TRAIN, None)
-    assert run.finish() == 0, run.log()[-3000:]
-    return driver.weights_hash(os.path.join(run.copy, "out", "model"))
+    return bare_run_hash(tmp_path_factory.mktemp("bare"))
 
 
 @pytest.fixture(scope="session")
-def prepared_run(workdir) -> driver.Attempt:
-    """One uninterrupted run under explicit hf-trainer-v1: its checkpoints seed the resumes."""
-    run = driver.start(
-        driver.new_copy(QUICKSTART, workdir, "prepared"),
-        TRAIN,
-        "hf-trainer-v1",
-        save_every=SAVE_EVERY,
-        save_each_epoch=True,
-    )
-    assert run.finish() == 0, run.log()[-3000:]
-    return run
+def prepared(tmp_path_factory) -> Project:
+    """One uninterrupted run (key ``prepared``) under explicit hf-trainer-v1, saving every 5."""
+    project = Project(tmp_path_factory.mktemp("prepared"), save_every=SAVE_EVERY, write_delay="0")
+    proc = project.nodus("run", str(project.file), "--key", PREPARED, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return project

@@ -1,41 +1,51 @@
-"""Shared constants and helpers of the hf-trainer-v1 tests (imported as ``hf_helpers``)."""
+"""Constants and bare runs (no nodus at all) shared by the hf-trainer-v1 tests (``hf_helpers``)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from nodus.stages.hf import driver
+from nodus.runner.qualify import weights_hash
+from polling import WAIT_S
 
 REPO = Path(__file__).resolve().parents[2]
-QUICKSTART = str(REPO / "examples" / "quickstart")
+QUICKSTART = REPO / "examples" / "quickstart"
 PROGRAMS = Path(__file__).resolve().parent / "programs"
-TRAIN = [sys.executable, "train.py"]
+# The quick-start as the tests run it: 12 optimizer steps per epoch, 4 epochs, seed 42.
+PROGRAM_ENV = {
+    "WANDB_MODE": "disabled",
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "QUICKSTART_EPOCHS": "4",
+    "QUICKSTART_SEED": "42",
+}
 SAVE_EVERY = 5  # with 12 steps per epoch: saves inside epochs and at boundaries 12, 24, 36, 48
+PREPARED = "prepared"  # the key of the session's uninterrupted run (conftest.prepared)
 
 
-def resume(
-    source_run: driver.Attempt,
-    step: int,
-    workdir: str,
-    name: str,
-    integration: str = "hf-trainer-v1",
-    env: dict | None = None,
-) -> driver.Attempt:
-    """A fresh copy with ``checkpoint-<step>`` restored, started with ``restored_step``."""
-    copy = driver.new_copy(QUICKSTART, workdir, name)
-    driver.restore(source_run, step, copy)
-    return driver.start(
-        copy,
-        TRAIN,
-        integration,
-        save_every=SAVE_EVERY,
-        save_each_epoch=True,
-        restored_step=step,
-        env=env,
+def quickstart_copy(root: Path, name: str) -> Path:
+    """A fresh copy of the quick-start code (without anything an earlier run left in it)."""
+    copy = Path(root) / name
+    shutil.copytree(
+        QUICKSTART, copy, ignore=shutil.ignore_patterns("out", "state", ".nodus", "__pycache__")
     )
+    return copy
 
 
-def final_hash(run: driver.Attempt) -> str:
-    return driver.weights_hash(os.path.join(run.copy, "out", "model"))
+def bare_run_hash(root: Path, program: str = "train.py", env: dict | None = None) -> str:
+    """Final weights of ``python PROGRAM`` in a fresh quick-start copy: no nodus, same env."""
+    copy = quickstart_copy(Path(tempfile.mkdtemp(prefix="bare-", dir=root)), "code")
+    proc = subprocess.run(
+        [sys.executable, program],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **PROGRAM_ENV, **(env or {})),
+        timeout=WAIT_S,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return weights_hash(str(copy / "out" / "model"))

@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 
 import tomli_w
-from hf_helpers import PROGRAMS, QUICKSTART
+from hf_helpers import PROGRAM_ENV, PROGRAMS, quickstart_copy
 
+from nodus import protocol
 from nodus.errors import NotFoundError
 from nodus.runner.catalog import Catalog
-from nodus.stages.hf import driver
-from nodus.stages.hf.writer import SLOW_WRITE_ENV
-from polling import WAIT_S
+from nodus.runner.qualify import weights_hash
+from polling import WAIT_S, wait_for
 
 NODUS = [sys.executable, "-m", "nodus"]
 STAGE = "main"
@@ -35,13 +35,6 @@ STEPS = 48
 # progress for a whole second at a time. It never changes what is trained. A workload's env may
 # not name NODUS_* variables, so it reaches the program through the runner's environment.
 WRITE_DELAY_S = "1.0"
-PROGRAM_ENV = {
-    "WANDB_MODE": "disabled",
-    "HF_HUB_OFFLINE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "QUICKSTART_EPOCHS": "4",
-    "QUICKSTART_SEED": "42",
-}
 # Seconds a stopping program gets to answer the stop request: a stop save here takes about two
 # write delays, and a short grace keeps a missed answer from stalling the tests for a minute.
 GRACE_S = 15
@@ -57,34 +50,32 @@ class Project:
         program: str = "train.py",
         env: dict | None = None,
         write_delay: str = WRITE_DELAY_S,
+        integration: str = protocol.INTEGRATION_HF_TRAINER_V1,
+        save_every: int = SAVE_EVERY,
+        resume_on_interruption: bool = True,
     ) -> None:
         self.root = root
         self.write_delay = write_delay
-        self.code = root / "code"
         self.home = root / "home"
         self.file = root / "workload.toml"
-        shutil.copytree(
-            QUICKSTART,
-            self.code,
-            ignore=shutil.ignore_patterns("out", "state", ".nodus", "__pycache__"),
-        )
+        self.code = quickstart_copy(root, "code")
         if program != "train.py":
             shutil.copy(PROGRAMS / program, self.code / program)
         workload = {
             "name": "quickstart-e2e",
             "code": "code",
             "command": [sys.executable, program],
-            "integration": "hf-trainer-v1",
+            "integration": integration,
             "outputs": ["out/model"],
             # unbuffered: the log shows every step the program reached, even when it is killed
             "env": {**PROGRAM_ENV, "PYTHONUNBUFFERED": "1", **(env or {})},
             "continuity": {
                 "mode": "checkpointed",
-                "resume_on_interruption": True,
+                "resume_on_interruption": resume_on_interruption,
                 "checkpoint_paths": ["state"],
             },
             "execution": {
-                "save_every": SAVE_EVERY,
+                "save_every": save_every,
                 "save_each_epoch": True,
                 "keep_recoverable": 1,
                 "keep_adapters": 3,
@@ -96,10 +87,11 @@ class Project:
 
     # --- the command line -------------------------------------------------------------------
 
-    def env(self) -> dict[str, str]:
-        env = dict(os.environ, NODUS_HOME=str(self.home), **{SLOW_WRITE_ENV: self.write_delay})
+    def env(self, extra: dict | None = None) -> dict[str, str]:
+        env = dict(os.environ, NODUS_HOME=str(self.home))
+        env[protocol.ENV_WRITE_DELAY] = self.write_delay
         env.pop("NODUS_STORE", None)
-        return env
+        return {**env, **(extra or {})}
 
     def start(self, *args: str) -> subprocess.Popen:
         """`nodus ARGS` in the background, in its own session so a signal reaches only it."""
@@ -116,11 +108,14 @@ class Project:
         process.log_path = path  # type: ignore[attr-defined]  (read by wait_for on failure)
         return process
 
-    def nodus(self, *args: str, timeout: float = WAIT_S) -> subprocess.CompletedProcess:
+    def nodus(
+        self, *args: str, timeout: float = WAIT_S, env: dict | None = None
+    ) -> subprocess.CompletedProcess:
+        """`nodus ARGS`; ``env`` is added to the runner's environment (which programs inherit)."""
         return subprocess.run(
             [*NODUS, *args],
             cwd=self.root,
-            env=self.env(),
+            env=self.env(env),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -137,7 +132,7 @@ class Project:
         target = self.root / f"outputs-{run}"
         proc = self.nodus("runs", "outputs", run, "--to", str(target))
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        return driver.weights_hash(str(target / "out" / "model"))
+        return weights_hash(str(target / "out" / "model"))
 
     # --- observing a run --------------------------------------------------------------------
 
@@ -193,17 +188,32 @@ class Project:
     def copy_of(self, run: str, number: int) -> Path:
         return self.home / "work" / self.get_id(run) / STAGE / str(number) / "copy"
 
+    def control(self, run: str, number: int) -> protocol.ControlPaths:
+        """The control folder of attempt ``number``, as the protocol names its files."""
+        return protocol.ControlPaths(str(self.copy_of(run, number) / protocol.CONTROL_DIR))
+
     def log_of(self, attempt: dict) -> str:
         return Path(attempt["log_path"]).read_text(errors="replace")
 
     def saving(self, run: str, number: int) -> int | None:
         """The step whose checkpoint attempt ``number`` is building right now, if any."""
         try:
-            names = os.listdir(self.copy_of(run, number) / ".nodus" / "tmp")
+            names = os.listdir(self.control(run, number).build)
         except FileNotFoundError:
             return None
-        steps = [int(n.split("-")[1].split(".")[0]) for n in names if n.startswith("checkpoint-")]
+        steps = [s for s in map(protocol.building_step, names) if s is not None]
         return max(steps) if steps else None
+
+    def kill_after_save(self, run: str, number: int, step: int, runner) -> None:
+        """SIGKILL attempt ``number``'s program as soon as its save of ``step`` is published.
+
+        The runner commits that save on its way out (the program's exit triggers a capture), so
+        with saves paced by the write delay the recovery resumes from exactly ``step``.
+        """
+        attempt = wait_for(lambda: self.running(run, number), f"attempt {number}", runner)
+        record = self.control(run, number).save_record(step)
+        wait_for(lambda: os.path.exists(record), f"attempt {number} saving step {step}", runner)
+        kill_program(attempt)
 
 
 # --- waiting, killing, the reference run ------------------------------------------------------
@@ -225,18 +235,3 @@ def pid_alive(pid: int) -> bool:
 def steps_logged(log: str) -> int:
     """Optimizer steps an attempt trained: the Trainer logs one ``{'loss': …}`` line per step."""
     return sum(1 for line in log.splitlines() if "{'loss':" in line)
-
-
-def bare_run_hash(root: Path) -> str:
-    """Final weights of an uninterrupted bare `python train.py`: no nodus, same program env."""
-    copy = driver.new_copy(QUICKSTART, str(root), "bare")
-    proc = subprocess.run(
-        [sys.executable, "train.py"],
-        cwd=copy,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, **PROGRAM_ENV),
-        timeout=WAIT_S,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return driver.weights_hash(os.path.join(copy, "out", "model"))

@@ -1,84 +1,58 @@
-"""Points 2 and 8 through the driver: SIGKILLs, save requests, stop, commits and pruning."""
+"""Points 2 and 8 under the real runner: save requests, commits and pruning.
+
+SIGKILLs at random steps and in the middle of a save, and the ``stop`` request a preemption
+notice or a pause sends (the program answers, blocks, trains no further, and the resume loses no
+step), are covered end to end in test_under_runner.py and tests/runner/test_runner_pause.py.
+"""
 
 from __future__ import annotations
 
 import os
-import random
 
 import pytest
-from hf_helpers import QUICKSTART, SAVE_EVERY, TRAIN, final_hash
+from hf_helpers import SAVE_EVERY
+from runner_e2e_helpers import Project
 
-from nodus.stages.hf import driver
-from nodus.stages.hf.writer import SLOW_WRITE_ENV
+from nodus import protocol
+from nodus._atomic import read_json, write_json_atomic
+from polling import wait_for
 
 pytestmark = pytest.mark.hf
 
-
-def _attempt(workdir, name, previous=None, step=None, env=None) -> driver.Attempt:
-    copy = driver.new_copy(QUICKSTART, workdir, name)
-    if previous is not None:
-        driver.restore(previous, step, copy)
-    return driver.start(
-        copy,
-        TRAIN,
-        "hf-trainer-v1",
-        save_every=SAVE_EVERY,
-        save_each_epoch=True,
-        restored_step=step,
-        env=env,
-    )
+# The runner numbers its own requests from 1; this one can never be mistaken for one of them.
+REQUEST_ID = 1000
 
 
-def test_sigkill_at_three_random_steps_one_during_a_save_ends_bit_identical(workdir, bare_hash):
-    seed = random.randrange(1 << 30)
-    rng = random.Random(seed)
-    # save steps inside epoch 0..1 and inside epochs 2..3, then one kill in the middle of a save
-    first = rng.choice([5, 10, 12, 15, 20])
-    second = rng.choice([25, 30, 35, 36, 40])
-    run = _attempt(workdir, "kill-1")
-    run.wait_for_save(first)
-    run.kill()
-    step = max(run.recorded_steps())  # like the runner: the newest published save
-    run = _attempt(workdir, "kill-2", run, step)
-    run.wait_for_save(second)
-    run.kill()
-    step = max(run.recorded_steps())
-    slow = _attempt(workdir, "kill-3", run, step, env={SLOW_WRITE_ENV: "600"})
-    slow.wait_until(slow.saving_now, 120, "a save in progress")
-    slow.kill()
-    assert slow.recorded_steps() == []  # the interrupted save was never published ...
-    assert os.listdir(slow.state) == [f"checkpoint-{step}"]  # ... state/ holds only complete ones
-    last = _attempt(workdir, "kill-4", run, step)
-    assert last.finish() == 0, last.log()[-3000:]
-    assert final_hash(last) == bare_hash, f"random seed {seed}: killed after {first}, {second}"
-
-
-def test_requests_are_answered_and_stop_blocks_with_zero_lost_steps(workdir, bare_hash):
+def test_a_continue_request_is_answered_and_older_checkpoints_go_once_newer_are_committed(
+    tmp_path, bare_hash
+):
     # slow saves keep training slow enough to talk to it; they never change the result
-    run = _attempt(workdir, "requests", env={SLOW_WRITE_ENV: "0.3"})
-    run.wait_for_save(10)
-    run.commit(10)
-    asked = run.request("continue")
-    run.wait_until(
-        lambda: any(asked in run.record(s)["requests"] for s in run.recorded_steps()),
-        60,
-        "an answer to the continue request",
-    )
-    assert "checkpoint-5" not in os.listdir(run.state)  # older than the committed snapshot
-    assert "checkpoint-10" in os.listdir(run.state)
+    project = Project(tmp_path, save_every=SAVE_EVERY, write_delay="0.3")
+    runner = project.start("run", str(project.file), "--key", "q")
+    wait_for(lambda: project.running("q", 1), "attempt 1", runner)
+    wait_for(lambda: 10 in project.committed_steps("q", 1), "step 10 committed", runner)
+    control = project.control("q", 1)
+    # No runner feature asks for a save that continues yet: ask the way the runner would.
+    request = protocol.SaveRequest(id=REQUEST_ID, then=protocol.THEN_CONTINUE)
+    write_json_atomic(control.request(request.id), request.to_dict())
 
-    stop = run.request("stop")
-    run.wait_until(
-        lambda: any(stop in run.record(s)["requests"] for s in run.recorded_steps()),
-        60,
-        "an answer to the stop request",
-    )
-    stopped_at = max(run.recorded_steps())
-    assert run.record(stopped_at)["requests"] == [stop]
-    assert run.process.poll() is None  # it blocks: the runner ends it after capturing
-    run.kill()
-    assert max(run.recorded_steps()) == stopped_at  # it trained no further after answering
+    answered = wait_for(lambda: _answered_at(control, REQUEST_ID), "the answer", runner)
+    wait_for(lambda: answered in project.committed_steps("q", 1), "its commit", runner)
+    state = os.listdir(project.copy_of("q", 1) / protocol.STATE_DIR)
+    assert protocol.checkpoint_folder(5) not in state  # older than a committed snapshot
 
-    resumed = _attempt(workdir, "after-stop", run, stopped_at)
-    assert resumed.finish() == 0, resumed.log()[-3000:]
-    assert final_hash(resumed) == bare_hash
+    assert runner.wait(timeout=300) == 0
+    assert [a["outcome"] for a in project.attempts("q")] == ["succeeded"]
+    assert project.outputs_hash("q") == bare_hash  # the extra save changed nothing
+
+
+def _answered_at(control: protocol.ControlPaths, request_id: int) -> int | None:
+    """The step whose save record answers ``request_id``, once one does."""
+    for _step, path in protocol.numbered_records(control.saves):
+        try:
+            record = protocol.SaveRecord.from_dict(read_json(path))
+        except (OSError, ValueError):
+            continue  # being replaced right now
+        if request_id in record.requests:
+            return record.step
+    return None

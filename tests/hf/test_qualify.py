@@ -1,4 +1,4 @@
-"""Point 7: qualified environments and `nodus qualify`."""
+"""Point 7: qualified environments and `nodus qualify` (the real runner, interrupted)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from hf_helpers import QUICKSTART
 
-from nodus.stages.hf import qualification
+from nodus.stages.hf import QUALIFY_PROGRAM, qualification
 
 pytestmark = pytest.mark.hf
 
@@ -49,7 +51,20 @@ def test_nodus_qualify_passes_here_and_records_the_result(tmp_path):
     result = json.loads(proc.stdout)
     assert result["passed"] and result["reference"] == result["resumed"]
     assert result["resumed_from"] == [5, 12, 27, 27]  # the last one after the mid-save kill
+    # the runner ran it: each kill was an interruption it recovered from by itself
+    attempts = result["attempts"]
+    assert [a["outcome"] for a in attempts] == ["interrupted"] * 4 + ["succeeded"]
+    assert all(a["detail"] == "killed by SIGKILL, which nodus did not send" for a in attempts[:4])
+    assert [a["restored_step"] for a in attempts] == [None, *result["resumed_from"]]
     record = json.loads((home / "qualified.json").read_text())
     versions = qualification.current_versions()
     assert [e["torch"] for e in record["environments"] if e["passed"]] == [versions["torch"]]
     assert not os.listdir(home / "tmp")  # the suite cleans up after itself
+
+
+def test_the_qualification_program_is_the_quick_start_program():
+    shipped = Path(QUALIFY_PROGRAM).read_bytes()
+    assert shipped == (QUICKSTART / "train.py").read_bytes(), (
+        "examples/quickstart/train.py changed: run `make quickstart-program` to ship it to "
+        "nodus qualify as well"
+    )

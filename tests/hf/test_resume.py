@@ -1,14 +1,20 @@
-"""Points 2-4: saves at boundaries, stock-Trainer checkpoints, bit-identical automatic resume."""
+"""Points 2-4: saves at boundaries, stock-Trainer checkpoints, bit-identical automatic resume.
+
+Every run is the quick-start program under a real `nodus run`; a restored attempt is the
+runner's own recovery after its program was SIGKILLed right after the save of a chosen step.
+"""
 
 from __future__ import annotations
 
+import json
 import os
-import sys
+import posixpath
 
 import pytest
-from hf_helpers import PROGRAMS, QUICKSTART, final_hash, resume
+from hf_helpers import PREPARED, PROGRAMS, SAVE_EVERY, bare_run_hash
+from runner_e2e_helpers import Project
 
-from nodus.stages.hf import driver
+from nodus import protocol
 
 pytestmark = pytest.mark.hf
 
@@ -28,54 +34,67 @@ TRAINER_FILES = {
 }
 
 
-def test_saves_every_n_steps_and_at_each_epoch_end_without_changing_training(
-    prepared_run, bare_hash
-):
+def test_saves_every_n_steps_and_at_each_epoch_end_without_changing_training(prepared, bare_hash):
     # 4 epochs of 12 steps, save_every=5, save_each_epoch: the union of both cadences
-    assert prepared_run.recorded_steps() == [5, 10, 12, 15, 20, 24, 25, 30, 35, 36, 40, 45, 48]
-    assert sorted(os.listdir(prepared_run.state)) == sorted(
-        f"checkpoint-{s}" for s in prepared_run.recorded_steps()
-    )
-    assert final_hash(prepared_run) == bare_hash  # saving in the background changed nothing
+    assert prepared.committed_steps(PREPARED) == [5, 10, 12, 15, 20, 24, 25, 30, 35, 36, 40, 45, 48]
+    for manifest in prepared.snapshots(PREPARED):  # each holds its own checkpoint folder only
+        folders = {posixpath.dirname(entry.path) for entry in manifest.files}
+        assert folders == {f"{protocol.STATE_DIR}/{protocol.checkpoint_folder(manifest.step)}"}
+    assert prepared.outputs_hash(PREPARED) == bare_hash  # saving in the background changed nothing
 
 
-def test_checkpoints_hold_the_trainer_files_and_the_step_metrics(prepared_run):
-    folder = os.path.join(prepared_run.state, "checkpoint-15")
-    assert set(os.listdir(folder)) == TRAINER_FILES | {"nodus-identity.json"}
-    record = prepared_run.record(15)
+def test_checkpoints_hold_the_trainer_files_and_the_step_metrics(prepared):
+    snapshot = next(m for m in prepared.snapshots(PREPARED) if m.step == 15)
+    assert {posixpath.basename(e.path) for e in snapshot.files} == TRAINER_FILES | {
+        "nodus-identity.json"
+    }
+    assert snapshot.epoch == 1.25
+    assert set(snapshot.metrics) >= {"loss", "learning_rate", "epoch", "grad_norm"}
+    control = prepared.control(PREPARED, 1)
+    with open(control.save_record(15), encoding="utf-8") as handle:
+        record = json.load(handle)  # the save record as written on disk
     assert record["checkpoint"] == "checkpoint-15" and record["epoch"] == 1.25
     assert set(record["metrics"]) >= {"loss", "learning_rate", "epoch", "grad_norm"}
-    assert not os.listdir(os.path.join(prepared_run.control, "tmp"))  # nothing left half-built
+    assert not os.listdir(control.build)  # nothing left half-built
 
 
 # inside epoch 0 and inside epoch 2 are covered by test_qualify (and random ones by the kills)
 @pytest.mark.parametrize("step", [12, 40], ids=["epoch-boundary", "inside-epoch-3"])
-def test_restored_attempt_resumes_by_itself_bit_identically(prepared_run, bare_hash, workdir, step):
-    run = resume(prepared_run, step, workdir, f"resume-{step}")
-    assert run.finish() == 0, run.log()[-3000:]
-    assert run.recorded_steps()[0] > step  # it continued from the restored step ...
-    assert final_hash(run) == bare_hash  # ... and ended exactly where the uninterrupted run did
+def test_restored_attempt_resumes_by_itself_bit_identically(tmp_path, bare_hash, step):
+    project = Project(tmp_path, save_every=SAVE_EVERY, write_delay="0.5")
+    runner = project.start("run", str(project.file), "--key", "r")
+    project.kill_after_save("r", 1, step, runner)
+
+    assert runner.wait(timeout=300) == 0
+    attempts = project.get("r")["stages"][0]["attempts"]
+    assert [a["outcome"] for a in attempts] == ["interrupted", "succeeded"]
+    assert attempts[1]["restored_step"] == step
+    assert project.committed_steps("r", 2)[0] > step  # it continued from the restored step ...
+    assert project.outputs_hash("r") == bare_hash  # ... and ended where the uninterrupted run did
 
 
-def _bare_resume(prepared_run, step, workdir) -> str:
-    copy = driver.new_copy(QUICKSTART, workdir, f"bare-resume-{step}")
-    driver.restore(prepared_run, step, copy)
-    run = driver.start(
-        copy,
-        [sys.executable, str(PROGRAMS / "bare_resume.py")],
-        None,
-        env={"RESUME_FROM": os.path.join(copy, "state", f"checkpoint-{step}")},
+def _bare_resume(prepared: Project, step: int, root) -> str:
+    """A bare Trainer (no nodus) resumed from the snapshot of ``step`` as a user downloads it."""
+    checkpoint = root / f"resumable-{step}"
+    proc = prepared.nodus(
+        "snapshots",
+        "download",
+        f"{PREPARED}@{step}",
+        "--artifact",
+        "resumable",
+        "--to",
+        str(checkpoint),
     )
-    assert run.finish() == 0, run.log()[-3000:]
-    return final_hash(run)
+    assert proc.returncode == 0, proc.stderr
+    return bare_run_hash(root, str(PROGRAMS / "bare_resume.py"), {"RESUME_FROM": str(checkpoint)})
 
 
-def test_a_bare_trainer_resumes_from_an_integration_checkpoint(prepared_run, bare_hash, workdir):
+def test_a_bare_trainer_resumes_from_an_integration_checkpoint(prepared, bare_hash, tmp_path):
     # a downloaded snapshot works with resume_from_checkpoint and no nodus at all
-    assert _bare_resume(prepared_run, 5, workdir) == bare_hash
+    assert _bare_resume(prepared, 5, tmp_path) == bare_hash
 
 
-def test_the_upstream_defect_nodus_fixes_is_real(prepared_run, bare_hash, workdir):
+def test_the_upstream_defect_nodus_fixes_is_real(prepared, bare_hash, tmp_path):
     # SPEC §6: bare Trainer + Accelerate resumed inside epoch >= 1 replays epoch 0's order;
-    # the same checkpoint resumed under nodus is exact (test above, "inside-epoch-1").
-    assert _bare_resume(prepared_run, 15, workdir) != bare_hash
+    # a checkpoint resumed under nodus inside a later epoch is exact (test above, "inside-epoch-3").
+    assert _bare_resume(prepared, 15, tmp_path) != bare_hash

@@ -1,12 +1,13 @@
 """Point 8 end to end: the unmodified quick-start program under real `nodus run` processes.
 
-The stand-in driver proves the integration's half of the protocol; these tests prove the whole
-product as a user meets it: the runner supervises, captures and recovers, and the final weights
-a user downloads with `nodus runs outputs` equal those of a bare `python train.py`.
+These tests prove the whole product as a user meets it: the runner supervises, captures and
+recovers, and the final weights a user downloads with `nodus runs outputs` equal those of a bare
+`python train.py` (the session's ``bare_hash``).
 """
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 
@@ -14,19 +15,14 @@ import pytest
 from runner_e2e_helpers import (
     STEPS,
     Project,
-    bare_run_hash,
     kill_program,
     steps_logged,
 )
 
+from nodus import protocol
 from polling import wait_for
 
 pytestmark = [pytest.mark.hf, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def bare_hash(tmp_path_factory) -> str:
-    return bare_run_hash(tmp_path_factory.mktemp("bare"))
 
 
 def test_program_sigkilled_three_times_once_mid_save_recovers_to_the_bare_weights(
@@ -51,6 +47,8 @@ def test_program_sigkilled_three_times_once_mid_save_recovers_to_the_bare_weight
     )
     kill_program(attempt)
     in_flight = project.saving("a", 3)  # still half-built after the kill: it landed mid-save
+    published = os.listdir(project.copy_of("a", 3) / protocol.STATE_DIR)  # gone after attempt 4
+    recorded = os.path.exists(project.control("a", 3).save_record(saving))
 
     assert runner.wait(timeout=300) == 0, why
     view = project.get("a")
@@ -64,6 +62,8 @@ def test_program_sigkilled_three_times_once_mid_save_recovers_to_the_bare_weight
         assert after["restored_step"] == newest, why
     # the save interrupted mid-write was never committed and never restored from
     assert in_flight == saving, f"{why}: the kill missed the save"
+    # ... and it stayed under .nodus/tmp: neither published in state/ nor recorded as saved
+    assert protocol.checkpoint_folder(saving) not in published and not recorded, why
     assert all(m.attempt == 4 for m in snapshots if m.step == saving), why
     assert attempts[3]["restored_step"] < saving
     assert project.committed_steps("a", 4)[-1] == STEPS

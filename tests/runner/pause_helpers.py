@@ -17,6 +17,7 @@ from pathlib import Path
 
 from runner_helpers import Project
 
+from nodus import protocol
 from nodus.runner.catalog import Catalog
 from polling import wait_for
 
@@ -32,7 +33,7 @@ TRAINER_ENV = {
 }
 # Each save waits this long before it is published, so training crawls from save to save and
 # a pause lands mid-run on a loaded machine. It never changes what is trained.
-SLOW_SAVES = {"NODUS_HF_WRITE_DELAY_S": "1.0"}
+SLOW_SAVES = {protocol.ENV_WRITE_DELAY: "1.0"}
 
 # A directory-contract program that publishes checkpoint-1, then ignores SIGTERM: a pause that
 # asks it to save stays pending until its deadline, whatever the machine's speed.
@@ -73,9 +74,12 @@ def trainer_project(root: Path, home: Path) -> Project:
 
 def bare_weights(root: Path) -> str:
     """Final weights of the quick-start run uninterrupted and without nodus."""
-    from nodus.stages.hf import driver
+    from nodus.runner.qualify import weights_hash
 
-    copy = driver.new_copy(str(QUICKSTART), str(root), "bare")
+    copy = root / "bare"
+    shutil.copytree(
+        QUICKSTART, copy, ignore=shutil.ignore_patterns("out", "state", ".nodus", "__pycache__")
+    )
     proc = subprocess.run(
         [sys.executable, "train.py"],
         cwd=copy,
@@ -85,17 +89,17 @@ def bare_weights(root: Path) -> str:
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return driver.weights_hash(os.path.join(copy, "out", "model"))
+    return weights_hash(str(copy / "out" / "model"))
 
 
 def output_weights(project: Project, run_id: str) -> str:
     """Final weights as `nodus runs outputs` hands them to a user."""
-    from nodus.stages.hf import driver
+    from nodus.runner.qualify import weights_hash
 
     target = project.root.parent / f"outputs-{run_id}"
     proc = project.nodus("runs", "outputs", run_id, "--to", str(target))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return driver.weights_hash(str(target / "out" / "model"))
+    return weights_hash(str(target / "out" / "model"))
 
 
 def run_id_of(project: Project, key: str) -> str:

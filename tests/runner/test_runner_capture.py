@@ -184,6 +184,30 @@ def test_a_checkpoint_folder_removed_during_its_capture_is_never_committed(setup
     assert skipped and "changed" in skipped[0]["details"]["reason"]
 
 
+class _PublishingStore:
+    """The real store, with the program publishing a newer checkpoint as the capture starts."""
+
+    def __init__(self, store, ws, step):
+        self.store, self.ws, self.step = store, ws, step
+
+    def capture(self, *args, **kwargs):
+        if self.step is not None:
+            checkpoint(self.ws, self.step)
+            self.step = None
+        return self.store.capture(*args, **kwargs)
+
+
+def test_a_checkpoint_published_during_a_capture_never_joins_that_snapshot(setup):
+    catalog, run_id, store, ws = setup
+    checkpoint(ws, 10)
+    capture = capturer(setup)
+    capture.store = _PublishingStore(store, ws, 20)
+    snapshot = capture.capture(10, reason="settled")
+    # one generation of state per snapshot: step 20 was not listed when step 10 was selected
+    assert sorted(e.path for e in store.get(snapshot).files) == ["state/checkpoint-10/state.json"]
+    assert [m.step for m in store.list(run=run_id)] == [10]
+
+
 def test_a_restored_attempt_that_saves_nothing_commits_nothing(setup):
     catalog, run_id, store, ws = setup
     checkpoint(ws, 10)

@@ -72,6 +72,18 @@ def test_save_records_requests_and_a_preemption_notice_follow_the_protocol(proje
     wait_for(lambda: (copy / ".nodus" / "committed.json").exists(), what="committed.json")
     assert json.loads((copy / ".nodus" / "committed.json").read_text())["step"] >= 25
     program = running_attempt(project.catalog(), run_id)["pid"]
+    # integration.json as documented, key for key: never "qualifying" from a workload file
+    settings = json.loads((copy / "out" / "settings.json").read_text())
+    assert settings == {
+        "integration": "auto",
+        "save_every": 25,
+        "save_each_epoch": False,
+        "restored_step": None,
+        "run_id": run_id,
+        "stage": "main",
+        "attempt": 1,
+        "home": str(project.home),
+    }
     os.kill(runner.pid, signal.SIGTERM)
     out, err = runner.communicate(timeout=60)
     assert runner.returncode == 3, err
@@ -95,3 +107,11 @@ def test_save_records_requests_and_a_preemption_notice_follow_the_protocol(proje
     assert note["restored_step"] == stopped_at
     resumed.send_signal(signal.SIGTERM)
     assert resumed.wait(timeout=60) == 3
+
+
+def test_a_workload_file_cannot_ask_for_qualifying(project):
+    # Only `nodus qualify` lifts the qualification check; a workload naming it is refused.
+    project.write(body='integration = "hf-trainer-v1"\nqualifying = true\n')
+    proc = project.nodus("validate", "workload.toml")
+    assert proc.returncode == 2
+    assert "unknown key 'qualifying'" in proc.stdout + proc.stderr

@@ -1,9 +1,10 @@
 """``nodus qualify``: run the hf-trainer-v1 qualification suite on this environment.
 
-The suite (``nodus.stages.hf.qualify``) trains a tiny Trainer program uninterrupted and again
-with SIGKILLs at several steps and in the middle of a save; the environment qualifies when the
-final weights are bit-identical. The result is recorded in ``$NODUS_HOME/qualified.json``, which
-explicit ``integration = "hf-trainer-v1"`` consults before it prepares a program.
+The suite (``nodus.runner.qualify``) trains the quick-start Trainer program uninterrupted, then
+under the real runner with SIGKILLs at several steps and in the middle of a save, each recovered
+by the runner; the environment qualifies when the final weights are bit-identical. The result is
+recorded in ``$NODUS_HOME/qualified.json``, which explicit ``integration = "hf-trainer-v1"``
+consults before it prepares a program.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ def register(commands, groups, common) -> None:
 
 
 def handle(args) -> int:
+    from nodus.runner.qualify import qualify
     from nodus.schemas import defaults
     from nodus.stages.hf.qualification import current_versions, describe
-    from nodus.stages.hf.qualify import qualify
 
     home = defaults.nodus_home(args.home)
     versions = current_versions()
@@ -46,6 +47,7 @@ def handle(args) -> int:
                     "reference": result.reference,
                     "resumed": result.resumed,
                     "resumed_from": result.resumed_from,
+                    "attempts": result.attempts,
                     "problems": result.problems,
                     "record": result.record,
                 },

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.runner import restorable
@@ -59,6 +60,7 @@ class RunContext:
     terminal: IO[str]
     notice: int | None = None
     launches: dict[str, Launch] = field(default_factory=dict)  # by stage; empty: an old run
+    qualifying: bool = False  # `nodus qualify` only: see protocol.Settings.qualifying
 
     def event(
         self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
@@ -199,11 +201,18 @@ class Attempt:
             self._lay_source()
         self.ws.make_private_folders()
         step = restored.step if restored else None
-        write_integration(self.ws, self.stage, self.ctx.run_id, self.number, step, self.ctx.home)
+        write_integration(
+            self.ws,
+            self.stage,
+            self.ctx.run_id,
+            self.number,
+            step,
+            self.ctx.home,
+            qualifying=self.ctx.qualifying,
+        )
         if restored:
-            write_json_atomic(
-                self.ws.private_path("committed.json"), {"step": step, "snapshot": restored.id}
-            )
+            commit = protocol.CommitRecord(step=restored.step, snapshot=restored.id)
+            write_json_atomic(self.ws.control.committed, commit.to_dict())
         self.ctx.catalog.update_attempt(
             self.ctx.run_id,
             self.stage.name,
@@ -347,15 +356,13 @@ class Attempt:
     def request_save(self, then: str) -> int:
         """Ask the integration for a save at its next optimizer boundary; the request id."""
         self._save_request += 1
-        request = self._save_request
-        write_json_atomic(
-            self.ws.private_path("requests", f"{request}.json"), {"id": request, "then": then}
-        )
-        return request
+        request = protocol.SaveRequest(id=self._save_request, then=then)
+        write_json_atomic(self.ws.control.request(request.id), request.to_dict())
+        return request.id
 
     def _await_stop_save(self, capturer: Capturer, grace: float) -> None:
         """Ask the integration for a save then=stop and capture it, within the grace period."""
-        request = self.request_save("stop")
+        request = self.request_save(protocol.THEN_STOP)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and request not in capturer.answered:
             if self.process is not None and self.process.poll() is not None:

@@ -17,13 +17,15 @@ import json
 import os
 from typing import Any
 
+from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
+from nodus.protocol import checkpoint_folder, checkpoint_steps
 from nodus.runner.catalog import Catalog
 from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
-from nodus.stages.directory import DirectoryWatcher, checkpoint_folder, checkpoint_steps
+from nodus.stages.directory import DirectoryWatcher
 
 
 class Capturer:
@@ -51,7 +53,7 @@ class Capturer:
         self.answered: set[int] = set()  # save requests fulfilled by a committed capture
         # A record is read again when it changes: the integration rewrites a step's record to
         # answer a request that arrives at a step it has already saved.
-        self._seen_records: dict[str, tuple[int, int]] = {}
+        self._seen_records: dict[int, tuple[int, int]] = {}
         # The restored selection is already committed: an attempt that ends before it saves
         # anything must not commit the same files again as a new snapshot.
         self._committed_id = restored_snapshot
@@ -76,21 +78,21 @@ class Capturer:
                 self.capture(step, reason="settled")
 
     def capture_save_records(self) -> None:
-        folder = self.ws.private_path("saves")
-        for name in sorted(_json_names(folder), key=_numeric_stem):
-            path = os.path.join(folder, name)
+        for number, path in protocol.numbered_records(self.ws.control.saves):
             version = _version(path)
-            if version is None or self._seen_records.get(name) == version:
+            if version is None or self._seen_records.get(number) == version:
                 continue
-            record = _read_json(path)
-            if record is None:
+            data = _read_json(path)
+            if data is None:
                 continue  # being written: read it at the next tick
-            self._seen_records[name] = version
-            step = int(record["step"])
-            self.watcher.mark_seen(step)
-            metrics = dict(record.get("metrics") or {})
-            if self.capture(step, epoch=record.get("epoch"), metrics=metrics, reason="save"):
-                self.answered.update(int(r) for r in record.get("requests") or ())
+            self._seen_records[number] = version
+            record = protocol.SaveRecord.from_dict(data)
+            self.watcher.mark_seen(record.step)
+            saved = self.capture(
+                record.step, epoch=record.epoch, metrics=record.metrics, reason="save"
+            )
+            if saved:
+                self.answered.update(record.requests)
 
     def final_capture(self) -> None:
         """The selection once more after the program exited (skipped if nothing changed)."""
@@ -116,8 +118,21 @@ class Capturer:
         Returns the id of the snapshot that holds the selection now (the newest one when
         nothing changed since it), or None when the capture failed.
         """
+        # As often as a changing file is read again (defaults.CAPTURE_READ_ATTEMPTS).
+        for _ in range(defaults.CAPTURE_READ_ATTEMPTS):
+            try:
+                return self._capture_once(step, epoch, metrics, reason)
+            except _NewerCheckpoint:
+                continue  # it may be in this copy: take the selection again, excluding it
+        self.event("capture_skipped", {"step": step, "reason": "newer checkpoints kept coming"})
+        return None
+
+    def _capture_once(
+        self, step: int, epoch: float | None, metrics: dict[str, Any] | None, reason: str
+    ) -> str | None:
         from nodus.store.manifest import SnapshotInfo
 
+        present = set(checkpoint_steps(self.ws.state))
         excludes = self._other_checkpoints(step)
         state = self._selection(step)
         if state == self._committed_state:
@@ -141,7 +156,7 @@ class Capturer:
                 self.ws.copy,
                 list(self.stage.continuity.checkpoint_paths),
                 info=info,
-                guard=lambda: self._guard_folder(folder, before),
+                guard=lambda: self._guard_folder(folder, before, present),
                 excludes=excludes,
                 on_event=self.event,
             )
@@ -159,9 +174,8 @@ class Capturer:
         self._committed_id = manifest.id
         self.last_step = step
         self.event("snapshot_committed", {"snapshot": manifest.id, "step": step, "reason": reason})
-        write_json_atomic(
-            self.ws.private_path("committed.json"), {"step": step, "snapshot": manifest.id}
-        )
+        commit = protocol.CommitRecord(step=step, snapshot=manifest.id)
+        write_json_atomic(self.ws.control.committed, commit.to_dict())
         return manifest.id
 
     def guard(self) -> None:
@@ -173,11 +187,14 @@ class Capturer:
                 f"attempt {current}; its snapshot is not committed"
             )
 
-    def _guard_folder(self, folder: str, before: tuple) -> None:
-        """Fencing, then: the step's checkpoint folder is still whole, as it was at the start."""
+    def _guard_folder(self, folder: str, before: tuple, present: set[int]) -> None:
+        """Fencing, then: the step's checkpoint folder is still whole, as it was at the start,
+        and no checkpoint folder appeared that the excludes, listed at the start, left in."""
         self.guard()
         if _folder_state(folder) != before:
             raise _FolderChanged(folder)
+        if set(checkpoint_steps(self.ws.state)) - present:
+            raise _NewerCheckpoint()
 
     def _selection(self, step: int) -> tuple:
         """The fingerprint of what a capture at ``step`` would take."""
@@ -187,7 +204,7 @@ class Capturer:
 
     def _other_checkpoints(self, step: int) -> list[str]:
         return [
-            f"{defaults.STATE_DIR}/{checkpoint_folder(other)}"
+            f"{protocol.STATE_DIR}/{checkpoint_folder(other)}"
             for other in checkpoint_steps(self.ws.state)
             if other != step
         ]
@@ -195,15 +212,14 @@ class Capturer:
     # --- events -----------------------------------------------------------------------------
 
     def ingest_events(self) -> None:
-        """Move the program's ``.nodus/events/*.json`` into the run's event log."""
-        folder = self.ws.private_path("events")
-        for name in sorted(_json_names(folder), key=_numeric_stem):
-            path = os.path.join(folder, name)
-            event = _read_json(path)
-            if event is None:
+        """Move the program's ``.nodus/events/<n>.json`` into the run's event log."""
+        for _number, path in protocol.numbered_records(self.ws.control.events):
+            data = _read_json(path)
+            if data is None:
                 continue
-            self.event(str(event.get("type", "program_event")), dict(event.get("details") or {}))
-            if event.get("type") == "integration_unprepared":
+            event = protocol.EventRecord.from_dict(data)
+            self.event(event.type, event.details)
+            if event.type == protocol.EVENT_UNPREPARED:
                 self.watch_folders = True  # the program saves on its own, if at all
             os.remove(path)
 
@@ -215,6 +231,10 @@ class Capturer:
 
 class _FolderChanged(Exception):
     """A checkpoint folder changed or vanished while it was being captured."""
+
+
+class _NewerCheckpoint(Exception):
+    """A checkpoint folder was published while the selection was read: it may be in the copy."""
 
 
 def _folder_state(folder: str) -> tuple:
@@ -230,7 +250,7 @@ def _selection_state(root: str, paths: tuple[str, ...], excludes: list[str]) -> 
     for rel in paths:
         top = os.path.normpath(os.path.join(root, rel))
         for folder, dirs, files in os.walk(top) if os.path.isdir(top) else [("", [], [top])]:
-            dirs[:] = sorted(d for d in dirs if d != defaults.PRIVATE_DIR)
+            dirs[:] = sorted(d for d in dirs if d != protocol.CONTROL_DIR)
             for name in sorted(files):
                 path = os.path.join(folder, name)
                 relative = os.path.relpath(path, root)
@@ -251,18 +271,6 @@ def _version(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return stat.st_mtime_ns, stat.st_size
-
-
-def _json_names(folder: str) -> list[str]:
-    try:
-        return [name for name in os.listdir(folder) if name.endswith(".json")]
-    except FileNotFoundError:
-        return []
-
-
-def _numeric_stem(name: str) -> tuple[int, str]:
-    stem = name[: -len(".json")]
-    return (int(stem), name) if stem.isdigit() else (0, name)
 
 
 def _read_json(path: str) -> dict | None:

@@ -21,13 +21,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from nodus import protocol
 from nodus.runner import proc
 from nodus.schemas import defaults
 
 if TYPE_CHECKING:
     from nodus.runner.catalog import Catalog
 
-TOKEN_VAR = "NODUS_ATTEMPT_TOKEN"
+TOKEN_VAR = protocol.ENV_ATTEMPT_TOKEN
 
 
 def attempt_token(run_id: str, stage: str, attempt: int) -> str:

@@ -44,11 +44,19 @@ class Runner:
     """Drives one run to a phase where it stops; ``drive`` returns the exit status."""
 
     def __init__(
-        self, *, home: str, catalog: Catalog, store: Any, run: Run, terminal: IO[str]
+        self,
+        *,
+        home: str,
+        catalog: Catalog,
+        store: Any,
+        run: Run,
+        terminal: IO[str],
+        qualifying: bool = False,
     ) -> None:
         self.catalog = catalog
         self.run = run
         self.workload = ResolvedWorkload.from_dict(run.workload)
+        # ``qualifying`` is an option of the caller (`nodus qualify`), never of a workload file.
         self.ctx = RunContext(
             home=home,
             catalog=catalog,
@@ -56,6 +64,7 @@ class Runner:
             run_id=run.id,
             terminal=terminal,
             launches=stored(run.launch),
+            qualifying=qualifying,
         )
 
     def drive(self, restore: Restore | None = None) -> int:

@@ -25,6 +25,7 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
+from nodus import protocol
 from nodus.runner import restorable
 from nodus.runner.catalog import now
 from nodus.runner.phases import AttemptOutcome, Phase
@@ -85,7 +86,7 @@ class PauseDriver:
         )
 
     def _save_with_integration(self) -> Outcome:
-        request = self.attempt.request_save("stop")
+        request = self.attempt.request_save(protocol.THEN_STOP)
         ended = self._wait(lambda: request in self.capturer.answered)
         if ended is not None:
             return ended
@@ -190,9 +191,7 @@ class PauseDriver:
 
     def _report_progress(self) -> None:
         """Bytes of the checkpoint being written (integration) or of the state folder."""
-        where = (
-            self.attempt.ws.private_path("tmp") if self._integration() else self.attempt.ws.state
-        )
+        where = self.attempt.ws.control.build if self._integration() else self.attempt.ws.state
         written = _folder_bytes(where)
         if written != self.pause["save_bytes"]:
             self._update(save_bytes=written)

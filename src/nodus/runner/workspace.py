@@ -3,7 +3,7 @@
     $NODUS_HOME/work/<run>/<stage>/<attempt>/
         copy/            the run's source with the restored selection laid over it (cwd)
         copy/state/      NODUS_CHECKPOINT_DIR, whatever the selection
-        copy/.nodus/     runner-private control files (never captured)
+        copy/.nodus/     NODUS_CONTROL_DIR: the control files of nodus.protocol (never captured)
         tmp/runtime/     TMPDIR; runtime/ is for rebuildable installs, outside the selection
         cache/           HF_HOME, XDG_CACHE_HOME, PIP_CACHE_DIR
         output.log       everything the program printed
@@ -18,6 +18,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
+from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
@@ -37,11 +38,16 @@ class Workspace:
 
     @property
     def state(self) -> str:
-        return os.path.join(self.copy, defaults.STATE_DIR)
+        return os.path.join(self.copy, protocol.STATE_DIR)
 
     @property
     def private(self) -> str:
-        return os.path.join(self.copy, defaults.PRIVATE_DIR)
+        return os.path.join(self.copy, protocol.CONTROL_DIR)
+
+    @property
+    def control(self) -> protocol.ControlPaths:
+        """The protocol's files in the private folder."""
+        return protocol.ControlPaths(self.private)
 
     @property
     def tmp(self) -> str:
@@ -66,13 +72,9 @@ class Workspace:
     def make_private_folders(self) -> None:
         for folder in (
             self.state,
-            self.private_path("requests"),
-            self.private_path("saves"),
-            self.private_path("events"),
-            os.path.join(self.tmp, "runtime"),
-            os.path.join(self.cache, "hf"),
-            os.path.join(self.cache, "xdg"),
-            os.path.join(self.cache, "pip"),
+            *self.control.runner_folders(),
+            os.path.join(self.tmp, protocol.RUNTIME_DIR),
+            *(os.path.join(self.cache, name) for name in protocol.CACHE_VARIABLES.values()),
         ):
             os.makedirs(folder, exist_ok=True)
 
@@ -89,19 +91,17 @@ def stage_environment(
     env = dict(base)
     env.update(stage.env)
     env.update(
-        {
-            "NODUS_CHECKPOINT_DIR": ws.state,
-            "NODUS_CONTROL_DIR": ws.private,
-            "NODUS_RUN_ID": run_id,
-            "NODUS_STAGE": stage.name,
-            "NODUS_ATTEMPT": str(attempt),
-            "TMPDIR": ws.tmp,
-            "HF_HOME": os.path.join(ws.cache, "hf"),
-            "XDG_CACHE_HOME": os.path.join(ws.cache, "xdg"),
-            "PIP_CACHE_DIR": os.path.join(ws.cache, "pip"),
-        }
+        protocol.program_environment(
+            state=ws.state,
+            control=ws.private,
+            tmp=ws.tmp,
+            cache=ws.cache,
+            run_id=run_id,
+            stage=stage.name,
+            attempt=attempt,
+        )
     )
-    if stage.integration in ("auto", "hf-trainer-v1"):
+    if stage.integration in protocol.INTEGRATIONS:
         bootstrap = _bootstrap_dir()
         if bootstrap:
             env["PYTHONPATH"] = os.pathsep.join(
@@ -120,19 +120,29 @@ def _bootstrap_dir() -> str | None:
 
 
 def write_integration(
-    ws: Workspace, stage: ResolvedStage, run_id: str, attempt: int, restored: int | None, home: str
+    ws: Workspace,
+    stage: ResolvedStage,
+    run_id: str,
+    attempt: int,
+    restored: int | None,
+    home: str,
+    qualifying: bool = False,
 ) -> None:
-    """``.nodus/integration.json``: the settings the prepared Trainer reads at start."""
-    if stage.integration not in ("auto", "hf-trainer-v1"):
+    """``.nodus/integration.json``: the settings the prepared Trainer reads at start.
+
+    ``qualifying`` comes from the runner's caller (``nodus qualify``), never from a workload.
+    """
+    if stage.integration not in protocol.INTEGRATIONS:
         return
-    settings = {
-        "integration": stage.integration,
-        "save_every": stage.execution.save_every,
-        "save_each_epoch": stage.execution.save_each_epoch,
-        "restored_step": restored,
-        "run_id": run_id,
-        "stage": stage.name,
-        "attempt": attempt,
-        "home": home,
-    }
-    write_json_atomic(ws.private_path("integration.json"), settings)
+    settings = protocol.Settings(
+        integration=stage.integration,
+        save_every=stage.execution.save_every,
+        save_each_epoch=stage.execution.save_each_epoch,
+        restored_step=restored,
+        run_id=run_id,
+        stage=stage.name,
+        attempt=attempt,
+        home=home,
+        qualifying=qualifying,
+    )
+    write_json_atomic(ws.control.settings, settings.to_dict())

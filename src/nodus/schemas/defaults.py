@@ -3,11 +3,16 @@
 Models, the resolver, the runner, the store and the CLI import these names; no other module
 writes a default value of its own. Precedence when resolving a workload is documented in
 :mod:`nodus.schemas.resolve`: command line > stage > workload > these defaults.
+
+Names that are a contract rather than a tunable default (the ``state/`` and ``.nodus/`` folders,
+the variables and files a program sees) belong to :mod:`nodus.protocol`.
 """
 
 from __future__ import annotations
 
 import os
+
+from nodus import protocol
 
 # --- workload file -----------------------------------------------------------------------------
 
@@ -23,14 +28,8 @@ CONTINUITY_MODE = "checkpointed"
 RESUME_ON_INTERRUPTION = {"checkpointed": True, "restartable": False}
 """Resume flag used when it is not given, by mode. An explicit flag is kept as given."""
 
-CHECKPOINT_PATHS = ("state",)
+CHECKPOINT_PATHS = (protocol.STATE_DIR,)
 """Selection used when ``checkpoint_paths`` is omitted or empty (applied at resolution only)."""
-
-STATE_DIR = "state"
-"""The dedicated state folder: ``NODUS_CHECKPOINT_DIR`` is ``<copy>/state`` whatever is selected."""
-
-PRIVATE_DIR = ".nodus"
-"""Runner-private folder in each working copy; never selectable, never captured."""
 
 MAX_CHECKPOINT_PATHS = 64
 MAX_CHECKPOINT_PATH_BYTES = 512
@@ -111,7 +110,7 @@ PAUSE_ACCEPT_WAIT_S = 10.0
 """How long ``nodus runs pause`` waits for the runner to take the request up before returning."""
 
 IGNORE_FILE = ".nodusignore"
-SOURCE_EXCLUDES = (".git", PRIVATE_DIR)
+SOURCE_EXCLUDES = (".git", protocol.CONTROL_DIR)
 """Never part of a run's captured source."""
 
 # --- store -------------------------------------------------------------------------------------
@@ -194,6 +193,10 @@ QUALIFIED_FILE = "qualified.json"
 HF_QUALIFY_KILL_STEPS = (5, 12, 27)
 """Steps after whose save ``nodus qualify`` kills the program (12 steps per epoch: inside epoch 0,
 exactly at the end of epoch 0, inside epoch 2); one more kill lands in the middle of a save."""
+
+HF_QUALIFY_WRITE_DELAY_S = 0.5
+"""``nodus qualify`` holds each save this long before it is published: a kill after the save of
+step K then lands well before step K+1 is published, so the recovery resumes from exactly K."""
 
 
 def nodus_home(explicit: str | None = None) -> str:

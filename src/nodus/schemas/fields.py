@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 
+from nodus import protocol
 from nodus.schemas import defaults
 
 NAME_PATTERN = r"[a-z0-9][a-z0-9._-]*"
@@ -71,9 +72,9 @@ def check_relative_path(value: str) -> str:
         raise ValueError("paths must be relative to the code folder, not absolute")
     if ".." in value.split("/"):
         raise ValueError("paths must stay inside the code folder")
-    if posixpath.normpath(value).split("/")[0] == defaults.PRIVATE_DIR:
+    if posixpath.normpath(value).split("/")[0] == protocol.CONTROL_DIR:
         raise ValueError(
-            f"'{defaults.PRIVATE_DIR}' is private to the runner and cannot be selected"
+            f"'{protocol.CONTROL_DIR}' is private to the runner and cannot be selected"
         )
     return value
 

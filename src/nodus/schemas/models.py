@@ -25,6 +25,7 @@ from pydantic import (
     ValidationError,
 )
 
+from nodus import protocol
 from nodus.errors import WorkloadError
 from nodus.schemas import defaults
 from nodus.schemas.fields import Code, Command, Env, Name, PathList, ResumeFrom
@@ -52,8 +53,8 @@ class ContinuityMode(str, Enum):
 class Integration(str, Enum):
     """Application save/resume preparation; omitted means none."""
 
-    AUTO = "auto"
-    HF_TRAINER_V1 = "hf-trainer-v1"
+    AUTO = protocol.INTEGRATION_AUTO
+    HF_TRAINER_V1 = protocol.INTEGRATION_HF_TRAINER_V1
     NONE = "none"  # lets a stage opt out of a selection it would inherit
 
 

@@ -26,6 +26,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from nodus import protocol
 from nodus.errors import Problem, WorkloadError
 from nodus.schemas import defaults
 from nodus.schemas.fields import normal_path
@@ -46,7 +47,7 @@ from nodus.schemas.resolved import (
 )
 from nodus.schemas.rules import check_workload
 
-_STATE_SELECTIONS = (defaults.STATE_DIR, ".")
+_STATE_SELECTIONS = (protocol.STATE_DIR, ".")
 _PREPARED = (Integration.AUTO, Integration.HF_TRAINER_V1)
 
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
-import re
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, UnsafePathError, UsageError
+from nodus.protocol import checkpoint_step
 from nodus.snapshots.progress import Progress
 
 if TYPE_CHECKING:
@@ -32,7 +32,6 @@ __all__ = ["ARTIFACTS", "download_outputs", "download_snapshot", "select", "writ
 
 ARTIFACTS = ("model", "resumable", "adapter")
 
-_CHECKPOINT = re.compile(r"^(?P<prefix>(?:.*/)?checkpoint-(?P<step>\d+)/)")
 _ADAPTER = ("adapter_model.*", "adapter_config.json")
 _MODEL_WEIGHTS = (
     "model.safetensors",
@@ -138,13 +137,23 @@ def _checkpoint_prefix(manifest: Any, entries: list[Any]) -> str | None:
     """``…/checkpoint-<step>/`` of the snapshot's step, else the newest such folder, else None."""
     prefixes: dict[str, int] = {}
     for entry in entries:
-        match = _CHECKPOINT.match(entry.path)
-        if match:
-            prefixes[match["prefix"]] = int(match["step"])
+        found = _checkpoint_folder_of(entry.path)
+        if found is not None:
+            prefixes[found[0]] = found[1]
     if not prefixes:
         return None
     own = [p for p, step in prefixes.items() if step == manifest.step]
     return own[0] if own else max(prefixes, key=lambda p: prefixes[p])
+
+
+def _checkpoint_folder_of(path: str) -> tuple[str, int] | None:
+    """(``…/checkpoint-<step>/``, step) of the innermost checkpoint folder holding ``path``."""
+    folders = path.split("/")[:-1]
+    for depth in range(len(folders), 0, -1):
+        step = checkpoint_step(folders[depth - 1])
+        if step is not None:
+            return "/".join(folders[:depth]) + "/", step
+    return None
 
 
 def _common_folder(paths: Iterable[str]) -> str:

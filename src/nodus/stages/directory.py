@@ -1,41 +1,21 @@
 """The directory contract: notice ``checkpoint-<step>`` folders once they stop changing.
 
 A program without an integration publishes its state as ``$NODUS_CHECKPOINT_DIR/checkpoint-<step>``
-folders. The runner cannot know when a folder is complete, so it waits until the folder's
-signature (every file's relative path, size and mtime) has stayed the same for ``settle_s``.
-A program that publishes by atomic rename settles after ``settle_s``; one that writes in place is
-captured only once it pauses writing, which is the best a watcher can do.
+folders (named and parsed by :mod:`nodus.protocol`). The runner cannot know when a folder is
+complete, so it waits until the folder's signature (every file's relative path, size and mtime)
+has stayed the same for ``settle_s``. A program that publishes by atomic rename settles after
+``settle_s``; one that writes in place is captured only once it pauses writing, which is the best
+a watcher can do.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable
 
+from nodus.protocol import checkpoint_folder, checkpoint_steps
 from nodus.schemas import defaults
-
-CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")
-
-
-def checkpoint_folder(step: int) -> str:
-    """The one place a step's folder name is built."""
-    return f"checkpoint-{step}"
-
-
-def checkpoint_steps(state_dir: str) -> list[int]:
-    """Steps of the checkpoint folders present now, ascending."""
-    try:
-        names = os.listdir(state_dir)
-    except OSError:
-        return []
-    steps = []
-    for name in names:
-        match = CHECKPOINT_NAME.match(name)
-        if match and os.path.isdir(os.path.join(state_dir, name)):
-            steps.append(int(match.group(1)))
-    return sorted(steps)
 
 
 def signature(folder: str) -> tuple | None:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from nodus import protocol
 from nodus.errors import StoreError, UsageError
 from nodus.schemas import defaults
 from nodus.store._io import copy_hashing
@@ -46,7 +47,7 @@ def select(
     ``on_event``, never followed (it could copy the whole disk, or a secret, into a snapshot).
     """
     selection = [_normalise(path) for path in paths]
-    patterns = [defaults.PRIVATE_DIR, *excludes]
+    patterns = [protocol.CONTROL_DIR, *excludes]
     found: dict[str, Candidate] = {}
     for rel in selection:
         for candidate in _walk(root, rel, patterns, on_event):

@@ -18,14 +18,15 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import sys
 import tempfile
 import time
 
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+from nodus import protocol
+from nodus.protocol import checkpoint_folder
+
 SEED = "nodus-counter"
 
 
@@ -44,13 +45,9 @@ def expected_value(steps: int) -> str:
 
 def newest_checkpoint(state_dir: str) -> tuple[int, str] | None:
     """(step, value) of the newest readable checkpoint folder, or None to start fresh."""
-    steps = sorted(
-        (int(m.group(1)) for name in _listdir(state_dir) if (m := _CHECKPOINT.match(name))),
-        reverse=True,
-    )
-    for step in steps:
+    for step in reversed(protocol.checkpoint_steps(state_dir)):
         try:
-            with open(os.path.join(state_dir, f"checkpoint-{step}", "state.json")) as handle:
+            with open(os.path.join(state_dir, checkpoint_folder(step), "state.json")) as handle:
                 data = json.load(handle)
             return int(data["step"]), str(data["value"])
         except (OSError, ValueError, KeyError):
@@ -60,7 +57,7 @@ def newest_checkpoint(state_dir: str) -> tuple[int, str] | None:
 
 def save(state_dir: str, step: int, value: str, keep: int, state_bytes: int = 0) -> None:
     """Publish checkpoint-<step> by rename so nobody ever sees it half written."""
-    building = tempfile.mkdtemp(prefix=f"checkpoint-{step}-")
+    building = tempfile.mkdtemp(prefix=f"{checkpoint_folder(step)}-")
     with open(os.path.join(building, "state.json"), "w") as handle:
         json.dump({"step": step, "value": value}, handle)
         handle.flush()
@@ -72,29 +69,22 @@ def save(state_dir: str, step: int, value: str, keep: int, state_bytes: int = 0)
                 handle.write(block[: min(len(block), state_bytes - start)])
             handle.flush()
             os.fsync(handle.fileno())
-    target = os.path.join(state_dir, f"checkpoint-{step}")
+    target = os.path.join(state_dir, checkpoint_folder(step))
     if os.path.exists(target):
         shutil.rmtree(target)
     try:
         os.rename(building, target)
     except OSError:  # $TMPDIR on another filesystem: stage next to the target instead
-        staged = os.path.join(state_dir, f".checkpoint-{step}.tmp")
+        staged = os.path.join(state_dir, f".{checkpoint_folder(step)}.tmp")
         shutil.move(building, staged)
         os.rename(staged, target)
     _prune(state_dir, keep)
 
 
 def _prune(state_dir: str, keep: int) -> None:
-    steps = sorted(int(m.group(1)) for n in _listdir(state_dir) if (m := _CHECKPOINT.match(n)))
+    steps = protocol.checkpoint_steps(state_dir)
     for step in steps[:-keep] if keep > 0 else []:
-        shutil.rmtree(os.path.join(state_dir, f"checkpoint-{step}"), ignore_errors=True)
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except FileNotFoundError:
-        return []
+        shutil.rmtree(os.path.join(state_dir, checkpoint_folder(step)), ignore_errors=True)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -121,7 +111,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    state_dir = os.environ.get("NODUS_CHECKPOINT_DIR", "state")
+    state_dir = os.environ.get(protocol.ENV_CHECKPOINT_DIR, protocol.STATE_DIR)
     os.makedirs(state_dir, exist_ok=True)
     step, value = newest_checkpoint(state_dir) or (0, SEED)
     # Which interpreter ran it, so a test can tell the venv's python from another one.
@@ -138,10 +128,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         if args.save_every and step % args.save_every == 0:
             save(state_dir, step, value, args.keep, args.state_bytes)
-            print(f"counter: saved checkpoint-{step}", flush=True)
+            print(f"counter: saved {checkpoint_folder(step)}", flush=True)
     if stop:
         save(state_dir, step, value, args.keep, args.state_bytes)
-        print(f"counter: stopped by SIGTERM, saved checkpoint-{step}", flush=True)
+        print(f"counter: stopped by SIGTERM, saved {checkpoint_folder(step)}", flush=True)
         return 143
     os.makedirs(os.path.dirname(args.result) or ".", exist_ok=True)
     with open(args.result, "w") as handle:

@@ -2,16 +2,18 @@
 
 The runner only needs :data:`BOOTSTRAP_DIR` (the folder it puts first on the program's
 ``PYTHONPATH``), so this module imports nothing heavy; the integration itself is loaded inside
-the program, when ``transformers.trainer`` is imported. See docs/hf-trainer.md.
+the program, when ``transformers.trainer`` is imported. Its files, variables and records are
+those of :mod:`nodus.protocol`. See docs/hf-trainer.md.
 
     bootstrap/sitecustomize.py   chains to any other sitecustomize, installs the import hook
     hook.py                      patches the Trainer class when transformers.trainer loads
     session.py                   one prepared Trainer: when to save, requests, resume
     capture.py / writer.py       copy state to memory at the boundary / write it in background
-    control.py                   the files of the runner <-> program protocol in .nodus/
+    control.py                   the program's side of nodus.protocol in .nodus/
     profile.py, identity.py      the supported profile and the identity checks
     qualification.py             qualified environments (qualified.json + $NODUS_HOME record)
-    driver.py                    a minimal runner side, used by `nodus qualify` and the tests
+    qualify_program.py           the quick-start program, which `nodus qualify` trains
+                                 (nodus.runner.qualify drives it through the real runner)
 """
 
 from __future__ import annotations
@@ -21,4 +23,7 @@ import os
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
 """Absolute folder holding the ``sitecustomize.py`` the runner prepends to ``PYTHONPATH``."""
 
-__all__ = ["BOOTSTRAP_DIR"]
+QUALIFY_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qualify_program.py")
+"""The program ``nodus qualify`` trains: a byte-for-byte copy of examples/quickstart/train.py."""
+
+__all__ = ["BOOTSTRAP_DIR", "QUALIFY_PROGRAM"]

@@ -17,9 +17,10 @@ import functools
 import importlib.abc
 import importlib.machinery
 import inspect
-import os
 import sys
 from typing import Any
+
+from nodus import protocol
 
 TARGET = "transformers.trainer"
 
@@ -72,7 +73,7 @@ def patch(module: Any) -> None:
     @functools.wraps(original_init)
     def __init__(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
-        if not os.environ.get("NODUS_CONTROL_DIR"):
+        if protocol.ControlPaths.from_environment() is None:
             return  # a Trainer built in a process nodus did not start
         given = signature.bind(self, *args, **kwargs).arguments
         given.pop("self", None)

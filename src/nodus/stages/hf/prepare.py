@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from nodus import protocol
 from nodus.stages.hf import profile
 from nodus.stages.hf.control import ControlDir
 from nodus.stages.hf.qualification import current_versions, is_qualified, unqualified_reason
@@ -26,7 +27,7 @@ def prepare(trainer: Any, given: dict[str, Any]) -> None:
     if reasons and settings.explicit:
         refuse(control, reasons)
     if reasons:
-        control.write_event("integration_unprepared", {"reasons": reasons})
+        control.write_event(protocol.EVENT_UNPREPARED, {"reasons": reasons})
         shown = "\n".join(f"  - {reason}" for reason in reasons)
         print(f'nodus: running unprepared (integration = "auto"):\n{shown}', file=sys.stderr)
         return

@@ -1,8 +1,15 @@
-"""The program ``nodus qualify`` trains: a plain Transformers ``Trainer``, no nodus code.
+"""Quick-start: a plain Transformers ``Trainer`` program with no nodus code in it.
 
-A tiny GPT-2 on synthetic text, three epochs on this machine's default device with a fixed seed,
-then ``save_model("out/model")``. Qualification runs it uninterrupted and interrupted at several
-steps under hf-trainer-v1, and requires the final weights to be bit-identical.
+It builds everything locally (no hub): a character-level tokenizer, a tiny GPT-2 from a config
+and a small synthetic dataset, trains for a few epochs with a fixed seed and saves the final
+model. Under nodus (``integration = "hf-trainer-v1"``) the same file gets periodic saves,
+automatic resume and identity checks without a single change.
+
+The ``QUICKSTART_*`` environment variables exist for nodus's own tests and for ``nodus qualify``
+(shorter runs, a changed dataset or model, the machine's default device instead of the CPU); the
+defaults are the demo. ``nodus qualify`` trains this very program: the package ships it as
+``nodus/stages/hf/qualify_program.py``, a byte-for-byte copy that a test keeps identical
+(``make quickstart-program`` copies it again after an edit here).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ WORDS = "the quick brown fox jumps over a lazy dog while nodus keeps every step 
 
 
 def setting(name: str, default: int) -> int:
-    return int(os.environ.get(f"NODUS_QUALIFY_{name}", default))
+    return int(os.environ.get(f"QUICKSTART_{name}", default))
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
@@ -73,7 +80,7 @@ def build_model(tokenizer: PreTrainedTokenizerFast) -> GPT2LMHeadModel:
 def training_arguments() -> TrainingArguments:
     return TrainingArguments(
         output_dir="out/trainer",
-        num_train_epochs=setting("EPOCHS", 3),
+        num_train_epochs=setting("EPOCHS", 4),
         max_steps=setting("MAX_STEPS", -1),
         per_device_train_batch_size=8,
         learning_rate=1e-3,
@@ -82,6 +89,7 @@ def training_arguments() -> TrainingArguments:
         save_strategy="no",
         report_to=[],
         seed=setting("SEED", 42),
+        use_cpu=bool(setting("USE_CPU", 1)),
         disable_tqdm=True,
     )
 

@@ -13,10 +13,12 @@ import sys
 import time
 from typing import Any, NoReturn
 
+from nodus import protocol
+from nodus.protocol import Settings
 from nodus.stages.hf import identity as identities
 from nodus.stages.hf.capture import Buffers, capture
-from nodus.stages.hf.control import ControlDir, Settings
-from nodus.stages.hf.writer import CheckpointWriter, checkpoint_name, remove_older_checkpoints
+from nodus.stages.hf.control import ControlDir
+from nodus.stages.hf.writer import CheckpointWriter, remove_older_checkpoints
 
 
 class Session:
@@ -44,7 +46,7 @@ class Session:
         if step is None:
             return None
         self.last_saved_step = step
-        path = os.path.join(self.control.state_dir, checkpoint_name(step))
+        path = os.path.join(self.control.state_dir, protocol.checkpoint_folder(step))
         if not os.path.isfile(os.path.join(path, "trainer_state.json")):
             refuse(self.control, [f"the restored checkpoint {path} is missing or incomplete"])
         saved = identities.read(path)
@@ -71,13 +73,13 @@ class Session:
     def at_boundary(self) -> None:
         step = self.trainer.state.global_step
         requests = self.control.pending_requests(self.answered)
-        ids = [r["id"] for r in requests]
+        ids = [r.id for r in requests]
         if ids and step == self.last_saved_step and self._answer_saved(step, ids):
             pass  # this boundary is saved already: its record now answers the requests too
         elif self._due(step) or requests:
             self._save(ids)
         self._prune()
-        if any(r["then"] == "stop" for r in requests):
+        if any(r.stops for r in requests):
             self._stop()
 
     def finish(self) -> None:
@@ -120,7 +122,7 @@ class Session:
             remove_older_checkpoints(self.control.state_dir, committed)
 
 
-def refuse(control: ControlDir, reasons: list[str], kind: str = "integration_refused") -> NoReturn:
+def refuse(control: ControlDir, reasons: list[str], kind: str = protocol.EVENT_REFUSED) -> NoReturn:
     """End the program with every reason named (message, event, non-zero exit)."""
     control.write_event(kind, {"reasons": reasons})
     lines = "\n".join(f"  - {reason}" for reason in reasons)

@@ -19,19 +19,11 @@ from typing import Any
 
 import torch
 
+from nodus import protocol
 from nodus._atomic import fsync_dir
 from nodus.stages.hf import identity as identities
 from nodus.stages.hf.capture import Captured
 from nodus.stages.hf.control import ControlDir
-
-SLOW_WRITE_ENV = "NODUS_HF_WRITE_DELAY_S"
-"""Fault injection for qualification and tests: seconds to wait before publishing, so a kill can
-land in the middle of a save. Never set in normal use."""
-
-
-def checkpoint_name(step: int) -> str:
-    """The one place the folder name of a step is built (the Trainer's own naming)."""
-    return f"checkpoint-{step}"
 
 
 class CheckpointWriter:
@@ -63,31 +55,32 @@ class CheckpointWriter:
                 file=sys.stderr,
             )
             self._control.write_event(
-                "checkpoint_save_failed", {"step": captured.step, "error": repr(error)}
+                protocol.EVENT_SAVE_FAILED, {"step": captured.step, "error": repr(error)}
             )
 
     def _write(self, captured: Captured) -> None:
-        name = checkpoint_name(captured.step)
-        building = os.path.join(self._control.tmp_dir(), f"{name}.{os.getpid()}")
+        name = protocol.checkpoint_folder(captured.step)
+        building = os.path.join(
+            self._control.tmp_dir(), protocol.building_folder(captured.step, os.getpid())
+        )
         shutil.rmtree(building, ignore_errors=True)
         os.makedirs(building)
         try:
             self._write_files(building, captured)
             _fsync_tree(building)
-            delay = float(os.environ.get(SLOW_WRITE_ENV) or 0)
+            delay = float(os.environ.get(protocol.ENV_WRITE_DELAY) or 0)
             if delay:
                 time.sleep(delay)
             self._publish(building, name)
         finally:
             shutil.rmtree(building, ignore_errors=True)
         self._control.write_save_record(
-            {
-                "step": captured.step,
-                "epoch": captured.epoch,
-                "checkpoint": name,
-                "requests": captured.requests,
-                "metrics": captured.metrics,
-            }
+            protocol.SaveRecord(
+                step=captured.step,
+                epoch=captured.epoch,
+                requests=tuple(captured.requests),
+                metrics=captured.metrics,
+            )
         )
         self._on_published(captured.step)
 
@@ -122,16 +115,10 @@ class CheckpointWriter:
 
 def remove_older_checkpoints(state_dir: str, committed_step: int) -> None:
     """Remove local checkpoint folders older than the newest committed snapshot."""
-    try:
-        names = os.listdir(state_dir)
-    except FileNotFoundError:
-        return
-    for name in names:
-        prefix, _, number = name.partition("-")
-        if prefix == "checkpoint" and number.isdigit():
-            step = int(number)
-            if step < committed_step:
-                shutil.rmtree(os.path.join(state_dir, name), ignore_errors=True)
+    for step in protocol.checkpoint_steps(state_dir):
+        if step < committed_step:
+            folder = os.path.join(state_dir, protocol.checkpoint_folder(step))
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _fsync_tree(folder: str) -> None:

@@ -7,13 +7,21 @@ user's script. It does two things, and nothing heavy:
 1. chains to the ``sitecustomize`` that would have been imported without us (the way
    OpenTelemetry's auto-instrumentation does), so a site's own customisation keeps working;
 2. installs an import hook that patches ``transformers.trainer.Trainer`` right after that module
-   loads; the integration itself (``nodus.stages.hf.hook``) is imported only then.
+   loads, when the attempt's control folder holds integration settings; the integration itself
+   (``nodus.stages.hf.hook``) is imported only then.
+
+The settings are looked for with the runner's own ``nodus/protocol.py`` (the package this folder
+belongs to, loaded by its path: it imports nothing but the standard library), whatever ``nodus``
+the program's interpreter may or may not have installed.
 """
 
+import importlib.util
 import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGES = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
+_PROTOCOL = "_nodus_bootstrap_protocol"
 
 
 def _chain_to_next_sitecustomize():
@@ -33,15 +41,25 @@ def _chain_to_next_sitecustomize():
             sys.modules["sitecustomize"] = ours
 
 
+def _protocol():
+    """``nodus/protocol.py`` next to this folder, as a private module of the bootstrap."""
+    path = os.path.join(_PACKAGES, "nodus", "protocol.py")
+    spec = importlib.util.spec_from_file_location(_PROTOCOL, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_PROTOCOL] = module  # dataclasses look their module up while it executes
+    spec.loader.exec_module(module)
+    return module
+
+
 def _install_hook():
-    control = os.environ.get("NODUS_CONTROL_DIR")
-    if not control or not os.path.isfile(os.path.join(control, "integration.json")):
+    paths = _protocol().ControlPaths.from_environment()
+    if paths is None or not os.path.isfile(paths.settings):
         return
     try:
         from nodus.stages.hf.hook import install
     except ImportError:
         # The program's interpreter may not have nodus installed: reach the package next to us.
-        sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))))
+        sys.path.append(_PACKAGES)
         from nodus.stages.hf.hook import install
     install()
 

@@ -1,0 +1,374 @@
+"""The runner ↔ program protocol: every name and format that passes between the two sides.
+
+The runner (``nodus.runner``) and a program's integration (``nodus.stages.hf`` inside the user's
+process, or any program that speaks the protocol) meet only here. Both import this module; no
+file name, folder name, variable name or record key of the protocol is written anywhere else.
+docs/internals.md ("Runner ↔ stage program") describes the same contract in prose.
+
+The working copy of an attempt, as the program sees it::
+
+    <copy>/state/                  $NODUS_CHECKPOINT_DIR: checkpoint-<step>/ folders
+    <copy>/.nodus/                 $NODUS_CONTROL_DIR, never captured:
+        integration.json           Settings, written by the runner before the program starts
+        requests/<n>.json          SaveRequest, written by the runner
+        saves/<step>.json          SaveRecord, written by the integration after a publish
+        committed.json             CommitRecord, written by the runner after each commit
+        events/<n>.json            EventRecord, written by the program for the run's event log
+        tmp/                       where the integration builds a checkpoint before the rename
+
+Every file is written atomically (temp file, fsync, rename: ``nodus._atomic``) because the other
+side reads it while it may be replaced. This module imports nothing but the standard library:
+the bootstrap imports it at the start of every Python process of an integration stage.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# --- the working copy --------------------------------------------------------------------------
+
+STATE_DIR = "state"
+"""The dedicated state folder: ``NODUS_CHECKPOINT_DIR`` is ``<copy>/state`` whatever is selected."""
+
+CONTROL_DIR = ".nodus"
+"""Runner-private control folder of each working copy; never selectable, never captured."""
+
+# --- environment -------------------------------------------------------------------------------
+
+ENV_CHECKPOINT_DIR = "NODUS_CHECKPOINT_DIR"
+ENV_CONTROL_DIR = "NODUS_CONTROL_DIR"
+ENV_RUN_ID = "NODUS_RUN_ID"
+ENV_STAGE = "NODUS_STAGE"
+ENV_ATTEMPT = "NODUS_ATTEMPT"
+ENV_TMPDIR = "TMPDIR"
+ENV_ATTEMPT_TOKEN = "NODUS_ATTEMPT_TOKEN"
+"""``<run>/<stage>/<attempt>``, in every process of an attempt's tree (inherited): how the runner
+finds what an attempt left behind. Programs never need to read it."""
+RUNTIME_DIR = "runtime"
+"""``$TMPDIR/runtime`` exists: rebuildable installs go there, outside the selection."""
+
+CACHE_VARIABLES = {"HF_HOME": "hf", "XDG_CACHE_HOME": "xdg", "PIP_CACHE_DIR": "pip"}
+"""Caches the runner points at private folders: variable → folder in the attempt's cache."""
+
+ENV_WRITE_DELAY = "NODUS_HF_WRITE_DELAY_S"
+"""Fault injection for qualification and tests: seconds the integration waits before it publishes
+a checkpoint, so a kill can land in the middle of a save. Never set in normal use."""
+
+
+def program_environment(
+    *, state: str, control: str, tmp: str, cache: str, run_id: str, stage: str, attempt: int
+) -> dict[str, str]:
+    """The variables the runner gives a program (over its own environment and the stage's)."""
+    env = {
+        ENV_CHECKPOINT_DIR: state,
+        ENV_CONTROL_DIR: control,
+        ENV_RUN_ID: run_id,
+        ENV_STAGE: stage,
+        ENV_ATTEMPT: str(attempt),
+        ENV_TMPDIR: tmp,
+    }
+    env.update({name: os.path.join(cache, folder) for name, folder in CACHE_VARIABLES.items()})
+    return env
+
+
+# --- step folders ------------------------------------------------------------------------------
+
+_CHECKPOINT_PREFIX = "checkpoint-"
+
+
+def checkpoint_folder(step: int) -> str:
+    """The name of a step's checkpoint folder (the Trainer's own naming)."""
+    return f"{_CHECKPOINT_PREFIX}{step}"
+
+
+def checkpoint_step(name: str) -> int | None:
+    """The step of a checkpoint folder name; None for any other name."""
+    number = name[len(_CHECKPOINT_PREFIX) :]
+    if name.startswith(_CHECKPOINT_PREFIX) and number.isdigit() and number.isascii():
+        return int(number)
+    return None
+
+
+def checkpoint_steps(state_dir: str) -> list[int]:
+    """Steps of the checkpoint folders in ``state_dir`` now, ascending."""
+    try:
+        names = os.listdir(state_dir)
+    except OSError:
+        return []
+    steps = (checkpoint_step(name) for name in names)
+    return sorted(
+        step
+        for step in steps
+        if step is not None and os.path.isdir(os.path.join(state_dir, checkpoint_folder(step)))
+    )
+
+
+def building_folder(step: int, token: int) -> str:
+    """A checkpoint being built under ``tmp/`` (``token``: the writing process's pid)."""
+    return f"{checkpoint_folder(step)}.{token}"
+
+
+def building_step(name: str) -> int | None:
+    """The step of a folder :func:`building_folder` named; None for any other name."""
+    head, dot, token = name.partition(".")
+    return checkpoint_step(head) if dot and token.isdigit() else None
+
+
+# --- the control folder ------------------------------------------------------------------------
+
+SETTINGS_FILE = "integration.json"
+REQUESTS_DIR = "requests"
+SAVES_DIR = "saves"
+COMMITTED_FILE = "committed.json"
+EVENTS_DIR = "events"
+BUILD_DIR = "tmp"
+_RECORD_SUFFIX = ".json"
+
+
+@dataclass(frozen=True)
+class ControlPaths:
+    """Where each file of the protocol lives inside one control folder."""
+
+    root: str
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> ControlPaths | None:
+        """The control folder of the attempt this process belongs to; None outside nodus."""
+        root = environ.get(ENV_CONTROL_DIR)
+        return cls(root) if root else None
+
+    @property
+    def settings(self) -> str:
+        return os.path.join(self.root, SETTINGS_FILE)
+
+    @property
+    def requests(self) -> str:
+        return os.path.join(self.root, REQUESTS_DIR)
+
+    @property
+    def saves(self) -> str:
+        return os.path.join(self.root, SAVES_DIR)
+
+    @property
+    def events(self) -> str:
+        return os.path.join(self.root, EVENTS_DIR)
+
+    @property
+    def committed(self) -> str:
+        return os.path.join(self.root, COMMITTED_FILE)
+
+    @property
+    def build(self) -> str:
+        return os.path.join(self.root, BUILD_DIR)
+
+    def request(self, request_id: int) -> str:
+        return os.path.join(self.requests, record_name(request_id))
+
+    def save_record(self, step: int) -> str:
+        return os.path.join(self.saves, record_name(step))
+
+    def event(self, number: int) -> str:
+        return os.path.join(self.events, record_name(number))
+
+    def runner_folders(self) -> tuple[str, ...]:
+        """The folders the runner creates before the program starts."""
+        return (self.requests, self.saves, self.events)
+
+
+def record_name(number: int) -> str:
+    """``<n>.json``: requests by id, save records by step, events by time."""
+    return f"{number}{_RECORD_SUFFIX}"
+
+
+def numbered_records(folder: str) -> list[tuple[int, str]]:
+    """(number, path) of the ``<n>.json`` files in ``folder``, ascending; temp files skipped."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    found = []
+    for name in names:
+        stem = name[: -len(_RECORD_SUFFIX)]
+        if name.endswith(_RECORD_SUFFIX) and stem.isdigit() and stem.isascii():
+            found.append((int(stem), os.path.join(folder, name)))
+    return sorted(found)
+
+
+# --- integration.json --------------------------------------------------------------------------
+
+INTEGRATION_AUTO = "auto"
+INTEGRATION_HF_TRAINER_V1 = "hf-trainer-v1"
+INTEGRATIONS = (INTEGRATION_AUTO, INTEGRATION_HF_TRAINER_V1)
+"""Stage integrations that get a control folder with settings and the bootstrap."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """``integration.json``: what the runner asks of one attempt's program."""
+
+    integration: str
+    """``auto`` runs a program outside the profile unprepared; ``hf-trainer-v1`` refuses it."""
+    save_every: int
+    """Optimizer steps between saves; 0 = only at the end and when the runner asks."""
+    save_each_epoch: bool
+    restored_step: int | None
+    """The program resumes from ``state/checkpoint-<restored_step>``; None = from the source."""
+    run_id: str = ""
+    stage: str = ""
+    attempt: int = 0
+    home: str = ""
+    """``$NODUS_HOME`` of the runner: where environments this machine qualified are recorded."""
+    qualifying: bool = False
+    """Lifts the qualification check only. Never from a workload file: only ``nodus qualify``
+    sets it, because it runs in an environment that is by definition not yet qualified."""
+
+    @property
+    def explicit(self) -> bool:
+        """Explicit ``hf-trainer-v1`` refuses what ``auto`` would run unprepared."""
+        return self.integration == INTEGRATION_HF_TRAINER_V1
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "integration": self.integration,
+            "save_every": self.save_every,
+            "save_each_epoch": self.save_each_epoch,
+            "restored_step": self.restored_step,
+            "run_id": self.run_id,
+            "stage": self.stage,
+            "attempt": self.attempt,
+            "home": self.home,
+        }
+        if self.qualifying:  # optional: absent means false
+            data["qualifying"] = True
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Settings:
+        restored = data.get("restored_step")
+        return cls(
+            integration=str(data.get("integration", INTEGRATION_AUTO)),
+            save_every=int(data.get("save_every") or 0),
+            save_each_epoch=bool(data.get("save_each_epoch", False)),
+            restored_step=None if restored is None else int(restored),
+            run_id=str(data.get("run_id", "")),
+            stage=str(data.get("stage", "")),
+            attempt=int(data.get("attempt") or 0),
+            home=str(data.get("home", "")),
+            qualifying=bool(data.get("qualifying", False)),
+        )
+
+
+# --- requests/<n>.json -------------------------------------------------------------------------
+
+THEN_CONTINUE = "continue"
+THEN_STOP = "stop"
+"""After answering a ``stop`` request the program blocks; the runner captures and ends it."""
+
+
+@dataclass(frozen=True)
+class SaveRequest:
+    """The runner asks for a save at the next optimizer boundary."""
+
+    id: int
+    then: str = THEN_CONTINUE
+
+    @property
+    def stops(self) -> bool:
+        return self.then == THEN_STOP
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "then": self.then}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], number: int) -> SaveRequest:
+        """``number``: the file's own number, for a request that does not name its id."""
+        return cls(id=int(data.get("id", number)), then=str(data.get("then", THEN_CONTINUE)))
+
+
+# --- saves/<step>.json -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SaveRecord:
+    """Written once ``state/checkpoint-<step>`` is published and every file in it is durable."""
+
+    step: int
+    epoch: float | None
+    requests: tuple[int, ...] = ()
+    """The requests this save answers; a later request at the same step is added by rewriting."""
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def checkpoint(self) -> str:
+        return checkpoint_folder(self.step)
+
+    def answering(self, request_ids: list[int]) -> SaveRecord:
+        """The same save, answering ``request_ids`` too."""
+        ids = tuple(sorted({*self.requests, *request_ids}))
+        return SaveRecord(self.step, self.epoch, ids, self.metrics)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "epoch": self.epoch,
+            "checkpoint": self.checkpoint,
+            "requests": list(self.requests),
+            "metrics": self.metrics,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SaveRecord:
+        epoch = data.get("epoch")
+        return cls(
+            step=int(data["step"]),
+            epoch=None if epoch is None else float(epoch),
+            requests=tuple(int(r) for r in data.get("requests") or ()),
+            metrics=dict(data.get("metrics") or {}),
+        )
+
+
+# --- committed.json ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """The newest committed snapshot; the integration removes checkpoints older than its step."""
+
+    step: int
+    snapshot: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "snapshot": self.snapshot}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CommitRecord:
+        return cls(step=int(data["step"]), snapshot=str(data["snapshot"]))
+
+
+# --- events/<n>.json ---------------------------------------------------------------------------
+
+EVENT_UNPREPARED = "integration_unprepared"
+"""``auto`` runs the program unprepared: the runner watches checkpoint folders instead."""
+EVENT_REFUSED = "integration_refused"
+EVENT_SAVE_FAILED = "checkpoint_save_failed"
+EVENT_UNNAMED = "program_event"
+"""The type the runner records for an event that names none."""
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """An event for the run's log: ``{"type": …, "details": {…}}``."""
+
+    type: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "details": self.details}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EventRecord:
+        kind = str(data.get("type", EVENT_UNNAMED))
+        return cls(type=kind, details=dict(data.get("details") or {}))
