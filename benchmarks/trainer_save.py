@@ -55,9 +55,9 @@ def build_trainer(output_dir: str, save_steps: int | None, max_steps: int):
 
 
 def stall(saves: int) -> dict:
-    from nodus.stages.hf.capture import Buffers, capture
-    from nodus.stages.hf.control import ControlDir
-    from nodus.stages.hf.writer import CheckpointWriter
+    from nodus.stages.hf.inprocess.control import ControlDir
+    from nodus.stages.hf.inprocess.state_copy import Buffers, capture
+    from nodus.stages.hf.inprocess.writer import CheckpointWriter
 
     work = tempfile.mkdtemp(prefix="nodus-bench-")
     try:

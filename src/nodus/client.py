@@ -29,11 +29,11 @@ from nodus.errors import UsageError
 from nodus.schemas import defaults
 
 if TYPE_CHECKING:
+    from nodus.inventory import Lookup
     from nodus.runner.catalog import Catalog
     from nodus.runner.service import Claim
     from nodus.schemas.models import Workload
     from nodus.schemas.resolved import ResolvedWorkload
-    from nodus.snapshots import Lookup
 
 __all__ = ["Client"]
 
@@ -206,7 +206,7 @@ class Client:
         Oldest step first; ``sort`` orders by a logged metric (``"loss"``) or ``step``,
         ``epoch``, ``attempt``, smallest first (``reverse``: largest first).
         """
-        from nodus.snapshots.listing import list_run
+        from nodus.inventory.listing import list_run
 
         _, rows = list_run(self._lookup(), run, stage=stage, sort=sort, descending=reverse)
         return rows
@@ -216,7 +216,7 @@ class Client:
     ) -> dict[str, Any]:
         """Write a snapshot's ``model``, ``resumable`` state or ``adapter`` into the new or
         empty folder ``to``, every file verified, like ``nodus snapshots download --json``."""
-        from nodus.snapshots.download import download_snapshot, written_json
+        from nodus.inventory.download import download_snapshot, written_json
 
         located = self._lookup().locate(snapshot)
         target = os.fspath(to)
@@ -233,7 +233,7 @@ class Client:
         return self._open_catalog
 
     def _lookup(self) -> Lookup:
-        from nodus.snapshots import Lookup
+        from nodus.inventory import Lookup
 
         return Lookup(self.home, self.store)
 

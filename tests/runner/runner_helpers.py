@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from nodus.runner.catalog import Catalog
-from nodus.runner.containment import TOKEN_VAR
+from nodus.runner.processes.containment import TOKEN_VAR
 from polling import wait_for
 
 NODUS = [sys.executable, "-m", "nodus"]

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from nodus.errors import StaleAttemptError
-from nodus.runner.capture import Capturer
 from nodus.runner.catalog import Catalog
+from nodus.runner.snapshotting import Capturer
 from nodus.runner.workspace import Workspace
 from nodus.schemas.resolved import ResolvedContinuity, ResolvedExecution, ResolvedStage
 from nodus.store import open_store

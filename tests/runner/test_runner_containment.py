@@ -86,7 +86,7 @@ def _orphan_the_tree(project, runner, run_id: str) -> set[int]:
 
 def _supervisor(run_id: str) -> int:
     carriers = token_carriers(run_id).items()
-    return next(pid for pid, command in carriers if "nodus.runner.supervisor" in command)
+    return next(pid for pid, command in carriers if "nodus.runner.processes.supervisor" in command)
 
 
 def _result_is_uninterrupted(project, run_id: str) -> None:

@@ -97,7 +97,7 @@ def test_the_program_gets_its_private_environment_and_integration_settings(proje
     for private in ("TMPDIR", "HF_HOME", "XDG_CACHE_HOME", "PIP_CACHE_DIR"):
         assert not seen[private].startswith(copy), private  # outside the selection
     assert seen["runtime_exists"] and seen["GREETING"] == "hi"
-    assert seen["PYTHONPATH"].split(":")[0].endswith("nodus/stages/hf/bootstrap")
+    assert seen["PYTHONPATH"].split(":")[0].endswith("nodus/stages/hf/inprocess/bootstrap")
     assert "scratch" not in seen["files"] and ".git" not in seen["files"]
     assert "probe.py" in seen["files"]
     assert seen["integration"]["integration"] == "hf-trainer-v1"

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import nodus.store._io as io_module
-import nodus.store.capture as capture_module
+import nodus.store.live_folder as capture_module
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.schemas import defaults
 from nodus.store import SnapshotInfo, classify, keys, open_store

@@ -1,6 +1,6 @@
 """``nodus snapshots get|download|pin|release`` and ``nodus runs snapshots|outputs|plot``.
 
-The work is done in :mod:`nodus.snapshots` (``runs snapshots`` and ``snapshots download``
+The work is done in :mod:`nodus.inventory` (``runs snapshots`` and ``snapshots download``
 through :class:`nodus.Client`); handlers only parse, call and print. Nothing heavy is imported
 at module level (matplotlib only inside ``runs plot``). ``--json`` shapes are documented in
 docs/cli.md.
@@ -92,7 +92,7 @@ def _add(group, name: str, help_text: str, common, handler):
 
 
 def _lookup(args):
-    from nodus.snapshots import Lookup
+    from nodus.inventory import Lookup
 
     return Lookup(args.home, args.store)
 
@@ -145,7 +145,7 @@ def _list(args) -> int:
 
 
 def _get(args) -> int:
-    from nodus.snapshots.listing import describe
+    from nodus.inventory.listing import describe
 
     lookup = _lookup(args)
     data = describe(lookup, lookup.locate(args.ref), verify=not args.no_verify)
@@ -200,7 +200,7 @@ def _download(args) -> int:
 
 def _outputs(args) -> int:
     from nodus.errors import NotFoundError
-    from nodus.snapshots.download import download_outputs, written_json
+    from nodus.inventory.download import download_outputs, written_json
 
     lookup = _lookup(args)
     run = lookup.run(args.run)
@@ -241,7 +241,7 @@ def _report_written(args, report: dict[str, Any]) -> int:
 
 
 def _pin(args) -> int:
-    from nodus.snapshots import holds
+    from nodus.inventory import holds
 
     located = _lookup(args).locate(args.ref)
     added = holds.pin(located.store, located.manifest)
@@ -250,7 +250,7 @@ def _pin(args) -> int:
 
 
 def _release(args) -> int:
-    from nodus.snapshots import holds
+    from nodus.inventory import holds
 
     located = _lookup(args).locate(args.ref)
     epoch = holds.is_epoch_save(located.manifest, located.run)
@@ -260,7 +260,7 @@ def _release(args) -> int:
 
 
 def _report_holds(args, located, message: str) -> int:
-    from nodus.snapshots.listing import describe
+    from nodus.inventory.listing import describe
 
     lookup = _lookup(args)
     data = describe(lookup, located, verify=False)
@@ -280,7 +280,7 @@ def _report_holds(args, located, message: str) -> int:
 
 
 def _plot(args) -> int:
-    from nodus.snapshots.plot import collect, draw
+    from nodus.inventory.plot import collect, draw
 
     lookup = _lookup(args)
     run = lookup.run(args.run)
@@ -306,7 +306,7 @@ def _epoch(value: float | None) -> str:
 
 
 def _human(count: int) -> str:
-    from nodus.snapshots.progress import human_bytes
+    from nodus.inventory.progress import human_bytes
 
     return human_bytes(count)
 

@@ -29,13 +29,13 @@ from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.runner import restorable
-from nodus.runner.capture import Capturer
 from nodus.runner.catalog import Catalog
-from nodus.runner.containment import attempt_token, kill_survivors, record_survivors
 from nodus.runner.launch import Launch, python_version
 from nodus.runner.phases import AttemptOutcome, Phase
-from nodus.runner.process import CannotStartError, StageProcess, signal_name
+from nodus.runner.processes.containment import attempt_token, kill_survivors, record_survivors
+from nodus.runner.processes.stage_process import CannotStartError, StageProcess, signal_name
 from nodus.runner.restorable import device_count
+from nodus.runner.snapshotting import Capturer
 from nodus.runner.workspace import Workspace, stage_environment, write_integration
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage

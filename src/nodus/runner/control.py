@@ -149,7 +149,7 @@ def cancel_runnerless(home: str, catalog: Catalog, run: Run) -> None:
     A dead runner's attempt may have left processes behind (its supervisor was killed too):
     they are ended first, found by the attempt token, never by a pid alone.
     """
-    from nodus.runner.containment import kill_survivors
+    from nodus.runner.processes.containment import kill_survivors
 
     with RunLock(home, run.lock_name, run.id):
         kill_survivors(catalog, run.id)

@@ -32,10 +32,10 @@ from typing import IO, Any
 from nodus.errors import StoreError
 from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
 from nodus.runner.catalog import Catalog, Run
-from nodus.runner.containment import kill_survivors
 from nodus.runner.control import settle_open_pause
 from nodus.runner.launch import stored
 from nodus.runner.phases import AttemptOutcome, Phase
+from nodus.runner.processes.containment import kill_survivors
 from nodus.runner.restorable import newest_first
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
 

@@ -33,7 +33,7 @@ from nodus.schemas import defaults
 
 if TYPE_CHECKING:
     from nodus.runner.attempt import Attempt, Outcome
-    from nodus.runner.capture import Capturer
+    from nodus.runner.snapshotting import Capturer
 
 
 class PauseDriver:

@@ -19,10 +19,10 @@ from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError, UsageE
 from nodus.schemas import defaults
 from nodus.store import keys
 from nodus.store._io import hash_stream, hasher
-from nodus.store.capture import Candidate, FileCache, read_consistently, select
 from nodus.store.gc import GcReport, Sweep, renew_intent, wait_for_sweep, write_intent
 from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS, classify
+from nodus.store.live_folder import Candidate, FileCache, read_consistently, select
 from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
 from nodus.store.restore import restore as _restore
 from nodus.store.restore import unsafe_reason, write_verified

@@ -11,10 +11,10 @@ import sys
 from typing import Any
 
 from nodus import protocol
-from nodus.stages.hf import profile
-from nodus.stages.hf.control import ControlDir
+from nodus.stages.hf.inprocess import profile
+from nodus.stages.hf.inprocess.control import ControlDir
+from nodus.stages.hf.inprocess.session import Session, refuse
 from nodus.stages.hf.qualification import current_versions, is_qualified, unqualified_reason
-from nodus.stages.hf.session import Session, refuse
 
 
 def prepare(trainer: Any, given: dict[str, Any]) -> None:

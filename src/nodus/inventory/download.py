@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, UnsafePathError, UsageError
+from nodus.inventory.progress import Progress
 from nodus.protocol import checkpoint_step
-from nodus.snapshots.progress import Progress
 
 if TYPE_CHECKING:
     from nodus.store import SnapshotStore

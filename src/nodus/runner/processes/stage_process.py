@@ -1,9 +1,9 @@
 """One stage program, run under its attempt's supervisor, as the runner sees it.
 
 The runner never parents the program itself: it starts a small supervisor
-(:mod:`nodus.runner.supervisor`, spawned from the main thread) that is the program's parent,
+(:mod:`.supervisor`, spawned from the main thread) that is the program's parent,
 holds the whole tree the program starts and ends it with the attempt, or with the runner if the
-runner dies. Both carry the attempt's token (:mod:`nodus.runner.containment`). The program gets
+runner dies. Both carry the attempt's token (:mod:`.containment`). The program gets
 its own process group; the runner's stop requests are forwarded to it, and a Ctrl-C on the
 terminal reaches only the runner (which then treats it as a preemption notice).
 
@@ -23,9 +23,9 @@ import threading
 from collections.abc import Sequence
 from typing import IO
 
-from nodus.runner import proc
-from nodus.runner.containment import TOKEN_VAR, Survivor, kill_carriers
-from nodus.runner.supervision import (
+from nodus.runner.processes import procfs
+from nodus.runner.processes.containment import TOKEN_VAR, Survivor, kill_carriers
+from nodus.runner.processes.messages import (
     CANNOT_START,
     ENDED,
     KILL,
@@ -81,14 +81,14 @@ class StageProcess:
         ours, theirs = socket.socketpair()
         try:
             self.supervisor = subprocess.Popen(
-                [sys.executable, "-m", "nodus.runner.supervisor", str(theirs.fileno())],
+                [sys.executable, "-m", "nodus.runner.processes.supervisor", str(theirs.fileno())],
                 env={**os.environ, TOKEN_VAR: self.token},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 pass_fds=(theirs.fileno(),),
                 start_new_session=True,
-                preexec_fn=proc.die_with_parent(os.getpid(), signal.SIGTERM),
+                preexec_fn=procfs.die_with_parent(os.getpid(), signal.SIGTERM),
             )
         except OSError as error:
             ours.close()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from nodus.runner import proc
+from nodus.runner.processes import procfs
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Tree:
 
     def scan(self) -> None:
         """Take in processes started since the last scan; rename any that called ``exec``."""
-        for entry in proc.descendants(self.root, proc.table()):
+        for entry in procfs.descendants(self.root, procfs.table()):
             member = self.members.get(entry.pid)
             if member is not None and member.starttime != entry.starttime:
                 self.forget(entry.pid)  # its end went unseen and the pid was reused
@@ -48,7 +48,7 @@ class Tree:
                 self._adopt(entry)
             elif member.comm != entry.comm:
                 member.comm = entry.comm
-                member.command = proc.command_line(entry.pid) or member.command
+                member.command = procfs.command_line(entry.pid) or member.command
 
     def pidfds(self) -> dict[int, Member]:
         return {m.pidfd: m for m in self.members.values() if m.pidfd is not None}
@@ -59,14 +59,14 @@ class Tree:
         None for a child of the root (it stays a member until :meth:`forget` after waitpid)
         and for a member already reaped by its parent (vanished).
         """
-        entry = proc.stat(member.pid)
+        entry = procfs.stat(member.pid)
         same = entry is not None and entry.starttime == member.starttime
         if same and entry.ppid == self.root:
             self._close(member)
             return None
         status = None
         # The zombie's status is its own only if the pidfd still reaches it after the read.
-        if same and entry.state == "Z" and proc.signal_pidfd(member.pidfd, 0):
+        if same and entry.state == "Z" and procfs.signal_pidfd(member.pidfd, 0):
             status = entry.exit_code
         self.forget(member.pid)
         return status
@@ -80,16 +80,16 @@ class Tree:
     def signal_all(self, signum: int) -> None:
         for member in list(self.members.values()):
             if member.pidfd is not None:
-                proc.signal_pidfd(member.pidfd, signum)
+                procfs.signal_pidfd(member.pidfd, signum)
 
     def close(self) -> None:
         for pid in list(self.members):
             self.forget(pid)
 
-    def _adopt(self, entry: proc.Stat) -> None:
+    def _adopt(self, entry: procfs.Stat) -> None:
         if entry.state == "Z":
             return  # already dead: whoever reaps it decides what it was
-        fd = proc.open_pidfd(entry.pid, entry.starttime)
+        fd = procfs.open_pidfd(entry.pid, entry.starttime)
         if fd is None:
             return
         self.members[entry.pid] = Member(
@@ -97,7 +97,7 @@ class Tree:
             starttime=entry.starttime,
             parent=entry.ppid,
             comm=entry.comm,
-            command=proc.command_line(entry.pid) or entry.comm,
+            command=procfs.command_line(entry.pid) or entry.comm,
             pidfd=fd,
         )
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from nodus.errors import NotFoundError, UsageError
+from nodus.inventory import holds as _holds
+from nodus.inventory.refs import Located, Lookup, parse_ref
 from nodus.runner.phases import Phase
-from nodus.snapshots import holds as _holds
-from nodus.snapshots.refs import Located, Lookup, parse_ref
 
 __all__ = ["describe", "list_run", "run_holds", "sort_snapshots"]
 

@@ -15,7 +15,7 @@ def _image_size(path) -> tuple[int, int]:
 
 
 def test_plot_of_a_trainer_run_draws_every_logged_step_and_marks_every_snapshot(hf_run, tmp_path):
-    from nodus.snapshots.plot import collect
+    from nodus.inventory.plot import collect
 
     out = tmp_path / "loss.png"
     proc = hf_run.home.nodus("runs", "plot", hf_run.key, "--out", str(out))
@@ -30,7 +30,7 @@ def test_plot_of_a_trainer_run_draws_every_logged_step_and_marks_every_snapshot(
 
 
 def test_plot_of_a_recovered_run_marks_the_recovery(counter_run, tmp_path):
-    from nodus.snapshots.plot import collect
+    from nodus.inventory.plot import collect
 
     out = tmp_path / "counter.png"
     proc = counter_run.home.nodus("runs", "plot", counter_run.run_id, "--out", str(out))

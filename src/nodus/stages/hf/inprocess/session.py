@@ -15,10 +15,10 @@ from typing import Any, NoReturn
 
 from nodus import protocol
 from nodus.protocol import Settings
-from nodus.stages.hf import identity as identities
-from nodus.stages.hf.capture import Buffers, capture
-from nodus.stages.hf.control import ControlDir
-from nodus.stages.hf.writer import CheckpointWriter, remove_older_checkpoints
+from nodus.stages.hf.inprocess import identity as identities
+from nodus.stages.hf.inprocess.control import ControlDir
+from nodus.stages.hf.inprocess.state_copy import Buffers, capture
+from nodus.stages.hf.inprocess.writer import CheckpointWriter, remove_older_checkpoints
 
 
 class Session:

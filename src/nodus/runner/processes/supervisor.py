@@ -1,9 +1,9 @@
 """The per-attempt supervisor: the parent of a stage program and of everything it starts.
 
-    python -m nodus.runner.supervisor FD
+    python -m nodus.runner.processes.supervisor FD
 
-The runner starts one per attempt (:class:`nodus.runner.process.StageProcess`) and talks to it
-over the socket ``FD`` (:mod:`nodus.runner.supervision`).
+The runner starts one per attempt (:class:`.stage_process.StageProcess`) and talks to it
+over the socket ``FD`` (:mod:`.messages`).
 
 It marks itself child-subreaper, so every process below the program stays below it, a double
 fork + ``setsid`` included, and it is told of the runner's death (PDEATHSIG SIGTERM, and the
@@ -13,7 +13,7 @@ every process, SIGKILL to whatever is left after the grace period; it reaps ever
 then reports and exits. The program's output never passes through it: the program writes
 straight into the pipe the runner reads.
 
-While the program runs it watches the tree (:mod:`nodus.runner.tree`) for processes that die of
+While the program runs it watches the tree (:mod:`.tree`) for processes that die of
 a signal nodus did not send: a worker killed under a launcher is how an interruption looks from
 outside ``torchrun``.
 """
@@ -28,8 +28,8 @@ import subprocess
 import sys
 import time
 
-from nodus.runner import proc
-from nodus.runner.supervision import (
+from nodus.runner.processes import procfs
+from nodus.runner.processes.messages import (
     CANNOT_START,
     ENDED,
     KILL,
@@ -42,7 +42,7 @@ from nodus.runner.supervision import (
     Loss,
     Start,
 )
-from nodus.runner.tree import Member, Tree
+from nodus.runner.processes.tree import Member, Tree
 from nodus.schemas import defaults
 
 _SCAN_BUDGET = 50
@@ -68,7 +68,7 @@ class Supervisor:
         self.kill_at: float | None = None  # set once the tree is being stopped
         self.asked_to_stop = False
         self.childless = False
-        self.oom_count = proc.oom_kills()
+        self.oom_count = procfs.oom_kills()
         self.scan_every = defaults.TREE_SCAN_S
         self.next_scan = 0.0
 
@@ -142,7 +142,7 @@ class Supervisor:
                 env=spec.env,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its own group: the runner's stop requests go to it
-                preexec_fn=proc.die_with_parent(os.getpid(), signal.SIGKILL),
+                preexec_fn=procfs.die_with_parent(os.getpid(), signal.SIGKILL),
             )
         except OSError as error:
             why = CannotStart(error.errno, error.strerror or str(error))
@@ -276,7 +276,7 @@ class Supervisor:
 
     def _oom_counted(self) -> bool:
         """True if the kernel counted an OOM kill since the last look."""
-        count = proc.oom_kills()
+        count = procfs.oom_kills()
         rose = count is not None and self.oom_count is not None and count > self.oom_count
         self.oom_count = count
         return rose
@@ -308,7 +308,7 @@ def _drain(fd: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     fd = int((argv if argv is not None else sys.argv[1:])[0])
     os.set_inheritable(fd, False)
-    proc.become_subreaper()
+    procfs.become_subreaper()
     channel = Channel(socket.socket(fileno=fd))
     return Supervisor(channel).serve()
 

@@ -8,7 +8,7 @@ user's script. It does two things, and nothing heavy:
    OpenTelemetry's auto-instrumentation does), so a site's own customisation keeps working;
 2. installs an import hook that patches ``transformers.trainer.Trainer`` right after that module
    loads, when the attempt's control folder holds integration settings; the integration itself
-   (``nodus.stages.hf.hook``) is imported only then.
+   (``nodus.stages.hf.inprocess.hook``) is imported only then.
 
 The settings are looked for with the runner's own ``nodus/protocol.py`` (the package this folder
 belongs to, loaded by its path: it imports nothing but the standard library), whatever ``nodus``
@@ -20,7 +20,8 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_PACKAGES = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
+# bootstrap → inprocess → hf → stages → nodus → the folder holding the nodus package
+_PACKAGES = os.path.abspath(os.path.join(_HERE, *[os.pardir] * 5))
 _PROTOCOL = "_nodus_bootstrap_protocol"
 
 
@@ -56,11 +57,11 @@ def _install_hook():
     if paths is None or not os.path.isfile(paths.settings):
         return
     try:
-        from nodus.stages.hf.hook import install
+        from nodus.stages.hf.inprocess.hook import install
     except ImportError:
         # The program's interpreter may not have nodus installed: reach the package next to us.
         sys.path.append(_PACKAGES)
-        from nodus.stages.hf.hook import install
+        from nodus.stages.hf.inprocess.hook import install
     install()
 
 

@@ -1,4 +1,4 @@
-"""What passes between the runner and an attempt's supervisor (:mod:`nodus.runner.supervisor`).
+"""What passes between the runner and an attempt's supervisor (:mod:`.supervisor`).
 
 One JSON object per line over a socket pair, both ways:
 

@@ -21,9 +21,9 @@ import torch
 
 from nodus import protocol
 from nodus._atomic import fsync_dir
-from nodus.stages.hf import identity as identities
-from nodus.stages.hf.capture import Captured
-from nodus.stages.hf.control import ControlDir
+from nodus.stages.hf.inprocess import identity as identities
+from nodus.stages.hf.inprocess.control import ControlDir
+from nodus.stages.hf.inprocess.state_copy import Captured
 
 
 class CheckpointWriter:

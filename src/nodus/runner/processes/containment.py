@@ -2,7 +2,7 @@
 
 Every process an attempt starts carries ``NODUS_ATTEMPT_TOKEN=<run>/<stage>/<attempt>`` in its
 environment (the supervisor puts it there and everything below inherits it). While the attempt
-runs, its supervisor (:mod:`nodus.runner.supervisor`) holds the whole tree; a process found
+runs, its supervisor (:mod:`.supervisor`) holds the whole tree; a process found
 later belongs to the attempt only by that token, never by a pid (pids are reused). The sweep
 here is for what a dead supervisor left behind: it runs before any new attempt of a run starts
 (recovery, ``runs resume``, a ``--key`` rerun), when a runner-less run is cancelled, and when a
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nodus import protocol
-from nodus.runner import proc
+from nodus.runner.processes import procfs
 from nodus.schemas import defaults
 
 if TYPE_CHECKING:
@@ -60,12 +60,12 @@ class Survivor:
 def carriers(prefix: str) -> list[Survivor]:
     """Living processes whose token starts with ``prefix`` (never this process)."""
     found = []
-    for pid in proc.pids():
-        token = proc.environ_value(pid, TOKEN_VAR)
+    for pid in procfs.pids():
+        token = procfs.environ_value(pid, TOKEN_VAR)
         if token is None or not token.startswith(prefix) or pid == os.getpid():
             continue
-        if proc.living(pid):
-            found.append(Survivor(pid, token, proc.command_line(pid)))
+        if procfs.living(pid):
+            found.append(Survivor(pid, token, procfs.command_line(pid)))
     return found
 
 
@@ -115,11 +115,11 @@ def _kill(survivor: Survivor, prefix: str) -> int | None:
         fd = os.pidfd_open(survivor.pid)
     except OSError:
         return None
-    token = proc.environ_value(survivor.pid, TOKEN_VAR)
+    token = procfs.environ_value(survivor.pid, TOKEN_VAR)
     if token is None or not token.startswith(prefix):  # gone, and the pid taken by another
         os.close(fd)
         return None
-    proc.signal_pidfd(fd, signal.SIGKILL)
+    procfs.signal_pidfd(fd, signal.SIGKILL)
     return fd
 
 

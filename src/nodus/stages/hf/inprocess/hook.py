@@ -77,7 +77,7 @@ def patch(module: Any) -> None:
             return  # a Trainer built in a process nodus did not start
         given = signature.bind(self, *args, **kwargs).arguments
         given.pop("self", None)
-        from nodus.stages.hf.prepare import prepare
+        from nodus.stages.hf.inprocess.prepare import prepare
 
         prepare(self, given)
 
