@@ -109,9 +109,7 @@ _MIGRATIONS = {
     );
     CREATE INDEX pauses_run ON pauses(run_id, id);
     """,
-    # Placeholder: number 3 is taken by another change; its migration replaces this one.
-    3: "",
-    4: """
+    3: """
     -- {stage: Launch.to_dict()}: the executable every attempt runs, fixed at acceptance
     ALTER TABLE runs ADD COLUMN launch TEXT
     """,
@@ -144,7 +142,7 @@ class Run:
     created_at: str
     updated_at: str
     finished_at: str | None
-    launch: dict[str, Any] | None = None  # {stage: launch.Launch.to_dict()}; None before v4
+    launch: dict[str, Any] | None = None  # {stage: launch.Launch.to_dict()}; None before v3
     stages: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
