@@ -13,8 +13,9 @@ writer writes last is there:
 - a torch distributed checkpoint (``*.distcp`` in any folder of the checkpoint): the
   ``.metadata`` next to them.
 
-Weights alone (what both the Trainer and Accelerate write first) are a checkpoint still being
-written. The orders are those of Transformers 4.57 (``Trainer._save_checkpoint``), Accelerate
+What both the Trainer and Accelerate write first (model weights, FSDP's sharded
+``pytorch_model_fsdp_<n>/`` and ``optimizer_<n>/`` folders, or only the model's
+``config.json`` so far) is a checkpoint still being written. The orders are those of Transformers 4.57 (``Trainer._save_checkpoint``), Accelerate
 1.12 (``save_accelerator_state``: weights, optimizers, schedulers, samplers, scaler, RNG states;
 objects registered for checkpointing follow, quickly) and torch's ``FileSystemWriter`` (the
 coordinator renames ``.metadata`` into place after every rank wrote its data).
@@ -54,6 +55,8 @@ class Verdict:
 _WEIGHTS = re.compile(
     r"(model|pytorch_model|adapter_model)(-\d+-of-\d+)?\.(safetensors|bin)(\.index\.json)?"
 )
+_FSDP_FOLDER = re.compile(r"pytorch_model_fsdp_\d+|optimizer_\d+")
+_CONFIGS = frozenset({"config.json", "generation_config.json", "adapter_config.json"})
 _TRAINER = re.compile(
     r"optimizer\.pt|scheduler\.pt|rng_state(_\d+)?\.pth|training_args\.bin|trainer_state\.json"
 )
@@ -92,6 +95,7 @@ def _marker(files: list[str], marker: str) -> Verdict:
 def _top_level(files: list[str]) -> Verdict | None:
     """A Trainer or Accelerate folder: both write their files at the top of the folder."""
     top = [name for name in files if "/" not in name]
+    folders = {name.split("/", 1)[0] for name in files if "/" in name}
     if _any(_ACCELERATE, top):
         last = tuple(name for name in top if _ACCELERATE_LAST.fullmatch(name))
         missing = None if last else "random_states_<rank>.pkl (Accelerate writes it last)"
@@ -101,12 +105,13 @@ def _top_level(files: list[str]) -> Verdict | None:
             return Verdict("a Transformers Trainer checkpoint", None, (_TRAINER_LAST,))
         missing = f"{_TRAINER_LAST} (the Trainer writes it last)"
         return Verdict("a Transformers Trainer checkpoint", missing)
-    if _any(_WEIGHTS, top):
+    configs_only = not folders and set(top) <= _CONFIGS
+    if _any(_WEIGHTS, top) or _any(_FSDP_FOLDER, folders) or (top and configs_only):
         missing = (
             f"the rest of the checkpoint: {_TRAINER_LAST} (Trainer) or "
             "random_states_<rank>.pkl (Accelerate) follows the weights"
         )
-        return Verdict("model weights, the first part of a checkpoint", missing)
+        return Verdict("a model being saved, the first part of a checkpoint", missing)
     return None
 
 
@@ -130,5 +135,5 @@ def _distributed(files: list[str]) -> Verdict | None:
     return Verdict("a torch distributed checkpoint", missing, tuple(last))
 
 
-def _any(pattern: re.Pattern[str], names: list[str]) -> bool:
+def _any(pattern: re.Pattern[str], names: Iterable[str]) -> bool:
     return any(pattern.fullmatch(name) for name in names)
