@@ -248,8 +248,8 @@ class _StageFields(_Model):
     )
     continuity: ContinuityInput = Field(
         None,
-        description="A mode string, or a table with mode, resume_on_interruption and "
-        "checkpoint_paths.",
+        description="A mode string, or a table with mode, resume_on_interruption, "
+        "checkpoint_paths and checkpoint_complete.",
     )
     execution: Execution | None = Field(
         None, description="Save cadence, retention and recovery limits."

@@ -15,10 +15,12 @@ writer writes last is there:
 
 What both the Trainer and Accelerate write first (model weights, FSDP's sharded
 ``pytorch_model_fsdp_<n>/`` and ``optimizer_<n>/`` folders, or only the model's
-``config.json`` so far) is a checkpoint still being written. The orders are those of Transformers 4.57 (``Trainer._save_checkpoint``), Accelerate
-1.12 (``save_accelerator_state``: weights, optimizers, schedulers, samplers, scaler, RNG states;
-objects registered for checkpointing follow, quickly) and torch's ``FileSystemWriter`` (the
-coordinator renames ``.metadata`` into place after every rank wrote its data).
+``config.json`` so far) is a checkpoint still being written. The orders are those of
+Transformers 4.57 (``Trainer._save_checkpoint``), Accelerate 1.12 (``save_accelerator_state``:
+weights, optimizers, schedulers, samplers, scaler, RNG states; objects registered for
+checkpointing follow, quickly) and torch's ``FileSystemWriter`` (the coordinator renames
+``.metadata`` into place after every rank wrote its data); tests/runner/test_runner_directory.py
+watches the installed libraries save to keep them honest.
 
 A program with a layout of its own names its last-written file with ``[continuity]
 checkpoint_complete``; that file alone then decides, and the known layouts are not consulted
