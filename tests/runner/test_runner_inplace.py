@@ -9,6 +9,7 @@ last complete one and the run ends as an uninterrupted one.
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -91,3 +92,39 @@ def _run_id(project, key: str) -> str | None:
 
 def _read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+# Saves step 10, saves it again with other contents (the program rewrote that step), then waits
+# to be killed; a restored attempt reports which of the two saves it found.
+REWRITER = """
+import json, os, sys, time
+folder = os.path.join(os.environ["NODUS_CHECKPOINT_DIR"], "checkpoint-10")
+if os.path.isdir(folder):
+    os.makedirs("out", exist_ok=True)
+    with open(os.path.join("out", "result.json"), "w") as handle:
+        handle.write(open(os.path.join(folder, "state.json")).read())
+    sys.exit(0)
+os.makedirs(folder)
+for version in ("first save", "second save, rewritten in place"):
+    with open(os.path.join(folder, "state.json"), "w") as handle:
+        json.dump({"step": 10, "version": version}, handle)
+    print("saved", version, flush=True)
+    time.sleep(1.0)
+time.sleep(600)
+"""
+
+
+def test_a_step_saved_again_is_captured_again_and_the_newer_capture_is_restored(project):
+    (project.root / "rewrite.py").write_text(REWRITER)
+    project.write(command=[sys.executable, "rewrite.py"])
+    runner = project.start("run", "workload.toml", "--key", "again")
+    run_id = wait_for(lambda: _run_id(project, "again"), what="the run")
+    wait_for(lambda: committed_steps(project, run_id) == [10, 10], what="step 10 captured twice")
+    kill_program(project, run_id)
+    out, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0, err
+    assert project.result(run_id)["version"] == "second save, rewritten in place"
+    older, newer = project.store().list(run=run_id)
+    assert project.get(run_id)["stages"][0]["attempts"][1]["restored_snapshot"] == newer.id
+    listed = project.nodus("runs", "snapshots", run_id, "--json")
+    assert [(row["step"], row["id"]) for row in json.loads(listed.stdout)] == [(10, newer.id)]
