@@ -66,6 +66,18 @@ def _prefixes(order: list[str]) -> list[list[str]]:
     return [order[:n] for n in range(1, len(order) + 1)]
 
 
+def _model_then_arguments(files: list[str], order: list[str]) -> bool:
+    """The one moment a Trainer folder reads as a finished ``save_pretrained``: its model (with
+    config) is written and ``training_args.bin`` comes next, within milliseconds, so long before
+    any settle time; the folder is taken as complete only if it stays like that."""
+    following = order[len(files)] if len(files) < len(order) else None
+    saved = {"config.json", "adapter_config.json"} & set(files) and any(
+        name.endswith((".safetensors", ".bin")) for name in files
+    )
+    trainer_files = "training_args.bin" in files
+    return bool(saved) and not trainer_files and following in ("training_args.bin", "optimizer.pt")
+
+
 @pytest.mark.parametrize(
     "order",
     [
@@ -83,14 +95,29 @@ def _prefixes(order: list[str]) -> list[list[str]]:
 )
 def test_a_known_layout_is_complete_only_once_its_last_file_is_written(order):
     *before, _last = _prefixes(order)
-    assert [judge(files).complete for files in before] == [False] * len(before)
+    assert [judge(files).complete for files in before] == [
+        _model_then_arguments(files, order) for files in before
+    ]
     assert judge(order).complete and judge(order).layout
 
 
 def test_weights_alone_are_a_checkpoint_still_being_written_and_say_what_follows():
-    verdict = judge(["config.json", "model-00001-of-00002.safetensors"])
-    assert not verdict.complete
-    assert "trainer_state.json" in verdict.missing and "random_states" in verdict.missing
+    for files in (
+        ["model.safetensors"],  # Accelerate's save_state writes the model first, no config
+        ["config.json", "model-00001-of-00002.safetensors"],  # shards before their index
+        ["config.json", "model.safetensors", "training_args.bin"],  # the Trainer's, mid-save
+    ):
+        verdict = judge(files)
+        assert not verdict.complete, files
+        assert "trainer_state.json" in verdict.missing
+
+
+def test_a_model_saved_with_save_pretrained_alone_is_complete_once_settled():
+    """A custom loop saving only its model each epoch is still protected."""
+    assert judge(["config.json", "model.safetensors"]) == Verdict()
+    assert judge(["adapter_config.json", "adapter_model.safetensors", "README.md"]) == Verdict()
+    shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    assert judge(["config.json", *shards, "model.safetensors.index.json"]) == Verdict()
 
 
 def test_dcp_data_in_a_subfolder_needs_the_metadata_of_that_subfolder():
@@ -254,13 +281,15 @@ def test_a_real_save_is_incomplete_until_its_last_file_lands(tmp_path, library):
     events = json.loads(proc.stdout.splitlines()[-1])
     assert len(events) >= 2, events
     present: list[str] = []
-    seen_while_saving = []
+    seen_while_saving, expected = [], []
+    written = [event[-1] for event in events]
     for event in events:
         if event[0] == "move":
             present.remove(event[1])
         present.append(event[-1])
         seen_while_saving.append(judge(present).complete)
+        expected.append(_model_then_arguments(present, written))
     final = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
     assert set(present) <= set(final)  # (weights written outside Python are not observed)
-    assert seen_while_saving[:-1] == [False] * (len(events) - 1)
+    assert seen_while_saving[:-1] == expected[:-1]
     assert judge(final).complete

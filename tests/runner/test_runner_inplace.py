@@ -80,7 +80,10 @@ def test_an_in_place_writer_killed_mid_save_recovers_from_its_last_complete_save
         folders = {e.path.split("/")[1] for e in manifest.files if e.path.startswith("state/")}
         for folder in folders:
             held = {e.path.rsplit("/", 1)[1] for e in manifest.files if f"/{folder}/" in e.path}
-            assert held == {*writer.FILES[layout], last}, (manifest.step, sorted(held))
+            assert held == {*writer.FILES[layout], *writer.AROUND_WEIGHTS[layout], last}, (
+                manifest.step,
+                sorted(held),
+            )
 
 
 def _run_id(project, key: str) -> str | None:

@@ -15,7 +15,12 @@ writer writes last is there:
 
 What both the Trainer and Accelerate write first (model weights, FSDP's sharded
 ``pytorch_model_fsdp_<n>/`` and ``optimizer_<n>/`` folders, or only the model's
-``config.json`` so far) is a checkpoint still being written. The orders are those of
+``config.json`` so far) is a checkpoint still being written. A model saved with
+``save_pretrained`` alone (weights *and* their ``config.json``/``adapter_config.json``, the
+index of sharded weights included) is whole once settled: a custom loop saving its model each
+epoch is protected as before, and the Trainer's own folder is told apart by the
+``training_args.bin`` it writes right after the weights, before the optimizer gather.
+The orders are those of
 Transformers 4.57 (``Trainer._save_checkpoint``), Accelerate 1.12 (``save_accelerator_state``:
 weights, optimizers, schedulers, samplers, scaler, RNG states; objects registered for
 checkpointing follow, quickly) and torch's ``FileSystemWriter`` (the coordinator renames
@@ -57,6 +62,7 @@ class Verdict:
 _WEIGHTS = re.compile(
     r"(model|pytorch_model|adapter_model)(-\d+-of-\d+)?\.(safetensors|bin)(\.index\.json)?"
 )
+_SHARD = re.compile(r"-\d+-of-\d+\.")
 _FSDP_FOLDER = re.compile(r"pytorch_model_fsdp_\d+|optimizer_\d+")
 _CONFIGS = frozenset({"config.json", "generation_config.json", "adapter_config.json"})
 _TRAINER = re.compile(
@@ -107,6 +113,8 @@ def _top_level(files: list[str]) -> Verdict | None:
             return Verdict("a Transformers Trainer checkpoint", None, (_TRAINER_LAST,))
         missing = f"{_TRAINER_LAST} (the Trainer writes it last)"
         return Verdict("a Transformers Trainer checkpoint", missing)
+    if _saved_model(top, folders):
+        return None
     configs_only = not folders and set(top) <= _CONFIGS
     if _any(_WEIGHTS, top) or _any(_FSDP_FOLDER, folders) or (top and configs_only):
         missing = (
@@ -115,6 +123,19 @@ def _top_level(files: list[str]) -> Verdict | None:
         )
         return Verdict("a model being saved, the first part of a checkpoint", missing)
     return None
+
+
+def _saved_model(top: list[str], folders: set[str]) -> bool:
+    """``save_pretrained`` output: weights with their config, shards with their index."""
+    weights = [name for name in top if _WEIGHTS.fullmatch(name)]
+    if (
+        not weights
+        or _any(_FSDP_FOLDER, folders)
+        or not (_CONFIGS - {"generation_config.json"}) & set(top)
+    ):
+        return False
+    sharded = any(_SHARD.search(name) for name in weights)
+    return not sharded or any(name.endswith(".index.json") for name in weights)
 
 
 def _distributed(files: list[str]) -> Verdict | None:

@@ -32,6 +32,9 @@ FILES = {
     "custom": ("weights.bin", "optim.bin", "sched.bin", "rng.bin"),
 }
 LAST = {"trainer": "trainer_state.json", "custom": "COMPLETE"}
+AROUND_WEIGHTS = {"trainer": ("config.json", "training_args.bin"), "custom": ()}
+"""Written with the weights, before the pause: the Trainer's save_model writes the model's
+config first and its training arguments right after the weights."""
 SEEDS = ("weights", "moments", "rng")
 
 
@@ -59,7 +62,11 @@ def save(folder: str, layout: str, step: int, state: tuple, pause: float, log) -
     """Write the folder in place: weights, (pause), the rest, the last file last."""
     os.makedirs(folder, exist_ok=True)
     weights, optimizer, scheduler, rng = FILES[layout]
+    if layout == "trainer":  # the Trainer's save_model: config, weights, then its arguments
+        _write(os.path.join(folder, "config.json"), "{}")
     _write(os.path.join(folder, weights), state[0])
+    if layout == "trainer":
+        _write(os.path.join(folder, "training_args.bin"), "args")
     log(f"weights {os.path.basename(folder)}")
     time.sleep(pause)
     _write(os.path.join(folder, optimizer), state[1])
