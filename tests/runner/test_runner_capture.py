@@ -1,13 +1,16 @@
-"""The capture loop against a real store and catalog: fencing, failures, save records, events."""
+"""The capture loop against a real store and catalog: fencing, failures, save records, events,
+and folders written in place (committed only whole, captured again when rewritten)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
 import pytest
 
 from nodus.errors import StaleAttemptError
+from nodus.runner import restorable
 from nodus.runner.catalog import Catalog
 from nodus.runner.snapshotting import Capturer
 from nodus.runner.workspace import Workspace
@@ -225,3 +228,126 @@ def test_a_restored_attempt_that_saves_nothing_commits_nothing(setup):
     )
     restored.final_capture()
     assert [m.id for m in store.list(run=run_id)] == [first]
+
+
+# --- folders written in place: only whole ones are committed, a rewrite is captured again ----
+
+
+def trainer_checkpoint(ws: Workspace, step: int, version: str, last: bool = True) -> str:
+    """A Trainer-layout folder written in place; without ``last`` its state is not written yet."""
+    folder = os.path.join(ws.state, f"checkpoint-{step}")
+    os.makedirs(folder, exist_ok=True)
+    names = ["model.safetensors", "optimizer.pt"] + (["trainer_state.json"] if last else [])
+    for name in names:
+        with open(os.path.join(folder, name), "w") as handle:
+            handle.write(f"{name} {version}")
+    return folder
+
+
+def settle(capture: Capturer) -> None:
+    """Two polls with NODUS_SETTLE_S=0: the first sees the folder's form, the second settles it."""
+    capture.tick()
+    capture.tick()
+
+
+@pytest.fixture
+def no_settling(monkeypatch):
+    monkeypatch.setenv("NODUS_SETTLE_S", "0")
+
+
+def test_a_settled_folder_without_its_last_file_is_not_committed_until_it_has_it(
+    setup, no_settling
+):
+    catalog, run_id, store, ws = setup
+    capture = capturer(setup, stage=stage(paths=("state",)))
+    trainer_checkpoint(ws, 10, "v1", last=False)
+    settle(capture)
+    assert store.list(run=run_id) == []
+    incomplete = [e for e in catalog.events(run_id) if e["type"] == "checkpoint_incomplete"]
+    assert incomplete[0]["details"]["step"] == 10
+    assert "trainer_state.json" in incomplete[0]["details"]["missing"]
+    assert "checkpoint_complete" in incomplete[0]["details"]["hint"]
+    trainer_checkpoint(ws, 10, "v1")
+    settle(capture)
+    (manifest,) = store.list(run=run_id)
+    assert {e.path.rsplit("/", 1)[1] for e in manifest.files} == {
+        "model.safetensors",
+        "optimizer.pt",
+        "trainer_state.json",
+    }
+
+
+def test_a_folder_rewritten_after_its_capture_is_captured_again_and_the_newer_is_restored(
+    setup, no_settling, tmp_path
+):
+    catalog, run_id, store, ws = setup
+    capture = capturer(setup, stage=stage(paths=("state",)))
+    trainer_checkpoint(ws, 10, "v1")
+    settle(capture)
+    (first,) = store.list(run=run_id)
+    trainer_checkpoint(ws, 10, "v2, rewritten", last=False)  # new weights next to the old state
+    settle(capture)
+    assert store.list(run=run_id) == [first]  # a mix of two saves is never taken
+    trainer_checkpoint(ws, 10, "v2, rewritten")
+    settle(capture)
+    older, newer = store.list(run=run_id)
+    assert (older.step, newer.step) == (10, 10) and older.id == first.id
+    assert [m.id for m in restorable.newest_first([older, newer])] == [newer.id, older.id]
+    assert [m.id for m in restorable.current([older, newer])] == [newer.id]  # one row listed
+    target = tmp_path / "restored"
+    store.restore(restorable.newest_first(store.list(run=run_id))[0].id, str(target))
+    restored = target / "state" / "checkpoint-10"
+    assert (restored / "model.safetensors").read_text() == "model.safetensors v2, rewritten"
+    assert (restored / "trainer_state.json").read_text() == "trainer_state.json v2, rewritten"
+
+
+def test_the_exit_capture_leaves_out_a_folder_the_program_left_half_written(setup, no_settling):
+    catalog, run_id, store, ws = setup
+    capture = capturer(setup, stage=stage(paths=("state",)))
+    trainer_checkpoint(ws, 10, "v1")
+    settle(capture)
+    trainer_checkpoint(ws, 20, "v1", last=False)  # killed in the middle of this save
+    capture.final_capture()
+    assert [m.step for m in store.list(run=run_id)] == [10]
+    exits = [e for e in catalog.events(run_id) if e["type"] == "checkpoint_incomplete"]
+    assert [(e["details"]["step"], e["details"]["reason"]) for e in exits] == [(20, "exit")]
+
+
+def test_with_no_whole_folder_the_exit_capture_commits_nothing(setup):
+    catalog, run_id, store, ws = setup
+    capture = capturer(setup, stage=stage(paths=("state", "progress.json")))
+    with open(os.path.join(ws.copy, "progress.json"), "w") as handle:
+        handle.write("{}")
+    trainer_checkpoint(ws, 10, "v1", last=False)  # killed in the middle of its first save
+    capture.final_capture()
+    assert store.list(run=run_id) == []
+
+
+def test_the_checkpoint_complete_marker_decides_for_a_layout_of_its_own(setup, no_settling):
+    catalog, run_id, store, ws = setup
+    marked = ResolvedContinuity("checkpointed", True, ("state",), checkpoint_complete="DONE")
+    capture = capturer(setup, stage=dataclasses.replace(stage(), continuity=marked))
+    folder = os.path.join(ws.state, "checkpoint-10")
+    os.makedirs(folder)
+    for name in ("model.safetensors", "progress.json"):  # no trainer_state.json in this layout
+        with open(os.path.join(folder, name), "w") as handle:
+            handle.write(name)
+    settle(capture)
+    assert store.list(run=run_id) == []
+    with open(os.path.join(folder, "DONE"), "w") as handle:
+        handle.write("")
+    settle(capture)
+    assert [m.step for m in store.list(run=run_id)] == [10]
+
+
+def test_an_integration_save_is_committed_whatever_the_marker(setup):
+    catalog, run_id, store, ws = setup
+    marked = ResolvedContinuity("checkpointed", True, ("state",), checkpoint_complete="DONE")
+    prepared = dataclasses.replace(stage(integration="auto"), continuity=marked)
+    capture = capturer(setup, stage=prepared)
+    trainer_checkpoint(ws, 40, "v1")
+    with open(ws.private_path("saves", "40.json"), "w") as handle:
+        json.dump({"step": 40, "requests": []}, handle)
+    capture.tick()  # the integration publishes whole folders: no marker is written or needed
+    capture.final_capture()
+    assert [m.step for m in store.list(run=run_id)] == [40]

@@ -100,6 +100,7 @@ def test_resolve_json_is_the_stored_shape(write, capsys):
             "mode": "checkpointed",
             "resume_on_interruption": True,
             "checkpoint_paths": ["state", "progress.json"],
+            "checkpoint_complete": None,
         },
         "execution": {
             "save_every": 10,
@@ -124,6 +125,9 @@ def test_resolve_toml_prints_the_same_values(write, capsys):
     # TOML has no null: keys that are null in JSON are absent
     assert "integration" not in as_toml["stages"][1]
     as_toml["stages"][1]["integration"] = None
+    for stage in as_toml["stages"]:
+        assert "checkpoint_complete" not in stage["continuity"]
+        stage["continuity"]["checkpoint_complete"] = None
     assert as_toml["stages"] == as_json["stages"]
 
 
@@ -153,5 +157,6 @@ def test_schema_is_usable_by_editors(capsys, write):
         {**good, "continuity": "sometimes"},
         {**good, "name": "Upper"},
         {**good, "execution": {"save_every": "50"}},
+        {**good, "continuity": {"checkpoint_complete": 1}},
     ):
         assert list(validator.iter_errors(bad)), bad

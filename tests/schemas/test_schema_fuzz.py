@@ -115,6 +115,7 @@ sane_continuity = st.one_of(
             "mode": st.sampled_from(["checkpointed", "restartable"]),
             "resume_on_interruption": st.booleans(),
             "checkpoint_paths": sane_paths,
+            "checkpoint_complete": st.sampled_from(["DONE", "", "a/DONE", ".."]),
         },
     ),
 )

@@ -124,6 +124,31 @@ STAGE = '[[stages]]\nname = "s"\n'
             BASE + 'integration = "sometimes"',
             "integration: 'sometimes' — must be 'auto', 'hf-trainer-v1' or 'none'",
         ),
+        # checkpoint_complete: a file directly inside each checkpoint folder, used without
+        # an integration that publishes whole folders itself
+        (
+            BASE + "[continuity]\ncheckpoint_complete = 1",
+            "continuity.checkpoint_complete: 1 — must be a string",
+        ),
+        (
+            BASE + 'integration = "hf-trainer-v1"\n[continuity]\ncheckpoint_complete = "DONE"',
+            "continuity.checkpoint_complete: 'DONE' — has no effect in stage 'main': integration "
+            "'hf-trainer-v1' publishes each checkpoint whole",
+        ),
+        (
+            BASE
+            + '[continuity]\ncheckpoint_complete = "DONE"\n'
+            + STAGE
+            + 'integration = "hf-trainer-v1"',
+            "continuity.checkpoint_complete: 'DONE' — has no effect in stage 's'",
+        ),
+        (
+            BASE
+            + STAGE
+            + 'integration = "hf-trainer-v1"\n'
+            + 'continuity = { checkpoint_complete = "DONE" }',
+            "stages[0].continuity.checkpoint_complete: 'DONE' — has no effect in stage 's'",
+        ),
     ],
 )
 def test_refused_with_path_value_and_rule(refused, text, line):
@@ -160,6 +185,31 @@ def test_path_rules(refused, path, rule):
 def test_paths_that_are_fine(resolved, path):
     text = BASE + f'[continuity]\ncheckpoint_paths = ["{path}"]'
     assert resolved(text).stages[0].continuity.checkpoint_paths[0] == path
+
+
+@pytest.mark.parametrize(
+    "name, rule",
+    [
+        ("", "give the name of a file the program writes into each checkpoint folder"),
+        ("sub/DONE", "directly inside the checkpoint folder"),
+        ("../DONE", "directly inside the checkpoint folder"),
+        ("/DONE", "directly inside the checkpoint folder"),
+        ("..", "directly inside the checkpoint folder"),
+        (".", "directly inside the checkpoint folder"),
+        ("DO\\nNE", "control characters"),
+        ("é" * 257, "at most 512 UTF-8 bytes (this one has 514)"),
+    ],
+)
+def test_checkpoint_complete_rules(refused, name, rule):
+    text = BASE + STAGE + f'[stages.continuity]\ncheckpoint_complete = "{name}"'
+    (problem,) = refused(text)
+    assert problem.startswith("stages[0].continuity.checkpoint_complete: ") and rule in problem
+
+
+@pytest.mark.parametrize("name", ["DONE", ".complete", "trainer_state.json", "a..b", "é" * 256])
+def test_checkpoint_complete_names_that_are_fine(resolved, name):
+    text = BASE + f'[continuity]\ncheckpoint_complete = "{name}"'
+    assert resolved(text).stages[0].continuity.checkpoint_complete == name
 
 
 def test_at_most_64_paths(refused, resolved):

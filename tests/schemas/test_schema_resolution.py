@@ -58,6 +58,27 @@ def test_stage_continuity_inherits(resolved, stage, expected):
     assert _continuity(resolved, STAGED + stage) == expected
 
 
+@pytest.mark.parametrize(
+    "top, stage, expected",
+    [
+        ("", "", None),
+        ('checkpoint_complete = "DONE"', "", "DONE"),  # inherited by the stage
+        ('checkpoint_complete = "DONE"', 'continuity = "restartable"', "DONE"),  # even so
+        ('checkpoint_complete = "DONE"', 'continuity = { checkpoint_complete = "OK" }', "OK"),
+        ("", 'continuity = { checkpoint_complete = "COMPLETE.json" }', "COMPLETE.json"),
+    ],
+)
+def test_checkpoint_complete_is_inherited_key_by_key(resolved, top, stage, expected):
+    text = BASE + f'[continuity]\n{top}\n[[stages]]\nname = "s"\n{stage}\n'
+    (resolved_stage,) = resolved(text).stages
+    assert resolved_stage.continuity.checkpoint_complete == expected
+
+
+def test_checkpoint_complete_is_kept_under_auto_which_may_leave_a_program_unprepared(resolved):
+    text = BASE + 'integration = "auto"\n[continuity]\ncheckpoint_complete = "DONE"'
+    assert resolved(text).stages[0].continuity.checkpoint_complete == "DONE"
+
+
 def test_stage_mode_without_flag_takes_that_modes_default(resolved):
     text = BASE + (
         '[continuity]\nmode = "restartable"\nresume_on_interruption = true\n'
@@ -146,3 +167,12 @@ def test_resolved_round_trips_through_its_dict(resolved):
     assert data["stages"][0]["execution"]["grace_period"] == defaults.GRACE_PERIOD_S
     assert data["stages"][0]["execution"]["retention_days"] == defaults.RETENTION_DAYS
     assert type(workload).from_dict(data) == workload
+    marked = resolved(BASE + '[continuity]\ncheckpoint_complete = "DONE"')
+    assert type(marked).from_dict(marked.to_dict()) == marked
+
+
+def test_a_resolution_stored_before_checkpoint_complete_existed_reads_as_none(resolved):
+    data = resolved(BASE).to_dict()
+    del data["stages"][0]["continuity"]["checkpoint_complete"]
+    stage = type(resolved(BASE)).from_dict(data).stages[0]
+    assert stage.continuity.checkpoint_complete is None

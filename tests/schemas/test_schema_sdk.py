@@ -37,6 +37,17 @@ def test_submission_keeps_omission():
     }
 
 
+def test_submission_sends_checkpoint_complete_only_when_given():
+    marked = Workload(name="w", command="python t.py", continuity={"checkpoint_complete": "DONE"})
+    assert marked.submission()["continuity"] == {
+        "mode": "checkpointed",
+        "resume_on_interruption": True,
+        "checkpoint_complete": "DONE",
+    }
+    plain = Workload(name="w", command="python t.py", continuity="checkpointed")
+    assert "checkpoint_complete" not in plain.submission()["continuity"]
+
+
 def test_submission_sends_paths_exactly_as_written_and_integration_only_when_chosen():
     workload = Workload(
         name="w",

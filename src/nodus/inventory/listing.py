@@ -13,6 +13,7 @@ from nodus.errors import NotFoundError, UsageError
 from nodus.inventory import holds as _holds
 from nodus.inventory.refs import Located, Lookup, parse_ref
 from nodus.runner.phases import Phase
+from nodus.runner.restorable import current
 
 __all__ = ["describe", "list_run", "run_holds", "sort_snapshots"]
 
@@ -28,14 +29,18 @@ def list_run(
     sort: str | None = None,
     descending: bool = False,
 ) -> tuple[Any, list[dict[str, Any]]]:
-    """The run and one JSON row per committed checkpoint snapshot, in the asked order."""
+    """The run and one JSON row per committed checkpoint snapshot, in the asked order.
+
+    A step that one attempt captured twice (its folder was rewritten) is one row: the newest
+    capture, the one a restore would use.
+    """
     run = lookup.run(run_ref)
     if stage is not None and stage not in [s["name"] for s in run.stages]:
         names = ", ".join(s["name"] for s in run.stages)
         raise NotFoundError(f"{run.id} has no stage {stage!r} (stages: {names})")
     store = lookup.store_of_run(run)
     all_stages = store.list(run=run.id)
-    manifests = [m for m in all_stages if stage is None or m.stage == stage]
+    manifests = current(m for m in all_stages if stage is None or m.stage == stage)
     index = _holds.HoldIndex(store)
     context = _Context(lookup, run, all_stages, index)
     rows = [context.row(m) for m in sort_snapshots(manifests, sort, descending)]

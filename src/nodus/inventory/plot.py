@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, SnapshotDamagedError
+from nodus.runner.restorable import current
 
 if TYPE_CHECKING:
     from nodus.store import Manifest, SnapshotStore
@@ -43,7 +44,7 @@ class Series:
 
 def collect(store: SnapshotStore, catalog: Any, run: Any) -> list[Series]:
     """One :class:`Series` per stage that has committed snapshots or attempts."""
-    manifests = store.list(run=run.id)
+    manifests = current(store.list(run=run.id))  # a step captured again: its newest capture
     out = []
     for stage in run.stages:
         series = Series(stage["name"])

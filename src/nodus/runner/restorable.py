@@ -8,6 +8,11 @@ deleted that part.
 
 Among restorable snapshots the latest attempt's count as the newest (seed 001, "Retention"): after
 ``runs resume --step 10`` the new attempt's step 20 is newer than the old attempt's step 30.
+Within one attempt a step captured again (the program rewrote its folder) is newer than the
+earlier capture of that step and supersedes it: restores take it first and listings show only it.
+
+Nothing here needs to ask whether a snapshot's checkpoint folder is whole: a folder still being
+written is never committed (:mod:`nodus.runner.snapshotting`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,17 @@ def newest_first(manifests: Iterable[Any]) -> list[Any]:
     """Restorable snapshots, newest first: latest attempt, then highest step, then latest commit."""
     usable = [m for m in manifests if holds_training_state(m)]
     return sorted(usable, key=lambda m: (m.attempt, m.step or 0, m.created), reverse=True)
+
+
+def current(manifests: Iterable[Any]) -> list[Any]:
+    """``manifests`` less the captures superseded by a newer one of the same attempt and step."""
+    manifests = list(manifests)
+    newest: dict[tuple, Any] = {}
+    for manifest in manifests:
+        key = (manifest.run, manifest.stage, manifest.attempt, manifest.step)
+        if key not in newest or manifest.created > newest[key].created:
+            newest[key] = manifest
+    return [m for m in manifests if newest[(m.run, m.stage, m.attempt, m.step)] is m]
 
 
 def at_step(manifests: Iterable[Any], step: int) -> list[Any]:

@@ -2,9 +2,15 @@
 
 Three things trigger a capture while the program runs: a save record from the integration
 (``.nodus/saves/<step>.json``, captured at once with its step, epoch and metrics), a directory
-contract ``state/checkpoint-<step>`` folder that has settled, and the program's exit (the
-selection once more). Each capture takes the stage's selection, with the state folder narrowed
-to the one checkpoint folder of that step, so a restore never sees two generations of state.
+contract ``state/checkpoint-<step>`` folder that has settled (again whenever it changes), and the
+program's exit (the selection once more). Each capture takes the stage's selection, with the
+state folder narrowed to the one checkpoint folder of that step, so a restore never sees two
+generations of state.
+
+An integration publishes each folder whole. A directory-contract folder is committed only once
+it is whole too (:mod:`nodus.stages.layouts`: a known layout's last-written file, or the
+``checkpoint_complete`` marker): a folder still being written is never a snapshot, so it can
+never be a restore target; a ``checkpoint_incomplete`` event says what it lacks.
 
 A capture that fails (full disk, unreachable store) leaves that snapshot uncommitted, records a
 ``capture_failed`` event and lets the program train on; the next trigger tries again. Only a
@@ -25,7 +31,8 @@ from nodus.runner.catalog import Catalog
 from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
-from nodus.stages.directory import DirectoryWatcher
+from nodus.stages.directory import DirectoryWatcher, signature
+from nodus.stages.layouts import Verdict
 
 
 class Capturer:
@@ -61,7 +68,9 @@ class Capturer:
         if restored_step is not None:
             self._committed_state = self._selection(restored_step)
         self.watcher = DirectoryWatcher(
-            ws.state, seen={restored_step} if restored_step is not None else set()
+            ws.state,
+            marker=stage.continuity.checkpoint_complete,
+            seen=() if restored_step is None else (restored_step,),
         )
         # With an integration the save records drive captures; the watcher only takes over
         # when the integration reports that it left the program unprepared.
@@ -87,7 +96,7 @@ class Capturer:
                 continue  # being written: read it at the next tick
             self._seen_records[number] = version
             record = protocol.SaveRecord.from_dict(data)
-            self.watcher.mark_seen(record.step)
+            self.watcher.handled(record.step)
             saved = self.capture(
                 record.step, epoch=record.epoch, metrics=record.metrics, reason="save"
             )
@@ -95,13 +104,29 @@ class Capturer:
                 self.answered.update(record.requests)
 
     def final_capture(self) -> None:
-        """The selection once more after the program exited (skipped if nothing changed)."""
+        """The selection once more after the program exited (skipped if nothing changed).
+
+        It holds the newest whole checkpoint folder; newer ones the program left half written
+        (it was killed in the middle of a save) are left out, and with no whole one there is
+        nothing to capture that a restore could continue from.
+        """
         self.ingest_events()
         self.capture_save_records()
         steps = checkpoint_steps(self.ws.state)
-        newest = steps[-1] if steps else None
-        step = newest if newest is not None else (self.last_step or 0)
-        self.capture(step, reason="exit")
+        whole = self._newest_whole(steps)
+        if steps and whole is None:
+            return
+        self.capture(whole if whole is not None else (self.last_step or 0), reason="exit")
+
+    def _newest_whole(self, steps: list[int]) -> int | None:
+        for step in reversed(steps):
+            if not self.watch_folders:
+                return step  # the integration publishes whole folders only
+            verdict = self.watcher.verdict(step, signature(self.watcher.folder(step)) or ())
+            if verdict.complete:
+                return step
+            self._incomplete(step, verdict, "exit")
+        return None
 
     # --- capture ----------------------------------------------------------------------------
 
@@ -142,6 +167,11 @@ class Capturer:
         if not before and reason in ("settled", "save"):
             self.event("capture_skipped", {"step": step, "reason": f"{folder} is gone"})
             return None
+        if reason != "save" and self.watch_folders:
+            verdict = self.watcher.verdict(step, before)
+            if not verdict.complete:
+                self._incomplete(step, verdict, reason)
+                return None
         info = SnapshotInfo(
             run=self.run_id,
             stage=self.stage.name,
@@ -173,10 +203,26 @@ class Capturer:
         self._committed_state = state
         self._committed_id = manifest.id
         self.last_step = step
+        self.watcher.handled(step, before)
         self.event("snapshot_committed", {"snapshot": manifest.id, "step": step, "reason": reason})
         commit = protocol.CommitRecord(step=step, snapshot=manifest.id)
         write_json_atomic(self.ws.control.committed, commit.to_dict())
         return manifest.id
+
+    def _incomplete(self, step: int, verdict: Verdict, reason: str) -> None:
+        """A folder that settled (or was left at exit) without being whole: not committed."""
+        details = {
+            "step": step,
+            "reason": reason,
+            "layout": verdict.layout,
+            "missing": verdict.missing,
+        }
+        if self.watcher.marker is None:  # a layout of its own may look like a known one
+            details["hint"] = (
+                "a program with a layout of its own names the file it writes last with "
+                "[continuity] checkpoint_complete"
+            )
+        self.event("checkpoint_incomplete", details)
 
     def guard(self) -> None:
         """Attempt fencing: called by the store just before the commit."""
@@ -238,10 +284,8 @@ class _NewerCheckpoint(Exception):
 
 
 def _folder_state(folder: str) -> tuple:
-    """Fingerprint of one checkpoint folder; empty when it does not exist."""
-    if not os.path.isdir(folder):
-        return ()
-    return _selection_state(folder, (".",), [])
+    """Fingerprint of one checkpoint folder (the watcher's signature); empty when it is gone."""
+    return signature(folder) or ()
 
 
 def _selection_state(root: str, paths: tuple[str, ...], excludes: list[str]) -> tuple:

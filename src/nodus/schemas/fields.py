@@ -79,6 +79,25 @@ def check_relative_path(value: str) -> str:
     return value
 
 
+def check_file_name(value: str) -> str:
+    """The name of one file inside a checkpoint folder (``checkpoint_complete``)."""
+    if not value:
+        raise ValueError("give the name of a file the program writes into each checkpoint folder")
+    if has_control_characters(value):
+        raise ValueError("file names must not contain control characters")
+    size = _utf8_size(value)
+    if size > defaults.MAX_CHECKPOINT_PATH_BYTES:
+        raise ValueError(
+            f"file names are at most {defaults.MAX_CHECKPOINT_PATH_BYTES} UTF-8 bytes "
+            f"(this one has {size})"
+        )
+    if "/" in value or value in (".", ".."):
+        raise ValueError(
+            "must be the name of a file directly inside the checkpoint folder (no '/', '.' or '..')"
+        )
+    return value
+
+
 def normal_path(value: str) -> str:
     """``./state/`` and ``state`` select the same thing; resolution stores the short form."""
     return posixpath.normpath(value)
@@ -152,6 +171,7 @@ PathList = Annotated[
     BeforeValidator(_list_from_tuple),
     Field(max_length=defaults.MAX_CHECKPOINT_PATHS),
 ]
+FileName = Annotated[str, AfterValidator(check_file_name)]
 Code = Annotated[str, AfterValidator(check_code)]
 Command = Annotated[
     list[str],

@@ -28,7 +28,7 @@ from pydantic import (
 from nodus import protocol
 from nodus.errors import WorkloadError
 from nodus.schemas import defaults
-from nodus.schemas.fields import Code, Command, Env, Name, PathList, ResumeFrom
+from nodus.schemas.fields import Code, Command, Env, FileName, Name, PathList, ResumeFrom
 from nodus.schemas.problems import problems_from
 
 __all__ = [
@@ -113,7 +113,7 @@ def _continuity_input(value: Any) -> Any:
         if value not in modes:
             raise ValueError(
                 "must be 'checkpointed' or 'restartable', or a table with mode, "
-                "resume_on_interruption and checkpoint_paths"
+                "resume_on_interruption, checkpoint_paths and checkpoint_complete"
             )
         return {"mode": ContinuityMode(value)}
     return value
@@ -137,6 +137,12 @@ class Continuity(_Model):
         None,
         description="Literal paths in the code folder that make up a snapshot; omitted or "
         'empty means ["state"]; ["."] is the whole folder.',
+    )
+    checkpoint_complete: FileName | None = Field(
+        None,
+        description="A file the program writes last into each checkpoint folder: a folder "
+        "is captured only once it is there (directory contract; omitted = known layouts by "
+        "their own last file, others once settled).",
     )
 
 
@@ -242,8 +248,8 @@ class _StageFields(_Model):
     )
     continuity: ContinuityInput = Field(
         None,
-        description="A mode string, or a table with mode, resume_on_interruption and "
-        "checkpoint_paths.",
+        description="A mode string, or a table with mode, resume_on_interruption, "
+        "checkpoint_paths and checkpoint_complete.",
     )
     execution: Execution | None = Field(
         None, description="Save cadence, retention and recovery limits."
@@ -311,6 +317,8 @@ def _policy(continuity: Continuity | None) -> dict[str, Any]:
         table["resume_on_interruption"] = defaults.RESUME_ON_INTERRUPTION[mode.value]
     if continuity is not None and continuity.checkpoint_paths is not None:
         table["checkpoint_paths"] = list(continuity.checkpoint_paths)
+    if continuity is not None and continuity.given("checkpoint_complete"):
+        table["checkpoint_complete"] = continuity.checkpoint_complete
     return table
 
 

@@ -14,10 +14,12 @@ stage never hides what the workload says. Per field:
 - ``continuity``: ``mode`` key by key (default ``checkpointed``); the resume flag comes from the
   level that sets it, except that a level setting a mode without a flag takes that mode's default
   (``checkpointed`` → true, ``restartable`` → false); ``checkpoint_paths`` from the highest
-  level with a non-empty list, else ``["state"]`` — even when the stage sets its own mode.
+  level with a non-empty list, else ``["state"]`` — even when the stage sets its own mode;
+  ``checkpoint_complete`` key by key (default none).
 
 Rules that need the resolved values (an integration needs checkpointed continuity and the state
-folder) are checked here too; every problem of the file is reported at once.
+folder; ``checkpoint_complete`` does nothing under ``hf-trainer-v1``) are checked here too;
+every problem of the file is reported at once.
 """
 
 from __future__ import annotations
@@ -149,10 +151,15 @@ def _origin(prefix: str, layers: Sequence[Any], field: str) -> str:
     """The path of the field where the value in force was written (stage or workload)."""
     for layer in layers:
         if layer.given(field):
-            if isinstance(layer, Overrides):
-                return f"(command line) {field}"
-            return f"{prefix}{field}" if layer is not layers[-1] else field
+            return _path_in(prefix, layers, layer, field)
     return field
+
+
+def _path_in(prefix: str, layers: Sequence[Any], layer: Any, field: str) -> str:
+    """The path of ``field`` as written in ``layer`` (command line, stage or workload)."""
+    if isinstance(layer, Overrides):
+        return f"(command line) {field}"
+    return f"{prefix}{field}" if layer is not layers[-1] else field
 
 
 def _env(layers: Sequence[_StageFields]) -> dict[str, str]:
@@ -183,7 +190,12 @@ def _continuity(layers: Sequence[_StageFields]) -> ResolvedContinuity:
             break
     paths = next((t.checkpoint_paths for t in tables if t.checkpoint_paths), None)
     paths = paths or defaults.CHECKPOINT_PATHS
-    return ResolvedContinuity(mode.value, bool(resume), tuple(normal_path(p) for p in paths))
+    return ResolvedContinuity(
+        mode.value,
+        bool(resume),
+        tuple(normal_path(p) for p in paths),
+        _pick(tables, "checkpoint_complete", None),
+    )
 
 
 def _integration_problems(
@@ -197,7 +209,7 @@ def _integration_problems(
     if integration not in _PREPARED:
         return []
     where = _origin(prefix, layers, "integration")
-    problems = []
+    problems = [*_unused_marker(prefix, layers, stage, integration, continuity)]
     if continuity.mode != ContinuityMode.CHECKPOINTED.value:
         problems.append(
             Problem(
@@ -219,3 +231,33 @@ def _integration_problems(
             )
         )
     return problems
+
+
+def _unused_marker(
+    prefix: str,
+    layers: Sequence[_StageFields],
+    stage: str,
+    integration: Integration,
+    continuity: ResolvedContinuity,
+) -> list[Problem]:
+    """``checkpoint_complete`` guides captures of folders a program writes itself; under
+    ``hf-trainer-v1`` the integration publishes every folder whole (``auto`` may leave a program
+    unprepared, and then it counts)."""
+    if integration is not Integration.HF_TRAINER_V1 or continuity.checkpoint_complete is None:
+        return []
+    field = "continuity.checkpoint_complete"
+    written = next(
+        layer
+        for layer in layers
+        if layer.given("continuity") and layer.continuity.given("checkpoint_complete")
+    )
+    return [
+        Problem(
+            _path_in(prefix, layers, written, field),
+            f"has no effect in stage '{stage}': integration 'hf-trainer-v1' publishes each "
+            "checkpoint whole; remove it, set it only in stages that write their own "
+            "checkpoints, or use integration 'auto'",
+            continuity.checkpoint_complete,
+            True,
+        )
+    ]

@@ -16,6 +16,7 @@ class ResolvedContinuity:
     mode: str  # "checkpointed" | "restartable"
     resume_on_interruption: bool
     checkpoint_paths: tuple[str, ...]
+    checkpoint_complete: str | None = None  # file written last into each checkpoint folder
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class ResolvedWorkload:
                     mode=s["continuity"]["mode"],
                     resume_on_interruption=s["continuity"]["resume_on_interruption"],
                     checkpoint_paths=tuple(s["continuity"]["checkpoint_paths"]),
+                    # absent from runs accepted before the setting existed
+                    checkpoint_complete=s["continuity"].get("checkpoint_complete"),
                 ),
                 execution=ResolvedExecution(**s["execution"]),
             )

@@ -1,24 +1,33 @@
-"""The directory contract: notice ``checkpoint-<step>`` folders once they stop changing.
+"""The directory contract: notice ``checkpoint-<step>`` folders once they are settled and whole.
 
 A program without an integration publishes its state as ``$NODUS_CHECKPOINT_DIR/checkpoint-<step>``
-folders (named and parsed by :mod:`nodus.protocol`). The runner cannot know when a folder is
-complete, so it waits until the folder's signature (every file's relative path, size and mtime)
-has stayed the same for ``settle_s``. A program that publishes by atomic rename settles after
-``settle_s``; one that writes in place is captured only once it pauses writing, which is the best
-a watcher can do.
+folders (named and parsed by :mod:`nodus.protocol`). The runner cannot see a write end, so it
+waits until the folder's signature (every file's relative path, size and mtime) has stayed the
+same for ``settle_s``; a folder of a known layout must also be complete
+(:mod:`nodus.stages.layouts`), because a program writing in place may pause in the middle of a
+save for longer than any settle time.
+
+A folder that changes after it was captured is reported again: the program rewrote that step,
+and the newer capture supersedes the older. A rewritten folder of a known layout counts as
+complete again only once its last-written file was rewritten too, since the previous save's
+last file stays there while the new weights are written next to it.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from nodus.protocol import checkpoint_folder, checkpoint_steps
 from nodus.schemas import defaults
+from nodus.stages.layouts import Verdict, judge
+
+Entry = tuple[str, int, int]
+"""One file of a folder's signature: (relative ``/``-path, size, mtime in ns)."""
 
 
-def signature(folder: str) -> tuple | None:
+def signature(folder: str) -> tuple[Entry, ...] | None:
     """What changes when anything in the folder is written; None if it vanished meanwhile."""
     entries = []
     try:
@@ -27,47 +36,77 @@ def signature(folder: str) -> tuple | None:
             for name in sorted(files):
                 path = os.path.join(root, name)
                 stat = os.stat(path)
-                entries.append((os.path.relpath(path, folder), stat.st_size, stat.st_mtime_ns))
+                relative = os.path.relpath(path, folder).replace(os.sep, "/")
+                entries.append((relative, stat.st_size, stat.st_mtime_ns))
     except FileNotFoundError:
         return None
     return tuple(entries)
 
 
 class DirectoryWatcher:
-    """Reports each checkpoint step once, after its folder has settled."""
+    """Reports each form of a checkpoint folder once, after it has settled."""
 
     def __init__(
         self,
         state_dir: str,
         *,
         settle_s: float | None = None,
-        seen: set[int] | None = None,
+        marker: str | None = None,
+        seen: Iterable[int] = (),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.state_dir = state_dir
         self.settle_s = defaults.settle_s() if settle_s is None else settle_s
-        self.seen = set(seen or ())  # steps already handled (e.g. the restored one)
+        self.marker = marker  # [continuity] checkpoint_complete
         self._clock = clock
         self._pending: dict[int, tuple[tuple | None, float]] = {}
+        self._reported: dict[int, tuple] = {}  # the form each step was last reported in
+        self._captured: dict[int, tuple] = {}  # the form each step was last captured in
+        for step in seen:  # e.g. the restored step: handled as it is now
+            self.handled(step)
 
     def poll(self) -> list[int]:
-        """Steps that have just settled, ascending; each is reported once."""
+        """Steps whose folder has settled in a form not reported before, ascending."""
         settled = []
         for step in checkpoint_steps(self.state_dir):
-            if step in self.seen:
+            current = signature(self.folder(step))
+            if not current or current == self._reported.get(step):
                 continue
-            current = signature(os.path.join(self.state_dir, checkpoint_folder(step)))
             previous = self._pending.get(step)
             if previous is None or previous[0] != current:
                 self._pending[step] = (current, self._clock())
-            elif current and self._clock() - previous[1] >= self.settle_s:
+            elif self._clock() - previous[1] >= self.settle_s:
                 settled.append(step)
-        for step in settled:
-            self.seen.add(step)
-            self._pending.pop(step, None)
+                self._reported[step] = current
+                del self._pending[step]
         return settled
 
-    def mark_seen(self, step: int) -> None:
-        """A step handled another way (a save record) is not reported again."""
-        self.seen.add(step)
+    def verdict(self, step: int, entries: Iterable[Entry]) -> Verdict:
+        """Whether the folder of ``step``, holding ``entries``, is a whole checkpoint."""
+        entries = tuple(entries)
+        found = judge((path for path, _size, _mtime in entries), self.marker)
+        earlier = self._captured.get(step)
+        if not found.complete or earlier is None or earlier == entries:
+            return found
+        before, now = _files(earlier), _files(entries)
+        stale = [name for name in found.last if name in before and before[name] == now[name]]
+        if not stale:
+            return found
+        missing = f"a new {', '.join(stale)} (the folder is being rewritten since its capture)"
+        return Verdict(found.layout, missing, found.last)
+
+    def handled(self, step: int, entries: Iterable[Entry] | None = None) -> None:
+        """``step`` is captured as ``entries`` (default: as it is now); reported only once
+        it changes again."""
+        if entries is None:
+            entries = signature(self.folder(step)) or ()
+        entries = tuple(entries)
+        self._captured[step] = self._reported[step] = entries
         self._pending.pop(step, None)
+
+    def folder(self, step: int) -> str:
+        return os.path.join(self.state_dir, checkpoint_folder(step))
+
+
+def _files(entries: tuple[Entry, ...]) -> dict[str, tuple[int, int]]:
+    return {path: (size, mtime) for path, size, mtime in entries}
