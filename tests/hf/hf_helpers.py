@@ -36,11 +36,14 @@ def quickstart_copy(root: Path, name: str) -> Path:
     return copy
 
 
-def bare_run_hash(root: Path, program: str = "train.py", env: dict | None = None) -> str:
-    """Final weights of ``python PROGRAM`` in a fresh quick-start copy: no nodus, same env."""
+def bare_run_hash(
+    root: Path, program: str = "train.py", env: dict | None = None, launcher: tuple = ()
+) -> str:
+    """Final weights of ``python PROGRAM`` (or ``LAUNCHER PROGRAM``) in a fresh quick-start
+    copy: no nodus, same env."""
     copy = quickstart_copy(Path(tempfile.mkdtemp(prefix="bare-", dir=root)), "code")
     proc = subprocess.run(
-        [sys.executable, program],
+        [*launcher, program] if launcher else [sys.executable, program],
         cwd=copy,
         capture_output=True,
         text=True,
