@@ -47,7 +47,7 @@ def bare_run_hash(
         cwd=copy,
         capture_output=True,
         text=True,
-        env=dict(os.environ, **PROGRAM_ENV, **(env or {})),
+        env={**os.environ, **PROGRAM_ENV, **(env or {})},  # env may change PROGRAM_ENV's
         timeout=WAIT_S,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

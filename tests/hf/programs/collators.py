@@ -39,8 +39,12 @@ def padded_records(tokenizer):
     for record in records:
         record["label"] = int("fox" in record["text"].split())
 
+    # A value, not the module: `datasets` hashes what the function refers to, and a module's
+    # state holds its file's path, which differs from one working copy to the next.
+    max_length = train.SEQ_LEN
+
     def tokenize(batch):
-        return tokenizer(batch["text"], truncation=True, max_length=train.SEQ_LEN)
+        return tokenizer(batch["text"], truncation=True, max_length=max_length)
 
     data = Dataset.from_list(records)
     return data.map(tokenize, batched=True, remove_columns=["text"])
