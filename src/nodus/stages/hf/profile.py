@@ -27,7 +27,7 @@ def check(trainer: Any, given: dict[str, Any]) -> list[str]:
 def _one_process_one_device(trainer, given) -> list[str]:
     args = trainer.args
     reasons = []
-    world = world_size(args)
+    world = _world_size(args)
     if world > 1:
         reasons.append(f"distributed training (world_size={world}); v1 needs one process")
     if args.n_gpu > 1:
@@ -37,7 +37,7 @@ def _one_process_one_device(trainer, given) -> list[str]:
     return reasons
 
 
-def world_size(args: Any) -> int:
+def _world_size(args: Any) -> int:
     """How many processes train together.
 
     A launcher's world of one (``torchrun --nproc_per_node 1``) is one process: the Trainer
