@@ -36,15 +36,18 @@ def quickstart_copy(root: Path, name: str) -> Path:
     return copy
 
 
-def bare_run_hash(root: Path, program: str = "train.py", env: dict | None = None) -> str:
-    """Final weights of ``python PROGRAM`` in a fresh quick-start copy: no nodus, same env."""
+def bare_run_hash(
+    root: Path, program: str = "train.py", env: dict | None = None, launcher: tuple = ()
+) -> str:
+    """Final weights of ``python PROGRAM`` (or ``LAUNCHER PROGRAM``) in a fresh quick-start
+    copy: no nodus, same env."""
     copy = quickstart_copy(Path(tempfile.mkdtemp(prefix="bare-", dir=root)), "code")
     proc = subprocess.run(
-        [sys.executable, program],
+        [*launcher, program] if launcher else [sys.executable, program],
         cwd=copy,
         capture_output=True,
         text=True,
-        env=dict(os.environ, **PROGRAM_ENV, **(env or {})),
+        env={**os.environ, **PROGRAM_ENV, **(env or {})},  # env may change PROGRAM_ENV's
         timeout=WAIT_S,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

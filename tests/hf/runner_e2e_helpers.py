@@ -53,6 +53,7 @@ class Project:
         integration: str = protocol.INTEGRATION_HF_TRAINER_V1,
         save_every: int = SAVE_EVERY,
         resume_on_interruption: bool = True,
+        launcher: tuple[str, ...] = (),
     ) -> None:
         self.root = root
         self.write_delay = write_delay
@@ -64,7 +65,8 @@ class Project:
         workload = {
             "name": "quickstart-e2e",
             "code": "code",
-            "command": [sys.executable, program],
+            # a launcher (torchrun, accelerate launch) is given the program as its last word
+            "command": [*launcher, program] if launcher else [sys.executable, program],
             "integration": integration,
             "outputs": ["out/model"],
             # unbuffered: the log shows every step the program reached, even when it is killed

@@ -1,17 +1,30 @@
 """Point 6: each profile violation is refused by explicit v1 and run unprepared under auto.
 
-The program builds one Trainer per violation in one process, under a real `nodus run`.
+The program builds one Trainer per violation in one process, under a real `nodus run`. The data
+collator rules (issue 11) are also checked on real Trainers built in this process.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import importlib.util
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from runner_e2e_helpers import Project
+from transformers import (
+    DataCollatorForLanguageModeling,
+    DataCollatorWithPadding,
+    default_data_collator,
+)
+
+from nodus.stages.hf import identity as identities
+from nodus.stages.hf import profile
 
 pytestmark = pytest.mark.hf
 
@@ -24,6 +37,9 @@ VIOLATIONS = {
     "peft": "PEFT",
     "save_only_model": "save_only_model=True",
     "load_best": "load_best_model_at_end=True",
+    "collator_lm": "custom data collator (DataCollatorForLanguageModeling)",
+    "collator_function": "custom data collator (own_collator)",
+    "collator_other_tokenizer": "DataCollatorWithPadding of a tokenizer that is not the Trainer's",
 }
 
 
@@ -77,3 +93,109 @@ def test_auto_runs_each_violation_unprepared_and_records_why(short_root):
     log = _run(short_root, "auto", "integration_unprepared")
     for name in VIOLATIONS:
         assert f"VIOLATION {name} trained" in log
+
+
+# --- the data collator (issue 11 point 2), checked on real Trainers in this process ---------------
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory):
+    """The quick-start's builders, its tokenizer and a Trainer factory taking ``data_collator``."""
+    from hf_helpers import QUICKSTART
+    from transformers import Trainer
+
+    spec = importlib.util.spec_from_file_location("quickstart_train", QUICKSTART / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tokenizer = module.build_tokenizer()
+    data = module.build_dataset(tokenizer)
+    model = module.build_model(tokenizer)
+    out = tmp_path_factory.mktemp("trainer")
+
+    def build(collator, processing_class=tokenizer):
+        args = dataclasses.replace(module.training_arguments(), output_dir=str(out))
+        return Trainer(
+            model=model,
+            args=args,
+            train_dataset=data,
+            processing_class=processing_class,
+            data_collator=collator,
+        )
+
+    return SimpleNamespace(module=module, tokenizer=tokenizer, build=build)
+
+
+def _explicit(quickstart, make) -> list[str]:
+    """The profile's reasons for a Trainer given ``make(tokenizer)`` as its data collator."""
+    collator = make(quickstart.tokenizer)
+    return profile.check(quickstart.build(collator), {"data_collator": collator})
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda tokenizer: None,
+        lambda tokenizer: default_data_collator,
+        lambda tokenizer: DataCollatorWithPadding(tokenizer),
+        lambda tokenizer: DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
+        lambda tokenizer: DataCollatorWithPadding(tokenizer, padding="max_length", max_length=32),
+    ],
+    ids=["none", "default_data_collator", "padding", "pad_to_multiple_of", "max_length"],
+)
+def test_the_library_default_collators_pass_when_given_explicitly(quickstart, make):
+    assert _explicit(quickstart, make) == []
+
+
+class OwnPadding(DataCollatorWithPadding):
+    pass
+
+
+def shuffled_collator(features):
+    return default_data_collator(features[::-1])
+
+
+@pytest.mark.parametrize(
+    "make, named",
+    [
+        (
+            lambda tokenizer: DataCollatorForLanguageModeling(tokenizer, mlm=False),
+            "custom data collator (DataCollatorForLanguageModeling)",
+        ),
+        (lambda tokenizer: shuffled_collator, "custom data collator (shuffled_collator)"),
+        (lambda tokenizer: lambda features: features, "custom data collator (<lambda>)"),
+        (lambda tokenizer: OwnPadding(tokenizer), "custom data collator (OwnPadding)"),
+        (
+            lambda tokenizer: functools.partial(default_data_collator, return_tensors="pt"),
+            "custom data collator (partial)",
+        ),
+    ],
+    ids=["language-modeling", "function", "lambda", "subclass", "partial"],
+)
+def test_other_collators_are_refused_naming_them(quickstart, make, named):
+    reasons = _explicit(quickstart, make)
+    assert len(reasons) == 1 and reasons[0].startswith(named), reasons
+
+
+def test_padding_with_a_tokenizer_other_than_the_trainers_is_refused(quickstart):
+    other = quickstart.module.build_tokenizer()  # equal in every way, but not the Trainer's own
+    collator = DataCollatorWithPadding(other)
+    for processing_class in (quickstart.tokenizer, None):
+        trainer = quickstart.build(collator, processing_class)
+        reasons = profile.check(trainer, {"data_collator": collator})
+        assert len(reasons) == 1, reasons
+        assert "DataCollatorWithPadding of a tokenizer that is not the Trainer's" in reasons[0]
+
+
+def test_the_collator_is_recorded_in_the_identity_and_a_changed_one_is_named(quickstart):
+    tokenizer = quickstart.tokenizer
+    default = identities.compute(quickstart.build(None))
+    # the Trainer's own choice and the same collator given explicitly are one training
+    assert identities.compute(quickstart.build(DataCollatorWithPadding(tokenizer))) == default
+    assert "pad_to_multiple_of=None" in default["data_collator"]
+    padded = identities.compute(quickstart.build(DataCollatorWithPadding(tokenizer, True, None, 8)))
+    assert "pad_to_multiple_of=8" in padded["data_collator"]
+    assert [line.split(" differs")[0] for line in identities.differences(default, padded)] == [
+        identities.LABELS["data_collator"]
+    ]
+    function = identities.compute(quickstart.build(default_data_collator))
+    assert function["data_collator"] == "transformers.data.data_collator.default_data_collator"

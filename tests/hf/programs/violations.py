@@ -3,7 +3,7 @@
 Run under nodus's bootstrap from a working copy holding the quick-start ``train.py``. For every
 violation it prints ``VIOLATION <name> refused`` (explicit hf-trainer-v1 ended the attempt at
 construction) or ``VIOLATION <name> trained`` (auto ran it unprepared). A real program would end
-at the first refusal; this one catches it so one process can show all seven.
+at the first refusal; this one catches it so one process can show them all.
 """
 
 import dataclasses
@@ -12,11 +12,28 @@ import sys
 
 sys.path.insert(0, os.getcwd())
 import train  # noqa: E402
-from transformers import Trainer, set_seed  # noqa: E402
+from transformers import (  # noqa: E402
+    DataCollatorForLanguageModeling,
+    DataCollatorWithPadding,
+    Trainer,
+    default_data_collator,
+    set_seed,
+)
 
 
 class CustomTrainer(Trainer):
     pass
+
+
+def own_collator(features):
+    return default_data_collator(features)
+
+
+COLLATORS = {  # each one trains as the library's defaults would, yet is not one of them
+    "collator_lm": lambda tokenizer: DataCollatorForLanguageModeling(tokenizer, mlm=False),
+    "collator_function": lambda tokenizer: own_collator,
+    "collator_other_tokenizer": lambda tokenizer: DataCollatorWithPadding(train.build_tokenizer()),
+}
 
 
 def build(name):
@@ -50,6 +67,8 @@ def build(name):
         )
     if name == "load_best":
         extra["eval_dataset"] = data
+    if name in COLLATORS:
+        extra["data_collator"] = COLLATORS[name](tokenizer)
     cls = CustomTrainer if name == "subclass" else Trainer
     return cls(model=model, args=args, train_dataset=data, processing_class=tokenizer, **extra)
 

@@ -8,6 +8,7 @@ what changed and show both sides.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ LABELS = {
     "program": "program (source of the main script)",
     "dataset": "dataset fingerprint",
     "training_arguments": "training arguments",
+    "data_collator": "data collator (what builds the batches)",
     "model_structure": "model structure (names, shapes, dtypes)",
     "trainable_parameters": "trainable parameters",
     "device_type": "device type",
@@ -34,6 +36,7 @@ def compute(trainer: Any) -> dict[str, str]:
         "program": _program_hash(),
         "dataset": str(getattr(trainer.train_dataset, "_fingerprint", None)),
         "training_arguments": _digest(_arguments(trainer.args)),
+        "data_collator": collator(trainer.data_collator),
         "model_structure": _structure(model),
         "trainable_parameters": _digest(
             [n for n, p in model.named_parameters() if p.requires_grad]
@@ -88,6 +91,28 @@ def _program_hash() -> str:
         with open(path, "rb") as handle:
             return "sha256:" + hashlib.sha256(handle.read()).hexdigest()[:16]
     return _digest(sys.argv)
+
+
+def collator(data_collator: Any) -> str:
+    """The collator the Trainer batches with, as a readable value.
+
+    A function by its name; ``DataCollatorWithPadding`` by its settings and its tokenizer's pad
+    token and side, which decide every padded batch. Given explicitly or picked by the Trainer,
+    the same collator reads the same.
+    """
+    if dataclasses.is_dataclass(data_collator) and hasattr(data_collator, "tokenizer"):
+        settings = {
+            field.name: getattr(data_collator, field.name)
+            for field in dataclasses.fields(data_collator)
+            if field.name != "tokenizer"
+        }
+        tokenizer = data_collator.tokenizer
+        settings["pad_token_id"] = getattr(tokenizer, "pad_token_id", None)
+        settings["padding_side"] = getattr(tokenizer, "padding_side", None)
+        shown = ", ".join(f"{name}={value!r}" for name, value in settings.items())
+        return f"{type(data_collator).__name__}({shown})"
+    name = getattr(data_collator, "__qualname__", None) or type(data_collator).__qualname__
+    return f"{data_collator.__module__}.{name}"
 
 
 def _structure(model: Any) -> str:

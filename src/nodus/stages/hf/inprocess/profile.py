@@ -25,17 +25,32 @@ def check(trainer: Any, given: dict[str, Any]) -> list[str]:
 
 
 def _one_process_one_device(trainer, given) -> list[str]:
-    from transformers.training_args import ParallelMode
-
     args = trainer.args
     reasons = []
-    if args.world_size > 1 or args.parallel_mode == ParallelMode.DISTRIBUTED:
-        reasons.append(f"distributed training (world_size={args.world_size}); v1 needs one process")
+    world = _world_size(args)
+    if world > 1:
+        reasons.append(f"distributed training (world_size={world}); v1 needs one process")
     if args.n_gpu > 1:
         reasons.append(f"{args.n_gpu} devices in one process (DataParallel); v1 needs one device")
     if args.deepspeed or args.fsdp:
         reasons.append("DeepSpeed or FSDP is configured; v1 needs one process and one device")
     return reasons
+
+
+def _world_size(args: Any) -> int:
+    """How many processes train together.
+
+    A launcher's world of one (``torchrun --nproc_per_node 1``) is one process: the Trainer
+    sets up a process group of size 1 for it and runs in ``ParallelMode.DISTRIBUTED``, but
+    every batch, step and save is that of ``python train.py``. So the size counts, not the
+    mode; a process group the program set up itself counts too.
+    """
+    import torch.distributed as dist
+
+    sizes = [args.world_size]
+    if dist.is_available() and dist.is_initialized():
+        sizes.append(dist.get_world_size())
+    return max(sizes)
 
 
 def _full_precision(trainer, given) -> list[str]:
@@ -108,17 +123,40 @@ def _loading(trainer, given) -> list[str]:
     reasons = []
     if args.dataloader_num_workers != 0:
         reasons.append(f"dataloader_num_workers={args.dataloader_num_workers}; v1 needs 0")
-    if given.get("data_collator") is not None:
-        reasons.append(
-            f"custom data collator ({_name(given['data_collator'])}); "
-            "v1 needs the Trainer's default"
-        )
+    reasons.extend(_collator(trainer, given.get("data_collator")))
     if not args.accelerator_config.use_seedable_sampler:
         reasons.append(
             "accelerator_config.use_seedable_sampler=False; v1 needs the seedable "
             "sampler to replay an epoch's order"
         )
     return reasons
+
+
+def _collator(trainer, collator: Any) -> list[str]:
+    """The library's default collators, given or not, as the Transformers examples pass them.
+
+    None (the Trainer picks ``DataCollatorWithPadding`` of its tokenizer, or
+    ``default_data_collator``), ``default_data_collator`` itself, or an exact
+    ``DataCollatorWithPadding`` whose tokenizer *is* the Trainer's ``processing_class``. Its
+    padding settings may be anything: they are the program's configuration, deterministic, and
+    recorded in the identity of every checkpoint (``identity.collator``), so a resume with other
+    settings is refused. Anything else is code of the program's own and stays outside.
+    """
+    from transformers.data.data_collator import DataCollatorWithPadding, default_data_collator
+
+    if collator is None or collator is default_data_collator:
+        return []
+    if type(collator) is DataCollatorWithPadding:
+        if trainer.processing_class is not None and collator.tokenizer is trainer.processing_class:
+            return []
+        return [
+            "DataCollatorWithPadding of a tokenizer that is not the Trainer's processing_class; "
+            "v1 needs the Trainer's own tokenizer (pass processing_class=tokenizer)"
+        ]
+    return [
+        f"custom data collator ({_name(collator)}); v1 needs the library's default: none, "
+        "default_data_collator or DataCollatorWithPadding of the Trainer's tokenizer"
+    ]
 
 
 def _callbacks(trainer, given) -> list[str]:

@@ -9,6 +9,7 @@ training ends (the final save).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from typing import Any, NoReturn
@@ -127,4 +128,24 @@ def refuse(control: ControlDir, reasons: list[str], kind: str = protocol.EVENT_R
     control.write_event(kind, {"reasons": reasons})
     lines = "\n".join(f"  - {reason}" for reason in reasons)
     print(f"nodus: hf-trainer-v1 refused this attempt:\n{lines}", file=sys.stderr, flush=True)
+    _leave_the_world_together()
     raise SystemExit(1)  # a refused attempt failed: nodus never retries it as an interruption
+
+
+def _leave_the_world_together() -> None:
+    """In a world of several processes, no rank ends before all have refused.
+
+    Every rank refuses a world larger than one (SIGTERM would otherwise reach a rank still
+    building its Trainer: ``torchrun`` stops the other ranks the moment one exits, and a rank
+    killed by a signal nodus did not send reads as an interruption, which nodus retries). Once
+    all have arrived, each ignores that SIGTERM and exits with its own status.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return
+    try:
+        dist.barrier()
+    except Exception:  # a rank gone already: nothing left to wait for
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)

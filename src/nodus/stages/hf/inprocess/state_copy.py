@@ -69,7 +69,7 @@ def capture(
         model_state=_clone_tensors(trainer.model.state_dict(), buffers),
         optimizer_state=_clone_tree(trainer.optimizer.state_dict(), buffers, "optimizer"),
         scheduler_state=copy.deepcopy(trainer.lr_scheduler.state_dict()),
-        rng_state=_rng_state(),
+        rng_state=_rng_state(trainer.args),
         trainer_state_json=json.dumps(dataclasses.asdict(state), indent=2, sort_keys=True) + "\n",
         training_args=_pickled(trainer.args),
         identity=identity,
@@ -118,15 +118,24 @@ def _clone_tree(value: Any, buffers: Buffers, path: str) -> Any:
     return copy.deepcopy(value)
 
 
-def _rng_state() -> dict[str, Any]:
-    """The same dictionary ``Trainer._save_rng_state`` writes for one process."""
+def _rng_state(args: Any) -> dict[str, Any]:
+    """The same dictionary ``Trainer._save_rng_state`` writes for one process.
+
+    Under a launcher's world of one (``torchrun --nproc_per_node 1``) the Trainer runs in
+    ``ParallelMode.DISTRIBUTED`` and saves, and on resume sets, the CUDA states of all devices
+    (``get_rng_state_all``); a single state there would not be restored.
+    """
+    from transformers.training_args import ParallelMode
+
     states: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
         "cpu": torch.random.get_rng_state(),
     }
     if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.random.get_rng_state()
+        cuda = torch.cuda.random
+        distributed = args.parallel_mode == ParallelMode.DISTRIBUTED
+        states["cuda"] = cuda.get_rng_state_all() if distributed else cuda.get_rng_state()
     return states
 
 
