@@ -20,7 +20,7 @@ import pytest
 from hf_helpers import PROGRAMS, bare_run_hash
 from runner_e2e_helpers import Project
 
-from nodus.runner import proc
+from nodus.runner.processes import procfs
 from polling import wait_for
 
 pytestmark = [pytest.mark.hf, pytest.mark.slow]
@@ -85,8 +85,8 @@ def _recover_after_worker_kill(tmp_path, collator: str, launcher: tuple) -> tupl
 
 def _worker(launcher_pid: int) -> int | None:
     """The process the launcher started for the program (its rank 0), once it runs."""
-    for entry in proc.descendants(launcher_pid, proc.table()):
-        if entry.state != "Z" and PROGRAM in proc.command_line(entry.pid):
+    for entry in procfs.descendants(launcher_pid, procfs.table()):
+        if entry.state != "Z" and PROGRAM in procfs.command_line(entry.pid):
             return entry.pid
     return None
 

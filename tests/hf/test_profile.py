@@ -23,8 +23,8 @@ from transformers import (
     default_data_collator,
 )
 
-from nodus.stages.hf import identity as identities
-from nodus.stages.hf import profile
+from nodus.stages.hf.inprocess import identity as identities
+from nodus.stages.hf.inprocess import profile
 
 pytestmark = pytest.mark.hf
 
