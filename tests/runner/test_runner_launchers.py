@@ -1,4 +1,5 @@
-"""Interruptions seen through launchers: a worker killed under `torchrun` or `sh -c`.
+"""Interruptions seen through launchers: a worker killed under `torchrun`, `sh -c` or
+`accelerate launch`.
 
 The test SIGKILLs the worker, as the OOM killer would; the launcher then exits non-zero. nodus
 sees the whole tree, so the attempt is an interruption naming the killed process and signal,
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from runner_helpers import committed_steps, token_carriers
 
+from nodus.runner.processes import procevents
 from nodus.testing.counter import expected_value
 from polling import wait_for
 
@@ -23,6 +25,15 @@ STEPS, SAVE_EVERY, SLEEP = 300, 10, 0.01
 COUNTER = ["-m", "nodus.testing.counter", "--steps", str(STEPS), "--save-every", str(SAVE_EVERY)]
 COUNTER += ["--sleep", str(SLEEP)]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
+ACCELERATE = Path(sys.executable).with_name("accelerate")
+LAUNCHERS = ("torchrun", "accelerate")
+
+
+def _process_events_open() -> bool:
+    events = procevents.open_events()
+    if events is not None:
+        events.close()
+    return events is not None
 
 
 @pytest.mark.skipif(not TORCHRUN.exists(), reason="torch (torchrun) is not installed")
@@ -38,7 +49,22 @@ def test_a_worker_sigkilled_under_sh_c_is_recovered_like_a_direct_kill(project):
     _recovers_after_the_worker_is_killed(project, launcher, "sh")
 
 
-def _recovers_after_the_worker_is_killed(project, launcher: list[str], key: str) -> None:
+@pytest.mark.skipif(not ACCELERATE.exists(), reason="accelerate is not installed")
+@pytest.mark.skipif(
+    not _process_events_open(),
+    reason="the kernel's process events need CAP_NET_ADMIN in the initial namespaces: without "
+    "them a worker that accelerate launch reaps at once cannot be told from a failing one",
+)
+def test_a_worker_sigkilled_under_accelerate_launch_is_recovered_like_a_direct_kill(project):
+    # Its launcher blocks in waitpid: it reaps the worker at once and exits 1; only the
+    # kernel's exit event tells that the worker was killed.
+    options = ["--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no"]
+    launcher = [str(ACCELERATE), "launch", *options, "--dynamo_backend", "no", *COUNTER]
+    events = _recovers_after_the_worker_is_killed(project, launcher, "accelerate")
+    assert events[0]["evidence"] == "process_events" and events[0]["exit_status"] == 1
+
+
+def _recovers_after_the_worker_is_killed(project, launcher: list[str], key: str) -> list[dict]:
     project.write(command=launcher)
     runner = project.start("run", "workload.toml", "--key", key)
     runner.log_path = os.devnull
@@ -59,13 +85,15 @@ def _recovers_after_the_worker_is_killed(project, launcher: list[str], key: str)
     killed = [e for e in run["events"] if e["type"] == "process_killed"]
     assert [(e["pid"], e["signal"], e["attempt"]) for e in killed] == [(worker, "SIGKILL", 1)]
     assert "nodus.testing.counter" in killed[0]["command"]
+    return killed
 
 
 def _worker(run_id: str) -> int | None:
     """The counter process under the launcher (not the launcher, whose command names it too)."""
     for pid, command in token_carriers(run_id).items():
         words = command.split()
-        if "nodus.testing.counter" in words and not any("torchrun" in w for w in words[:2]):
+        launcher = any(name in word for word in words[:2] for name in LAUNCHERS)
+        if "nodus.testing.counter" in words and not launcher:
             if os.path.basename(words[0]).startswith("python"):
                 return pid
     return None

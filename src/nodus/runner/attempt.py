@@ -320,8 +320,8 @@ class Attempt:
                 "signal": name,
                 "oom_kill": loss.oom,
                 "exit_status": status,
-                # its own status, or (a shell reaped it at once) the launcher's 128+N
-                "evidence": "launcher_exit_status" if loss.inferred else "process_status",
+                # its own status, the kernel's exit event, or a shell's 128+N
+                "evidence": loss.evidence,
             },
             self.stage.name,
             self.number,

@@ -5,6 +5,7 @@
                       a child subreaper that stops the whole tree on every way out
     messages.py       what runner and supervisor say to each other, defined once
     tree.py           the supervisor's view of the tree: members, pidfds, foreign deaths
+    procevents.py     the kernel's process-events connector: exit statuses as processes die
     containment.py    the attempt token and the sweep that ends what a lost attempt left
     procfs.py         the few /proc and prctl calls the above need
 

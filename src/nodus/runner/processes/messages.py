@@ -27,6 +27,11 @@ START, SIGNAL, KILL = "start", "signal", "kill"
 STARTED, CANNOT_START, ENDED = "started", "cannot_start", "ended"
 """Report keys, supervisor → runner."""
 
+PROCESS_STATUS, PROCESS_EVENTS = "process_status", "process_events"
+LAUNCHER_EXIT_STATUS = "launcher_exit_status"
+"""How a :class:`Loss`'s signal is known: the process's own status (reaped, or read from its
+zombie), the kernel's process-events connector, or a shell's 128+N exit status."""
+
 
 @dataclass(frozen=True)
 class Start:
@@ -69,7 +74,7 @@ class Loss:
     parent: int
     signal: int
     oom: bool = False  # the kernel counted an OOM kill in the attempt's memory cgroup
-    inferred: bool = False  # the signal is read from the launcher's 128+N exit status
+    evidence: str = PROCESS_STATUS  # PROCESS_STATUS, PROCESS_EVENTS or LAUNCHER_EXIT_STATUS
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -158,7 +163,7 @@ class Ending:
         signum = self.status - 128
         if self.vanished and signum in _SIGNALS and signum not in sent:
             last = self.vanished[-1]
-            return Loss(last.pid, last.command, last.parent, signum, inferred=True)
+            return Loss(last.pid, last.command, last.parent, signum, evidence=LAUNCHER_EXIT_STATUS)
         return None
 
 

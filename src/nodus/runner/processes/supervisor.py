@@ -15,7 +15,9 @@ straight into the pipe the runner reads.
 
 While the program runs it watches the tree (:mod:`.tree`) for processes that die of
 a signal nodus did not send: a worker killed under a launcher is how an interruption looks from
-outside ``torchrun``.
+outside ``torchrun``. Where it may, it listens to the kernel's process events
+(:mod:`.procevents`), which tell every member's wait status even when its parent reaps it at
+once (``accelerate launch``); elsewhere it reads the member's zombie (:mod:`.tree`).
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ import subprocess
 import sys
 import time
 
-from nodus.runner.processes import procfs
+from nodus.runner.processes import procevents, procfs
 from nodus.runner.processes.messages import (
     CANNOT_START,
     ENDED,
     KILL,
+    PROCESS_EVENTS,
+    PROCESS_STATUS,
     SIGNAL,
     START,
     STARTED,
@@ -49,6 +53,12 @@ _SCAN_BUDGET = 50
 """A look at /proc may cost at most 1/_SCAN_BUDGET of the time between looks (2 % of a core)."""
 
 _LOSSES_KEPT = 16
+
+_EVENTS_PER_TURN = 256
+"""Process events read per turn at most: a flood from the rest of the machine cannot starve the
+program's requests and stop deadlines, and each turn's reads stay a few hundred microseconds."""
+
+_AWAITED_KEPT = 64
 
 
 class Supervisor:
@@ -71,6 +81,9 @@ class Supervisor:
         self.oom_count = procfs.oom_kills()
         self.scan_every = defaults.TREE_SCAN_S
         self.next_scan = 0.0
+        self.events: procevents.ProcessEvents | None = None
+        # Members that ended already reaped by their parent: their exit event may still come.
+        self.awaited: dict[int, Member] = {}
 
     def serve(self) -> int:
         wakeup = self._catch_signals()
@@ -87,6 +100,8 @@ class Supervisor:
         except BaseException:
             self._signal_tree(signal.SIGKILL)  # never leave the tree behind, even on a bug
             raise
+        finally:
+            self._close_events()
         self.channel.send({ENDED: self._ending().to_dict()})
         self.tree.close()
         return 0
@@ -98,9 +113,13 @@ class Supervisor:
         listened = [wakeup, *self.tree.pidfds()]
         if not self.channel.closed:  # a closed socket would read as ready forever
             listened.append(self.channel.fileno())
+        if self.events is not None:
+            listened.append(self.events.fileno())
         for fd in listened:
             poller.register(fd, select.POLLIN)
         ready = {fd for fd, _ in poller.poll(self._timeout() * 1000)}
+        if self.events is not None and self.events.fileno() in ready:
+            self._take_exit_events()  # first: an exact status beats a zombie read
         self._take_member_ends(ready)
         if wakeup in ready:
             _drain(wakeup)
@@ -135,6 +154,7 @@ class Supervisor:
 
     def _start(self, spec: Start) -> bool:
         self.grace = spec.grace
+        self.events = procevents.open_events()  # before the program: no exit goes untold
         try:
             self.program = subprocess.Popen(
                 spec.command,
@@ -145,6 +165,7 @@ class Supervisor:
                 preexec_fn=procfs.die_with_parent(os.getpid(), signal.SIGKILL),
             )
         except OSError as error:
+            self._close_events()
             why = CannotStart(error.errno, error.strerror or str(error))
             self.channel.send({CANNOT_START: why.to_dict()})
             return False
@@ -229,6 +250,7 @@ class Supervisor:
         for pid, raw in reaped:
             member = self.tree.forget(pid)
             if pid == self.program.pid:
+                self._take_exit_events()
                 self._take_member_ends(self._ended_pidfds())
                 self._program_ended(raw)
             else:
@@ -250,7 +272,31 @@ class Supervisor:
         status = self.tree.ended(member)
         if member.pid in self.tree.members:
             return  # re-parented to the supervisor meanwhile: waitpid tells how it ended
+        if status is None and self.events is not None:
+            self._await(member)
         self._record(member.pid, member, status)
+
+    def _take_exit_events(self) -> None:
+        """Record the members whose exit the kernel reported (see :mod:`.procevents`)."""
+        if self.events is None:
+            return
+        for pid, raw, parent in self.events.exits(_EVENTS_PER_TURN):
+            if parent == self.tree.root:
+                continue  # the supervisor's own child: waitpid tells, and reaps it
+            member = self.tree.forget(pid) or self.awaited.pop(pid, None)
+            if member is not None:
+                self._record(pid, member, raw, PROCESS_EVENTS)
+
+    def _await(self, member: Member) -> None:
+        """Its parent reaped it before the zombie could be read; its exit event tells."""
+        self.awaited[member.pid] = member
+        while len(self.awaited) > _AWAITED_KEPT:
+            del self.awaited[next(iter(self.awaited))]
+
+    def _close_events(self) -> None:
+        if self.events is not None:
+            self.events.close()
+            self.events = None
 
     def _program_ended(self, raw: int) -> None:
         assert self.program is not None
@@ -259,7 +305,9 @@ class Supervisor:
         self.oom = self.status == -signal.SIGKILL and self._oom_counted()
         self._stop(self.grace)
 
-    def _record(self, pid: int, member: Member | None, raw: int | None) -> None:
+    def _record(
+        self, pid: int, member: Member | None, raw: int | None, evidence: str = PROCESS_STATUS
+    ) -> None:
         """A member's end: evidence of an interruption while the program still runs."""
         if self.status is not None:
             return  # the program ended first: nothing after it made it end
@@ -272,7 +320,8 @@ class Supervisor:
         if os.WIFSIGNALED(raw) and os.WTERMSIG(raw) not in self.sent:
             signum = os.WTERMSIG(raw)
             oom = signum == signal.SIGKILL and self._oom_counted()
-            self.lost = _remember(self.lost, Loss(pid, command, parent, signum, oom))
+            loss = Loss(pid, command, parent, signum, oom, evidence)
+            self.lost = _remember(self.lost, loss)
 
     def _oom_counted(self) -> bool:
         """True if the kernel counted an OOM kill since the last look."""

@@ -9,7 +9,8 @@ pidfd, which becomes readable the moment the process ends.
 For a member whose parent is another member, that moment is the only chance to learn how it
 ended: its zombie's ``/proc/<pid>/stat`` holds its exit status until the parent reaps it.
 torchrun's agent looks at its workers every 0.1 s, so a killed worker is seen; a shell blocked
-in ``wait()`` reaps at once, and its child counts as *vanished* (its status unknown).
+in ``wait()`` reaps at once, and its child counts as *vanished* (its status unknown here; the
+kernel's exit event tells it where the supervisor may listen, :mod:`.procevents`).
 """
 
 from __future__ import annotations
