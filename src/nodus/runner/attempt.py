@@ -104,6 +104,8 @@ class Attempt:
         self._save_request = 0
 
     def run(self) -> Outcome:
+        # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
+        kill_survivors(self.ctx.catalog, self.ctx.run_id)
         restored = self._prepare()
         capturer = Capturer(
             store=self.ctx.store,
@@ -116,7 +118,6 @@ class Attempt:
             restored_snapshot=restored.id if restored else None,
         )
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
-        kill_survivors(self.ctx.catalog, self.ctx.run_id)  # nothing of an earlier attempt runs
         try:
             command, env = self._as_accepted(env)
             self.process = StageProcess(
@@ -178,7 +179,7 @@ class Attempt:
     # --- preparation ------------------------------------------------------------------------
 
     def _prepare(self):
-        """Fresh copy = source + earlier outputs + the restored selection; the restored manifest."""
+        """The copy laid out again: source, earlier outputs, restored selection; its manifest."""
         if not self.recovering:
             self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
         restored = None
