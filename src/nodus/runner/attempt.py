@@ -311,7 +311,8 @@ class Attempt:
         program = self.stage.command[0]
         loss = self.process.interruption()
         if loss is None:
-            return Outcome(AttemptOutcome.FAILED, f"{program} exited with status {status}")
+            detail = f"{program} exited with status {status}{self._refusal()}"
+            return Outcome(AttemptOutcome.FAILED, detail)
         name = signal_name(loss.signal)
         self.ctx.event(
             "process_killed",
@@ -333,6 +334,15 @@ class Attempt:
             f"process {loss.pid} ({loss.command}) was killed by {how}, which nodus did not "
             f"send; {program} then exited with status {status}",
         )
+
+    def _refusal(self) -> str:
+        """Why the integration refused this attempt (its event, ingested by now), or ''."""
+        for event in self.ctx.catalog.events(self.ctx.run_id):
+            mine = (event["stage"], event["attempt"]) == (self.stage.name, self.number)
+            if mine and event["type"] == protocol.EVENT_REFUSED:
+                reasons = "; ".join(str(r) for r in event["details"].get("reasons") or ())
+                return f": {self.stage.integration} refused this attempt: {reasons}"
+        return ""
 
     def _preempt(self, capturer: Capturer) -> Outcome:
         """A preemption notice: save (integration) or forward SIGTERM, wait, capture, stop."""
