@@ -70,14 +70,15 @@ _CONTENT_BY_FINGERPRINT: dict[str, str] = {}  # within one process a fingerprint
 
 def dataset_identity(data: Any) -> dict[str, str]:
     """``dataset`` (content), and, for reading only, its fingerprint and where it came from."""
-    fingerprint = str(getattr(data, "_fingerprint", None))
-    content = _CONTENT_BY_FINGERPRINT.get(fingerprint)
+    fingerprint = getattr(data, "_fingerprint", None)
+    content = _CONTENT_BY_FINGERPRINT.get(fingerprint) if fingerprint else None
     if content is None:
         content = _content(data)
-        _CONTENT_BY_FINGERPRINT[fingerprint] = content
+        if fingerprint:
+            _CONTENT_BY_FINGERPRINT[fingerprint] = content
     return {
         "dataset": content,
-        "dataset_fingerprint": fingerprint,
+        "dataset_fingerprint": str(fingerprint),
         "dataset_source": _source(data),
     }
 
