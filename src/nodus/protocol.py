@@ -50,8 +50,14 @@ finds what an attempt left behind. Programs never need to read it."""
 RUNTIME_DIR = "runtime"
 """``$TMPDIR/runtime`` exists: rebuildable installs go there, outside the selection."""
 
-CACHE_VARIABLES = {"HF_HOME": "hf", "XDG_CACHE_HOME": "xdg", "PIP_CACHE_DIR": "pip"}
-"""Caches the runner points at private folders: variable → folder in the attempt's cache."""
+CACHE_VARIABLES = {
+    "HF_HOME": "hf",
+    "HF_DATASETS_CACHE": os.path.join("hf", "datasets"),  # an inherited one would win over HF_HOME
+    "XDG_CACHE_HOME": "xdg",
+    "PIP_CACHE_DIR": "pip",
+}
+"""Caches the runner points at private folders: variable → folder in the stage's cache, which
+every attempt of the stage shares (a later attempt reuses the tokenized data of an earlier one)."""
 
 ENV_WRITE_DELAY = "NODUS_HF_WRITE_DELAY_S"
 """Fault injection for qualification and tests: seconds the integration waits before it publishes

@@ -188,7 +188,8 @@ class Project:
         return None
 
     def copy_of(self, run: str, number: int) -> Path:
-        return self.home / "work" / self.get_id(run) / STAGE / str(number) / "copy"
+        """The stage's working copy: attempt ``number``'s while it runs (and until the next)."""
+        return self.home / "work" / self.get_id(run) / STAGE / "copy"
 
     def control(self, run: str, number: int) -> protocol.ControlPaths:
         """The control folder of attempt ``number``, as the protocol names its files."""

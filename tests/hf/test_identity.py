@@ -16,7 +16,7 @@ pytestmark = pytest.mark.hf
 @pytest.mark.parametrize(
     "integration, env, named",
     [
-        ("auto", {"QUICKSTART_EXAMPLES": "80"}, "dataset fingerprint differs"),
+        ("auto", {"QUICKSTART_EXAMPLES": "80"}, "train dataset content differs"),
         (
             "hf-trainer-v1",
             {"QUICKSTART_LAYERS": "3"},

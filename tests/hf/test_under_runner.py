@@ -138,8 +138,8 @@ def test_dataset_changed_between_attempts_fails_the_recovery_naming_it(tmp_path)
     assert second["restored_step"] == project.committed_steps("c", 1)[-1]
     refused = [e for e in view["events"] if e["type"] == "integration_refused"]
     assert [e["attempt"] for e in refused] == [2]
-    assert any("dataset fingerprint differs" in reason for reason in refused[0]["reasons"])
-    assert "dataset fingerprint differs" in project.log_of(second)
+    assert any("train dataset content differs" in reason for reason in refused[0]["reasons"])
+    assert "train dataset content differs" in project.log_of(second)
     assert steps_logged(project.log_of(second)) == 0  # refused before a single step
     assert project.committed_steps("c", 2) == []  # nothing trained, nothing committed again
 

@@ -88,7 +88,7 @@ def test_pause_save_under_the_directory_contract_then_resume_from_an_earlier_ste
     steps = committed_steps(project, run_id)
     # The counter saved the step it was at when SIGTERM came: the pause acknowledged that one.
     assert pause["state"] == "paused" and pause["save"]["step"] == steps[-1] > 10
-    assert not (project.home / "work" / run_id / "main" / "1" / "copy").exists()
+    assert not (project.home / "work" / run_id / "main" / "copy").exists()
 
     missing = project.nodus("runs", "resume", run_id, "--step", "15")
     assert missing.returncode == 2 and "no committed snapshot at step 15" in missing.stderr

@@ -68,7 +68,7 @@ def test_save_records_requests_and_a_preemption_notice_follow_the_protocol(proje
     wait_for(lambda: committed_steps(project, run_id), what="a first save")
     first = project.store().list(run=run_id, stage="main")[0]
     assert first.step == 25 and first.metrics["loss"] == 1 / 25 and first.epoch == 0.25
-    copy = project.home / "work" / run_id / "main" / "1" / "copy"
+    copy = project.home / "work" / run_id / "main" / "copy"
     wait_for(lambda: (copy / ".nodus" / "committed.json").exists(), what="committed.json")
     assert json.loads((copy / ".nodus" / "committed.json").read_text())["step"] >= 25
     program = running_attempt(project.catalog(), run_id)["pid"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -175,6 +176,65 @@ def test_files_outside_the_selection_are_gone_after_recovery(project):
     assert out.joinpath("strays.txt").read_text() == "False\n"  # fresh copy, no old log
     assert out.joinpath("seen.json").read_text() == '{"stray_seen": false}'
     assert project.get(run_id)["stages"][0]["attempts"][1]["restored_step"] is not None
+
+
+ATTEMPT_PROBE = textwrap.dedent("""
+    import glob, json, os, shutil, signal
+    attempt = os.environ["NODUS_ATTEMPT"]
+    cache = os.environ["HF_HOME"]
+    seen = {
+        "cwd": os.getcwd(),
+        "tmp": os.environ["TMPDIR"],
+        "data_mtime_ns": os.stat("data.txt").st_mtime_ns,
+        "cached_before": sorted(os.path.basename(p) for p in glob.glob(f"{cache}/seen-*")),
+        "stray": os.path.exists("stray.txt"),
+    }
+    with open(os.path.join(cache, f"seen-{attempt}.json"), "w") as handle:
+        json.dump(seen, handle)
+    print(f"attempt {attempt} probed", flush=True)
+    if attempt == "1":
+        open("stray.txt", "w").write("left in the copy by attempt 1")
+        os.kill(os.getpid(), signal.SIGKILL)  # an interruption: nodus did not send it
+    os.makedirs("out", exist_ok=True)
+    for path in glob.glob(f"{cache}/seen-*.json"):
+        shutil.copy(path, "out")
+""")
+
+
+def test_every_attempt_runs_at_one_copy_path_with_the_source_mtimes_and_the_stage_cache(project):
+    (project.root / "probe.py").write_text(ATTEMPT_PROBE)
+    data = project.root / "data.txt"
+    data.write_text("a data file that datasets would fingerprint by path and mtime")
+    captured_mtime = 1_600_000_000_123_456_789
+    os.utime(data, ns=(captured_mtime, captured_mtime))
+    project.write(
+        command=[sys.executable, "probe.py"],
+        body='[continuity]\nmode = "restartable"\nresume_on_interruption = true\n',
+    )
+    proc = project.nodus("run", "workload.toml", "--key", "same")
+    assert proc.returncode == 0, proc.stderr
+    run_id = project.get("same")["id"]
+    store = project.store()
+    store.restore(store.list(run=run_id, role="outputs")[-1].id, str(project.root.parent / "o"))
+    first, second = (
+        json.loads((project.root.parent / "o" / "out" / f"seen-{n}.json").read_text())
+        for n in (1, 2)
+    )
+
+    assert [a["outcome"] for a in project.get(run_id)["stages"][0]["attempts"]] == [
+        "interrupted",
+        "succeeded",
+    ]
+    copy = str(project.home / "work" / run_id / "main" / "copy")
+    assert first["cwd"] == second["cwd"] == copy
+    assert first["data_mtime_ns"] == second["data_mtime_ns"] == captured_mtime
+    assert second["cached_before"] == ["seen-1.json"]  # the stage's cache outlived attempt 1
+    assert not second["stray"]  # ... but the copy was laid out again from the source
+    assert first["tmp"] != second["tmp"] and not os.path.exists(first["tmp"])
+    logs = project.nodus("runs", "logs", run_id).stdout
+    one, two = logs.split("==> main, attempt 2 <==")
+    assert "==> main, attempt 1 <==" in one and "attempt 1 probed" in one
+    assert "attempt 2 probed" in two and "attempt 1 probed" not in two
 
 
 def test_max_recoveries_bounds_the_loop_and_names_the_count(project):

@@ -6,6 +6,9 @@ import json
 import sys
 import textwrap
 
+from runner_helpers import Project
+
+from nodus.runner.workspace import TMPDIR_MAX
 from nodus.testing.counter import expected_value
 
 ENV_PROBE = textwrap.dedent("""
@@ -86,7 +89,7 @@ def test_the_program_gets_its_private_environment_and_integration_settings(proje
     store.restore(output.id, str(project.root.parent / "o"))
     seen = json.loads((project.root.parent / "o" / "out" / "env.json").read_text())
     copy = seen["cwd"]
-    assert copy.startswith(str(project.home / "work" / run_id / "main" / "1"))
+    assert copy == str(project.home / "work" / run_id / "main" / "copy")  # every attempt's
     assert seen["NODUS_CHECKPOINT_DIR"] == copy + "/state" and seen["state_exists"]
     assert seen["NODUS_CONTROL_DIR"] == copy + "/.nodus"
     assert (seen["NODUS_RUN_ID"], seen["NODUS_STAGE"], seen["NODUS_ATTEMPT"]) == (
@@ -178,3 +181,25 @@ def test_a_home_inside_the_code_folder_is_not_captured_as_source(tmp_path):
     store = project.store()
     source = store.get(project.get("inside")["stages"][0]["source_snapshot"])
     assert sorted(entry.path for entry in source.files) == ["probe.py", "workload.toml"]
+
+
+SOCKET_PROBE = textwrap.dedent("""
+    import os
+    from multiprocessing.connection import Listener
+    # Where DataLoader workers' sockets go: $TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX
+    with Listener(family="AF_UNIX") as listener:
+        print(f"listening at {listener.address} ({len(os.environ['TMPDIR'])} byte TMPDIR)")
+""")
+
+
+def test_a_long_nodus_home_still_gives_programs_a_tmpdir_short_enough_for_sockets(tmp_path):
+    root = tmp_path / "project"
+    root.mkdir()
+    project = Project(root, tmp_path / ("a-home-folder-with-a-long-name-" * 4))
+    (root / "probe.py").write_text(SOCKET_PROBE)
+    project.write(command=[sys.executable, "probe.py"])
+    proc = project.nodus("run", "workload.toml", "--key", "long")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "listening at" in proc.stdout
+    tmpdir = proc.stdout.split("(")[-1].split()[0]
+    assert int(tmpdir) <= TMPDIR_MAX

@@ -104,6 +104,8 @@ class Attempt:
         self._save_request = 0
 
     def run(self) -> Outcome:
+        # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
+        kill_survivors(self.ctx.catalog, self.ctx.run_id)
         restored = self._prepare()
         capturer = Capturer(
             store=self.ctx.store,
@@ -116,7 +118,6 @@ class Attempt:
             restored_snapshot=restored.id if restored else None,
         )
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
-        kill_survivors(self.ctx.catalog, self.ctx.run_id)  # nothing of an earlier attempt runs
         try:
             command, env = self._as_accepted(env)
             self.process = StageProcess(
@@ -178,7 +179,7 @@ class Attempt:
     # --- preparation ------------------------------------------------------------------------
 
     def _prepare(self):
-        """Fresh copy = source + earlier outputs + the restored selection; the restored manifest."""
+        """The copy laid out again: source, earlier outputs, restored selection; its manifest."""
         if not self.recovering:
             self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
         restored = None
@@ -310,7 +311,8 @@ class Attempt:
         program = self.stage.command[0]
         loss = self.process.interruption()
         if loss is None:
-            return Outcome(AttemptOutcome.FAILED, f"{program} exited with status {status}")
+            detail = f"{program} exited with status {status}{self._refusal()}"
+            return Outcome(AttemptOutcome.FAILED, detail)
         name = signal_name(loss.signal)
         self.ctx.event(
             "process_killed",
@@ -332,6 +334,15 @@ class Attempt:
             f"process {loss.pid} ({loss.command}) was killed by {how}, which nodus did not "
             f"send; {program} then exited with status {status}",
         )
+
+    def _refusal(self) -> str:
+        """Why the integration refused this attempt (its event, ingested by now), or ''."""
+        for event in self.ctx.catalog.events(self.ctx.run_id):
+            mine = (event["stage"], event["attempt"]) == (self.stage.name, self.number)
+            if mine and event["type"] == protocol.EVENT_REFUSED:
+                reasons = "; ".join(str(r) for r in event["details"].get("reasons") or ())
+                return f": {self.stage.integration} refused this attempt: {reasons}"
+        return ""
 
     def _preempt(self, capturer: Capturer) -> Outcome:
         """A preemption notice: save (integration) or forward SIGTERM, wait, capture, stop."""

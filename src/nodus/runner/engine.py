@@ -127,7 +127,7 @@ class Runner:
                 self.ctx, stage, row["source_snapshot"], restore, overlays, recovering=recovering
             )
             outcome = attempt.run()
-            self._discard_older_copies(stage, attempt.number)
+            self._discard_older_attempts(stage, attempt.number)
             if outcome.kind == AttemptOutcome.SUCCEEDED:
                 self.catalog.set_stage(self.run.id, stage.name, phase=Phase.SUCCEEDED)
                 return Phase.SUCCEEDED.exit_status
@@ -215,12 +215,16 @@ class Runner:
         manifests = self.ctx.store.list(run=self.run.id, stage=stage.name, role="outputs")
         return [manifests[-1].id] if manifests else []
 
-    def _discard_older_copies(self, stage: ResolvedStage, keep_from: int) -> None:
-        """Keep only the newest attempt's copy (for inspection); logs always stay."""
+    def _discard_older_attempts(self, stage: ResolvedStage, keep_from: int) -> None:
+        """Only the newest attempt's temp folder stays; logs and the stage's caches always do.
+
+        The working copy is the stage's: it keeps what the newest attempt left, for inspection,
+        until the next attempt lays it out again.
+        """
         from nodus.runner.workspace import Workspace
 
         for number in range(1, keep_from):
-            Workspace.of(self.ctx.home, self.run.id, stage.name, number).discard_copy()
+            Workspace.of(self.ctx.home, self.run.id, stage.name, number).discard_tmp()
 
     def _install_notice_handlers(self) -> dict:
         """SIGTERM/SIGINT to the runner are a preemption notice, handled by the poll loop."""

@@ -313,10 +313,16 @@ class _Killer(threading.Thread):
         self.say("last attempt: recovered from the newest committed snapshot, trains to the end")
 
     def _wait(self, number: int, ready: Callable[[Workspace], bool]) -> Workspace:
-        """Attempt ``number``'s workspace once ``ready`` holds for it."""
+        """Attempt ``number``'s workspace once its program runs and ``ready`` holds for it.
+
+        The working copy is the stage's: until attempt ``number`` runs, it holds what the attempt
+        before left there.
+        """
         ws = Workspace.of(self.home, self.run_id, STAGE, number)
         deadline = time.monotonic() + WAIT_S
-        while not ready(ws):
+        started = False
+        while not (started and ready(ws)):
+            started = started or self._pid(number) is not None
             if self._stopped.is_set():
                 raise _Failed(f"the run ended before attempt {number} reached its kill point")
             if time.monotonic() > deadline:
@@ -324,14 +330,21 @@ class _Killer(threading.Thread):
             time.sleep(0.02)
         return ws
 
-    def _kill(self, number: int) -> None:
+    def _pid(self, number: int) -> int | None:
+        """The program pid of attempt ``number``; None until it has started."""
         catalog = Catalog(self.home)
         try:
-            attempt = catalog.attempts(self.run_id, STAGE)[number - 1]
+            attempts = catalog.attempts(self.run_id, STAGE)
         finally:
             catalog.close()
+        return attempts[number - 1]["pid"] if len(attempts) >= number else None
+
+    def _kill(self, number: int) -> None:
+        pid = self._pid(number)
+        if pid is None:  # _wait saw it run: only a damaged catalog gets here
+            raise _Failed(f"attempt {number} has no program pid to kill")
         try:
-            os.kill(attempt["pid"], signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             raise _Failed(f"the program of attempt {number} ended before it was killed") from None
 

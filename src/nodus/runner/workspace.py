@@ -1,36 +1,56 @@
-"""Where an attempt runs: its working copy, private folders, environment and integration file.
+"""Where an attempt runs: the stage's working copy, private folders, environment and settings.
 
-    $NODUS_HOME/work/<run>/<stage>/<attempt>/
-        copy/            the run's source with the restored selection laid over it (cwd)
-        copy/state/      NODUS_CHECKPOINT_DIR, whatever the selection
-        copy/.nodus/     NODUS_CONTROL_DIR: the control files of nodus.protocol (never captured)
-        tmp/runtime/     TMPDIR; runtime/ is for rebuildable installs, outside the selection
-        cache/           HF_HOME, XDG_CACHE_HOME, PIP_CACHE_DIR
-        output.log       everything the program printed
+    $NODUS_HOME/work/<run>/<stage>/
+        copy/                the working copy (cwd) of every attempt of the stage: the run's
+                             source with the restored selection laid over it, cleared and laid
+                             out again for each attempt, always at this path
+        copy/state/          NODUS_CHECKPOINT_DIR, whatever the selection
+        copy/.nodus/         NODUS_CONTROL_DIR: the control files of nodus.protocol (never captured)
+        cache/               HF_HOME, HF_DATASETS_CACHE, XDG_CACHE_HOME, PIP_CACHE_DIR
+        <attempt>/output.log everything the attempt's program printed
+        <attempt>/tmp/       TMPDIR; runtime/ is for rebuildable installs, outside the selection
 
+One path and the source's own mtimes (the store restores them) mean nothing path- or
+time-sensitive changes between attempts: a `datasets` fingerprint of a local data file is the
+same, so the tokenized data the first attempt cached in the stage's cache is reused, not rebuilt.
 Everything an attempt may scribble on outside the selection lives here, so a recovered attempt
-starts from exactly the source plus the committed selection and nothing else.
+starts from exactly the source plus the committed selection, and its caches.
+
+TMPDIR must stay short: DataLoader workers and other ``multiprocessing`` users bind AF_UNIX
+sockets under it, whose paths may not exceed 107 bytes. Under a long ``$NODUS_HOME`` an attempt's
+temp folder is a private folder in the system's temp folder instead.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import stat
+import tempfile
 from dataclasses import dataclass
+from functools import cached_property
 
 from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 
+TMPDIR_MAX = 67
+"""Longest TMPDIR given to a program: ``multiprocessing`` binds its sockets at
+``$TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX`` (32 bytes more), with room to spare under the 107
+bytes an AF_UNIX socket path may have."""
+
 
 @dataclass(frozen=True)
 class Workspace:
     root: str
+    """The stage's folder, shared by its attempts."""
+    attempt: int = 1
 
     @classmethod
     def of(cls, home: str, run_id: str, stage: str, attempt: int) -> Workspace:
-        return cls(os.path.join(home, defaults.WORK_DIR, run_id, stage, str(attempt)))
+        return cls(os.path.join(home, defaults.WORK_DIR, run_id, stage), attempt)
 
     @property
     def copy(self) -> str:
@@ -50,16 +70,30 @@ class Workspace:
         return protocol.ControlPaths(self.private)
 
     @property
-    def tmp(self) -> str:
-        return os.path.join(self.root, "tmp")
-
-    @property
     def cache(self) -> str:
         return os.path.join(self.root, "cache")
 
     @property
+    def attempt_folder(self) -> str:
+        return os.path.join(self.root, str(self.attempt))
+
+    @property
     def log_path(self) -> str:
-        return os.path.join(self.root, "output.log")
+        return os.path.join(self.attempt_folder, "output.log")
+
+    @cached_property
+    def tmp(self) -> str:
+        """The attempt's TMPDIR: in its folder, or a short private one when that is too long."""
+        preferred = os.path.join(self.attempt_folder, "tmp")
+        if len(os.fsencode(preferred)) <= TMPDIR_MAX:
+            return preferred
+        name = hashlib.sha256(os.fsencode(self.attempt_folder)).hexdigest()[:12]
+        for parent in dict.fromkeys((tempfile.gettempdir(), "/tmp")):
+            base = os.path.join(parent, f"nodus-{os.getuid()}")
+            short = os.path.join(base, name)
+            if len(os.fsencode(short)) <= TMPDIR_MAX and _private_folder(base):
+                return short
+        return preferred  # nowhere shorter: sockets under it may fail, as they would anyway
 
     def private_path(self, *parts: str) -> str:
         return os.path.join(self.private, *parts)
@@ -67,7 +101,7 @@ class Workspace:
     def reset_copy(self) -> None:
         """An empty copy folder (a failed restore must not leave half a snapshot behind)."""
         shutil.rmtree(self.copy, ignore_errors=True)
-        os.makedirs(self.root, exist_ok=True)
+        os.makedirs(self.attempt_folder, exist_ok=True)
 
     def make_private_folders(self) -> None:
         for folder in (
@@ -79,9 +113,27 @@ class Workspace:
             os.makedirs(folder, exist_ok=True)
 
     def discard_copy(self) -> None:
-        """Free the disk of a finished attempt; its log stays for ``nodus runs logs``."""
+        """Free the disk of a paused stage; the caches and the attempt's log stay."""
         shutil.rmtree(self.copy, ignore_errors=True)
+        self.discard_tmp()
+
+    def discard_tmp(self) -> None:
+        """Free what a finished attempt left in its temp folder; its log stays."""
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _private_folder(path: str) -> bool:
+    """Whether ``path`` is (now) a folder only this user can enter, never through a symlink."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.getuid()
+        and stat.S_IMODE(info.st_mode) & 0o077 == 0
+    )
 
 
 def stage_environment(

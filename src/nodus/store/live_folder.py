@@ -161,6 +161,7 @@ class ReadResult:
     size: int
     mode: int
     spool: str | None  # the copy to adopt as a blob; None when the cache knew the hash
+    mtime_ns: int  # of the state read: a restore gives the file this time again
 
 
 def read_consistently(
@@ -208,7 +209,7 @@ def _read_once(
         mode = stat_mod.S_IMODE(before.st_mode)
         digest = cache.get(full, signature)
         if digest is not None:
-            return ReadResult(digest, before.st_size, mode, None)
+            return ReadResult(digest, before.st_size, mode, None, before.st_mtime_ns)
         started = time.time_ns()
         spool = new_spool()
         try:
@@ -218,7 +219,7 @@ def _read_once(
                 quiet = signature[1] <= started - int(defaults.CAPTURE_QUIET_S * 1e9)
                 if stable and (not strict or (quiet and _same_file_at(full, before))):
                     cache.put(full, signature, digest, started)
-                    return ReadResult(digest, count, mode, spool)
+                    return ReadResult(digest, count, mode, spool, before.st_mtime_ns)
         except BaseException:
             _remove(spool)
             raise

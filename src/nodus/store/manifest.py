@@ -42,6 +42,7 @@ class FileEntry:
     hash: str  # xxh3-128 hex of the contents; "" for a symlink
     kind: str  # see nodus.store.kinds
     target: str | None = None  # symlink target, relative to the link's folder
+    mtime_ns: int | None = None  # modification time as captured; None in older manifests
 
     @property
     def is_link(self) -> bool:
@@ -57,6 +58,8 @@ class FileEntry:
         }
         if self.target is not None:
             data["target"] = self.target
+        if self.mtime_ns is not None:
+            data["mtime_ns"] = self.mtime_ns
         return data
 
     @classmethod
@@ -68,6 +71,7 @@ class FileEntry:
             hash=str(data["hash"]),
             kind=str(data["kind"]),
             target=data.get("target"),
+            mtime_ns=None if data.get("mtime_ns") is None else int(data["mtime_ns"]),
         )
 
 

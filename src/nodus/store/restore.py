@@ -3,7 +3,8 @@
 Restore works in two phases. Files are first written under temporary names next to their final
 place, each hashed as it is copied; only when every one matched are they renamed into place and
 the symlinks made. A damaged snapshot therefore leaves the target as it was, and the caller can
-fall back to the next newest snapshot.
+fall back to the next newest snapshot. Each file gets its captured permission bits and (when the
+manifest recorded it) modification time back.
 """
 
 from __future__ import annotations
@@ -68,19 +69,23 @@ def write_verified(
     file being written (a progress counter) and then the plain, non-kernel copy is used.
     """
     root = os.path.realpath(target)
-    staged: list[tuple[str, str, int]] = []
+    staged: list[tuple[str, str, FileEntry]] = []
     try:
         for entry, dest in pairs:
             if not entry.is_link:
                 final = _checked_destination(root, dest)
                 staged.append(_stage(storage, snapshot_id, entry, final, wrap))
     except BaseException:
-        for temp, _final, _mode in staged:
+        for temp, _final, _entry in staged:
             _remove(temp)
         raise
-    for temp, final, mode in staged:
+    for temp, final, entry in staged:
         os.replace(temp, final)
-        os.chmod(final, mode)
+        os.chmod(final, entry.mode)
+        if entry.mtime_ns is not None:
+            # The captured time, so whatever keys on mtimes (a `datasets` fingerprint of a
+            # local file, make) sees the same file in every attempt.
+            os.utime(final, ns=(entry.mtime_ns, entry.mtime_ns))
     for entry, dest in pairs:
         if entry.is_link:
             _link(entry.target, _checked_destination(root, dest))
@@ -109,7 +114,7 @@ def _prepare_target(target: str, overlay: bool) -> None:
 
 def _stage(
     storage: Storage, snapshot_id: str, entry: FileEntry, final: str, wrap
-) -> tuple[str, str, int]:
+) -> tuple[str, str, FileEntry]:
     """Copy one blob next to its final place under a temporary name, checking its hash."""
     temp = os.path.join(os.path.dirname(final), f".nodus-restore-{secrets.token_hex(6)}")
     try:
@@ -135,7 +140,7 @@ def _stage(
             f"snapshot {snapshot_id}: {entry.path}: contents do not match the manifest "
             f"(expected xxh3-128 {entry.hash}, {entry.size} bytes; found {digest}, {size} bytes)"
         )
-    return temp, final, entry.mode
+    return temp, final, entry
 
 
 def _checked_destination(root: str, path: str) -> str:

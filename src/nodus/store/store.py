@@ -143,7 +143,10 @@ class SnapshotStore:
             )
             if read is None:
                 return None
-        return FileEntry(candidate.rel, read.size, read.mode, read.digest, kind), read.spool
+        entry = FileEntry(
+            candidate.rel, read.size, read.mode, read.digest, kind, mtime_ns=read.mtime_ns
+        )
+        return entry, read.spool
 
     def _commit(self, snapshot_id, info, files, guard) -> Manifest:
         manifest = Manifest(

@@ -4,6 +4,11 @@ A resume is only bit-identical when it continues the same training: same program
 configuration, model, trainable set, device type and frameworks. Each identity is a short string
 (a hash, or the value itself when it is small enough to read), so a refusal can name exactly
 what changed and show both sides.
+
+The dataset's identity is its content: a hash of the Arrow data the Trainer reads (the rows as
+an Arrow stream, and the indices mapping a ``select`` or ``shuffle`` made), never ``datasets``'
+fingerprint alone, which changes with the path and mtime of a local data file and stays the same
+for a file edited in place. It costs one pass over the data at memory speed, once per process.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from nodus.stages.hf.qualification import current_versions
 
 LABELS = {
     "program": "program (source of the main script)",
-    "dataset": "dataset fingerprint",
+    "dataset": "train dataset content",
     "training_arguments": "training arguments",
     "data_collator": "data collator (what builds the batches)",
     "model_structure": "model structure (names, shapes, dtypes)",
@@ -34,7 +39,7 @@ def compute(trainer: Any) -> dict[str, str]:
     model = trainer.model
     return {
         "program": _program_hash(),
-        "dataset": str(getattr(trainer.train_dataset, "_fingerprint", None)),
+        **dataset_identity(trainer.train_dataset),
         "training_arguments": _digest(_arguments(trainer.args)),
         "data_collator": collator(trainer.data_collator),
         "model_structure": _structure(model),
@@ -48,14 +53,98 @@ def compute(trainer: Any) -> dict[str, str]:
 
 def differences(saved: dict[str, str], now: dict[str, str]) -> list[str]:
     """One line per identity that differs, naming it; [] when the resume may go ahead."""
+    if not str(saved.get("dataset", "")).startswith(_CONTENT_PREFIX):
+        # Saved by a nodus that identified data by fingerprint: compared as it was then.
+        now = {**now, "dataset": now.get("dataset_fingerprint", "")}
     lines = []
     for key, label in LABELS.items():
         if saved.get(key) != now.get(key):
+            source = now.get("dataset_source") if key == "dataset" else None
             lines.append(
-                f"{label} differs: checkpoint has {saved.get(key)!r}, "
-                f"this attempt has {now.get(key)!r}"
+                f"{label} differs{f' ({source})' if source else ''}: checkpoint has "
+                f"{saved.get(key)!r}, this attempt has {now.get(key)!r}"
             )
     return lines
+
+
+_CONTENT_PREFIX = "xxh3-128:"
+_CONTENT_BY_FINGERPRINT: dict[str, str] = {}  # within one process a fingerprint means one content
+
+
+def dataset_identity(data: Any) -> dict[str, str]:
+    """``dataset`` (content), and, for reading only, its fingerprint and where it came from."""
+    fingerprint = getattr(data, "_fingerprint", None)
+    content = _CONTENT_BY_FINGERPRINT.get(fingerprint) if fingerprint else None
+    if content is None:
+        content = _content(data)
+        if fingerprint:
+            _CONTENT_BY_FINGERPRINT[fingerprint] = content
+    return {
+        "dataset": content,
+        "dataset_fingerprint": str(fingerprint),
+        "dataset_source": _source(data),
+    }
+
+
+def _content(data: Any) -> str:
+    """``xxh3-128:<hex> (<rows> rows)`` of the rows in the order the Trainer indexes them."""
+    import xxhash  # a dependency of `datasets`, so present wherever a Dataset is
+
+    digest = xxhash.xxh3_128()
+    for table in (data.data.table, data._indices.table if data._indices is not None else None):
+        _hash_arrow(digest, table)
+    for described in (data.features.to_dict(), data.format):
+        digest.update(json.dumps(described, sort_keys=True, default=str).encode())
+    return f"{_CONTENT_PREFIX}{digest.hexdigest()} ({len(data):,} rows)"
+
+
+def _hash_arrow(digest: Any, table: Any) -> None:
+    """Feed ``table`` to ``digest`` as an Arrow IPC stream, buffer by buffer (zero copy).
+
+    The stream holds the column names and types and only the rows a sliced table shows. The
+    schema's metadata is left out: ``datasets`` keeps the fingerprint there.
+    """
+    import pyarrow as pa
+
+    if table is None:
+        digest.update(b"no indices")
+        return
+    table = table.replace_schema_metadata(None)
+    sink = _HashingSink(digest)
+    with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), table.schema) as writer:
+        writer.write_table(table)
+
+
+class _HashingSink:
+    """A write-only file for pyarrow that hashes what it is given instead of storing it."""
+
+    closed = False
+
+    def __init__(self, digest: Any) -> None:
+        self.digest = digest
+
+    def write(self, data: Any) -> int:
+        self.digest.update(data)
+        return memoryview(data).nbytes
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _source(data: Any) -> str:
+    """Where the dataset came from, in words: its builder, split and data files."""
+    info = getattr(data, "info", None)
+    files = sorted(getattr(info, "download_checksums", None) or {})
+    more = f" and {len(files) - 3} more files" if len(files) > 3 else ""
+    parts = [
+        f"{info.builder_name} dataset" if getattr(info, "builder_name", None) else "dataset",
+        f"split {data.split}" if getattr(data, "split", None) else "",
+        f"from {', '.join(files[:3])}{more}" if files else "",
+    ]
+    return ", ".join(part for part in parts if part)
 
 
 def argument_differences(saved_args: dict[str, Any], args: Any) -> list[str]:
