@@ -18,7 +18,7 @@ pytestmark = pytest.mark.hf
 
 datasets = pytest.importorskip("datasets")
 
-from nodus.stages.hf.identity import dataset_identity, differences  # noqa: E402
+from nodus.stages.hf.inprocess.identity import dataset_identity, differences  # noqa: E402
 
 LINES = [
     "short" if i % 10 == 9 else f"line {i} says the quick brown fox number {i % 7} jumps"
