@@ -21,6 +21,7 @@ import pytest
 from hf_helpers import PROGRAM_ENV
 from runner_e2e_helpers import STAGE, Project, kill_program, steps_logged
 
+from nodus.runner.processes import procfs
 from nodus.runner.qualify import weights_hash
 from polling import WAIT_S, wait_for
 
@@ -32,9 +33,9 @@ LINES = [" ".join(WORDS[(i * 5 + k * 3) % len(WORDS)] for k in range(9)) + "." f
 STEPS = 40  # 154 blocks of 32 tokens, 8 a step: 20 steps in each of 2 epochs
 FIRST_KILLS = (6, 12, 18, 20)  # inside epoch 0, or at its end
 SECOND_KILLS = (24, 30, 36)  # inside epoch 1
-# Once the profile accepts the library's default collator passed explicitly (issue 11 point
-# 2), the text test runs with {"LM_EXPLICIT_COLLATOR": "1"}, exactly as run_clm.py calls it.
-TEXT_ENV: dict[str, str] = {}
+# The library's default collator passed explicitly, exactly as run_clm.py calls the Trainer.
+TEXT_ENV = {"LM_EXPLICIT_COLLATOR": "1"}
+TORCHRUN = (str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc_per_node", "1")
 
 
 def write_text(path: Path) -> None:
@@ -63,15 +64,28 @@ def bare_hash(root: Path, code: Path, env: dict[str, str]) -> str:
     return weights_hash(str(copy / "out" / "model"))
 
 
-def kill_after_commit(project: Project, runner, run: str, number: int, step: int) -> None:
-    """SIGKILL attempt ``number`` once it has committed the snapshot of ``step``."""
+def kill_after_commit(
+    project: Project, runner, run: str, number: int, step: int, worker: bool = False
+) -> None:
+    """SIGKILL attempt ``number`` once it has committed the snapshot of ``step``; with
+    ``worker``, the process its launcher started for the program, not the launcher."""
     attempt = wait_for(lambda: project.running(run, number), f"attempt {number}", runner)
     wait_for(
         lambda: step in project.committed_steps(run, number),
         f"attempt {number} committing step {step}",
         runner,
     )
-    kill_program(attempt)
+    if worker:
+        os.kill(wait_for(lambda: _worker(attempt["pid"]), "the launcher's worker", runner), 9)
+    else:
+        kill_program(attempt)
+
+
+def _worker(launcher_pid: int) -> int | None:
+    for entry in procfs.descendants(launcher_pid, procfs.table()):
+        if entry.state != "Z" and PROGRAM in procfs.command_line(entry.pid):
+            return entry.pid
+    return None
 
 
 def datasets_cache(project: Project, run: str) -> dict[str, int]:
@@ -80,14 +94,16 @@ def datasets_cache(project: Project, run: str) -> dict[str, int]:
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*.arrow")}
 
 
-def killed_twice(project: Project, run: str, seed: int) -> tuple[str, dict[str, int]]:
+def killed_twice(
+    project: Project, run: str, seed: int, worker: bool = False
+) -> tuple[str, dict[str, int]]:
     """Run ``run`` killed after two random commits; why (for messages), the cache after one."""
     rng = random.Random(seed)
     first, second = rng.choice(FIRST_KILLS), rng.choice(SECOND_KILLS)
     runner = project.start("run", str(project.file), "--key", run)
-    kill_after_commit(project, runner, run, 1, first)
+    kill_after_commit(project, runner, run, 1, first, worker)
     cached = datasets_cache(project, run)
-    kill_after_commit(project, runner, run, 2, second)
+    kill_after_commit(project, runner, run, 2, second, worker)
     assert runner.wait(timeout=300) == 0, f"seed {seed}"
     return f"seed {seed}: killed after steps {first} and {second}", cached
 
@@ -121,8 +137,8 @@ def test_text_file_mapped_and_grouped_recovers_bit_identically_reusing_its_cache
     assert "Tokenizing" in logs[0] and not any("Tokenizing" in log for log in logs[1:]), why
 
 
-def test_json_lines_file_with_the_tokenizers_padding_collator_recovers_bit_identically(tmp_path):
-    env = {"LM_DATA_FILE": "train.jsonl", "LM_WITH_TOKENIZER": "1"}
+def test_json_lines_file_with_an_explicit_padding_collator_recovers_bit_identically(tmp_path):
+    env = {"LM_DATA_FILE": "train.jsonl", "LM_WITH_TOKENIZER": "1", "LM_PADDING_COLLATOR": "1"}
     project = Project(tmp_path, program=PROGRAM, env=env)
     write_jsonl(project.code / "train.jsonl")
     expected = bare_hash(tmp_path, project.code, env)
@@ -130,6 +146,19 @@ def test_json_lines_file_with_the_tokenizers_padding_collator_recovers_bit_ident
     why, _cached = killed_twice(project, "jsonl", random.randrange(1 << 30))
     assert_recovered(project, "jsonl", why)
     assert project.outputs_hash("jsonl") == expected, why
+
+
+def test_the_text_program_under_torchrun_recovers_from_worker_kills_bit_identically(tmp_path):
+    """A world of one under ``torchrun`` is one process: killing its worker (what the OOM
+    killer does) twice is recovered, and the result is that of the plain bare run."""
+    project = Project(tmp_path, program=PROGRAM, env=TEXT_ENV, launcher=TORCHRUN)
+    write_text(project.code / "train.txt")
+    expected = bare_hash(tmp_path, project.code, TEXT_ENV)
+
+    why, _cached = killed_twice(project, "torchrun", random.randrange(1 << 30), worker=True)
+    attempts = assert_recovered(project, "torchrun", why)
+    assert all("SIGKILL" in a["detail"] for a in attempts[:2]), why
+    assert project.outputs_hash("torchrun") == expected, why
 
 
 def test_a_data_file_edited_between_attempts_fails_the_run_naming_the_dataset(tmp_path):

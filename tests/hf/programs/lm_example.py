@@ -11,6 +11,8 @@ Settings, from the environment:
     LM_WITH_TOKENIZER=1    pass the tokenizer as ``processing_class``: the Trainer then collates
                            with ``DataCollatorWithPadding`` of that tokenizer, its default
     LM_EXPLICIT_COLLATOR=1 pass ``data_collator=default_data_collator`` as ``run_clm.py`` does
+    LM_PADDING_COLLATOR=1  pass ``DataCollatorWithPadding(tokenizer)`` (with LM_WITH_TOKENIZER),
+                           as the text-classification examples do
     LM_EPOCHS              training epochs (default 2)
 """
 
@@ -22,6 +24,7 @@ from itertools import chain
 from datasets import load_dataset
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
+    DataCollatorWithPadding,
     GPT2Config,
     GPT2LMHeadModel,
     PreTrainedTokenizerFast,
@@ -107,6 +110,8 @@ def main() -> None:
         extra["processing_class"] = tokenizer
     if os.environ.get("LM_EXPLICIT_COLLATOR") == "1":
         extra["data_collator"] = default_data_collator
+    if os.environ.get("LM_PADDING_COLLATOR") == "1":
+        extra["data_collator"] = DataCollatorWithPadding(tokenizer)
     trainer = Trainer(
         model=GPT2LMHeadModel(config), args=args, train_dataset=lm_datasets["train"], **extra
     )
