@@ -38,6 +38,7 @@ test: $(STAMP)
 # after editing examples/quickstart/train.py, this copies it again.
 quickstart-program:
 	cp examples/quickstart/train.py src/nodus/stages/hf/qualify_program.py
+	cp examples/quickstart/train.txt src/nodus/stages/hf/qualify_data.txt
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hf_helpers import QUICKSTART
 
-from nodus.stages.hf import QUALIFY_PROGRAM, qualification
+from nodus.stages.hf import QUALIFY_DATA, QUALIFY_PROGRAM, qualification
 
 pytestmark = pytest.mark.hf
 
@@ -62,9 +62,11 @@ def test_nodus_qualify_passes_here_and_records_the_result(tmp_path):
     assert not os.listdir(home / "tmp")  # the suite cleans up after itself
 
 
-def test_the_qualification_program_is_the_quick_start_program():
-    shipped = Path(QUALIFY_PROGRAM).read_bytes()
-    assert shipped == (QUICKSTART / "train.py").read_bytes(), (
-        "examples/quickstart/train.py changed: run `make quickstart-program` to ship it to "
+@pytest.mark.parametrize(
+    ("shipped", "example"), [(QUALIFY_PROGRAM, "train.py"), (QUALIFY_DATA, "train.txt")]
+)
+def test_the_qualification_program_is_the_quick_start_program(shipped, example):
+    assert Path(shipped).read_bytes() == (QUICKSTART / example).read_bytes(), (
+        f"examples/quickstart/{example} changed: run `make quickstart-program` to ship it to "
         "nodus qualify as well"
     )

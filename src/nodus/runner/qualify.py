@@ -39,7 +39,7 @@ from nodus.runner.engine import Runner
 from nodus.runner.service import open_run_store
 from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
-from nodus.stages.hf import QUALIFY_PROGRAM
+from nodus.stages.hf import QUALIFY_DATA, QUALIFY_PROGRAM
 from nodus.stages.hf.qualification import current_versions, record_result
 
 STAGE = defaults.STAGE_NAME
@@ -121,6 +121,7 @@ class _Suite:
     def run(self) -> Result:
         os.makedirs(self.source)
         shutil.copy(QUALIFY_PROGRAM, os.path.join(self.source, "train.py"))
+        shutil.copy(QUALIFY_DATA, os.path.join(self.source, "train.txt"))
         try:
             self.say("uninterrupted reference run (no nodus)")
             reference = self._reference()

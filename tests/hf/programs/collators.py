@@ -28,7 +28,7 @@ from transformers import (  # noqa: E402
 
 def padded_records(tokenizer):
     """96 sentences of 3 to 10 words, labelled by whether the fox is in them."""
-    words = train.WORDS
+    words = "the quick brown fox jumps over a lazy dog while nodus keeps every step safe".split()
     records = [
         {
             "text": " ".join(words[(i * 5 + k * 7) % len(words)] for k in range(3 + i % 8)),

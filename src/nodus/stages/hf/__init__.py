@@ -29,4 +29,7 @@ BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inproc
 QUALIFY_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qualify_program.py")
 """The program ``nodus qualify`` trains: a byte-for-byte copy of examples/quickstart/train.py."""
 
-__all__ = ["BOOTSTRAP_DIR", "QUALIFY_PROGRAM"]
+QUALIFY_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qualify_data.txt")
+"""Its data file, ``train.txt`` beside it: a byte-for-byte copy of examples/quickstart/train.txt."""
+
+__all__ = ["BOOTSTRAP_DIR", "QUALIFY_DATA", "QUALIFY_PROGRAM"]

@@ -1,22 +1,24 @@
 """Quick-start: a plain Transformers ``Trainer`` program with no nodus code in it.
 
-It builds everything locally (no hub): a character-level tokenizer, a tiny GPT-2 from a config
-and a small synthetic dataset, trains for a few epochs with a fixed seed and saves the final
-model. Under nodus (``integration = "hf-trainer-v1"``) the same file gets periodic saves,
-automatic resume and identity checks without a single change.
+It is written the way the Transformers examples are: a local text file loaded with
+``load_dataset("text")``, tokenized with ``map``, and the library's ``default_data_collator``
+passed explicitly. Everything is built locally (no hub): a character-level tokenizer and a tiny
+GPT-2 from a config; it trains for a few epochs with a fixed seed and saves the final model.
+Under nodus (``integration = "hf-trainer-v1"``) the same file gets periodic saves, automatic
+resume and identity checks without a single change.
 
 The ``QUICKSTART_*`` environment variables exist for nodus's own tests and for ``nodus qualify``
 (shorter runs, a changed dataset or model, the machine's default device instead of the CPU); the
 defaults are the demo. ``nodus qualify`` trains this very program: the package ships it as
-``nodus/stages/hf/qualify_program.py``, a byte-for-byte copy that a test keeps identical
-(``make quickstart-program`` copies it again after an edit here).
+``nodus/stages/hf/qualify_program.py`` (and ``train.txt`` as ``qualify_data.txt``), byte-for-byte
+copies that a test keeps identical (``make quickstart-program`` copies them again after an edit).
 """
 
 from __future__ import annotations
 
 import os
 
-from datasets import Dataset
+from datasets import Dataset, load_dataset
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
     GPT2Config,
@@ -24,11 +26,11 @@ from transformers import (
     PreTrainedTokenizerFast,
     Trainer,
     TrainingArguments,
+    default_data_collator,
 )
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz .,"
 SEQ_LEN = 32
-WORDS = "the quick brown fox jumps over a lazy dog while nodus keeps every step safe".split()
 
 
 def setting(name: str, default: int) -> int:
@@ -47,11 +49,13 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
 
 
 def build_dataset(tokenizer: PreTrainedTokenizerFast) -> Dataset:
-    """Synthetic sentences, tokenized to a fixed length; labels equal the inputs (causal LM)."""
-    count = setting("EXAMPLES", 96)
-    texts = [
-        " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(8)) + "." for i in range(count)
-    ]
+    """``train.txt`` next to this file, one example per line, tokenized to a fixed length with
+    ``map`` (labels equal the inputs: causal LM), the way the Transformers examples load a local
+    text file."""
+    data_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train.txt")
+    raw = load_dataset("text", data_files={"train": data_file})["train"]
+    if "QUICKSTART_EXAMPLES" in os.environ:  # a smaller dataset, for nodus's own tests
+        raw = raw.select(range(setting("EXAMPLES", len(raw))))
 
     def tokenize(batch):
         encoded = tokenizer(
@@ -60,7 +64,7 @@ def build_dataset(tokenizer: PreTrainedTokenizerFast) -> Dataset:
         encoded["labels"] = [list(ids) for ids in encoded["input_ids"]]
         return encoded
 
-    return Dataset.from_dict({"text": texts}).map(tokenize, batched=True, remove_columns=["text"])
+    return raw.map(tokenize, batched=True, remove_columns=["text"])
 
 
 def build_model(tokenizer: PreTrainedTokenizerFast) -> GPT2LMHeadModel:
@@ -107,6 +111,7 @@ def main() -> None:
         args=args,
         train_dataset=build_dataset(tokenizer),
         processing_class=tokenizer,
+        data_collator=default_data_collator,  # as the Transformers examples pass it
     )
     trainer.train()
     trainer.save_model("out/model")
