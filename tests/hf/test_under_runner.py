@@ -146,8 +146,10 @@ def test_dataset_changed_between_attempts_fails_the_recovery_naming_it(tmp_path)
 
 def test_sigterm_while_an_epoch_end_save_waits_is_answered_at_that_step(tmp_path):
     # A long write delay holds the program at the end of epoch 1 (step 24, a regular save)
-    # while the save of step 18 is still being written: the notice arrives exactly there.
-    project = Project(tmp_path, write_delay="2.0")
+    # while the save of step 18 is still being written: the notice arrives exactly there. The
+    # delay must outlast six steps by a margin a poll can see (steps take 0.3 s on a busy
+    # 2-core machine: at 2 s the program sometimes never waited).
+    project = Project(tmp_path, write_delay="5.0")
     runner = project.start("run", str(project.file), "--key", "d")
     attempt = wait_for(lambda: project.running("d", 1), "attempt 1", runner)
     wait_for(
