@@ -60,14 +60,7 @@ def check_relative_path(value: str) -> str:
     """
     if not value:
         raise ValueError("paths must not be empty; use '.' for the whole code folder")
-    if has_control_characters(value):
-        raise ValueError("paths must not contain control characters")
-    size = _utf8_size(value)
-    if size > defaults.MAX_CHECKPOINT_PATH_BYTES:
-        raise ValueError(
-            f"paths are at most {defaults.MAX_CHECKPOINT_PATH_BYTES} UTF-8 bytes "
-            f"(this one has {size})"
-        )
+    _check_characters_and_size(value, "paths")
     if value.startswith("/"):
         raise ValueError("paths must be relative to the code folder, not absolute")
     if ".." in value.split("/"):
@@ -79,18 +72,23 @@ def check_relative_path(value: str) -> str:
     return value
 
 
+def _check_characters_and_size(value: str, what: str) -> None:
+    """No control characters, at most MAX_CHECKPOINT_PATH_BYTES; ``what`` names them in errors."""
+    if has_control_characters(value):
+        raise ValueError(f"{what} must not contain control characters")
+    size = _utf8_size(value)
+    if size > defaults.MAX_CHECKPOINT_PATH_BYTES:
+        raise ValueError(
+            f"{what} are at most {defaults.MAX_CHECKPOINT_PATH_BYTES} UTF-8 bytes "
+            f"(this one has {size})"
+        )
+
+
 def check_file_name(value: str) -> str:
     """The name of one file inside a checkpoint folder (``checkpoint_complete``)."""
     if not value:
         raise ValueError("give the name of a file the program writes into each checkpoint folder")
-    if has_control_characters(value):
-        raise ValueError("file names must not contain control characters")
-    size = _utf8_size(value)
-    if size > defaults.MAX_CHECKPOINT_PATH_BYTES:
-        raise ValueError(
-            f"file names are at most {defaults.MAX_CHECKPOINT_PATH_BYTES} UTF-8 bytes "
-            f"(this one has {size})"
-        )
+    _check_characters_and_size(value, "file names")
     if "/" in value or value in (".", ".."):
         raise ValueError(
             "must be the name of a file directly inside the checkpoint folder (no '/', '.' or '..')"

@@ -24,13 +24,8 @@ class HoldRecords:
 
     def names(self) -> dict[str, set[str]]:
         """Every stored record's name, by snapshot id, from a single listing (stays cheap)."""
-        found: dict[str, set[str]] = {}
-        for info in self._storage.list(keys.HOLDS):
-            parsed = keys.hold_of_key(info.key)
-            if parsed is not None:
-                snapshot_id, name = parsed
-                found.setdefault(snapshot_id, set()).add(name)
-        return found
+        listed = (info.key for info in self._storage.list(keys.HOLDS))
+        return keys.names_by_snapshot(listed, keys.hold_of_key)
 
     def exists(self, snapshot_id: str, name: str) -> bool:
         return self._storage.exists(keys.hold_key(snapshot_id, name))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Callable, Iterable
 
 __all__ = [
     "BLOBS",
@@ -163,6 +164,19 @@ def sweep_key() -> str:
 def temp_key(purpose: str) -> str:
     """A fresh temporary name (``tmp/blob-1f3a…``); anything under ``tmp/`` is a leftover."""
     return f"{TMP}/{purpose}-{secrets.token_hex(8)}"
+
+
+def names_by_snapshot(
+    found: Iterable[str], parse: Callable[[str], tuple[str, str] | None]
+) -> dict[str, set[str]]:
+    """Keys of one ``<folder>/<snapshot id>…<name>`` kind (tombstones, holds) grouped by snapshot
+    id, read with that kind's own parser; keys it does not parse are left out."""
+    grouped: dict[str, set[str]] = {}
+    for key in found:
+        parsed = parse(key)
+        if parsed is not None:
+            grouped.setdefault(parsed[0], set()).add(parsed[1])
+    return grouped
 
 
 def _id_in(key: str, folder: str) -> str | None:

@@ -202,12 +202,8 @@ class SnapshotStore:
         return [snapshot_id for snapshot_id in ids if snapshot_id]
 
     def _tombstones(self) -> dict[str, frozenset[str]]:
-        found: dict[str, set[str]] = {}
-        for info in self._storage.list(keys.TOMBSTONES):
-            parsed = keys.tombstone_of_key(info.key)
-            if parsed is not None:
-                snapshot_id, kind = parsed
-                found.setdefault(snapshot_id, set()).add(kind)
+        listed = (info.key for info in self._storage.list(keys.TOMBSTONES))
+        found = keys.names_by_snapshot(listed, keys.tombstone_of_key)
         return {snapshot_id: frozenset(kinds) for snapshot_id, kinds in found.items()}
 
     def _load(self, snapshot_id: str, deleting: frozenset[str]) -> Manifest:
