@@ -157,9 +157,8 @@ class Client:
 
     def get(self, run: str) -> dict[str, Any]:
         """One run with its stages, attempts, pause and events, like ``nodus runs get --json``."""
-        from nodus.runner.views import run_json
-
         from nodus.runner.collection import run_usage
+        from nodus.runner.views import run_json
         from nodus.store import open_store
 
         catalog = self._catalog()

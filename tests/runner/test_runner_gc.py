@@ -12,12 +12,12 @@ import signal
 from datetime import datetime
 
 import pytest
-from polling import wait_for
 from runner_helpers import Project
 
 from nodus.client import Client
 from nodus.schemas import defaults
 from nodus.store import open_store
+from polling import wait_for
 
 DAY = 86_400.0
 

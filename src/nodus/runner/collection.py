@@ -150,7 +150,7 @@ def _epoch_seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-# --- nodus runs delete ----------------------------------------------------------------------------
+# --- nodus runs delete ---------------------------------------------------------------------------
 
 
 def delete_run(catalog: Catalog, home: str, ref: str, say: Callable[[str], None]) -> dict:
@@ -201,7 +201,7 @@ def _refuse_held(catalog: Catalog, store: SnapshotStore, run: Run, manifests: li
         )
 
 
-# --- the run's bytes -------------------------------------------------------------------------------
+# --- the run's bytes -----------------------------------------------------------------------------
 
 
 def run_usage(store: SnapshotStore, run_id: str) -> dict[str, Any]:
