@@ -105,24 +105,28 @@ def _expire(
     if not run.phase.terminal or run.finished_at is None:
         return  # a run that may still continue keeps everything a resume needs
     finished = _epoch_seconds(run.finished_at)
-    for deletion in _expired(catalog, store, run, finished, now):
+    for stage, deletion in _expired(catalog, store, run, finished, now):
         report.expired.append({"run": run.id, **_describe(deletion)})
         if not dry_run:
             store.delete_kind(deletion.snapshot_id, deletion.kind, reason="expiry")
+            details = {**_describe(deletion), "reason": "expiry"}
+            catalog.add_event(run.id, "snapshot_kind_deleted", details, stage=stage)
 
 
 def _expired(
     catalog: Catalog, store: SnapshotStore, run: Run, finished: float, now: float
-) -> list[Deletion]:
+) -> list[tuple[str, Deletion]]:
+    """(stage, deletion) of every kind of the run's checkpoints that has expired by ``now``."""
     manifests = store.list(run=run.id)
     held = retention_holds.run_holds(
         run, manifests, retention_holds.HoldIndex(store), referencing_runs(catalog, run)
     )
-    deletions: list[Deletion] = []
+    deletions = []
     for stage in run.workload.get("stages", ()):
         days = stage.get("execution", {}).get("retention_days", defaults.RETENTION_DAYS)
         ours = [m for m in manifests if m.stage == stage["name"]]
-        deletions += expiry(ours, held, finished_at=finished, retention_days=days, now=now)
+        found = expiry(ours, held, finished_at=finished, retention_days=days, now=now)
+        deletions += [(stage["name"], deletion) for deletion in found]
     return deletions
 
 
