@@ -89,6 +89,7 @@ def describe(lookup: Lookup, located: Located, verify: bool = True) -> dict[str,
         role=manifest.role,
         store=store.url,
         deleting=sorted(manifest.deleting),
+        deleted={kind: _deletion(record) for kind, record in store.deletions(manifest.id).items()},
         verified=(not problems) if verify else None,
         problems=problems,
     )
@@ -138,6 +139,7 @@ class _Context:
             "epoch": manifest.epoch,
             "created": manifest.created,
             "kinds": list(manifest.kinds),
+            "deleted_kinds": _deleted_kinds(manifest),
             "bytes_by_kind": manifest.bytes_by_kind,
             "total_bytes": manifest.total_bytes,
             "metrics": manifest.metrics,
@@ -145,6 +147,16 @@ class _Context:
             "model": manifest.id == self.model,
             "holds": [hold.to_dict() for hold in holds],
         }
+
+
+def _deleted_kinds(manifest: Any) -> list[str]:
+    """Kinds the snapshot saved that retention has deleted (or is deleting)."""
+    saved = {entry.kind for entry in manifest.files}
+    return sorted(saved & set(manifest.deleting))
+
+
+def _deletion(record: dict[str, Any]) -> dict[str, Any]:
+    return {"reason": record.get("reason"), "at": record.get("at"), "state": record.get("state")}
 
 
 def _run_model(run: Any | None, manifests: list[Any]) -> str | None:
