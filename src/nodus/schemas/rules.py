@@ -1,26 +1,109 @@
-"""Rules that span several fields of a workload as written (before inheritance applies).
+"""Rules that span several fields of a workload as written, and settings that would do nothing.
 
-Single-field rules live on the field types (:mod:`nodus.schemas.fields`); rules that need the
-resolved values live in :mod:`nodus.schemas.resolve`. Each check returns problems instead of
-raising, so a file's problems are all reported together.
+Single-field rules live on the field types (:mod:`nodus.schemas.fields`); rules on the resolved
+values live in :mod:`nodus.schemas.resolve`, which calls :func:`unused_cadence` here once the
+stages are resolved. Each check returns problems instead of raising, so a file's problems are
+all reported together.
+
+No setting is accepted without effect (SPEC §2): a key whose feature is not built yet is refused
+with "not supported yet", and one that cannot act where it is written is refused saying why.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from nodus.errors import Problem
-from nodus.schemas.models import Framework, Workload
+from nodus.schemas.models import Framework, Overrides, Workload
+from nodus.schemas.resolved import ResolvedStage
 
 NOT_SUPPORTED_YET = (
     "framework shortcuts are not supported yet; write the stages explicitly with [[stages]] "
     "and a command for now"
 )
+RESUME_FROM_NOT_SUPPORTED_YET = (
+    "starting a run from another run's snapshot is not supported yet; remove resume_from "
+    "(an interrupted or paused run continues with `nodus runs resume RUN`)"
+)
+
+# Read only by an integration (the settings it is given); a directory-contract program decides
+# itself when it writes a checkpoint folder.
+_CADENCE = ("save_every", "save_each_epoch")
 
 
-def check_workload(workload: Workload) -> list[Problem]:
+def check_workload(workload: Workload, overrides: Overrides | None = None) -> list[Problem]:
     return [
         *_unique_stage_names(workload),
         *_shortcut(workload),
+        *_resume_from(workload, overrides),
     ]
+
+
+def _resume_from(workload: Workload, overrides: Overrides | None) -> list[Problem]:
+    """Refused until runs have lineage: a run accepted with it would start from scratch."""
+    problems = []
+    if overrides is not None and overrides.given("resume_from"):
+        problems.append(
+            Problem(
+                "(command line) resume_from",
+                RESUME_FROM_NOT_SUPPORTED_YET,
+                overrides.resume_from,
+                True,
+            )
+        )
+    if workload.given("resume_from"):
+        problems.append(
+            Problem("resume_from", RESUME_FROM_NOT_SUPPORTED_YET, workload.resume_from, True)
+        )
+    return problems
+
+
+def unused_cadence(
+    workload: Workload, overrides: Overrides | None, stages: Sequence[ResolvedStage]
+) -> list[Problem]:
+    """``save_every`` / ``save_each_epoch`` written where no stage they reach has an integration.
+
+    A value reaches the stages that take it (the highest level that writes the key wins), so a
+    workload-wide ``save_every`` is fine as long as one of its stages is integrated.
+    """
+    problems = []
+    for key in _CADENCE:
+        reached: dict[str, tuple[object, list[ResolvedStage]]] = {}
+        for index, stage in enumerate(stages):
+            written = _written(key, index, workload, overrides)
+            if written is not None:
+                path, value = written
+                reached.setdefault(path, (value, []))[1].append(stage)
+        for path, (value, taken_by) in reached.items():
+            if not any(stage.integration for stage in taken_by):
+                problems.append(Problem(path, _no_cadence(taken_by), value, True))
+    return problems
+
+
+def _written(
+    key: str, index: int, workload: Workload, overrides: Overrides | None
+) -> tuple[str, object] | None:
+    """Where the ``execution.<key>`` stage ``index`` takes is written, and its value."""
+    entry = workload.stages[index] if workload.stages else None
+    levels = (
+        ("(command line) execution", overrides),
+        (f"stages[{index}].execution", entry),
+        ("execution", workload),
+    )
+    for where, level in levels:
+        if level is not None and level.given("execution") and level.execution.given(key):
+            return f"{where}.{key}", getattr(level.execution, key)
+    return None
+
+
+def _no_cadence(stages: Sequence[ResolvedStage]) -> str:
+    names = ", ".join(repr(stage.name) for stage in stages)
+    where = f"stages {names}" if len(stages) > 1 else f"stage {names}"
+    return (
+        f"has no effect in {where}: only an integration saves on nodus's cadence (a program "
+        "under the directory contract decides itself when it writes a checkpoint folder); "
+        'remove it, or set integration = "auto" or "hf-trainer-v1"'
+    )
 
 
 def _unique_stage_names(workload: Workload) -> list[Problem]:
