@@ -6,7 +6,7 @@ The source is the code folder less what is never source: folders such as ``.venv
 nodus's own home and store when they lie inside the folder, which nothing brings back. The
 last pattern that matches decides (:func:`nodus.store.live_folder.excluded`).
 
-A source is stored for good and laid out again for every attempt, so its size is stated when a
+A source is kept with its run and laid out again for every attempt, so its size is stated when a
 run is accepted, a large one is pointed out naming its largest files, and one above
 ``[execution] max_source_bytes`` is refused. The folder is walked with the excludes in force and
 its sizes summed first: a refused source costs no copy. ``nodus resolve`` shows the same.
@@ -55,10 +55,6 @@ class Source:
     largest: tuple[SourceFile, ...]  # biggest first, at most SOURCE_LARGEST_SHOWN
     limit: int  # max_source_bytes: the largest value among its stages
 
-    @property
-    def summary(self) -> str:
-        return f"{human(self.bytes)} in {self.files} file{'' if self.files == 1 else 's'}"
-
     def refusal(self) -> str | None:
         """Why a run refuses this source, or None when it is within ``limit``."""
         if self.bytes <= self.limit:
@@ -75,7 +71,7 @@ class Source:
         if self.bytes <= defaults.SOURCE_WARN_BYTES or self.refusal():
             return None
         return (
-            f"the source {self.code} is {human(self.bytes)}: it is stored for good and copied "
+            f"the source {self.code} is {human(self.bytes)}: it is kept with the run and copied "
             "into every attempt's working copy. "
             + self._advice(f"a run refuses a source above max_source_bytes ({human(self.limit)})")
         )
