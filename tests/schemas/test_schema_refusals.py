@@ -169,6 +169,11 @@ STAGE = '[[stages]]\nname = "s"\n'
             "execution.save_every: 5 — has no effect in stages 's', 't'",
         ),
         (
+            BASE + 'continuity = "restartable"\n[execution]\nmax_recoveries = 3',
+            "execution.max_recoveries: 3 — has no effect in stage 'main': "
+            "resume_on_interruption is false there",
+        ),
+        (
             BASE + "[execution]\nmax_source_bytes = 0",
             "max_source_bytes: 0 — must be greater than 0",
         ),

@@ -47,7 +47,7 @@ from nodus.schemas.resolved import (
     ResolvedStage,
     ResolvedWorkload,
 )
-from nodus.schemas.rules import check_workload, unused_cadence
+from nodus.schemas.rules import check_workload, without_effect
 
 _STATE_SELECTIONS = (protocol.STATE_DIR, ".")
 _PREPARED = (Integration.AUTO, Integration.HF_TRAINER_V1)
@@ -76,7 +76,7 @@ def resolve(
         stage, stage_problems = _resolve_stage(prefix, name, layers, os.path.abspath(base_dir))
         stages.append(stage)
         problems.extend(stage_problems)
-    problems.extend(unused_cadence(workload, overrides, stages))
+    problems.extend(without_effect(workload, overrides, stages))
     if problems:
         raise WorkloadError(problems, workload.source)
     return ResolvedWorkload(

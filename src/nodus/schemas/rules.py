@@ -1,7 +1,7 @@
 """Rules that span several fields of a workload as written, and settings that would do nothing.
 
 Single-field rules live on the field types (:mod:`nodus.schemas.fields`); rules on the resolved
-values live in :mod:`nodus.schemas.resolve`, which calls :func:`unused_cadence` here once the
+values live in :mod:`nodus.schemas.resolve`, which calls :func:`without_effect` here once the
 stages are resolved. Each check returns problems instead of raising, so a file's problems are
 all reported together.
 
@@ -26,9 +26,30 @@ RESUME_FROM_NOT_SUPPORTED_YET = (
     "(an interrupted or paused run continues with `nodus runs resume RUN`)"
 )
 
-# Read only by an integration (the settings it is given); a directory-contract program decides
-# itself when it writes a checkpoint folder.
-_CADENCE = ("save_every", "save_each_epoch")
+
+def _integrated(stage: ResolvedStage) -> bool:
+    return stage.integration is not None
+
+
+def _recovers(stage: ResolvedStage) -> bool:
+    return stage.continuity.resume_on_interruption
+
+
+_NO_CADENCE = (
+    "only an integration saves on nodus's cadence (a program under the directory contract "
+    'decides itself when it writes a checkpoint folder); remove it, or set integration = "auto" '
+    'or "hf-trainer-v1"'
+)
+_NO_RECOVERY = (
+    "resume_on_interruption is false there, so an interruption is never recovered "
+    "automatically; remove it, or set [continuity] resume_on_interruption = true"
+)
+# [execution] keys that act only in some stages: (what such a stage is, why the others ignore it)
+_ACTS_ONLY_WHERE = {
+    "save_every": (_integrated, _NO_CADENCE),
+    "save_each_epoch": (_integrated, _NO_CADENCE),
+    "max_recoveries": (_recovers, _NO_RECOVERY),
+}
 
 
 def check_workload(workload: Workload, overrides: Overrides | None = None) -> list[Problem]:
@@ -58,16 +79,16 @@ def _resume_from(workload: Workload, overrides: Overrides | None) -> list[Proble
     return problems
 
 
-def unused_cadence(
+def without_effect(
     workload: Workload, overrides: Overrides | None, stages: Sequence[ResolvedStage]
 ) -> list[Problem]:
-    """``save_every`` / ``save_each_epoch`` written where no stage they reach has an integration.
+    """``[execution]`` keys written where no stage they reach can act on them.
 
     A value reaches the stages that take it (the highest level that writes the key wins), so a
     workload-wide ``save_every`` is fine as long as one of its stages is integrated.
     """
     problems = []
-    for key in _CADENCE:
+    for key, (acts_in, why) in _ACTS_ONLY_WHERE.items():
         reached: dict[str, tuple[object, list[ResolvedStage]]] = {}
         for index, stage in enumerate(stages):
             written = _written(key, index, workload, overrides)
@@ -75,8 +96,10 @@ def unused_cadence(
                 path, value = written
                 reached.setdefault(path, (value, []))[1].append(stage)
         for path, (value, taken_by) in reached.items():
-            if not any(stage.integration for stage in taken_by):
-                problems.append(Problem(path, _no_cadence(taken_by), value, True))
+            if not any(acts_in(stage) for stage in taken_by):
+                problems.append(
+                    Problem(path, f"has no effect in {_named(taken_by)}: {why}", value, True)
+                )
     return problems
 
 
@@ -96,14 +119,9 @@ def _written(
     return None
 
 
-def _no_cadence(stages: Sequence[ResolvedStage]) -> str:
+def _named(stages: Sequence[ResolvedStage]) -> str:
     names = ", ".join(repr(stage.name) for stage in stages)
-    where = f"stages {names}" if len(stages) > 1 else f"stage {names}"
-    return (
-        f"has no effect in {where}: only an integration saves on nodus's cadence (a program "
-        "under the directory contract decides itself when it writes a checkpoint folder); "
-        'remove it, or set integration = "auto" or "hf-trainer-v1"'
-    )
+    return f"stages {names}" if len(stages) > 1 else f"stage {names}"
 
 
 def _unique_stage_names(workload: Workload) -> list[Problem]:
