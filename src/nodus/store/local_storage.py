@@ -58,7 +58,12 @@ class LocalStorage:
         try:
             os.unlink(self.path(key))
         except FileNotFoundError:
-            pass
+            return
+        # A record's removal is made durable before the next step of a deletion relies on it
+        # (a manifest that came back after a power cut without its tombstones would name freed
+        # blobs). A blob that came back would only be garbage, so blobs go without the sync.
+        if not key.startswith(keys.BLOBS + "/"):
+            fsync_dir(os.path.dirname(self.path(key)))
 
     def list(self, prefix: str) -> list[ObjectInfo]:
         out = []
