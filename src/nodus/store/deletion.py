@@ -10,13 +10,16 @@ a kill at any later step leaves nothing that a reader could reach half deleted. 
 
 - ``delete_kind``: mark the kind; free its blobs that no held file shares; finish the mark
   (and any other mark of the snapshot still ``deleting``); if the snapshot holds no kind any
-  more, remove it.
-- ``delete`` (a whole snapshot): mark every kind it holds; free; finish the marks; remove it.
+  more, remove it instead of finishing its marks.
+- ``delete`` (a whole snapshot): mark every kind it holds; free its blobs; remove it.
 - removing a snapshot: its manifest first (from then on it does not exist), then its
   tombstones and its hold records, which without a manifest are only leftovers.
 - ``finish_deletions``: finish every mark still ``deleting`` (a kill or a deferred sweep left
   it), remove snapshots that hold no kind any more, and remove tombstones and hold records
   whose manifest is gone.
+
+A mark is finished (``deleted``) only on a snapshot that stays, where it tells listings what
+retention took; a snapshot that goes takes its marks with it.
 
 Blobs are freed while the manifest still names them, so a free that was deferred (a capture was
 running) or killed is completed exactly by the next ``finish_deletions``; no blob has to wait
@@ -124,7 +127,8 @@ def finish_deletions(store: SnapshotStore, retry_s: float) -> GcReport:
     marks = [mark for manifest, found in going for mark in _marks(manifest, found)]
     report = _finish(store, marks, "finish", retry_s)
     for manifest, found in going:
-        if manifest.emptied and all(record["state"] == DELETED for record in found.values()):
+        done = all(record["state"] == DELETED for record in found.values())
+        if manifest.emptied and (done or not report.deferred):
             _remove(store, manifest, found, "finish")
             report.removed_snapshots += 1
     for snapshot_id in sorted((listed.keys() | held.keys()) - existing):
@@ -149,7 +153,8 @@ def _complete(
 
 
 def _finish(store: SnapshotStore, marks: list[Mark], step: str, retry_s: float) -> GcReport:
-    """Free the blobs of the marked kinds that nothing held shares, then mark them deleted."""
+    """Free the blobs of the marked kinds that nothing held shares, then mark them deleted
+    (those of a snapshot left with no kind need not be: it is removed next, marks and all)."""
     if not marks:
         return GcReport()
     candidates = {
@@ -165,6 +170,8 @@ def _finish(store: SnapshotStore, marks: list[Mark], step: str, retry_s: float) 
     crash_point(f"{step}.freed")
     freed = {keys.hash_of_blob_key(key) for key in report.deleted}
     for manifest, kind, record in marks:
+        if not manifest.kinds:
+            continue
         sizes = {e.hash: e.size for e in manifest.files if e.kind == kind and e.hash in freed}
         record.update(state=DELETED, freed_bytes=sum(sizes.values()))
         _write(store, manifest.id, kind, record)
