@@ -341,7 +341,10 @@ def test_dry_run_lists_exactly_what_the_sweep_then_deletes(store, live):
     assert sorted(key for key, _size in listed) == sorted(
         [keys.blob_key("0" * 32), keys.blob_key(older.files[-1].hash)]
     )
-    assert sorted(store.gc_blobs(grace_s=0).deleted) == sorted(key for key, _ in listed)
+    report = store.finish_deletions().add(store.gc_blobs(grace_s=0))  # as `nodus gc` reports
+    assert sorted(report.deleted) == sorted(key for key, _ in listed)
+    assert (report.finished_deletions, report.deleted_blobs, report.deferred) == (1, 2, False)
+    assert report.freed_bytes == sum(size for _key, size in listed)
 
 
 # --- concurrent sweeps and captures ---------------------------------------------------------------

@@ -59,10 +59,10 @@ class LocalStorage:
             os.unlink(self.path(key))
         except FileNotFoundError:
             return
-        # A record's removal is made durable before the next step of a deletion relies on it
-        # (a manifest that came back after a power cut without its tombstones would name freed
-        # blobs). A blob that came back would only be garbage, so blobs go without the sync.
-        if not key.startswith(keys.BLOBS + "/"):
+        # A manifest's removal is made durable before the next step of a deletion removes its
+        # tombstones: one that came back after a power cut without them would name freed
+        # blobs. Anything else that came back would only be garbage for the next gc.
+        if key.startswith(keys.SNAPSHOTS + "/"):
             fsync_dir(os.path.dirname(self.path(key)))
 
     def list(self, prefix: str) -> list[ObjectInfo]:
