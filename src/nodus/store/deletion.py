@@ -185,7 +185,7 @@ def _remove(
     store: SnapshotStore, manifest: Manifest, found: dict[str, dict[str, Any]], step: str
 ) -> None:
     store.storage.delete(keys.manifest_key(manifest.id))
-    store._manifests.pop(manifest.id, None)
+    store._forget(manifest.id)
     log.info("store: removed snapshot %s", manifest.id)
     crash_point(f"{step}.manifest-removed")
     for kind in found:

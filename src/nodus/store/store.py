@@ -58,6 +58,7 @@ class SnapshotStore:
         self._holds = HoldRecords(storage)
         self._files = FileCache()
         self._manifests: dict[str, Manifest] = {}  # manifests never change once committed
+        self._blobs: dict[str, dict[str, frozenset[str]]] = {}  # id -> kind -> its blobs
 
     @property
     def url(self) -> str:
@@ -209,7 +210,7 @@ class SnapshotStore:
         if snapshot_id in self._manifests and not self._storage.exists(
             keys.manifest_key(snapshot_id)
         ):
-            self._manifests.pop(snapshot_id, None)  # deleted since we read it (by another gc)
+            self._forget(snapshot_id)  # deleted since we read it (by another gc)
         return self._load(snapshot_id, deleting)
 
     def _ids(self) -> list[str]:
@@ -460,7 +461,7 @@ class SnapshotStore:
         deleting = self._tombstones()
         for snapshot_id in self._ids():
             try:
-                manifest = self._load(snapshot_id, deleting.get(snapshot_id, frozenset()))
+                by_kind = self._blobs_by_kind(snapshot_id)
             except NotFoundError:
                 continue  # deleted while we looked
             except SnapshotDamagedError as error:
@@ -468,8 +469,29 @@ class SnapshotStore:
                 raise StoreError(
                     f"{error}; blob GC stopped. Run `nodus store verify --repair` first."
                 ) from None
-            held.update(entry.hash for entry in manifest.held_files() if not entry.is_link)
+            gone = deleting.get(snapshot_id, frozenset())
+            for kind, digests in by_kind.items():
+                if kind not in gone:
+                    held |= digests
         return held
+
+    def _blobs_by_kind(self, snapshot_id: str) -> dict[str, frozenset[str]]:
+        # Kept per snapshot: rotation marks the store's every blob at each commit, and this
+        # keeps that to a union of small sets instead of a walk over every file entry.
+        found = self._blobs.get(snapshot_id)
+        if found is None:
+            manifest = self._load(snapshot_id, frozenset())
+            found = {
+                kind: frozenset(e.hash for e in manifest.files if e.kind == kind and not e.is_link)
+                for kind in manifest.stored_kinds
+            }
+            self._blobs[snapshot_id] = found
+        return found
+
+    def _forget(self, snapshot_id: str) -> None:
+        """Drop what this object remembers of a snapshot that no longer exists."""
+        self._manifests.pop(snapshot_id, None)
+        self._blobs.pop(snapshot_id, None)
 
 
 def _remove_spools(spools) -> None:

@@ -160,7 +160,7 @@ def _repair(store: SnapshotStore, report: VerifyReport) -> None:
             continue
         storage.write(keys.quarantine_key(snapshot_id), raw)
         storage.delete(keys.manifest_key(snapshot_id))
-        store._manifests.pop(snapshot_id, None)
+        store._forget(snapshot_id)
         report.repaired.append(
             f"set {snapshot_id} aside as {keys.quarantine_key(snapshot_id)} (no longer listed)"
         )
