@@ -23,7 +23,8 @@ def me() -> dict[str, Any]:
     if _mine.get("pid") != os.getpid():
         pid = os.getpid()
         _mine.clear()
-        _mine.update(machine=_machine(), pid=pid, started=_start_time(pid))
+        process = _process(pid)
+        _mine.update(machine=_machine(), pid=pid, started=None if process is None else process[1])
     return dict(_mine)
 
 
@@ -32,11 +33,20 @@ def gone(owner: Any) -> bool:
     if not isinstance(owner, dict):
         return False  # written by a process that did not say who it was: the lease decides
     machine, pid = owner.get("machine"), owner.get("pid")
-    if machine is None or machine != _machine() or not isinstance(pid, int):
+    if machine is None or machine != me()["machine"] or not isinstance(pid, int) or pid <= 0:
         return False
-    started = _start_time(pid)
-    # No such process (or only its zombie), or the pid now belongs to a later process.
-    return started is None or started != owner.get("started")
+    try:
+        os.kill(pid, 0)  # sends nothing: asks only whether the process exists
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # another user's process: it exists, and /proc may not show it (hidepid)
+    process = _process(pid)
+    if process is None or owner.get("started") is None:
+        return False  # it exists and cannot be told apart from the owner: the lease decides
+    state, started = process
+    # Only its zombie is left, or the pid now belongs to a process started later.
+    return state in ("Z", "X") or started != owner["started"]
 
 
 def _machine() -> str | None:
@@ -50,8 +60,8 @@ def _machine() -> str | None:
     return f"{boot}/{namespace}"
 
 
-def _start_time(pid: int) -> int | None:
-    """When the running process ``pid`` started, in clock ticks since boot; None if none runs."""
+def _process(pid: int) -> tuple[str, int] | None:
+    """The state and start time (clock ticks since boot) of process ``pid``; None if unseen."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
             stat = handle.read()
@@ -60,7 +70,6 @@ def _start_time(pid: int) -> int | None:
     # The command name (field 2) may hold spaces and parentheses; the fields after it do not.
     fields = stat.rpartition(")")[2].split()
     try:
-        state, started = fields[0], int(fields[19])  # fields 3 and 22 of proc(5)
+        return fields[0], int(fields[19])  # fields 3 and 22 of proc(5)
     except (IndexError, ValueError):
         return None
-    return None if state in ("Z", "X") else started
