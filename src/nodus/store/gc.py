@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -34,7 +35,15 @@ from nodus.store._faults import crash_point
 from nodus.store.owners import gone, me
 from nodus.store.storage import Storage
 
-__all__ = ["GcReport", "Sweep", "renew_intent", "wait_for_sweep", "write_intent"]
+__all__ = [
+    "GcReport",
+    "Sweep",
+    "renew_intent",
+    "sweep",
+    "unreferenced",
+    "wait_for_sweep",
+    "write_intent",
+]
 
 log = logging.getLogger("nodus.store")
 
@@ -70,6 +79,66 @@ class GcReport:
             else:
                 setattr(self, name, mine + theirs)
         return self
+
+
+def sweep(
+    storage: Storage,
+    held: Callable[[], set[str]],
+    candidates: dict[str, int] | None,
+    min_age_s: float,
+    retry_s: float = 0.0,
+) -> GcReport:
+    """Delete the blobs that ``held()`` (the mark, taken under the lock) leaves out: only the
+    ``candidates`` (digest -> size) when given, else every one older than ``min_age_s``. A sweep
+    deferred by a capture or another gc is retried for up to ``retry_s``."""
+    deadline = time.monotonic() + retry_s
+    while True:
+        report = _sweep_once(storage, held, candidates, min_age_s)
+        if not report.deferred or time.monotonic() >= deadline:
+            return report
+        # Jittered, so two gc processes that deferred to each other do not retry in step.
+        time.sleep(random.uniform(0.5, 1.5) * defaults.SWEEP_WAIT_POLL_S)
+
+
+def unreferenced(
+    storage: Storage, held: set[str], min_age_s: float
+) -> tuple[list[tuple[str, int]], int]:
+    """(key, size) of the blobs not ``held`` and older than ``min_age_s``; how many stay."""
+    now = time.time()
+    doomed, kept = [], 0
+    for info in storage.list(keys.BLOBS):
+        digest = keys.hash_of_blob_key(info.key)
+        if digest is None:
+            continue
+        if digest in held or now - info.modified < min_age_s:
+            kept += 1
+        else:
+            doomed.append((info.key, info.size))
+    return doomed, kept
+
+
+def _sweep_once(
+    storage: Storage,
+    held: Callable[[], set[str]],
+    candidates: dict[str, int] | None,
+    min_age_s: float,
+) -> GcReport:
+    with Sweep(storage) as current:
+        if not current.allowed:
+            log.info("store: blob sweep deferred: %s", current.report.reason)
+            return current.report
+        marked = held()  # under the lock: no capture can commit a blob it trusts meanwhile
+        if candidates is None:
+            doomed, current.report.kept_blobs = unreferenced(storage, marked, min_age_s)
+        else:
+            unheld = sorted(set(candidates) - marked)
+            keyed = ((keys.blob_key(digest), candidates[digest]) for digest in unheld)
+            doomed = [(key, size) for key, size in keyed if storage.exists(key)]
+            current.report.kept_blobs = len(candidates) - len(unheld)
+        current.delete_blobs(doomed)
+        if candidates is None:
+            current.remove_leftovers(max(min_age_s, defaults.CAPTURE_LEASE_S))
+        return current.report
 
 
 def write_intent(storage: Storage, snapshot_id: str) -> float:

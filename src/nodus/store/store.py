@@ -12,7 +12,6 @@ import dataclasses
 import json
 import logging
 import os
-import random
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
@@ -21,7 +20,14 @@ from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError, UsageE
 from nodus.schemas import defaults
 from nodus.store import deletion, keys
 from nodus.store._io import hash_stream, hasher
-from nodus.store.gc import GcReport, Sweep, renew_intent, wait_for_sweep, write_intent
+from nodus.store.gc import (
+    GcReport,
+    renew_intent,
+    sweep,
+    unreferenced,
+    wait_for_sweep,
+    write_intent,
+)
 from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS, classify
 from nodus.store.live_folder import Candidate, FileCache, read_consistently, select
@@ -384,7 +390,7 @@ class SnapshotStore:
         self, grace_s: float = defaults.BLOB_GC_GRACE_S
     ) -> list[tuple[str, int]]:
         """(key, size) of each blob a sweep would delete now; reads only (``gc --dry-run``)."""
-        doomed, _kept = self._unreferenced(self._held_blobs(), grace_s)
+        doomed, _kept = unreferenced(self._storage, self._held_blobs(), grace_s)
         return doomed
 
     def gc_blobs(self, grace_s: float = defaults.BLOB_GC_GRACE_S) -> GcReport:
@@ -413,48 +419,7 @@ class SnapshotStore:
     ) -> GcReport:
         """Delete unheld blobs: the ``candidates`` (digest -> size), or any older than
         ``min_age_s`` when None; retried while deferred, for up to ``retry_s``."""
-        deadline = time.monotonic() + retry_s
-        while True:
-            report = self._sweep_once(candidates, min_age_s)
-            if not report.deferred or time.monotonic() >= deadline:
-                return report
-            # Jittered, so two gc processes that deferred to each other do not retry in step.
-            time.sleep(random.uniform(0.5, 1.5) * defaults.SWEEP_WAIT_POLL_S)
-
-    def _sweep_once(self, candidates: dict[str, int] | None, min_age_s: float) -> GcReport:
-        with Sweep(self._storage) as sweep:
-            if not sweep.allowed:
-                log.info("store: blob sweep deferred: %s", sweep.report.reason)
-                return sweep.report
-            held = self._held_blobs()  # marked under the lock: no capture can commit meanwhile
-            if candidates is None:
-                doomed, sweep.report.kept_blobs = self._unreferenced(held, min_age_s)
-            else:
-                unheld = sorted(set(candidates) - held)
-                doomed = [
-                    (keys.blob_key(digest), candidates[digest])
-                    for digest in unheld
-                    if self._storage.exists(keys.blob_key(digest))
-                ]
-                sweep.report.kept_blobs = len(candidates) - len(unheld)
-            sweep.delete_blobs(doomed)
-            if candidates is None:
-                sweep.remove_leftovers(max(min_age_s, defaults.CAPTURE_LEASE_S))
-            return sweep.report
-
-    def _unreferenced(self, held: set[str], min_age_s: float) -> tuple[list[tuple[str, int]], int]:
-        """(key, size) of the blobs not ``held`` and older than ``min_age_s``; how many stay."""
-        now = time.time()
-        doomed, kept = [], 0
-        for info in self._storage.list(keys.BLOBS):
-            digest = keys.hash_of_blob_key(info.key)
-            if digest is None:
-                continue
-            if digest in held or now - info.modified < min_age_s:
-                kept += 1
-            else:
-                doomed.append((info.key, info.size))
-        return doomed, kept
+        return sweep(self._storage, self._held_blobs, candidates, min_age_s, retry_s)
 
     def _held_blobs(self) -> set[str]:
         held: set[str] = set()
