@@ -173,7 +173,12 @@ SWEEP_LEASE_S = 600.0
 """A blob sweep's lock counts as abandoned (a killed GC) once this old; a live sweep renews it."""
 
 SWEEP_WAIT_POLL_S = 0.1
-"""How often a capture that found a sweep running looks again."""
+"""How often a capture that found a sweep running looks again (and a deferred sweep retries)."""
+
+SWEEP_RETRY_S = 5.0
+"""How long ``finish_deletions`` and ``gc_blobs`` keep retrying a sweep deferred by running
+captures or by another gc before reporting it deferred: captures come and go between
+checkpoints, so a sweep that tried only once could be put off forever by a busy store."""
 
 CAPTURE_LEASE_S = 600.0
 """A capture's intent counts as abandoned (a killed capture) once this old; a live capture
