@@ -85,6 +85,8 @@ class Project:
                 "grace_period": GRACE_S,
             },
         }
+        if not resume_on_interruption:  # without automatic recovery the limit would do nothing
+            del workload["execution"]["max_recoveries"]  # and is refused
         self.file.write_text(tomli_w.dumps(workload))
 
     # --- the command line -------------------------------------------------------------------

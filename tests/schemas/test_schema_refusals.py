@@ -149,11 +149,63 @@ STAGE = '[[stages]]\nname = "s"\n'
             + 'continuity = { checkpoint_complete = "DONE" }',
             "stages[0].continuity.checkpoint_complete: 'DONE' — has no effect in stage 's'",
         ),
+        # settings accepted without effect are refused (SPEC §2)
+        (
+            BASE + 'resume_from = "run_1@40"',
+            "resume_from: 'run_1@40' — starting a run from another run's snapshot is not "
+            "supported yet",
+        ),
+        (
+            BASE + "[execution]\nsave_every = 10",
+            "execution.save_every: 10 — has no effect in stage 'main': only an integration saves",
+        ),
+        (
+            BASE + 'integration = "auto"\n' + STAGE + 'integration = "none"\n'
+            "execution = { save_each_epoch = true }",
+            "stages[0].execution.save_each_epoch: True — has no effect in stage 's'",
+        ),
+        (
+            BASE + "[execution]\nsave_every = 5\n" + STAGE + STAGE.replace('"s"', '"t"'),
+            "execution.save_every: 5 — has no effect in stages 's', 't'",
+        ),
+        (
+            BASE + 'continuity = "restartable"\n[execution]\nmax_recoveries = 3',
+            "execution.max_recoveries: 3 — has no effect in stage 'main': "
+            "resume_on_interruption is false there",
+        ),
+        (
+            BASE + "[execution]\nmax_source_bytes = 0",
+            "max_source_bytes: 0 — must be greater than 0",
+        ),
     ],
 )
 def test_refused_with_path_value_and_rule(refused, text, line):
     problems = refused(text)
     assert any(line in problem for problem in problems), problems
+
+
+def test_resume_from_given_on_the_command_line_is_refused_too(write):
+    # The overrides (`nodus.resolve(..., overrides=...)`) are what a command-line flag sets.
+    with pytest.raises(WorkloadError) as caught:
+        resolve_file(write(BASE), overrides={"resume_from": "run_1@40"})
+    (problem,) = caught.value.problems
+    assert caught.value.exit_status == 2
+    assert problem.render() == (
+        "(command line) resume_from: 'run_1@40' — starting a run from another run's snapshot "
+        "is not supported yet; remove resume_from (an interrupted or paused run continues with "
+        "`nodus runs resume RUN`)"
+    )
+
+
+def test_a_cadence_that_reaches_one_integrated_stage_is_accepted(resolved):
+    text = BASE + (
+        "[execution]\nsave_every = 5\n"
+        '[[stages]]\nname = "prep"\n'
+        '[[stages]]\nname = "train"\nintegration = "hf-trainer-v1"\n'
+    )
+    prep, train = resolved(text).stages
+    assert (prep.integration, train.integration) == (None, "hf-trainer-v1")
+    assert train.execution.save_every == 5
 
 
 @pytest.mark.parametrize(

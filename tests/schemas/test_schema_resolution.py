@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from nodus.errors import WorkloadError
 from nodus.schemas import defaults
+from nodus.schemas.loader import resolve_file
 
 BASE = 'name = "w"\ncommand = ["python", "train.py"]\n'
 
@@ -108,6 +110,7 @@ def test_omitted_stages_make_one_main_stage_from_top_level(resolved, tmp_path):
 
 def test_execution_defaults_and_key_by_key_inheritance(resolved):
     text = BASE + (
+        'integration = "auto"\n'  # save_every acts only on an integrated stage
         "[execution]\nsave_every = 10\ngrace_period = 5\n"
         '[[stages]]\nname = "a"\n'
         '[[stages]]\nname = "b"\nexecution = { max_recoveries = 0 }\n'
@@ -119,6 +122,7 @@ def test_execution_defaults_and_key_by_key_inheritance(resolved):
     assert b.keep_recoverable == defaults.KEEP_RECOVERABLE
     assert b.keep_adapters == defaults.KEEP_ADAPTERS
     assert b.retention_days == defaults.RETENTION_DAYS
+    assert b.max_source_bytes == defaults.MAX_SOURCE_BYTES
     assert b.save_each_epoch is defaults.SAVE_EACH_EPOCH
 
 
@@ -157,8 +161,14 @@ def test_stage_overrides_and_env_merges(resolved, tmp_path):
 
 
 @pytest.mark.parametrize("value", ["run_abc@40", "run_abc/train@0", "ckpt_0123abcd"])
-def test_resume_from_is_carried(resolved, value):
-    assert resolved(BASE + f'resume_from = "{value}"').resume_from == value
+def test_resume_from_is_refused_until_it_works(write, value):
+    # Accepted, it would start the run from scratch: refused rather than silently ignored.
+    with pytest.raises(WorkloadError) as caught:
+        resolve_file(write(BASE + f'resume_from = "{value}"'))
+    assert caught.value.exit_status == 2
+    (problem,) = caught.value.problems
+    assert (problem.path, problem.value) == ("resume_from", value)
+    assert "not supported yet" in problem.message
 
 
 def test_resolved_round_trips_through_its_dict(resolved):

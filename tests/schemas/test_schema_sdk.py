@@ -75,7 +75,7 @@ def test_a_submission_resolves_like_the_file_it_came_from(write):
     path = write(
         'name = "w"\ncommand = "python t.py"\n'
         '[continuity]\nmode = "restartable"\ncheckpoint_paths = ["ckpts"]\n'
-        "[execution]\nsave_every = 7\n"
+        "[execution]\nmax_recoveries = 7\n"
         '[[stages]]\nname = "a"\ncontinuity = { mode = "checkpointed" }\n'
         '[[stages]]\nname = "b"\ncontinuity = { checkpoint_paths = ["own"] }\n'
     )
@@ -117,6 +117,7 @@ def test_overrides_win_over_stage_and_workload(tmp_path):
     workload = Workload(
         name="w",
         command="x",
+        integration="auto",  # save_every acts only on an integrated stage
         execution={"save_every": 5, "max_recoveries": 2},
         stages=[Stage(name="s", execution={"max_recoveries": 4}, env={"A": "stage"})],
     )

@@ -14,6 +14,7 @@ from nodus.errors import (
     UnsafePathError,
     UsageError,
 )
+from nodus.schemas import defaults
 from nodus.store import SnapshotInfo, keys, open_store
 
 from .trees import read_tree, write_tree
@@ -249,7 +250,11 @@ def test_blob_gc_sweeps_only_old_unreferenced_blobs_and_is_idempotent(store, liv
     assert store.check(kept.id) == [] and [m.id for m in store.list()] == [kept.id]
 
 
-def test_blob_gc_during_a_capture_is_deferred_and_the_capture_commits(store, live, tmp_path):
+def test_blob_gc_during_a_capture_is_deferred_and_the_capture_commits(
+    store, live, tmp_path, monkeypatch
+):
+    # The gc runs inside the capture's own guard: retrying the deferred sweep could only wait.
+    monkeypatch.setattr(defaults, "SWEEP_RETRY_S", 0.0)
     write_tree(live, {"state/a.bin": os.urandom(5000)})
     reports = []
     made = store.capture(

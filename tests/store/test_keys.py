@@ -8,6 +8,7 @@ from nodus.store import keys
 
 SNAPSHOT = "ckpt_0123456789abcdef"
 DIGEST = "ab" + "c" * 30
+TOKEN = "0f" * 8
 
 # (key, the parser that owns it, what it parses to)
 OWNED = [
@@ -16,11 +17,12 @@ OWNED = [
     (keys.tombstone_key(SNAPSHOT, "weights"), keys.tombstone_of_key, (SNAPSHOT, "weights")),
     (keys.hold_key(SNAPSHOT, "epoch-released"), keys.hold_of_key, (SNAPSHOT, "epoch-released")),
     (keys.intent_key(SNAPSHOT), keys.intent_of_key, SNAPSHOT),
+    (keys.sweep_key(TOKEN), keys.sweep_of_key, TOKEN),
 ]
 PARSERS = [parser for _key, parser, _value in OWNED]
 OTHERS = [
     keys.quarantine_key(SNAPSHOT),
-    keys.sweep_key(),
+    "locks/sweep.json",  # the single lock of older versions
     keys.temp_key("blob"),
     "blobs/zz/" + DIGEST,  # wrong fan-out folder
     "snapshots/notes.txt",  # a stray file someone copied in
@@ -48,7 +50,8 @@ def test_the_layout_is_the_documented_one():
     assert keys.tombstone_key(SNAPSHOT, "state") == f"tombstones/{SNAPSHOT}.state"
     assert keys.hold_key(SNAPSHOT, "pin") == f"holds/{SNAPSHOT}/pin.json"
     assert keys.intent_key(SNAPSHOT) == f"intents/{SNAPSHOT}.json"
-    assert keys.sweep_key() == "locks/sweep.json"
+    assert keys.sweep_key(TOKEN) == f"locks/sweep-{TOKEN}.json"
+    assert keys.hold_folder(SNAPSHOT) == f"holds/{SNAPSHOT}"
     assert keys.quarantine_key(SNAPSHOT) == f"quarantine/{SNAPSHOT}.json"
     assert keys.temp_key("obj").startswith("tmp/obj-")
     assert keys.temp_key("obj") != keys.temp_key("obj")  # fresh each time

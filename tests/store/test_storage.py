@@ -94,7 +94,7 @@ def test_an_adopted_file_becomes_the_object_and_an_existing_one_is_never_replace
 def test_local_writes_leave_no_temporary_names_and_open_gives_a_real_file(tmp_path):
     storage = open_storage(str(tmp_path / "store"))  # a bare absolute path is a file:// store
     assert isinstance(storage, LocalStorage) and storage.url == "file://" + str(tmp_path / "store")
-    storage.write(keys.sweep_key(), b"{}")
+    storage.write(keys.sweep_key(keys.new_sweep_token()), b"{}")
     spool = _spooled(storage, b"blob")
     assert os.path.dirname(spool) == storage.path(keys.TMP)  # same disk: adopting is a link
     storage.adopt_file(spool, keys.blob_key("9" * 32))

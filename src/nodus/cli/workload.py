@@ -27,7 +27,8 @@ def register(commands: Any, groups: dict[str, Any], common: argparse.ArgumentPar
         parents=[common],
         help="print the resolved workload",
         description="Print the workload with every default and inherited value applied, as "
-        "a run would store it (or, with --submission, what the SDK would submit).",
+        "a run would store it, and the sources a run would capture now: excludes in force, "
+        "size, largest files (or, with --submission, what the SDK would submit).",
     )
     resolve.add_argument("file", metavar="FILE", help="the workload file (TOML)")
     output = resolve.add_mutually_exclusive_group()
@@ -67,9 +68,28 @@ def _resolve(args: argparse.Namespace) -> int:
     if args.submission:
         data = load_workload(args.file).submission()
     else:
-        data = resolve_file(args.file).to_dict()
+        resolved = resolve_file(args.file)
+        data = {**resolved.to_dict(), "sources": _sources(args, resolved)}
     sys.stdout.write(_render(data, args.format))
     return 0
+
+
+def _sources(args: argparse.Namespace, resolved: Any) -> list[dict[str, Any]]:
+    """What ``nodus run`` would capture now (measured, never copied); what it would say of it,
+    a warning or a refusal, goes to stderr."""
+    from nodus.runner import source
+    from nodus.schemas import defaults
+
+    home = defaults.nodus_home(args.home)
+    private = source.private_folders(home, defaults.store_url(args.store, home))
+    found = source.sources(resolved.stages, private)
+    for text in source.refusals(found, resolved.stages):
+        print(f"nodus: `nodus run` would refuse this workload: {text}", file=sys.stderr)
+    for item in found:
+        warning = item.warning()
+        if warning:
+            print(f"nodus: {warning}", file=sys.stderr)
+    return [item.to_dict() for item in found]
 
 
 def _render(data: dict[str, Any], fmt: str) -> str:

@@ -10,35 +10,28 @@ executable is found now, on the caller's PATH, and every attempt runs that one
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from nodus.errors import UsageError
-from nodus.runner import launch
+from nodus.runner import launch, source
 from nodus.runner.catalog import Catalog, new_run_id
 from nodus.runner.locks import lock_name_for
-from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedWorkload
 
 
-def source_excludes(code: str, private: tuple[str, ...] = ()) -> list[str]:
-    """``.git``, ``.nodus``, the patterns of an optional ``.nodusignore`` (# comments), and
-    nodus's own folders (``private``: home, store) when they lie inside the code folder."""
-    patterns = list(defaults.SOURCE_EXCLUDES)
-    for folder in private:
-        relative = os.path.relpath(os.path.realpath(folder), os.path.realpath(code))
-        if relative != "." and not relative.startswith(".."):
-            # A live catalog and store must never be captured into themselves.
-            patterns.append(relative.replace(os.sep, "/"))
-    try:
-        with open(os.path.join(code, defaults.IGNORE_FILE), encoding="utf-8") as handle:
-            for line in handle:
-                line = line.strip()
-                if line and not line.startswith("#"):
-                    patterns.append(line)
-    except FileNotFoundError:
-        pass
-    return patterns
+@dataclass(frozen=True)
+class Accepted:
+    run_id: str
+    sources: tuple[source.Source, ...]  # one per code folder, as measured before the copy
+
+    @property
+    def summary(self) -> str:
+        """What the acceptance line says of the source: ``source 12.0 KiB in 4 files``."""
+        size = source.human(sum(item.bytes for item in self.sources))
+        files = sum(item.files for item in self.sources)
+        return f"source {size} in {files} file{'' if files == 1 else 's'}"
 
 
 def accept(
@@ -49,28 +42,30 @@ def accept(
     key: str | None,
     home: str,
     environ: Mapping[str, str] = os.environ,
-) -> str:
-    """Capture each stage's code folder and record the run; returns the run id.
+    say: Callable[[str], None] | None = None,
+) -> Accepted:
+    """Capture each stage's code folder and record the run.
 
     ``environ`` is the caller's environment: its PATH is where the stages' executables are found.
+    ``say`` hears about a source large enough to surprise, before it is copied.
     """
     from nodus.store.manifest import SnapshotInfo
 
     launches = launch.resolve_stages(workload.stages, environ)  # refuse before capturing
+    found = source.sources(workload.stages, source.private_folders(home, store_url))
+    refused = source.refusals(found, workload.stages)
+    if refused:
+        raise UsageError("\n".join(refused))
+    for item in found:
+        warning = item.warning()
+        if warning and say is not None:
+            say(warning)
     run_id = new_run_id()
-    sources: dict[str, str] = {}  # code folder -> source snapshot id (stages often share one)
-    for stage in workload.stages:
-        if stage.code in sources:
-            continue
-        if not os.path.isdir(stage.code):
-            raise UsageError(f"stage {stage.name!r}: code folder {stage.code} does not exist")
+    snapshots: dict[str, str] = {}  # code folder -> source snapshot id (stages often share one)
+    for item in found:
         info = SnapshotInfo(run=run_id, stage=None, attempt=0, step=None, role="source")
-        private = (
-            (home, store_url[len("file://") :]) if store_url.startswith("file://") else (home,)
-        )
-        excludes = source_excludes(stage.code, private)
-        manifest = store.capture(stage.code, ["."], info=info, excludes=excludes)
-        sources[stage.code] = manifest.id
+        manifest = store.capture(item.code, ["."], info=info, excludes=item.excludes)
+        snapshots[item.code] = manifest.id
     catalog.create_run(
         run_id=run_id,
         name=workload.name,
@@ -82,6 +77,11 @@ def accept(
         launch=launches,
     )
     for stage in workload.stages:
-        catalog.set_stage(run_id, stage.name, source_snapshot=sources[stage.code])
-    catalog.add_event(run_id, "source_captured", {"snapshots": sorted(set(sources.values()))})
-    return run_id
+        catalog.set_stage(run_id, stage.name, source_snapshot=snapshots[stage.code])
+    details = {
+        "snapshots": sorted(set(snapshots.values())),
+        "bytes": sum(item.bytes for item in found),
+        "files": sum(item.files for item in found),
+    }
+    catalog.add_event(run_id, "source_captured", details)
+    return Accepted(run_id, tuple(found))

@@ -173,7 +173,7 @@ class _Suite:
         try:
             return accept(
                 catalog, open_run_store(self.store_url), self.store_url, workload, None, self.home
-            )
+            ).run_id
         finally:
             catalog.close()
 

@@ -86,16 +86,20 @@ def claim_workload(
     """
     catalog = Catalog(home)
     if key is None:
-        run_id = accept(catalog, open_run_store(store_url), store_url, workload, None, home)
-        lock = RunLock(home, run_id, run_id).acquire()
-        say(f"accepted {run_id}")
-        return _claimed(home, catalog, run_id, lock, None, detach)
+        accepted = accept(
+            catalog, open_run_store(store_url), store_url, workload, None, home, say=say
+        )
+        lock = RunLock(home, accepted.run_id, accepted.run_id).acquire()
+        say(f"accepted {accepted.run_id} ({accepted.summary})")
+        return _claimed(home, catalog, accepted.run_id, lock, None, detach)
     lock = RunLock(home, lock_name_for("", key), f"key {key!r}").acquire()
     existing = catalog.find_by_key(key)
     if existing is None:
-        run_id = accept(catalog, open_run_store(store_url), store_url, workload, key, home)
-        say(f"accepted {run_id} under key {key!r}")
-        return _claimed(home, catalog, run_id, lock, None, detach)
+        accepted = accept(
+            catalog, open_run_store(store_url), store_url, workload, key, home, say=say
+        )
+        say(f"accepted {accepted.run_id} under key {key!r} ({accepted.summary})")
+        return _claimed(home, catalog, accepted.run_id, lock, None, detach)
     if existing.finished:
         lock.release()
         say(_finished_note(existing, key))

@@ -55,6 +55,10 @@ GRACE_PERIOD_S = 60.0
 RETENTION_DAYS = 7
 """Days a finished run's remaining snapshots are kept before ``nodus gc`` expires them."""
 
+MAX_SOURCE_BYTES = 2 * 1024**3
+"""Largest source a run accepts (``[execution] max_source_bytes``): above it the run is refused
+before a byte is copied, naming the largest files."""
+
 # --- runner ------------------------------------------------------------------------------------
 
 SETTLE_S = 1.0
@@ -111,7 +115,27 @@ PAUSE_ACCEPT_WAIT_S = 10.0
 
 IGNORE_FILE = ".nodusignore"
 SOURCE_EXCLUDES = (".git", protocol.CONTROL_DIR)
-"""Never part of a run's captured source."""
+"""Never part of a run's captured source, whatever ``.nodusignore`` says."""
+
+SOURCE_DEFAULT_EXCLUDES = (
+    ".venv",
+    "venv",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ipynb_checkpoints",
+    "node_modules",
+    "wandb",
+)
+"""Folders that are never source, left out of it unless a ``!name`` line of ``.nodusignore``
+brings one back: a virtual environment inside the code folder (the common layout) would
+otherwise put gigabytes of packages into the store and into every attempt's working copy."""
+
+SOURCE_WARN_BYTES = 256 * 1024**2
+"""A source larger than this is accepted with a warning naming its largest files."""
+
+SOURCE_LARGEST_SHOWN = 5
+"""How many of the largest files a source's size warning or refusal names."""
 
 # --- store -------------------------------------------------------------------------------------
 
@@ -149,7 +173,12 @@ SWEEP_LEASE_S = 600.0
 """A blob sweep's lock counts as abandoned (a killed GC) once this old; a live sweep renews it."""
 
 SWEEP_WAIT_POLL_S = 0.1
-"""How often a capture that found a sweep running looks again."""
+"""How often a capture that found a sweep running looks again (and a deferred sweep retries)."""
+
+SWEEP_RETRY_S = 5.0
+"""How long ``finish_deletions`` and ``gc_blobs`` keep retrying a sweep deferred by running
+captures or by another gc before reporting it deferred: captures come and go between
+checkpoints, so a sweep that tried only once could be put off forever by a busy store."""
 
 CAPTURE_LEASE_S = 600.0
 """A capture's intent counts as abandoned (a killed capture) once this old; a live capture

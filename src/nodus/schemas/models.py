@@ -186,6 +186,13 @@ class Execution(_Model):
         ge=0,
         description="Days a finished run's snapshots are kept before `nodus gc` expires them.",
     )
+    max_source_bytes: int = Field(
+        defaults.MAX_SOURCE_BYTES,
+        gt=0,
+        description="Largest source (the code folder less its excludes) a run accepts; a larger "
+        "one is refused before anything is copied. Stages sharing a code folder share its "
+        "source: the largest value among them applies.",
+    )
 
 
 _REWARD_FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")

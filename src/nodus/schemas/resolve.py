@@ -47,7 +47,7 @@ from nodus.schemas.resolved import (
     ResolvedStage,
     ResolvedWorkload,
 )
-from nodus.schemas.rules import check_workload
+from nodus.schemas.rules import check_workload, without_effect
 
 _STATE_SELECTIONS = (protocol.STATE_DIR, ".")
 _PREPARED = (Integration.AUTO, Integration.HF_TRAINER_V1)
@@ -68,7 +68,7 @@ def resolve(
         overrides = Overrides.model_validate(dict(overrides))
     if base_dir is None:
         base_dir = os.path.dirname(workload.source) if workload.source else os.getcwd()
-    problems = check_workload(workload)
+    problems = check_workload(workload, overrides)
     if workload.given("framework"):  # its stages are generated; check_workload refused it
         raise WorkloadError(problems, workload.source)
     stages = []
@@ -76,6 +76,7 @@ def resolve(
         stage, stage_problems = _resolve_stage(prefix, name, layers, os.path.abspath(base_dir))
         stages.append(stage)
         problems.extend(stage_problems)
+    problems.extend(without_effect(workload, overrides, stages))
     if problems:
         raise WorkloadError(problems, workload.source)
     return ResolvedWorkload(

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from nodus.schemas import defaults
+
 
 @dataclass(frozen=True)
 class ResolvedContinuity:
@@ -28,6 +30,8 @@ class ResolvedExecution:
     max_recoveries: int
     grace_period: float
     retention_days: int
+    # absent from runs accepted before the setting existed; only acceptance reads it
+    max_source_bytes: int = defaults.MAX_SOURCE_BYTES
 
 
 @dataclass(frozen=True)

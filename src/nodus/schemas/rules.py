@@ -1,26 +1,127 @@
-"""Rules that span several fields of a workload as written (before inheritance applies).
+"""Rules that span several fields of a workload as written, and settings that would do nothing.
 
-Single-field rules live on the field types (:mod:`nodus.schemas.fields`); rules that need the
-resolved values live in :mod:`nodus.schemas.resolve`. Each check returns problems instead of
-raising, so a file's problems are all reported together.
+Single-field rules live on the field types (:mod:`nodus.schemas.fields`); rules on the resolved
+values live in :mod:`nodus.schemas.resolve`, which calls :func:`without_effect` here once the
+stages are resolved. Each check returns problems instead of raising, so a file's problems are
+all reported together.
+
+No setting is accepted without effect (SPEC §2): a key whose feature is not built yet is refused
+with "not supported yet", and one that cannot act where it is written is refused saying why.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from nodus.errors import Problem
-from nodus.schemas.models import Framework, Workload
+from nodus.schemas.models import Framework, Overrides, Workload
+from nodus.schemas.resolved import ResolvedStage
 
 NOT_SUPPORTED_YET = (
     "framework shortcuts are not supported yet; write the stages explicitly with [[stages]] "
     "and a command for now"
 )
+RESUME_FROM_NOT_SUPPORTED_YET = (
+    "starting a run from another run's snapshot is not supported yet; remove resume_from "
+    "(an interrupted or paused run continues with `nodus runs resume RUN`)"
+)
 
 
-def check_workload(workload: Workload) -> list[Problem]:
+def _integrated(stage: ResolvedStage) -> bool:
+    return stage.integration is not None
+
+
+def _recovers(stage: ResolvedStage) -> bool:
+    return stage.continuity.resume_on_interruption
+
+
+_NO_CADENCE = (
+    "only an integration saves on nodus's cadence (a program under the directory contract "
+    'decides itself when it writes a checkpoint folder); remove it, or set integration = "auto" '
+    'or "hf-trainer-v1"'
+)
+_NO_RECOVERY = (
+    "resume_on_interruption is false there, so an interruption is never recovered "
+    "automatically; remove it, or set [continuity] resume_on_interruption = true"
+)
+# [execution] keys that act only in some stages: (what such a stage is, why the others ignore it)
+_ACTS_ONLY_WHERE = {
+    "save_every": (_integrated, _NO_CADENCE),
+    "save_each_epoch": (_integrated, _NO_CADENCE),
+    "max_recoveries": (_recovers, _NO_RECOVERY),
+}
+
+
+def check_workload(workload: Workload, overrides: Overrides | None = None) -> list[Problem]:
     return [
         *_unique_stage_names(workload),
         *_shortcut(workload),
+        *_resume_from(workload, overrides),
     ]
+
+
+def _resume_from(workload: Workload, overrides: Overrides | None) -> list[Problem]:
+    """Refused until runs have lineage: a run accepted with it would start from scratch."""
+    problems = []
+    if overrides is not None and overrides.given("resume_from"):
+        problems.append(
+            Problem(
+                "(command line) resume_from",
+                RESUME_FROM_NOT_SUPPORTED_YET,
+                overrides.resume_from,
+                True,
+            )
+        )
+    if workload.given("resume_from"):
+        problems.append(
+            Problem("resume_from", RESUME_FROM_NOT_SUPPORTED_YET, workload.resume_from, True)
+        )
+    return problems
+
+
+def without_effect(
+    workload: Workload, overrides: Overrides | None, stages: Sequence[ResolvedStage]
+) -> list[Problem]:
+    """``[execution]`` keys written where no stage they reach can act on them.
+
+    A value reaches the stages that take it (the highest level that writes the key wins), so a
+    workload-wide ``save_every`` is fine as long as one of its stages is integrated.
+    """
+    problems = []
+    for key, (acts_in, why) in _ACTS_ONLY_WHERE.items():
+        reached: dict[str, tuple[object, list[ResolvedStage]]] = {}
+        for index, stage in enumerate(stages):
+            written = _written(key, index, workload, overrides)
+            if written is not None:
+                path, value = written
+                reached.setdefault(path, (value, []))[1].append(stage)
+        for path, (value, taken_by) in reached.items():
+            if not any(acts_in(stage) for stage in taken_by):
+                problems.append(
+                    Problem(path, f"has no effect in {_named(taken_by)}: {why}", value, True)
+                )
+    return problems
+
+
+def _written(
+    key: str, index: int, workload: Workload, overrides: Overrides | None
+) -> tuple[str, object] | None:
+    """Where the ``execution.<key>`` stage ``index`` takes is written, and its value."""
+    entry = workload.stages[index] if workload.stages else None
+    levels = (
+        ("(command line) execution", overrides),
+        (f"stages[{index}].execution", entry),
+        ("execution", workload),
+    )
+    for where, level in levels:
+        if level is not None and level.given("execution") and level.execution.given(key):
+            return f"{where}.{key}", getattr(level.execution, key)
+    return None
+
+
+def _named(stages: Sequence[ResolvedStage]) -> str:
+    names = ", ".join(repr(stage.name) for stage in stages)
+    return f"stages {names}" if len(stages) > 1 else f"stage {names}"
 
 
 def _unique_stage_names(workload: Workload) -> list[Problem]:

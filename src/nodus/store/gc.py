@@ -1,56 +1,151 @@
-"""Blob garbage collection that is safe against captures running at the same time.
+"""Blob garbage collection that is safe against captures, and other sweeps, at the same time.
 
 Mark: every blob named by a committed manifest, leaving out kinds whose deletion has begun.
 Sweep: delete unmarked blobs older than a grace period. A capture may reuse a blob it found
-already stored, so a sweep and a capture exclude each other with two flags, in the manner of
+already stored, so a sweep and a capture exclude each other with flags, in the manner of
 Dekker's algorithm, which needs nothing from the storage but read-after-write consistency:
 
-- a capture writes its intent (``intents/<id>.json``) first, then waits while a sweep lock
-  (``locks/sweep.json``) is held, and only then looks at which blobs exist;
-- a sweep writes the sweep lock first, then looks for intents; if any capture is live it
-  sweeps nothing (the report says it was deferred) and releases the lock.
+- a capture writes its intent (``intents/<id>.json``) first, then waits while any sweep lock
+  (``locks/sweep-<token>.json``) is live, and only then looks at which blobs exist;
+- a sweep writes its own lock first, then looks for intents and for other sweeps' locks; if a
+  capture or another sweep is live it sweeps nothing (the report says it was deferred) and
+  releases its lock.
 
-Whichever writes second sees the other. Abandoned flags (a killed process) expire after their
-lease, and a live holder renews its flag before the lease runs out.
+Whichever writes second sees the other, so no capture trusts a blob a sweep may delete, and
+two sweeps never run at once (they would not harm each other, but a sweep that ended would
+otherwise look like the end of the other's). Each flag names its owner (see
+:mod:`nodus.store.owners`): a flag whose owner is known to be gone (killed, on this machine) is
+ignored at once; any other abandoned flag expires after its lease, and a live holder renews its
+flag before the lease runs out.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 import time
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from nodus.schemas import defaults
 from nodus.store import keys
+from nodus.store._faults import crash_point
+from nodus.store.owners import gone, me
 from nodus.store.storage import Storage
 
-__all__ = ["GcReport", "Sweep", "renew_intent", "wait_for_sweep", "write_intent"]
+__all__ = [
+    "GcReport",
+    "Sweep",
+    "renew_intent",
+    "sweep",
+    "unreferenced",
+    "wait_for_sweep",
+    "write_intent",
+]
 
 log = logging.getLogger("nodus.store")
 
 
 @dataclass
 class GcReport:
-    """What a sweep did; ``deferred`` means a capture was running and nothing was swept."""
+    """What a deletion or a sweep did; ``deferred`` means a capture or another gc was running
+    and no blob was swept (the deletions it left unfinished stay marked ``deleting``)."""
 
     deleted_blobs: int = 0
     freed_bytes: int = 0
     kept_blobs: int = 0
-    removed_leftovers: int = 0  # abandoned temp files and intents
+    removed_leftovers: int = 0  # abandoned temp files, intents and sweep locks
     deferred: bool = False
     reason: str = ""
-    deleted: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)  # keys of the deleted blobs
+    finished_deletions: int = 0  # kinds whose deletion was completed (marked ``deleted``)
+    removed_snapshots: int = 0  # manifests removed: whole snapshots, or ones with no kind left
+    removed_records: int = 0  # tombstones and hold records of snapshots that no longer exist
+    pending_deletions: int = 0  # kinds left marked ``deleting`` (the sweep was deferred)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def add(self, other: GcReport) -> GcReport:
+        """Fold ``other`` (a later step of the same gc) into this report; returns this one."""
+        for name in (f.name for f in fields(self)):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if name == "reason":
+                self.reason = theirs or mine
+            elif isinstance(mine, bool):
+                setattr(self, name, mine or theirs)
+            else:
+                setattr(self, name, mine + theirs)
+        return self
+
+
+def sweep(
+    storage: Storage,
+    held: Callable[[], set[str]],
+    candidates: dict[str, int] | None,
+    min_age_s: float,
+    retry_s: float = 0.0,
+) -> GcReport:
+    """Delete the blobs that ``held()`` (the mark, taken under the lock) leaves out: only the
+    ``candidates`` (digest -> size) when given, else every one older than ``min_age_s``. A sweep
+    deferred by a capture or another gc is retried for up to ``retry_s``."""
+    deadline = time.monotonic() + retry_s
+    while True:
+        report = _sweep_once(storage, held, candidates, min_age_s)
+        if not report.deferred or time.monotonic() >= deadline:
+            return report
+        # Jittered, so two gc processes that deferred to each other do not retry in step.
+        time.sleep(random.uniform(0.5, 1.5) * defaults.SWEEP_WAIT_POLL_S)
+
+
+def unreferenced(
+    storage: Storage, held: set[str], min_age_s: float
+) -> tuple[list[tuple[str, int]], int]:
+    """(key, size) of the blobs not ``held`` and older than ``min_age_s``; how many stay."""
+    now = time.time()
+    doomed, kept = [], 0
+    for info in storage.list(keys.BLOBS):
+        digest = keys.hash_of_blob_key(info.key)
+        if digest is None:
+            continue
+        if digest in held or now - info.modified < min_age_s:
+            kept += 1
+        else:
+            doomed.append((info.key, info.size))
+    return doomed, kept
+
+
+def _sweep_once(
+    storage: Storage,
+    held: Callable[[], set[str]],
+    candidates: dict[str, int] | None,
+    min_age_s: float,
+) -> GcReport:
+    with Sweep(storage) as current:
+        if not current.allowed:
+            log.info("store: blob sweep deferred: %s", current.report.reason)
+            return current.report
+        marked = held()  # under the lock: no capture can commit a blob it trusts meanwhile
+        if candidates is None:
+            doomed, current.report.kept_blobs = unreferenced(storage, marked, min_age_s)
+        else:
+            unheld = sorted(set(candidates) - marked)
+            keyed = ((keys.blob_key(digest), candidates[digest]) for digest in unheld)
+            doomed = [(key, size) for key, size in keyed if storage.exists(key)]
+            current.report.kept_blobs = len(candidates) - len(unheld)
+        current.delete_blobs(doomed)
+        if candidates is None:
+            current.remove_leftovers(max(min_age_s, defaults.CAPTURE_LEASE_S))
+        return current.report
 
 
 def write_intent(storage: Storage, snapshot_id: str) -> float:
     """Announce a capture; returns when it was written (renew before the lease runs out)."""
     now = time.time()
-    storage.write(keys.intent_key(snapshot_id), json.dumps({"written": now}).encode())
+    record = {"written": now, "owner": me()}
+    storage.write(keys.intent_key(snapshot_id), json.dumps(record).encode())
     return now
 
 
@@ -61,34 +156,36 @@ def renew_intent(storage: Storage, snapshot_id: str, written: float) -> float:
 
 
 def wait_for_sweep(storage: Storage) -> None:
-    """Block while a live sweep holds the lock (call only after the intent is written)."""
-    while True:
-        until = _read_time(storage, keys.sweep_key(), "until")
-        if until is None or until < time.time():
-            return
+    """Block while a live sweep holds a lock (call only after the intent is written)."""
+    while _live_sweeps(storage):
         time.sleep(defaults.SWEEP_WAIT_POLL_S)
 
 
 class Sweep:
-    """One sweep under the lock: ``with Sweep(storage) as sweep: if sweep.allowed: ...``."""
+    """One sweep under its lock: ``with Sweep(storage) as sweep: if sweep.allowed: ...``."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.allowed = False
         self.report = GcReport()
+        self._key = keys.sweep_key(keys.new_sweep_token())
         self._renewed = 0.0
 
     def __enter__(self) -> Sweep:
         self._renew(force=True)
+        others = _live_sweeps(self.storage, besides=self._key)
         live = self._live_intents()
-        if live:
+        if others:
+            self.report.deferred = True
+            self.report.reason = f"another gc is sweeping ({', '.join(sorted(others))})"
+        elif live:
             self.report.deferred = True
             self.report.reason = f"{len(live)} capture(s) running ({', '.join(sorted(live))})"
-        self.allowed = not live
+        self.allowed = not self.report.deferred
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self.storage.delete(keys.sweep_key())
+        self.storage.delete(self._key)  # only this sweep's own lock: others keep theirs
 
     def delete_blobs(self, candidates: Iterable[tuple[str, int]]) -> None:
         """Delete these (key, size) blobs; only call when ``allowed``."""
@@ -99,23 +196,31 @@ class Sweep:
             self.report.deleted_blobs += 1
             self.report.freed_bytes += size
             self.report.deleted.append(key)
+            crash_point("sweep.blob-deleted")
 
     def remove_leftovers(self, older_than_s: float) -> None:
-        """Abandoned intents and temp files of killed captures (file:// keeps them in tmp/)."""
+        """Abandoned intents, sweep locks and temp files (file:// keeps them in tmp/)."""
         now = time.time()
         for info in self.storage.list(keys.INTENTS) + self.storage.list(keys.TMP):
             is_intent = info.key.startswith(keys.INTENTS + "/")
-            written = _read_time(self.storage, info.key, "written") if is_intent else None
-            if now - (written or info.modified) > older_than_s:
+            record = _read(self.storage, info.key) if is_intent else {}
+            written = _number(record.get("written")) or info.modified
+            if now - written > older_than_s or gone(record.get("owner")):
                 self.storage.delete(info.key)
                 self.report.removed_leftovers += 1
+        for info in self.storage.list(keys.LOCKS):
+            if info.key != self._key and keys.sweep_of_key(info.key) is not None:
+                if _live_owner(_read(self.storage, info.key)) is None:
+                    self.storage.delete(info.key)
+                    self.report.removed_leftovers += 1
 
     def _live_intents(self) -> list[str]:
         now = time.time()
         live = []
         for info in self.storage.list(keys.INTENTS):
-            written = _read_time(self.storage, info.key, "written") or info.modified
-            if now - written < defaults.CAPTURE_LEASE_S:
+            record = _read(self.storage, info.key)
+            written = _number(record.get("written")) or info.modified
+            if now - written < defaults.CAPTURE_LEASE_S and not gone(record.get("owner")):
                 # Something else in intents/ is taken for a capture too: GC never guesses.
                 live.append(keys.intent_of_key(info.key) or info.key)
         return live
@@ -124,16 +229,44 @@ class Sweep:
         # A long sweep renews its lock so waiting captures do not take it for abandoned.
         now = time.time()
         if force or now - self._renewed > defaults.SWEEP_LEASE_S / 4:
-            until = now + defaults.SWEEP_LEASE_S
-            self.storage.write(keys.sweep_key(), json.dumps({"until": until}).encode())
+            record = {"until": now + defaults.SWEEP_LEASE_S, "owner": me()}
+            self.storage.write(self._key, json.dumps(record).encode())
             self._renewed = now
 
 
-def _read_time(storage: Storage, key: str, name: str) -> float | None:
+def _live_sweeps(storage: Storage, besides: str | None = None) -> list[str]:
+    """Who holds each live sweep lock (other than ``besides``), for waiting and for reports."""
+    found = []
+    for info in storage.list(keys.LOCKS):
+        if info.key != besides and keys.sweep_of_key(info.key) is not None:
+            holder = _live_owner(_read(storage, info.key))
+            if holder is not None:
+                found.append(holder)
+    return found
+
+
+def _live_owner(record: dict[str, Any]) -> str | None:
+    """The holder of a sweep lock record, as words; None when the lock is not live."""
+    until, owner = _number(record.get("until")), record.get("owner")
+    if until is None or until < time.time() or gone(owner):
+        return None
+    if not isinstance(owner, dict) or owner.get("pid") is None:
+        return "a process that did not say which"
+    here = owner.get("machine") is not None and owner.get("machine") == me()["machine"]
+    return f"pid {owner['pid']}" + ("" if here else " on another machine")
+
+
+def _read(storage: Storage, key: str) -> dict[str, Any]:
+    """A flag's JSON record; {} when it is gone or unreadable (so it counts as abandoned)."""
     try:
-        return float(json.loads(storage.read(key))[name])
+        record = json.loads(storage.read(key))
     except FileNotFoundError:
-        return None
-    except (ValueError, KeyError, TypeError):
+        return {}
+    except ValueError:
         log.warning("store: unreadable %s; treating it as abandoned", key)
-        return None
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -45,3 +45,10 @@ class HoldRecords:
 
     def delete(self, snapshot_id: str, name: str) -> None:
         self._storage.delete(keys.hold_key(snapshot_id, name))
+
+    def delete_all(self, snapshot_id: str) -> int:
+        """Remove every record on ``snapshot_id`` (it is gone); returns how many there were."""
+        found = self._storage.list(keys.hold_folder(snapshot_id))
+        for info in found:
+            self._storage.delete(info.key)
+        return len(found)

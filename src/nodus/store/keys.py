@@ -9,13 +9,13 @@ the store's root URL)::
     tombstones/<id>.<kind>       deletion of one kind of a snapshot has begun
     holds/<id>/<name>.json       a stored hold on a snapshot (a pin, a released epoch hold)
     intents/<id>.json            a capture is running (blob GC leaves its blobs alone)
-    locks/sweep.json             a blob sweep is running (captures wait for it)
+    locks/sweep-<16 hex>.json    a blob sweep is running, one lock per sweeper (captures wait)
     quarantine/<id>.json         a damaged manifest set aside by ``nodus store verify --repair``
     tmp/<purpose>-<16 hex>       temporary names of blobs and objects being written (file://)
 
 Every kind of key that is listed has one parser, which returns None for a key not of its kind,
 so a stray object (a file someone copied into the store by hand) is skipped, never misread.
-Quarantined manifests and the sweep lock are only ever read by their key, so they have none.
+Quarantined manifests are only ever read by their key, so they have none.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ __all__ = [
     "BLOBS",
     "HOLDS",
     "INTENTS",
+    "LOCKS",
     "SNAPSHOTS",
     "TMP",
     "TOMBSTONES",
     "blob_key",
     "hash_of_blob_key",
+    "hold_folder",
     "hold_key",
     "hold_of_key",
     "intent_key",
@@ -40,9 +42,11 @@ __all__ = [
     "is_snapshot_id",
     "manifest_key",
     "new_snapshot_id",
+    "new_sweep_token",
     "quarantine_key",
     "snapshot_id_of_key",
     "sweep_key",
+    "sweep_of_key",
     "temp_key",
     "tombstone_key",
     "tombstone_of_key",
@@ -66,6 +70,8 @@ _PREFIX = {"checkpoint": "ckpt", "source": "src", "outputs": "out"}
 _ID = re.compile(r"^(ckpt|src|out)_[0-9a-f]{16}$")
 _HASH = re.compile(r"^[0-9a-f]{32}$")
 _HOLD_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
+_TOKEN = re.compile(r"^[0-9a-f]{16}$")
+_SWEEP = "sweep-"
 
 
 # --- snapshot ids --------------------------------------------------------------------------------
@@ -132,7 +138,12 @@ def quarantine_key(snapshot_id: str) -> str:
 
 def hold_key(snapshot_id: str, name: str) -> str:
     """A stored hold on a snapshot; ``name`` is the hold's record name (``pin``, …)."""
-    return f"{HOLDS}/{snapshot_id}/{name}{_JSON}"
+    return f"{hold_folder(snapshot_id)}/{name}{_JSON}"
+
+
+def hold_folder(snapshot_id: str) -> str:
+    """The folder key of every hold on one snapshot (listed when the snapshot goes)."""
+    return f"{HOLDS}/{snapshot_id}"
 
 
 def hold_of_key(key: str) -> tuple[str, str] | None:
@@ -156,9 +167,24 @@ def intent_of_key(key: str) -> str | None:
     return _id_in(key, INTENTS)
 
 
-def sweep_key() -> str:
-    """The one lock of a store: held by a blob sweep (nothing parses it; it is only read)."""
-    return f"{LOCKS}/sweep{_JSON}"
+def new_sweep_token() -> str:
+    """A fresh name for one sweeper's lock."""
+    return secrets.token_hex(8)
+
+
+def sweep_key(token: str) -> str:
+    """The lock of one blob sweep. Each sweeper has its own, so one that ends never drops the
+    lock another still needs, and each sees the others by listing ``locks/``."""
+    return f"{LOCKS}/{_SWEEP}{token}{_JSON}"
+
+
+def sweep_of_key(key: str) -> str | None:
+    """The sweeper's token a sweep lock key names, or None for anything else."""
+    folder, _, name = key.partition("/")
+    if folder != LOCKS or not name.startswith(_SWEEP) or not name.endswith(_JSON):
+        return None
+    token = name[len(_SWEEP) : -len(_JSON)]
+    return token if _TOKEN.match(token) else None
 
 
 def temp_key(purpose: str) -> str:

@@ -22,7 +22,7 @@ from nodus.errors import StoreError, UsageError
 from nodus.schemas import defaults
 from nodus.store._io import copy_hashing
 
-__all__ = ["Candidate", "FileCache", "ReadResult", "read_consistently", "select"]
+__all__ = ["Candidate", "FileCache", "ReadResult", "excluded", "read_consistently", "select"]
 
 EventSink = Callable[[str, dict], None]
 Signature = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, inode, device
@@ -47,7 +47,7 @@ def select(
     ``on_event``, never followed (it could copy the whole disk, or a secret, into a snapshot).
     """
     selection = [_normalise(path) for path in paths]
-    patterns = [protocol.CONTROL_DIR, *excludes]
+    patterns = [*excludes, protocol.CONTROL_DIR]  # last, so no "!" line can bring it back
     found: dict[str, Candidate] = {}
     for rel in selection:
         for candidate in _walk(root, rel, patterns, on_event):
@@ -76,7 +76,7 @@ def _normalise(path: str) -> str:
 
 
 def _walk(root: str, rel: str, patterns: list[str], on_event: EventSink) -> Iterator[Candidate]:
-    if rel != "." and _excluded(rel, patterns):
+    if rel != "." and excluded(rel, patterns):
         return
     full = root if rel == "." else os.path.join(root, rel)
     try:
@@ -104,21 +104,29 @@ def _walk_dir(root: str, rel: str, patterns: list[str], on_event: EventSink) -> 
         yield from _walk(root, child, patterns, on_event)
 
 
-def _excluded(rel: str, patterns: Sequence[str]) -> bool:
-    """Whether ``rel`` matches an exclude: a name pattern matches any component, a pattern with
-    a ``/`` matches the path or one of its leading folders (``.nodusignore`` semantics)."""
+def excluded(rel: str, patterns: Sequence[str]) -> bool:
+    """Whether ``rel`` is left out by ``patterns`` (``.nodusignore`` semantics, as gitignore's).
+
+    A name pattern (``*.pyc``, ``.venv``) matches a file or folder of that name at any depth; a
+    pattern with a ``/`` (``data/raw``) matches that path. The last pattern that matches decides,
+    and ``!pattern`` brings back what an earlier one left out. A folder left out takes
+    everything under it, so ``!`` cannot bring back a file inside a folder that is left out.
+    """
     parts = rel.split("/")
+    return any(
+        _left_out("/".join(parts[: depth + 1]), parts[depth], patterns)
+        for depth in range(len(parts))
+    )
+
+
+def _left_out(path: str, name: str, patterns: Sequence[str]) -> bool:
+    verdict = False
     for raw in patterns:
-        pattern = raw.strip("/")
-        if not pattern:
-            continue
-        if "/" in pattern:
-            prefixes = ("/".join(parts[: i + 1]) for i in range(len(parts)))
-            if any(fnmatch.fnmatchcase(prefix, pattern) for prefix in prefixes):
-                return True
-        elif any(fnmatch.fnmatchcase(part, pattern) for part in parts):
-            return True
-    return False
+        keep = raw.startswith("!")
+        pattern = (raw[1:] if keep else raw).strip("/")
+        if pattern and fnmatch.fnmatchcase(path if "/" in pattern else name, pattern):
+            verdict = not keep
+    return verdict
 
 
 def _inside(link: Candidate, selection: list[str], patterns: list[str]) -> bool:
@@ -126,7 +134,7 @@ def _inside(link: Candidate, selection: list[str], patterns: list[str]) -> bool:
     if posixpath.isabs(target):
         return False
     resolved = posixpath.normpath(posixpath.join(posixpath.dirname(link.rel), target))
-    if resolved in (".", "..") or resolved.startswith("../") or _excluded(resolved, patterns):
+    if resolved in (".", "..") or resolved.startswith("../") or excluded(resolved, patterns):
         return False
     return any(s == "." or resolved == s or resolved.startswith(s + "/") for s in selection)
 

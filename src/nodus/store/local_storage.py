@@ -58,7 +58,12 @@ class LocalStorage:
         try:
             os.unlink(self.path(key))
         except FileNotFoundError:
-            pass
+            return
+        # A manifest's removal is made durable before the next step of a deletion removes its
+        # tombstones: one that came back after a power cut without them would name freed
+        # blobs. Anything else that came back would only be garbage for the next gc.
+        if key.startswith(keys.SNAPSHOTS + "/"):
+            fsync_dir(os.path.dirname(self.path(key)))
 
     def list(self, prefix: str) -> list[ObjectInfo]:
         out = []

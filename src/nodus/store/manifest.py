@@ -98,6 +98,17 @@ class Manifest:
         return tuple(kind for kind in KINDS if kind in present)
 
     @property
+    def stored_kinds(self) -> tuple[str, ...]:
+        """Kinds the snapshot was committed with, deleted since or not, in :data:`KINDS` order."""
+        present = {entry.kind for entry in self.files}
+        return tuple(kind for kind in KINDS if kind in present)
+
+    @property
+    def emptied(self) -> bool:
+        """Every kind it was committed with is being deleted: the snapshot is going away."""
+        return bool(self.stored_kinds) and not self.kinds
+
+    @property
     def bytes_by_kind(self) -> dict[str, int]:
         """Bytes per held kind; a kind whose deletion has begun is left out."""
         totals = {kind: 0 for kind in self.kinds}

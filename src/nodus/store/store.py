@@ -1,8 +1,9 @@
 """The snapshot store: capture, list, restore, check, per-kind deletion and blob GC.
 
 Public methods carry the guards, logging and timing; the work is done by the modules next to
-this one (capture, restore, gc, verify). A snapshot exists only once its manifest is written,
-and that write comes after every blob it names is stored: nothing else is ever a commit.
+this one (live_folder, restore, deletion, gc, verify). A snapshot exists only once its manifest
+is written, and that write comes after every blob it names is stored: nothing else is ever a
+commit.
 """
 
 from __future__ import annotations
@@ -17,9 +18,16 @@ from typing import Any, BinaryIO
 
 from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError, UsageError
 from nodus.schemas import defaults
-from nodus.store import keys
+from nodus.store import deletion, keys
 from nodus.store._io import hash_stream, hasher
-from nodus.store.gc import GcReport, Sweep, renew_intent, wait_for_sweep, write_intent
+from nodus.store.gc import (
+    GcReport,
+    renew_intent,
+    sweep,
+    unreferenced,
+    wait_for_sweep,
+    write_intent,
+)
 from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS, classify
 from nodus.store.live_folder import Candidate, FileCache, read_consistently, select
@@ -27,7 +35,7 @@ from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
 from nodus.store.restore import restore as _restore
 from nodus.store.restore import unsafe_reason, write_verified
 from nodus.store.storage import Storage, open_storage
-from nodus.store.verify import VerifyReport, verify_store
+from nodus.store.verify import MISSING, VerifyReport, verify_store
 
 __all__ = ["SnapshotStore", "open_store"]
 
@@ -56,6 +64,7 @@ class SnapshotStore:
         self._holds = HoldRecords(storage)
         self._files = FileCache()
         self._manifests: dict[str, Manifest] = {}  # manifests never change once committed
+        self._blobs: dict[str, dict[str, frozenset[str]]] = {}  # id -> kind -> its blobs
 
     @property
     def url(self) -> str:
@@ -187,14 +196,27 @@ class SnapshotStore:
                 continue
             if role is not None and manifest.role != role:
                 continue
+            if manifest.emptied:
+                continue  # every kind is being deleted: the snapshot is going away
             found.append(manifest)
         return sorted(found, key=Manifest.sort_key)
 
     def get(self, snapshot_id: str) -> Manifest:
-        """The committed snapshot ``snapshot_id``; NotFoundError if there is none."""
+        """The committed snapshot ``snapshot_id``; NotFoundError if there is none (any more)."""
+        manifest = self._stored(snapshot_id)
+        if manifest.emptied:
+            raise NotFoundError(f"snapshot {snapshot_id} is being deleted (no kind is left)")
+        return manifest
+
+    def _stored(self, snapshot_id: str) -> Manifest:
+        """The manifest with its tombstones applied, even when no kind is left."""
         deleting = frozenset(
             kind for kind in KINDS if self._storage.exists(keys.tombstone_key(snapshot_id, kind))
         )
+        if snapshot_id in self._manifests and not self._storage.exists(
+            keys.manifest_key(snapshot_id)
+        ):
+            self._forget(snapshot_id)  # deleted since we read it (by another gc)
         return self._load(snapshot_id, deleting)
 
     def _ids(self) -> list[str]:
@@ -294,7 +316,7 @@ class SnapshotStore:
     def check(self, snapshot_id: str, _verdicts: dict[str, str | None] | None = None) -> list[str]:
         """Every problem with a committed snapshot's held files; [] means it restores."""
         try:
-            manifest = self.get(snapshot_id)
+            manifest = self._stored(snapshot_id)
         except SnapshotDamagedError as error:
             return [str(error)]
         verdicts = {} if _verdicts is None else _verdicts
@@ -316,7 +338,7 @@ class SnapshotStore:
                     found, _size = hash_stream(source)
                 verdicts[digest] = None if found == digest else f"is altered (hashes to {found})"
             except FileNotFoundError:
-                verdicts[digest] = "is missing"
+                verdicts[digest] = MISSING
         return verdicts[digest]
 
     def verify(self, repair: bool = False) -> VerifyReport:
@@ -325,63 +347,86 @@ class SnapshotStore:
 
     # --- deletion and GC -----------------------------------------------------------------------
 
-    def delete_kind(self, snapshot_id: str, kind: str) -> GcReport:
-        """Delete one kind of a snapshot, keeping the others; its blobs are freed if unshared.
+    def delete_kind(self, snapshot_id: str, kind: str, *, reason: str = "retention") -> GcReport:
+        """Delete one kind of a checkpoint snapshot, keeping the others (see ``deletion.py``).
 
-        The tombstone is written first: from then on the kind is left out of totals and
-        restores, even if freeing its blobs is deferred to the next ``gc_blobs``.
+        The kind is marked ``deleting`` first: from then on it is left out of listings, totals
+        and restores. Its blobs that nothing held shares are freed and the mark finished; when
+        a capture is running the free is deferred (the report says so) and the next
+        ``finish_deletions`` completes it. A snapshot left with no kind disappears. Deleting a
+        kind already marked only finishes it; one the snapshot does not hold is a no-op.
         """
         if kind not in KINDS:
             raise UsageError(f"artifact kind {kind!r}: use one of {', '.join(KINDS)}")
-        manifest = self.get(snapshot_id)
-        self._storage.write(keys.tombstone_key(snapshot_id, kind), b"{}")
-        candidates = {e.hash for e in manifest.files if e.kind == kind and not e.is_link}
-        log.info("store: deleting %s of %s", kind, snapshot_id)
-        return self._free(candidates, min_age_s=0.0)
+        return self._timed(
+            f"delete {kind} of {snapshot_id}",
+            lambda: deletion.delete_kind(self, snapshot_id, kind, reason),
+        )
 
-    def delete(self, snapshot_id: str) -> GcReport:
-        """Delete a whole snapshot: every kind, then the manifest itself."""
-        manifest = self.get(snapshot_id)
-        for kind in KINDS:
-            self._storage.write(keys.tombstone_key(snapshot_id, kind), b"{}")
-        self._storage.delete(keys.manifest_key(snapshot_id))
-        self._manifests.pop(snapshot_id, None)
-        for kind in KINDS:
-            self._storage.delete(keys.tombstone_key(snapshot_id, kind))
-        return self._free({e.hash for e in manifest.files if not e.is_link}, min_age_s=0.0)
+    def delete(self, snapshot_id: str, *, reason: str = "expiry") -> GcReport:
+        """Delete a whole snapshot of any role: every kind is marked, freed, then it goes."""
+        return self._timed(
+            f"delete {snapshot_id}", lambda: deletion.delete_snapshot(self, snapshot_id, reason)
+        )
+
+    def finish_deletions(self) -> GcReport:
+        """Complete every interrupted or deferred deletion; remove snapshots with no kind left
+        and the tombstones and hold records of snapshots that are gone. Idempotent, and safe
+        beside captures and other gc processes; a sweep deferred by them is retried for up to
+        ``SWEEP_RETRY_S`` before the report says deferred."""
+        retry_s = defaults.SWEEP_RETRY_S
+        return self._timed("finish deletions", lambda: deletion.finish_deletions(self, retry_s))
+
+    def pending_deletions(self) -> list[tuple[str, str]]:
+        """(snapshot id, kind) of every deletion begun and not yet finished."""
+        return deletion.pending(self)
+
+    def deletions(self, snapshot_id: str) -> dict[str, dict[str, Any]]:
+        """Kind -> its tombstone record (``state``, ``reason``, ``at``[, ``freed_bytes``]) for
+        each kind of the snapshot whose deletion has begun."""
+        return deletion.records(self, snapshot_id)
+
+    def unreferenced_blobs(
+        self, grace_s: float = defaults.BLOB_GC_GRACE_S
+    ) -> list[tuple[str, int]]:
+        """(key, size) of each blob a sweep would delete now; reads only (``gc --dry-run``)."""
+        doomed, _kept = unreferenced(self._storage, self._held_blobs(), grace_s)
+        return doomed
 
     def gc_blobs(self, grace_s: float = defaults.BLOB_GC_GRACE_S) -> GcReport:
-        """Delete blobs no committed snapshot holds that are older than ``grace_s``; idempotent."""
-        return self._free(None, min_age_s=grace_s)
+        """Delete blobs no committed snapshot holds that are older than ``grace_s``; idempotent.
 
-    def _free(self, candidates: set[str] | None, min_age_s: float) -> GcReport:
-        with Sweep(self._storage) as sweep:
-            if not sweep.allowed:
-                log.info("store: blob sweep deferred: %s", sweep.report.reason)
-                return sweep.report
-            held = self._held_blobs()  # marked under the lock: no capture can commit meanwhile
-            now = time.time()
-            doomed, kept = [], 0
-            for info in self._storage.list(keys.BLOBS):
-                digest = keys.hash_of_blob_key(info.key)
-                if digest is None or (candidates is not None and digest not in candidates):
-                    continue
-                if digest in held or now - info.modified < min_age_s:
-                    kept += 1
-                else:
-                    doomed.append((info.key, info.size))
-            sweep.delete_blobs(doomed)
-            sweep.report.kept_blobs = kept
-            if candidates is None:
-                sweep.remove_leftovers(max(min_age_s, defaults.CAPTURE_LEASE_S))
-            return sweep.report
+        A sweep deferred by running captures or another gc is retried for up to
+        ``SWEEP_RETRY_S``."""
+        retry_s = defaults.SWEEP_RETRY_S
+        return self._timed("blob sweep", lambda: self._free(None, grace_s, retry_s))
+
+    def _timed(self, what: str, work: Callable[[], GcReport]) -> GcReport:
+        started = time.monotonic()
+        report = work()
+        log.info(
+            "store: %s: %d blobs (%d bytes) freed%s in %.2fs",
+            what,
+            report.deleted_blobs,
+            report.freed_bytes,
+            f", deferred: {report.reason}" if report.deferred else "",
+            time.monotonic() - started,
+        )
+        return report
+
+    def _free(
+        self, candidates: dict[str, int] | None, min_age_s: float, retry_s: float = 0.0
+    ) -> GcReport:
+        """Delete unheld blobs: the ``candidates`` (digest -> size), or any older than
+        ``min_age_s`` when None; retried while deferred, for up to ``retry_s``."""
+        return sweep(self._storage, self._held_blobs, candidates, min_age_s, retry_s)
 
     def _held_blobs(self) -> set[str]:
         held: set[str] = set()
         deleting = self._tombstones()
         for snapshot_id in self._ids():
             try:
-                manifest = self._load(snapshot_id, deleting.get(snapshot_id, frozenset()))
+                by_kind = self._blobs_by_kind(snapshot_id)
             except NotFoundError:
                 continue  # deleted while we looked
             except SnapshotDamagedError as error:
@@ -389,8 +434,29 @@ class SnapshotStore:
                 raise StoreError(
                     f"{error}; blob GC stopped. Run `nodus store verify --repair` first."
                 ) from None
-            held.update(entry.hash for entry in manifest.held_files() if not entry.is_link)
+            gone = deleting.get(snapshot_id, frozenset())
+            for kind, digests in by_kind.items():
+                if kind not in gone:
+                    held |= digests
         return held
+
+    def _blobs_by_kind(self, snapshot_id: str) -> dict[str, frozenset[str]]:
+        # Kept per snapshot: rotation marks the store's every blob at each commit, and this
+        # keeps that to a union of small sets instead of a walk over every file entry.
+        found = self._blobs.get(snapshot_id)
+        if found is None:
+            manifest = self._load(snapshot_id, frozenset())
+            found = {
+                kind: frozenset(e.hash for e in manifest.files if e.kind == kind and not e.is_link)
+                for kind in manifest.stored_kinds
+            }
+            self._blobs[snapshot_id] = found
+        return found
+
+    def _forget(self, snapshot_id: str) -> None:
+        """Drop what this object remembers of a snapshot that no longer exists."""
+        self._manifests.pop(snapshot_id, None)
+        self._blobs.pop(snapshot_id, None)
 
 
 def _remove_spools(spools) -> None:

@@ -4,6 +4,10 @@ Repair never invents data. It removes what would mislead later work: a blob whos
 not match its name (a capture would otherwise reuse it and commit a broken snapshot), and the
 manifest of a damaged snapshot (set aside under ``quarantine/`` so it is no longer listed and
 its blobs become garbage). Leftovers of killed captures are removed once abandoned.
+
+Deletions are not damage: a kind whose deletion has begun is not held, so its missing blobs are
+no problem; tombstones and hold records of a snapshot that is gone are garbage (``--repair``
+removes them, as ``nodus gc`` does); deletions not yet finished are reported for ``nodus gc``.
 """
 
 from __future__ import annotations
@@ -11,15 +15,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from nodus.errors import SnapshotDamagedError
+from nodus.errors import NotFoundError, SnapshotDamagedError
 from nodus.schemas import defaults
-from nodus.store import keys
+from nodus.store import deletion, keys
 from nodus.store.gc import Sweep
 
 if TYPE_CHECKING:
     from nodus.store.store import SnapshotStore
 
-__all__ = ["VerifyReport", "verify_store"]
+__all__ = ["MISSING", "VerifyReport", "verify_store"]
+
+MISSING = "is missing"
+"""The verdict on a blob that is not there (when listed: deleted since, by a gc)."""
 
 
 @dataclass
@@ -31,6 +38,8 @@ class VerifyReport:
     blobs: int = 0
     damaged: dict[str, list[str]] = field(default_factory=dict)  # snapshot id -> problems
     corrupt_blobs: list[str] = field(default_factory=list)
+    garbage: list[str] = field(default_factory=list)  # keys of records of snapshots now gone
+    pending_deletions: list[str] = field(default_factory=list)  # "<id>.<kind>", for `nodus gc`
     repaired: list[str] = field(default_factory=list)  # what --repair did, one line each
     unrepaired: bool = True  # False once --repair dealt with every problem found
 
@@ -55,6 +64,16 @@ class VerifyReport:
             out.append(f"damaged {snapshot_id}:")
             out.extend(f"  {problem}" for problem in problems)
         out.extend(f"corrupt blob {digest}" for digest in self.corrupt_blobs)
+        if self.pending_deletions:
+            out.append(
+                f"{len(self.pending_deletions)} deletions begun and not finished "
+                f"({', '.join(self.pending_deletions)}): `nodus gc` finishes them"
+            )
+        if self.garbage:
+            out.append(
+                f"{len(self.garbage)} tombstones and hold records of deleted snapshots: "
+                "`nodus gc` or `--repair` removes them"
+            )
         out.extend(f"repaired: {line}" for line in self.repaired)
         if not (self.damaged or self.corrupt_blobs):
             out.append("all snapshots and blobs are sound")
@@ -69,31 +88,58 @@ class VerifyReport:
 def verify_store(store: SnapshotStore, repair: bool = False) -> VerifyReport:
     report = VerifyReport(store=store.url)
     verdicts: dict[str, str | None] = {}
-    for snapshot_id in store._ids():
+    # Records first: one is only written for a committed snapshot, so a record whose manifest
+    # is missing from the later listing is garbage, never a snapshot being committed meanwhile.
+    records = _records(store)
+    existing = store._ids()
+    for snapshot_id in existing:
         _check_snapshot(store, snapshot_id, verdicts, report)
     for info in store.storage.list(keys.BLOBS):
         digest = keys.hash_of_blob_key(info.key)
         report.blobs += 1
-        if digest is not None and store._blob_verdict(digest, verdicts) is not None:
+        # "is missing" here means deleted since the listing (by a gc): not a corrupt blob.
+        if digest is not None and store._blob_verdict(digest, verdicts) not in (None, MISSING):
             report.corrupt_blobs.append(digest)
+    gone = records.keys() - set(existing)
+    report.garbage = sorted(key for snapshot_id in gone for key in records[snapshot_id])
+    report.pending_deletions = [f"{sid}.{kind}" for sid, kind in deletion.pending(store)]
     if repair:
         _repair(store, report)
     return report
 
 
 def _check_snapshot(store: SnapshotStore, snapshot_id: str, verdicts, report: VerifyReport) -> None:
+    try:
+        manifest = store._stored(snapshot_id)
+        problems = store.check(snapshot_id, verdicts)
+        if problems and store._stored(snapshot_id).deleting != manifest.deleting:
+            # A deletion began while we read its blobs: check what it still holds, afresh.
+            manifest = store._stored(snapshot_id)
+            problems = store.check(snapshot_id, {})
+    except NotFoundError:
+        return  # deleted while we looked: there is nothing left to verify
+    except SnapshotDamagedError as error:
+        report.snapshots += 1
+        report.damaged[snapshot_id] = [str(error)]
+        return
     report.snapshots += 1
-    problems = store.check(snapshot_id, verdicts)
     if problems:
         report.damaged[snapshot_id] = problems
-        return
-    try:
-        manifest = store.get(snapshot_id)
-    except SnapshotDamagedError:  # raced with a concurrent repair; already reported there
         return
     held = manifest.held_files()
     report.files += len(held)
     report.bytes += sum(entry.size for entry in held)
+
+
+def _records(store: SnapshotStore) -> dict[str, list[str]]:
+    """Keys of every tombstone and hold record, by the snapshot id they name."""
+    found: dict[str, list[str]] = {}
+    for folder, parse in ((keys.TOMBSTONES, keys.tombstone_of_key), (keys.HOLDS, keys.hold_of_key)):
+        for info in store.storage.list(folder):
+            parsed = parse(info.key)
+            if parsed is not None:
+                found.setdefault(parsed[0], []).append(info.key)
+    return found
 
 
 def _repair(store: SnapshotStore, report: VerifyReport) -> None:
@@ -101,6 +147,12 @@ def _repair(store: SnapshotStore, report: VerifyReport) -> None:
     for digest in report.corrupt_blobs:
         storage.delete(keys.blob_key(digest))
         report.repaired.append(f"removed corrupt blob {digest}")
+    for key in report.garbage:
+        storage.delete(key)
+    if report.garbage:
+        report.repaired.append(
+            f"removed {len(report.garbage)} tombstones and hold records of deleted snapshots"
+        )
     for snapshot_id in sorted(report.damaged):
         try:
             raw = storage.read(keys.manifest_key(snapshot_id))
@@ -108,7 +160,7 @@ def _repair(store: SnapshotStore, report: VerifyReport) -> None:
             continue
         storage.write(keys.quarantine_key(snapshot_id), raw)
         storage.delete(keys.manifest_key(snapshot_id))
-        store._manifests.pop(snapshot_id, None)
+        store._forget(snapshot_id)
         report.repaired.append(
             f"set {snapshot_id} aside as {keys.quarantine_key(snapshot_id)} (no longer listed)"
         )
