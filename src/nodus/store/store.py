@@ -325,7 +325,7 @@ class SnapshotStore:
 
     # --- deletion and GC -----------------------------------------------------------------------
 
-    def delete_kind(self, snapshot_id: str, kind: str) -> GcReport:
+    def delete_kind(self, snapshot_id: str, kind: str, *, reason: str = "retention") -> GcReport:
         """Delete one kind of a snapshot, keeping the others; its blobs are freed if unshared.
 
         The tombstone is written first: from then on the kind is left out of totals and
