@@ -2,10 +2,9 @@
 
 Holds protect artifact kinds of a snapshot from retention (SPEC §8); this module is the one
 place that decides what a hold means, for rotation, expiry, ``nodus gc`` and the listings
-alike. Two are stored, as small
-records the snapshot's own store keeps next to its manifest (``store.hold_records``), so they
-travel with the store (a shared S3 store protects a pinned snapshot whichever machine runs
-retention)::
+alike. Two are stored, as small records the snapshot's own store keeps next to its manifest
+(``store.hold_records``), so they travel with the store (a shared S3 store protects a pinned
+snapshot whichever machine runs retention)::
 
     pin              {"kinds": [...], "at": ..., "by": "user@host"}
     epoch-released   {"at": ..., "by": ...}   (the epoch hold is dropped)
