@@ -87,6 +87,13 @@ def _cases() -> list[Case]:
             },
         ),
         Case(
+            "a hold on part of the training state keeps all of it, and is not counted",
+            _steps(10, 20, 30),
+            {"s10": [pin(("state",))], "s30": [target()]},
+            {"s30": HF, "s20": HF, "s10": STATE},
+            keep_adapters=1,
+        ),
+        Case(
             "a superseded capture counts for nothing and loses its unheld kinds",
             [snap(10, name="s10", created=1.0), first_capture, snap(20, name="s20", created=3.0)],
             {"s20": [target()]},

@@ -62,17 +62,19 @@ class Deletion:
 
 @dataclass(frozen=True)
 class KeepRecoverable:
-    """Every kind of the ``count`` newest restorable snapshots whose training state is unheld."""
+    """Every kind of the ``count`` newest restorable snapshots whose training state is unheld.
+
+    A snapshot whose training state a hold names even in part is skipped, not counted, and
+    keeps all of it: a restore needs every piece.
+    """
 
     count: int
 
     def __call__(self, ranked: Sequence[Any], protected: Protected) -> set[Pair]:
-        candidates = [
-            m
-            for m in ranked
-            if holds_training_state(m) and not (_training_state(m) & protected[m.id])
-        ]
-        return {(m.id, kind) for m in candidates[: self.count] for kind in m.kinds}
+        held = [m for m in ranked if _training_state(m) & protected[m.id]]
+        candidates = [m for m in ranked if holds_training_state(m) and m not in held]
+        kept = {(m.id, kind) for m in candidates[: self.count] for kind in m.kinds}
+        return kept | {(m.id, kind) for m in held for kind in _training_state(m)}
 
 
 @dataclass(frozen=True)
