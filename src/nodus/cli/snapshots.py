@@ -243,7 +243,7 @@ def _report_written(args, report: dict[str, Any]) -> int:
 
 
 def _pin(args) -> int:
-    from nodus.inventory import holds
+    from nodus.retention import holds
 
     located = _lookup(args).locate(args.ref)
     added = holds.pin(located.store, located.manifest)
@@ -252,7 +252,7 @@ def _pin(args) -> int:
 
 
 def _release(args) -> int:
-    from nodus.inventory import holds
+    from nodus.retention import holds
 
     located = _lookup(args).locate(args.ref)
     epoch = holds.is_epoch_save(located.manifest, located.run)

@@ -25,7 +25,6 @@ import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from nodus.errors import NodusError, NotFoundError, UsageError
@@ -102,10 +101,9 @@ def _store_urls(default_store: str, runs: Iterable[Run]) -> list[str]:
 def _expire(
     catalog: Catalog, store: SnapshotStore, run: Run, now: float, dry_run: bool, report
 ) -> None:
-    if not run.phase.terminal or run.finished_at is None:
+    if not run.phase.terminal:
         return  # a run that may still continue keeps everything a resume needs
-    finished = _epoch_seconds(run.finished_at)
-    for stage, deletion in _expired(catalog, store, run, finished, now):
+    for stage, deletion in _expired(catalog, store, run, now):
         report.expired.append({"run": run.id, **_describe(deletion)})
         if not dry_run:
             store.delete_kind(deletion.snapshot_id, deletion.kind, reason="expiry")
@@ -114,7 +112,7 @@ def _expire(
 
 
 def _expired(
-    catalog: Catalog, store: SnapshotStore, run: Run, finished: float, now: float
+    catalog: Catalog, store: SnapshotStore, run: Run, now: float
 ) -> list[tuple[str, Deletion]]:
     """(stage, deletion) of every kind of the run's checkpoints that has expired by ``now``."""
     manifests = store.list(run=run.id)
@@ -125,7 +123,7 @@ def _expired(
     for stage in run.workload.get("stages", ()):
         days = stage.get("execution", {}).get("retention_days", defaults.RETENTION_DAYS)
         ours = [m for m in manifests if m.stage == stage["name"]]
-        found = expiry(ours, held, finished_at=finished, retention_days=days, now=now)
+        found = expiry(ours, held, finished_at=run.finished_at, retention_days=days, now=now)
         deletions += [(stage["name"], deletion) for deletion in found]
     return deletions
 
@@ -148,10 +146,6 @@ def _sweep(store: SnapshotStore, dry_run: bool, grace_s: float, report: Collecti
 
 def _describe(deletion: Deletion) -> dict[str, Any]:
     return {"snapshot": deletion.snapshot_id, "step": deletion.step, "kind": deletion.kind}
-
-
-def _epoch_seconds(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 # --- nodus runs delete ---------------------------------------------------------------------------
