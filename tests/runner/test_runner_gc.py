@@ -22,9 +22,10 @@ from polling import wait_for
 DAY = 86_400.0
 
 
-def _finished_run(project: Project, body: str = "", steps: int = 30) -> dict:
-    """A SUCCEEDED counter run of ``steps`` steps saving every 10."""
-    project.write(steps=steps, save_every=10, body=body)
+def _finished_run(project: Project, retention_days: int = 7, steps: int = 30) -> dict:
+    """A SUCCEEDED counter run of ``steps`` steps saving every 10; rotation keeps every save."""
+    body = f"[execution]\nkeep_recoverable = 100\nretention_days = {retention_days}\n"
+    project.write(steps=steps, save_every=10, sleep=0.04, body=body)
     done = project.nodus("run", str(project.file), "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -54,7 +55,7 @@ def _blob_bytes(project: Project) -> int:
 
 
 def test_finished_snapshots_expire_after_retention_days_and_not_before(project):
-    run = _finished_run(project, body="[execution]\nretention_days = 2\n")
+    run = _finished_run(project, retention_days=2)
     client = _client(project)
     before = client.snapshots(run["id"])
     assert [row["step"] for row in before] == [10, 20, 30]
@@ -79,7 +80,7 @@ def test_finished_snapshots_expire_after_retention_days_and_not_before(project):
 
 
 def test_a_pinned_snapshot_survives_expiry(project):
-    run = _finished_run(project, body="[execution]\nretention_days = 0\n")
+    run = _finished_run(project, retention_days=0)
     pinned = project.nodus("snapshots", "pin", f"{run['id']}@20")
     assert pinned.returncode == 0, pinned.stderr
 
@@ -89,11 +90,11 @@ def test_a_pinned_snapshot_survives_expiry(project):
     assert [(row["step"], row["kinds"], row["pinned"]) for row in rows] == [(20, ["files"], True)]
     target = project.root / "restored"
     _client(project).download(f"{run['id']}@20", target, artifact="resumable")
-    assert (target / "state" / "checkpoint-20" / "state.json").is_file()
+    assert json.loads((target / "state.json").read_text())["step"] == 20
 
 
 def test_dry_run_reports_and_removes_nothing(project):
-    run = _finished_run(project, body="[execution]\nretention_days = 0\n")
+    run = _finished_run(project, retention_days=0)
     bytes_before = _blob_bytes(project)
 
     dry = project.nodus("gc", "--dry-run", "--json")

@@ -34,7 +34,7 @@ from nodus.runner.catalog import Catalog, Run
 from nodus.runner.lineage import referencing_runs
 from nodus.runner.locks import RunLock
 from nodus.schemas import defaults
-from nodus.store import SnapshotStore, open_store
+from nodus.store import GcReport, SnapshotStore, open_store
 
 __all__ = ["Collection", "collect", "delete_run", "run_usage"]
 
@@ -106,7 +106,11 @@ def _expire(
     for stage, deletion in _expired(catalog, store, run, now):
         report.expired.append({"run": run.id, **_describe(deletion)})
         if not dry_run:
-            store.delete_kind(deletion.snapshot_id, deletion.kind, reason="expiry")
+            _fold(
+                report,
+                store,
+                store.delete_kind(deletion.snapshot_id, deletion.kind, reason="expiry"),
+            )
             details = {**_describe(deletion), "reason": "expiry"}
             catalog.add_event(run.id, "snapshot_kind_deleted", details, stage=stage)
 
@@ -135,13 +139,18 @@ def _sweep(store: SnapshotStore, dry_run: bool, grace_s: float, report: Collecti
             report.deleted_blobs += 1
             report.freed_bytes += size
         return
-    for done in (store.finish_deletions(), store.gc_blobs(grace_s)):
-        report.finished_deletions += done.finished_deletions
-        report.removed_snapshots += done.removed_snapshots
-        report.deleted_blobs += done.deleted_blobs
-        report.freed_bytes += done.freed_bytes
-        if done.deferred and store.url not in report.deferred:
-            report.deferred.append(store.url)
+    _fold(report, store, store.finish_deletions())
+    _fold(report, store, store.gc_blobs(grace_s))
+
+
+def _fold(report: Collection, store: SnapshotStore, done: GcReport) -> None:
+    """Add what one store step did to the collection's report."""
+    report.finished_deletions += done.finished_deletions
+    report.removed_snapshots += done.removed_snapshots
+    report.deleted_blobs += done.deleted_blobs
+    report.freed_bytes += done.freed_bytes
+    if done.deferred and store.url not in report.deferred:
+        report.deferred.append(store.url)
 
 
 def _describe(deletion: Deletion) -> dict[str, Any]:
