@@ -6,8 +6,13 @@
 The program is the shipped directory-contract counter, saving a STATE_MIB checkpoint every
 SAVE_EVERY steps of SLEEP seconds. Reported (median of REPEAT):
 
-- overhead: wall of `nodus run` (acceptance, working copy, supervision, every capture, outputs)
-  over wall of the bare program on the same work in a plain folder; target <= 1.05x.
+- overhead: wall of `nodus run` (acceptance, working copy, supervision, every capture, outputs,
+  rotation after every commit at the default retention) over wall of the bare program on the
+  same work in a plain folder; target <= 1.05x.
+- rotation: the same run with retention that keeps everything (a pass after every commit that
+  deletes nothing) against the default, which deletes the older checkpoints' state as it goes:
+  the wall time rotation adds per commit, and how long after its commit a deletion is done
+  (from the run's events; rotation runs beside the program, so it adds to neither by design).
 - recovery: from SIGKILL of the program under nodus until the new attempt's program prints its
   first line having restored its state, vs the bare program's cold start (spawn until its
   first line, nothing to restore).
@@ -24,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
@@ -55,30 +61,56 @@ def bare(args, scratch: str) -> float:
     return time.perf_counter() - started
 
 
-def project(args, scratch: str) -> tuple[str, dict]:
+KEEP_ALL = "keep_recoverable = 1000000\nkeep_adapters = 1000000\n"
+
+
+def project(args, scratch: str, execution: str = "") -> tuple[str, dict]:
     folder = tempfile.mkdtemp(dir=scratch)
     with open(os.path.join(folder, "workload.toml"), "w") as handle:
         handle.write(
             f'name = "bench"\ncommand = {json.dumps([*COUNTER, *program_args(args)])}\n'
-            'outputs = ["out"]\n[execution]\nmax_recoveries = 100\n'
+            f'outputs = ["out"]\n[execution]\nmax_recoveries = 100\n{execution}'
         )
     env = dict(os.environ, NODUS_HOME=folder + "-home")
     env.pop("NODUS_STORE", None)
     return folder, env
 
 
-def under_nodus(args, scratch: str) -> float:
-    folder, env = project(args, scratch)
+def under_nodus(args, scratch: str, execution: str = "") -> float:
+    folder, env = project(args, scratch, execution)
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "nodus", "run", "workload.toml"],
+        [sys.executable, "-m", "nodus", "run", "workload.toml", "--key", "bench"],
         cwd=folder,
         env=env,
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    LAGS.extend(_deletion_lags(env["NODUS_HOME"]))
+    return elapsed
+
+
+def keeping_all(args, scratch: str) -> float:
+    return under_nodus(args, scratch, KEEP_ALL)
+
+
+LAGS: list[float] = []  # seconds from a commit to each deletion its rotation pass made
+
+
+def _deletion_lags(home: str) -> list[float]:
+    catalog = Catalog(home)
+    run = catalog.find_by_key("bench")
+    lags, committed = [], None
+    for event in catalog.events(run.id):
+        at = datetime.fromisoformat(event["at"]).timestamp()
+        if event["type"] == "snapshot_committed":
+            committed = at
+        elif event["type"] == "snapshot_kind_deleted" and committed is not None:
+            lags.append(at - committed)
+    catalog.close()
+    return lags
 
 
 def cold_start(args, scratch: str) -> float:
@@ -178,11 +210,16 @@ def main() -> None:
             for name, fn in (
                 ("bare_s", bare),
                 ("nodus_s", under_nodus),
+                ("nodus_keeping_all_s", keeping_all),
                 ("cold_start_s", cold_start),
                 ("recovery_s", recovery),
             )
         }
     rows["overhead_x"] = rows["nodus_s"] / rows["bare_s"]
+    commits = args.steps // args.save_every
+    rows["rotation_added_per_commit_s"] = (rows["nodus_s"] - rows["nodus_keeping_all_s"]) / commits
+    rows["deletion_after_commit_median_s"] = statistics.median(LAGS) if LAGS else float("nan")
+    rows["deletions"] = len(LAGS) / args.repeat
     rows["recovery_vs_cold_start_x"] = rows["recovery_s"] / rows["cold_start_s"]
     print(json.dumps({k: round(v, 3) for k, v in rows.items()}, indent=2))
 

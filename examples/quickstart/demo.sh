@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The quick start: validate the workload, run it under nodus, list its snapshots.
+# The quick start: validate the workload, run it under nodus, list the snapshots retention kept.
 # Uses a private NODUS_HOME under .nodus-demo/ so it never touches ~/.nodus.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,5 +12,5 @@ nodus validate "$workload"
 nodus run "$workload"
 run=$(nodus runs list --json | python -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
 echo
-echo "== snapshots of $run"
+echo "== snapshots of $run, as retention left them ([execution] of $workload)"
 nodus runs snapshots "$run"

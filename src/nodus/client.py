@@ -157,10 +157,15 @@ class Client:
 
     def get(self, run: str) -> dict[str, Any]:
         """One run with its stages, attempts, pause and events, like ``nodus runs get --json``."""
+        from nodus.runner.collection import run_usage
         from nodus.runner.views import run_json
+        from nodus.store import open_store
 
         catalog = self._catalog()
-        return run_json(catalog, catalog.get_run(run))
+        found = catalog.get_run(run)
+        data = run_json(catalog, found)
+        data["stored"] = run_usage(open_store(self.store or found.store), found.id)
+        return data
 
     def wait(self, run: str, timeout: float | None = None) -> dict[str, Any]:
         """The run once it stopped (waiting through RECOVERING and PAUSING), like ``runs wait``.
@@ -222,6 +227,26 @@ class Client:
         target = os.fspath(to)
         files = download_snapshot(located.store, located.manifest, artifact, target)
         return written_json(located.manifest.id, artifact, target, files)
+
+    # --- housekeeping ---------------------------------------------------------------------------
+
+    def gc(self, dry_run: bool = False, *, now: float | None = None) -> dict[str, Any]:
+        """Expire finished runs' snapshots, finish interrupted deletions and sweep unreferenced
+        blobs in every store the catalog's runs use, like ``nodus gc --json``.
+
+        ``dry_run`` reports what would go and removes nothing. ``now`` (seconds since the
+        epoch) is the moment expiry is judged at; default the current time.
+        """
+        from nodus.runner.collection import collect
+
+        store_url = defaults.store_url(self.store, self.home)
+        return collect(self._catalog(), store_url, now=now, dry_run=dry_run).to_dict()
+
+    def delete(self, run: str) -> dict[str, Any]:
+        """Remove a finished run's snapshots, outputs and catalog rows, like ``runs delete``."""
+        from nodus.runner.collection import delete_run
+
+        return delete_run(self._catalog(), self.home, run, self._say)
 
     # --- plumbing -------------------------------------------------------------------------------
 

@@ -20,8 +20,16 @@ def bare_hash(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def prepared(tmp_path_factory) -> Project:
-    """One uninterrupted run (key ``prepared``) under explicit hf-trainer-v1, saving every 5."""
-    project = Project(tmp_path_factory.mktemp("prepared"), save_every=SAVE_EVERY, write_delay="0")
+    """One uninterrupted run (key ``prepared``) under explicit hf-trainer-v1, saving every 5.
+
+    Retention keeps every save whole: the tests download and resume early ones.
+    """
+    project = Project(
+        tmp_path_factory.mktemp("prepared"),
+        save_every=SAVE_EVERY,
+        write_delay="0",
+        keep_recoverable=100,
+    )
     proc = project.nodus("run", str(project.file), "--key", PREPARED, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return project

@@ -54,6 +54,8 @@ class Project:
         save_every: int = SAVE_EVERY,
         resume_on_interruption: bool = True,
         launcher: tuple[str, ...] = (),
+        keep_recoverable: int = 1,
+        keep_adapters: int = 3,
     ) -> None:
         self.root = root
         self.write_delay = write_delay
@@ -79,8 +81,8 @@ class Project:
             "execution": {
                 "save_every": save_every,
                 "save_each_epoch": True,
-                "keep_recoverable": 1,
-                "keep_adapters": 3,
+                "keep_recoverable": keep_recoverable,
+                "keep_adapters": keep_adapters,
                 "max_recoveries": 10,
                 "grace_period": GRACE_S,
             },

@@ -33,6 +33,9 @@ def hf_run(tmp_path_factory) -> RunInfo:
     workload = workload.replace(
         'command = ["python", "train.py"]', f"command = {json.dumps([sys.executable, 'train.py'])}"
     )
+    # These tests are about listings, holds and downloads: retention keeps every save whole.
+    workload = workload.replace("keep_recoverable = 1\n", "keep_recoverable = 10\n")
+    assert "keep_recoverable = 10\n" in workload
     (project / "workload.toml").write_text(workload)
     home = Home(base / "home")
     proc = home.nodus("run", "workload.toml", "--key", "quick-hf", cwd=project, timeout=600)

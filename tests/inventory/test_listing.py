@@ -118,3 +118,24 @@ def test_missing_step_and_malformed_reference_are_refused(hf_run):
     assert proc.returncode == 2 and "RUN@STEP" in proc.stderr
     proc = hf_run.home.nodus("snapshots", "get", f"{hf_run.run_id}/eval@12")
     assert proc.returncode == 2 and "no stage 'eval'" in proc.stderr
+
+
+def test_kinds_deleted_by_retention_show_in_listings_and_get(hf_run, store_copy):
+    from nodus.store import open_store
+
+    first = hf_run.home.json("snapshots", "get", f"{hf_run.run_id}@6")
+    open_store(store_copy).delete_kind(first["id"], "state", reason="rotation")
+
+    rows = hf_run.home.json("runs", "snapshots", hf_run.run_id, "--store", store_copy)
+    assert rows[0]["kinds"] == ["weights", "files"] and rows[0]["deleted_kinds"] == ["state"]
+    assert "state" not in rows[0]["bytes_by_kind"]
+    assert all(row["deleted_kinds"] == [] for row in rows[1:])
+    table = hf_run.home.nodus("runs", "snapshots", hf_run.run_id, "--store", store_copy)
+    assert "state deleted" in table.stdout.splitlines()[1]
+
+    data = hf_run.home.json("snapshots", "get", first["id"], "--store", store_copy)
+    assert data["deleted"]["state"]["reason"] == "rotation"
+    assert data["deleted"]["state"]["state"] == "deleted"
+    assert data["verified"] is True  # the blobs it freed are no problem
+    text = hf_run.home.nodus("snapshots", "get", first["id"], "--store", store_copy)
+    assert "deleted: state by rotation" in text.stdout

@@ -54,7 +54,8 @@ def _cli_json(project, *args: str):
 def test_a_file_run_through_the_client_answers_as_the_command_line_does(
     project, client, notes, output, tmp_path
 ):
-    project.write(steps=20, save_every=5, sleep=0.1)  # saves settle: several snapshots
+    # saves settle: several snapshots, all kept whole (this is about listings, not retention)
+    project.write(steps=20, save_every=5, sleep=0.1, body="[execution]\nkeep_recoverable = 10\n")
     run = client.run(project.file, key="sdk")
     assert (run["phase"], run["exit_status"]) == ("SUCCEEDED", 0)
     assert "[main] counter: done at step 20" in output.getvalue()

@@ -10,12 +10,11 @@ import os
 import pytest
 
 from nodus.errors import StaleAttemptError
-from nodus.runner import restorable
 from nodus.runner.catalog import Catalog
 from nodus.runner.snapshotting import Capturer
 from nodus.runner.workspace import Workspace
 from nodus.schemas.resolved import ResolvedContinuity, ResolvedExecution, ResolvedStage
-from nodus.store import open_store
+from nodus.store import open_store, restorable
 
 
 def stage(paths=("state", "progress.json"), integration=None) -> ResolvedStage:

@@ -78,7 +78,8 @@ def test_pause_save_of_a_trainer_then_resume_ends_bit_identical(tmp_path):
 
 
 def test_pause_save_under_the_directory_contract_then_resume_from_an_earlier_step(project):
-    _counter(project, "--save-on-term")
+    # retention keeps every save restorable, so an early step is there to resume from
+    _counter(project, "--save-on-term", body="[execution]\nkeep_recoverable = 100\n")
     runner, run_id = _start_and_train(project, "dc", after_step=10)
     assert project.nodus("runs", "pause", "dc", "--checkpoint", "save").returncode == 0
     runner.communicate(timeout=120)

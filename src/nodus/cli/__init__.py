@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "nodus.cli.runs",
     "nodus.cli.snapshots",
     "nodus.cli.store",
+    "nodus.cli.gc",
     "nodus.cli.qualify",
 )
 

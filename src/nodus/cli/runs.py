@@ -65,6 +65,9 @@ def register(commands, groups, common) -> None:
     )
     resume.add_argument("--step", type=int, help="restore the snapshot of this step")
     resume.add_argument("--detach", action="store_true", help="run in the background")
+    _parser(
+        runs, "delete", "remove a finished run's snapshots, outputs and records", common, _delete
+    )
 
 
 def _parser(group, name: str, help_text: str, common, handler, ref: bool = True):
@@ -142,6 +145,8 @@ def _get(args) -> int:
         print(f"  {data['message']}")
     if data["pause"]:
         print(_pause_line(data["pause"]))
+    stored = data["stored"]
+    print(f"  store: {stored['snapshots']} snapshot(s), {_size(stored['bytes'])} ({data['store']})")
     for stage in data["stages"]:
         print(
             f"stage {stage['name']}: {stage['phase']}, {len(stage['attempts'])} attempt(s), "
@@ -164,6 +169,19 @@ def _get(args) -> int:
         extra = {k: v for k, v in event.items() if k not in ("type", "at", "stage", "attempt")}
         print(f"  {event['at']}  {event['type']}  {json.dumps(extra) if extra else ''}")
     return 0
+
+
+def _delete(args) -> int:
+    deleted = _client(args).delete(args.run)
+    if args.json:
+        _print_json(deleted)
+    return 0
+
+
+def _size(count: int) -> str:
+    from nodus.inventory.progress import human_bytes
+
+    return human_bytes(count)
 
 
 def _pause_line(pause: dict) -> str:

@@ -178,6 +178,8 @@ def _detail_lines(data: dict[str, Any]) -> list[str]:
     )
     if data["model"]:
         lines.append("  the run's model (its save at the run's last update)")
+    for kind, deletion in sorted(data["deleted"].items()):
+        lines.append(f"  deleted: {kind} by {deletion['reason'] or 'retention'}")
     lines.append("  files:")
     width = max((len(f["path"]) for f in data["files"]), default=0)
     for entry in data["files"]:
@@ -241,7 +243,7 @@ def _report_written(args, report: dict[str, Any]) -> int:
 
 
 def _pin(args) -> int:
-    from nodus.inventory import holds
+    from nodus.retention import holds
 
     located = _lookup(args).locate(args.ref)
     added = holds.pin(located.store, located.manifest)
@@ -250,7 +252,7 @@ def _pin(args) -> int:
 
 
 def _release(args) -> int:
-    from nodus.inventory import holds
+    from nodus.retention import holds
 
     located = _lookup(args).locate(args.ref)
     epoch = holds.is_epoch_save(located.manifest, located.run)
@@ -312,7 +314,8 @@ def _human(count: int) -> str:
 
 
 def _kinds(row: dict[str, Any]) -> str:
-    return ", ".join(f"{kind} {_human(size)}" for kind, size in row["bytes_by_kind"].items())
+    held = [f"{kind} {_human(size)}" for kind, size in row["bytes_by_kind"].items()]
+    return ", ".join(held + [f"{kind} deleted" for kind in row["deleted_kinds"]])
 
 
 def _metrics(metrics: dict[str, Any]) -> str:

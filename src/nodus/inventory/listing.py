@@ -1,8 +1,10 @@
 """``nodus runs snapshots`` and ``nodus snapshots get``: what a run saved and what holds it.
 
 Both answer from committed manifests only (an interrupted upload is never listed) and report
-bytes per kind the way retention left them: a kind whose deletion has begun is left out.
-The JSON shapes built here are the documented ``--json`` output (docs/cli.md).
+bytes per kind the way retention left them: a kind whose deletion has begun is left out, and a
+snapshot with no kind left is no longer listed. What holds a snapshot is
+:func:`nodus.retention.holds.run_holds`'s answer. The JSON shapes built here are the documented
+``--json`` output (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from nodus.errors import NotFoundError, UsageError
-from nodus.inventory import holds as _holds
-from nodus.inventory.refs import Located, Lookup, parse_ref
-from nodus.runner.phases import Phase
-from nodus.runner.restorable import current
+from nodus.inventory.refs import Located, Lookup
+from nodus.retention.holds import HoldIndex
+from nodus.retention.holds import run_holds as _run_holds
+from nodus.runner.lineage import referencing_runs
+from nodus.store.restorable import current
 
 __all__ = ["describe", "list_run", "run_holds", "sort_snapshots"]
 
@@ -32,7 +35,7 @@ def list_run(
     """The run and one JSON row per committed checkpoint snapshot, in the asked order.
 
     A step that one attempt captured twice (its folder was rewritten) is one row: the newest
-    capture, the one a restore would use.
+    capture, the one a restore would use. A snapshot retention left no kind of is not a row.
     """
     run = lookup.run(run_ref)
     if stage is not None and stage not in [s["name"] for s in run.stages]:
@@ -41,18 +44,17 @@ def list_run(
     store = lookup.store_of_run(run)
     all_stages = store.list(run=run.id)
     manifests = current(m for m in all_stages if stage is None or m.stage == stage)
-    index = _holds.HoldIndex(store)
-    context = _Context(lookup, run, all_stages, index)
-    rows = [context.row(m) for m in sort_snapshots(manifests, sort, descending)]
-    return run, rows
+    holds = run_holds(lookup, run, all_stages, HoldIndex(store))
+    ordered = sort_snapshots([m for m in manifests if m.kinds], sort, descending)
+    return run, [_row(m, holds[m.id]) for m in ordered]
 
 
-def run_holds(lookup: Lookup, run: Any) -> dict[str, list[Any]]:
-    """Every hold on each committed checkpoint of ``run``: what retention must ask first."""
-    store = lookup.store_of_run(run)
-    manifests = store.list(run=run.id)
-    context = _Context(lookup, run, manifests, _holds.HoldIndex(store))
-    return {m.id: context.holds(m) for m in manifests}
+def run_holds(
+    lookup: Lookup, run: Any | None, manifests: list[Any], index: HoldIndex
+) -> dict[str, list[Any]]:
+    """Every hold on each of ``manifests`` (committed checkpoints of ``run``)."""
+    branches = referencing_runs(lookup.catalog, run) if run is not None else {}
+    return _run_holds(run, manifests, index, branches)
 
 
 def sort_snapshots(manifests: list[Any], key: str | None, descending: bool = False) -> list[Any]:
@@ -80,15 +82,19 @@ def _value(manifest: Any, key: str) -> Any:
 def describe(lookup: Lookup, located: Located, verify: bool = True) -> dict[str, Any]:
     """``snapshots get --json``: the manifest, per-file verification and every hold."""
     manifest, store, run = located.manifest, located.store, located.run
-    siblings = store.list(run=manifest.run) if run is not None else []
-    context = _Context(lookup, run, siblings, _holds.HoldIndex(store))
-    data = context.row(manifest)
+    index = HoldIndex(store)
+    if run is not None and manifest.role == "checkpoint":
+        holds = run_holds(lookup, run, store.list(run=manifest.run), index)
+    else:  # a source or outputs snapshot, or a run this catalog never saw: stored holds only
+        holds = run_holds(lookup, None, [manifest], index)
+    data = _row(manifest, holds.get(manifest.id, []))
     verdicts: dict[str, str | None] = {}
     problems = store.check(manifest.id, verdicts) if verify else []
     data.update(
         role=manifest.role,
         store=store.url,
         deleting=sorted(manifest.deleting),
+        deleted={kind: _deletion(record) for kind, record in store.deletions(manifest.id).items()},
         verified=(not problems) if verify else None,
         problems=problems,
     )
@@ -108,67 +114,31 @@ def _file(entry: Any, verdicts: dict, verify: bool, deleting: frozenset) -> dict
     return data
 
 
-class _Context:
-    """What every row of one run needs: its holds, resume target, branches and model marker."""
-
-    def __init__(self, lookup: Lookup, run: Any | None, manifests: list[Any], index) -> None:
-        self.run = run
-        self.index = index
-        self.resume_target = _holds.resume_target(run, manifests)
-        self.model = _run_model(run, manifests)
-        self.branches = _branches(lookup, run) if run is not None else {}
-
-    def holds(self, manifest: Any) -> list[Any]:
-        return _holds.holds_of(
-            manifest,
-            self.run,
-            self.index,
-            resume_target_id=self.resume_target,
-            branches=self.branches.get(manifest.id, ()) + self.branches.get(manifest.step, ()),
-        )
-
-    def row(self, manifest: Any) -> dict[str, Any]:
-        holds = self.holds(manifest)
-        return {
-            "id": manifest.id,
-            "run": manifest.run,
-            "stage": manifest.stage,
-            "attempt": manifest.attempt,
-            "step": manifest.step,
-            "epoch": manifest.epoch,
-            "created": manifest.created,
-            "kinds": list(manifest.kinds),
-            "bytes_by_kind": manifest.bytes_by_kind,
-            "total_bytes": manifest.total_bytes,
-            "metrics": manifest.metrics,
-            "pinned": any(hold.type == "pin" for hold in holds),
-            "model": manifest.id == self.model,
-            "holds": [hold.to_dict() for hold in holds],
-        }
+def _row(manifest: Any, holds: list[Any]) -> dict[str, Any]:
+    return {
+        "id": manifest.id,
+        "run": manifest.run,
+        "stage": manifest.stage,
+        "attempt": manifest.attempt,
+        "step": manifest.step,
+        "epoch": manifest.epoch,
+        "created": manifest.created,
+        "kinds": list(manifest.kinds),
+        "deleted_kinds": _deleted_kinds(manifest),
+        "bytes_by_kind": manifest.bytes_by_kind,
+        "total_bytes": manifest.total_bytes,
+        "metrics": manifest.metrics,
+        "pinned": any(hold.type == "pin" for hold in holds),
+        "model": any(hold.type == "model" for hold in holds),
+        "holds": [hold.to_dict() for hold in holds],
+    }
 
 
-def _run_model(run: Any | None, manifests: list[Any]) -> str | None:
-    """The run's own model: its last stage's save at the run's last update, once it succeeded."""
-    if run is None or run.phase != Phase.SUCCEEDED or not run.stages:
-        return None
-    last = run.stages[-1]["name"]
-    weights = [m for m in manifests if m.stage == last and "weights" in m.kinds]
-    return weights[-1].id if weights else None
+def _deleted_kinds(manifest: Any) -> list[str]:
+    """Kinds the snapshot saved that retention has deleted (or is deleting)."""
+    saved = {entry.kind for entry in manifest.files}
+    return sorted(saved & set(manifest.deleting))
 
 
-def _branches(lookup: Lookup, run: Any) -> dict[Any, tuple[tuple[str, str], ...]]:
-    """Unfinished runs started from a snapshot of ``run``, keyed by snapshot id or by step."""
-    found: dict[Any, tuple[tuple[str, str], ...]] = {}
-    for other in lookup.catalog.list_runs(limit=10_000):
-        source = other.workload.get("resume_from") if not other.phase.final else None
-        if not source:
-            continue
-        try:
-            ref = parse_ref(source)
-            if ref.snapshot_id is None and lookup.catalog.get_run(ref.run or "").id != run.id:
-                continue
-        except (UsageError, NotFoundError):
-            continue
-        key = ref.snapshot_id if ref.snapshot_id is not None else ref.step
-        found[key] = found.get(key, ()) + ((other.id, "full-state"),)
-    return found
+def _deletion(record: dict[str, Any]) -> dict[str, Any]:
+    return {"reason": record.get("reason"), "at": record.get("at"), "state": record.get("state")}

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, SnapshotDamagedError
-from nodus.runner.restorable import current
+from nodus.store.restorable import current
 
 if TYPE_CHECKING:
     from nodus.store import Manifest, SnapshotStore

@@ -12,52 +12,20 @@ run that used an S3 store without repeating its URL.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, UsageError
 from nodus.schemas import defaults
+from nodus.schemas.snapshot_ref import SnapshotRef, parse_ref
 
 if TYPE_CHECKING:
     from nodus.store import Manifest, SnapshotStore
 
 __all__ = ["Located", "Lookup", "SnapshotRef", "parse_ref"]
 
-_STEP = re.compile(r"^(?P<run>.+)@(?P<step>-?\d+)$")
-
 CATALOG_SCAN = 10_000
 """Most runs whose recorded stores a bare id is searched in (newest first)."""
-
-
-@dataclass(frozen=True)
-class SnapshotRef:
-    """A parsed reference: either ``snapshot_id`` or ``run`` + ``step`` (+ ``stage``)."""
-
-    text: str
-    snapshot_id: str | None = None
-    run: str | None = None
-    stage: str | None = None
-    step: int | None = None
-
-
-def parse_ref(text: str) -> SnapshotRef:
-    """Parse ``ID | RUN@STEP | RUN/STAGE@STEP``; the stage split is settled by :class:`Lookup`."""
-    from nodus.store.keys import is_snapshot_id
-
-    text = text.strip()
-    if is_snapshot_id(text):
-        return SnapshotRef(text, snapshot_id=text)
-    match = _STEP.match(text)
-    if match is None:
-        raise UsageError(
-            f"snapshot {text!r}: give a snapshot id (ckpt_…), RUN@STEP or RUN/STAGE@STEP "
-            "(RUN is a run id or key)"
-        )
-    step = int(match["step"])
-    if step < 0:
-        raise UsageError(f"snapshot {text!r}: the step must be 0 or more")
-    return SnapshotRef(text, run=match["run"], step=step)
 
 
 @dataclass

@@ -28,17 +28,17 @@ from typing import IO, Any
 from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
-from nodus.runner import restorable
 from nodus.runner.catalog import Catalog
-from nodus.runner.launch import Launch, python_version
+from nodus.runner.launch import Launch, device_count, python_version
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.runner.processes.containment import attempt_token, kill_survivors, record_survivors
 from nodus.runner.processes.stage_process import CannotStartError, StageProcess, signal_name
-from nodus.runner.restorable import device_count
+from nodus.runner.rotation import Rotation
 from nodus.runner.snapshotting import Capturer
 from nodus.runner.workspace import Workspace, stage_environment, write_integration
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
+from nodus.store import restorable
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,21 @@ class Attempt:
         # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
         kill_survivors(self.ctx.catalog, self.ctx.run_id)
         restored = self._prepare()
+        rotation = Rotation(
+            store=self.ctx.store,
+            catalog=self.ctx.catalog,
+            run_id=self.ctx.run_id,
+            stage=self.stage,
+            attempt=self.number,
+        )
+        try:
+            outcome = self._run(restored, rotation)
+        finally:
+            rotation.close()  # while the attempt lasts, the run is unfinished: holds stay right
+        return self._end(outcome)
+
+    def _run(self, restored, rotation: Rotation) -> Outcome:
+        """Start the program, supervise it and capture; how it ended."""
         capturer = Capturer(
             store=self.ctx.store,
             catalog=self.ctx.catalog,
@@ -116,6 +131,7 @@ class Attempt:
             ws=self.ws,
             restored_step=restored.step if restored else None,
             restored_snapshot=restored.id if restored else None,
+            rotation=rotation,
         )
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
         try:
@@ -132,7 +148,7 @@ class Attempt:
             )
             self.process.start()
         except CannotStartError as error:
-            return self._end(Outcome(AttemptOutcome.FAILED, str(error)))
+            return Outcome(AttemptOutcome.FAILED, str(error))
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, pid=self.process.pid
         )
@@ -146,7 +162,7 @@ class Attempt:
             self.process.kill()  # whatever went wrong here, the program must not outlive it
             raise
         self.process.finish_output()
-        return self._end(outcome)
+        return outcome
 
     def _as_accepted(self, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         """The command and environment as accepted: the stored executable and the stored PATH.

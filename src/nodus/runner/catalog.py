@@ -329,9 +329,17 @@ class Catalog:
         row = self._one("SELECT * FROM runs WHERE key = ?", (key,))
         return self._run(row) if row else None
 
-    def list_runs(self, limit: int = 50) -> list[Run]:
-        rows = self._rows("SELECT * FROM runs ORDER BY created_at DESC, id LIMIT ?", (limit,))
+    def list_runs(self, limit: int | None = 50) -> list[Run]:
+        """The newest runs first, without their stages; ``limit=None`` lists every run."""
+        bound = -1 if limit is None else limit  # SQLite: a negative LIMIT has no bound
+        rows = self._rows("SELECT * FROM runs ORDER BY created_at DESC, id LIMIT ?", (bound,))
         return [self._run(row, with_stages=False) for row in rows]
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove every row of a run (``nodus runs delete``, after its store objects are gone)."""
+        tables = ("pauses", "controls", "events", "attempts", "stages")
+        statements = [(f"DELETE FROM {table} WHERE run_id = ?", (run_id,)) for table in tables]
+        self._transaction([*statements, ("DELETE FROM runs WHERE id = ?", (run_id,))])
 
     def _run(self, row: sqlite3.Row, with_stages: bool = True) -> Run:
         data = dict(row)

@@ -36,8 +36,8 @@ from nodus.runner.control import settle_open_pause
 from nodus.runner.launch import stored
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.runner.processes.containment import kill_survivors
-from nodus.runner.restorable import newest_first
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
+from nodus.store.restorable import newest_first
 
 
 class Runner:

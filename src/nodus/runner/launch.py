@@ -139,3 +139,12 @@ def python_version(executable: str, path: str) -> str | None:
 def stored(launches: Mapping[str, Mapping] | None) -> dict[str, Launch]:
     """The launches a run stored; empty for a run accepted before nodus stored them."""
     return {name: Launch.from_dict(data) for name, data in (launches or {}).items()}
+
+
+def device_count(environ: Mapping[str, str] | None = None) -> int:
+    """Accelerators this process would hand a program: the ``CUDA_VISIBLE_DEVICES`` entries.
+
+    Read from the environment, never by importing a framework, so the runner stays light.
+    """
+    value = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES", "")
+    return len([part for part in value.split(",") if part.strip()])

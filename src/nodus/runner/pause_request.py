@@ -13,11 +13,11 @@ import time
 from typing import Any
 
 from nodus.errors import UsageError
-from nodus.runner import restorable
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.locks import RunLock
 from nodus.runner.phases import Phase
 from nodus.schemas import defaults
+from nodus.store import restorable
 
 POLICIES = ("save", "latest")
 OPEN_PAUSE = ("requested", "pausing")

@@ -26,10 +26,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from nodus import protocol
-from nodus.runner import restorable
 from nodus.runner.catalog import now
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.schemas import defaults
+from nodus.store import restorable
 
 if TYPE_CHECKING:
     from nodus.runner.attempt import Attempt, Outcome

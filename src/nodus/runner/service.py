@@ -21,15 +21,16 @@ from dataclasses import dataclass
 from typing import IO
 
 from nodus.errors import UsageError
-from nodus.runner import restorable
 from nodus.runner.acceptance import accept
 from nodus.runner.attempt import Restore
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.engine import Runner
+from nodus.runner.launch import device_count
 from nodus.runner.locks import RunLock, lock_name_for
 from nodus.runner.phases import Phase
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedWorkload
+from nodus.store import restorable
 
 
 @dataclass
@@ -165,7 +166,7 @@ def _check_devices(catalog: Catalog, run: Run, stage: str | None) -> None:
     """A resumed attempt needs the device count the run's attempts were given."""
     attempts = catalog.attempts(run.id, stage) if stage else []
     recorded = next((a["devices"] for a in reversed(attempts) if a["devices"] is not None), None)
-    here = restorable.device_count()
+    here = device_count()
     if recorded is not None and recorded != here:
         raise UsageError(
             f"{run.id} ran with {recorded} device(s) but this resume would have "

@@ -5,7 +5,8 @@ Three things trigger a capture while the program runs: a save record from the in
 contract ``state/checkpoint-<step>`` folder that has settled (again whenever it changes), and the
 program's exit (the selection once more). Each capture takes the stage's selection, with the
 state folder narrowed to the one checkpoint folder of that step, so a restore never sees two
-generations of state.
+generations of state. Each commit asks the attempt's rotation (:mod:`nodus.runner.rotation`)
+for a pass, which runs beside this loop.
 
 An integration publishes each folder whole. A directory-contract folder is committed only once
 it is whole too (:mod:`nodus.stages.layouts`: a known layout's last-written file, or the
@@ -28,6 +29,7 @@ from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.protocol import checkpoint_folder, checkpoint_steps
 from nodus.runner.catalog import Catalog
+from nodus.runner.rotation import Rotation
 from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
@@ -49,8 +51,10 @@ class Capturer:
         ws: Workspace,
         restored_step: int | None,
         restored_snapshot: str | None = None,
+        rotation: Rotation | None = None,
     ) -> None:
         self.store = store
+        self.rotation = rotation  # told after each commit; it runs beside this loop
         self.catalog = catalog
         self.run_id = run_id
         self.stage = stage
@@ -207,6 +211,8 @@ class Capturer:
         self.event("snapshot_committed", {"snapshot": manifest.id, "step": step, "reason": reason})
         commit = protocol.CommitRecord(step=step, snapshot=manifest.id)
         write_json_atomic(self.ws.control.committed, commit.to_dict())
+        if self.rotation is not None:
+            self.rotation.request()
         return manifest.id
 
     def _incomplete(self, step: int, verdict: Verdict, reason: str) -> None:

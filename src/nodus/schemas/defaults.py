@@ -88,6 +88,10 @@ LOCKS_DIR = "locks"
 KILL_WAIT_S = 10.0
 """After SIGKILL, how long the runner waits for an attempt's processes to be reaped."""
 
+ROTATION_STOP_S = 60.0
+"""At the end of an attempt, how long the runner waits for its rotation (retention after each
+commit) to finish; what it leaves undone, the next rotation or ``nodus gc`` completes."""
+
 TREE_SCAN_S = 0.2
 """How often an attempt's supervisor looks for new processes in its tree (each one's end it
 sees at once); longer where one look at ``/proc`` costs more than 2 % of this."""

@@ -1,7 +1,7 @@
 """Stored holds: small JSON records next to the snapshot they hold, in the snapshot's store.
 
 They travel with the store (a shared S3 store protects a pinned snapshot whichever machine runs
-retention). What a hold means is decided by :mod:`nodus.inventory.holds`; this module only
+retention). What a hold means is decided by :mod:`nodus.retention.holds`; this module only
 keeps its records, under the keys :func:`nodus.store.keys.hold_key` builds.
 """
 

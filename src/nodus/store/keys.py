@@ -24,6 +24,8 @@ import re
 import secrets
 from collections.abc import Callable, Iterable
 
+from nodus.schemas.snapshot_ref import SNAPSHOT_ID_PATTERN
+
 __all__ = [
     "BLOBS",
     "HOLDS",
@@ -67,7 +69,7 @@ _JSON = ".json"
 # A run's source and final outputs live in the same store as its checkpoints; the prefix tells
 # them apart at a glance in logs and on the command line.
 _PREFIX = {"checkpoint": "ckpt", "source": "src", "outputs": "out"}
-_ID = re.compile(r"^(ckpt|src|out)_[0-9a-f]{16}$")
+_ID = re.compile(rf"^{SNAPSHOT_ID_PATTERN}$")
 _HASH = re.compile(r"^[0-9a-f]{32}$")
 _HOLD_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _TOKEN = re.compile(r"^[0-9a-f]{16}$")

@@ -1,9 +1,10 @@
-"""What holds a snapshot: pins, epoch holds, the resume target and branches.
+"""What holds a snapshot: pins, epoch holds, the resume target, the run's model and branches.
 
-Holds protect artifact kinds of a snapshot from retention (SPEC §8). Two are stored, as small
-records the snapshot's own store keeps next to its manifest (``store.hold_records``), so they
-travel with the store (a shared S3 store protects a pinned snapshot whichever machine runs
-retention)::
+Holds protect artifact kinds of a snapshot from retention (SPEC §8); this module is the one
+place that decides what a hold means, for rotation, expiry, ``nodus gc`` and the listings
+alike. Two are stored, as small records the snapshot's own store keeps next to its manifest
+(``store.hold_records``), so they travel with the store (a shared S3 store protects a pinned
+snapshot whichever machine runs retention)::
 
     pin              {"kinds": [...], "at": ..., "by": "user@host"}
     epoch-released   {"at": ..., "by": ...}   (the epoch hold is dropped)
@@ -14,9 +15,12 @@ The others are derived, never stored, so they cannot go stale:
   ``save_each_epoch``; it holds the weights until ``nodus snapshots release`` drops it.
 - ``resume_target``: the newest snapshot of the stage a retry or resume of the unfinished run
   would restore; it holds everything a restore lays down.
+- ``model``: the run's own model, the last stage's newest save holding weights once the run
+  succeeded; it holds the weights until the run is deleted.
 - ``branch``: an unfinished run whose workload says ``resume_from`` this snapshot.
 
-Retention asks :func:`holds_of` (or :func:`protected_kinds`) and deletes no kind a hold names.
+Retention asks :func:`run_holds` for every hold of a run's checkpoints and deletes no kind a
+hold names (:func:`protected_kinds`).
 """
 
 from __future__ import annotations
@@ -24,34 +28,42 @@ from __future__ import annotations
 import getpass
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, UsageError
+from nodus.store.restorable import by_recency, newest_first
 
 if TYPE_CHECKING:
     from nodus.store import Manifest, SnapshotStore
 
 __all__ = [
+    "Branches",
     "Hold",
     "HoldIndex",
     "holds_of",
+    "is_epoch_save",
     "pin",
     "protected_kinds",
     "release",
     "resume_target",
+    "run_holds",
+    "run_model",
 ]
 
 PIN = "pin"
 EPOCH_RELEASED = "epoch-released"
+
+Branches = Mapping[Any, tuple[tuple[str, str], ...]]
+"""Runs started from a snapshot: {snapshot id or step: ((run id, mode), ...)}."""
 
 
 @dataclass(frozen=True)
 class Hold:
     """One reason a snapshot's kinds are kept."""
 
-    type: str  # "pin" | "epoch" | "resume_target" | "branch"
+    type: str  # "pin" | "epoch" | "resume_target" | "model" | "branch"
     kinds: tuple[str, ...]
     detail: str
 
@@ -116,7 +128,32 @@ def _user() -> str:
         return "unknown"
 
 
-# --- every hold of a snapshot -------------------------------------------------------------------
+# --- every hold of a run's snapshots -------------------------------------------------------------
+
+
+def run_holds(
+    run: Any | None, manifests: list[Any], index: HoldIndex, branches: Branches
+) -> dict[str, list[Hold]]:
+    """Every hold on each of ``manifests``, the committed checkpoints of ``run``.
+
+    ``run`` is the catalog's run (``.id``, ``.phase``, ``.stages``, ``.workload``; None for a
+    snapshot of a run this catalog never saw: only its stored holds count then). ``branches``
+    are the unfinished runs started from these snapshots, as the runner's catalog scan finds
+    them (``nodus.runner.lineage.referencing_runs``).
+    """
+    target = resume_target(run, manifests)
+    model = run_model(run, manifests)
+    return {
+        m.id: holds_of(
+            m,
+            run,
+            index,
+            resume_target_id=target,
+            model_id=model,
+            branches=tuple(branches.get(m.id, ())) + tuple(branches.get(m.step, ())),
+        )
+        for m in manifests
+    }
 
 
 def holds_of(
@@ -125,6 +162,7 @@ def holds_of(
     index: HoldIndex,
     *,
     resume_target_id: str | None = None,
+    model_id: str | None = None,
     branches: Iterable[tuple[str, str]] = (),
 ) -> list[Hold]:
     """The holds on ``manifest``; ``branches`` are (run id, mode) of runs branched from it."""
@@ -139,6 +177,8 @@ def holds_of(
         holds.append(
             Hold("resume_target", manifest.kinds, f"a resume of {manifest.run} would restore it")
         )
+    if model_id == manifest.id:
+        holds.append(Hold("model", ("weights",), f"the model of {manifest.run}"))
     for brancher, mode in branches:
         kinds = ("weights",) if mode == "weights" else manifest.kinds
         holds.append(Hold("branch", kinds, f"{brancher} started from it"))
@@ -166,12 +206,20 @@ def resume_target(run: Any | None, manifests: list[Any]) -> str | None:
     """The snapshot a retry or resume of ``run`` would restore, chosen as the runner chooses.
 
     ``manifests`` are the run's committed checkpoints; the runner's own rule
-    (:func:`nodus.runner.restorable.newest_first`) decides which of the current stage's is newest.
+    (:func:`nodus.store.restorable.newest_first`) decides which of the current stage's is
+    newest.
     """
-    from nodus.runner.restorable import newest_first
-
     if run is None or run.phase.final:  # never retried or resumed again
         return None
     current = next((s["name"] for s in run.stages if s["phase"] != "SUCCEEDED"), None)
     candidates = newest_first(m for m in manifests if m.stage == current)
     return candidates[0].id if candidates else None
+
+
+def run_model(run: Any | None, manifests: list[Any]) -> str | None:
+    """The run's own model: its last stage's save at the run's last update, once it succeeded."""
+    if run is None or run.phase != "SUCCEEDED" or not run.stages:
+        return None
+    last = run.stages[-1]["name"]
+    weights = by_recency(m for m in manifests if m.stage == last and "weights" in m.kinds)
+    return weights[0].id if weights else None

@@ -1,10 +1,14 @@
-"""Which snapshots a new attempt may restore, and what an attempt must match to continue one.
+"""Which snapshots a new attempt may restore, and which of a stage's snapshots is the newest.
+
+Pure functions over committed manifests: the runner picks restore targets with them, and
+retention (:mod:`nodus.retention`) ranks snapshots by the same order, so "newest" means one
+thing everywhere.
 
 A snapshot can continue training only while it holds its training state: retention may have
 deleted the ``state`` kind and kept the weights, and such a snapshot would restart the optimizer
-from nothing. A directory-contract program lays its folder out its own way (kind ``files``); its
-snapshot is restorable as long as retention never classified part of it as ``state`` and then
-deleted that part.
+from nothing. A directory-contract program lays its folder out its own way (kind ``files``):
+that is its training state, and its snapshot is restorable while it holds it, unless part of
+the folder carried a ``state`` name and that kind is gone.
 
 Among restorable snapshots the latest attempt's count as the newest (seed 001, "Retention"): after
 ``runs resume --step 10`` the new attempt's step 20 is newer than the old attempt's step 30.
@@ -17,7 +21,6 @@ written is never committed (:mod:`nodus.runner.snapshotting`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,10 +35,14 @@ def holds_training_state(manifest: Any) -> bool:
     return not had_state and "files" in manifest.kinds
 
 
+def by_recency(manifests: Iterable[Any]) -> list[Any]:
+    """Every snapshot, newest first: latest attempt, then highest step, then latest commit."""
+    return sorted(manifests, key=lambda m: (m.attempt, m.step or 0, m.created), reverse=True)
+
+
 def newest_first(manifests: Iterable[Any]) -> list[Any]:
-    """Restorable snapshots, newest first: latest attempt, then highest step, then latest commit."""
-    usable = [m for m in manifests if holds_training_state(m)]
-    return sorted(usable, key=lambda m: (m.attempt, m.step or 0, m.created), reverse=True)
+    """Restorable snapshots, newest first (the order of :func:`by_recency`)."""
+    return by_recency(m for m in manifests if holds_training_state(m))
 
 
 def current(manifests: Iterable[Any]) -> list[Any]:
@@ -69,12 +76,3 @@ def check_step(run_id: str, stage: str, manifests: list[Any], step: int) -> None
         f"{run_id} has no committed snapshot at step {step} of stage {stage!r}"
         f"{without}; committed steps: {shown}"
     )
-
-
-def device_count(environ: dict[str, str] | None = None) -> int:
-    """Accelerators this process would hand a program: the ``CUDA_VISIBLE_DEVICES`` entries.
-
-    Read from the environment, never by importing a framework, so the runner stays light.
-    """
-    value = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES", "")
-    return len([part for part in value.split(",") if part.strip()])

@@ -1,0 +1,163 @@
+"""Rotation: retention applied to a stage after each commit, beside the capture loop.
+
+Every committed snapshot asks the attempt's :class:`Rotation` for a pass. A pass lists the
+run's committed checkpoints, asks :func:`nodus.retention.holds.run_holds` what holds them (the
+run is unfinished, so the snapshot a retry would restore is held; pins and released epoch holds
+come from the store's records; branches from the catalog), applies
+:func:`nodus.retention.policy.rotation` with the stage's ``keep_recoverable`` and
+``keep_adapters``, and has the store delete each kind it names (``store.delete_kind``, which
+marks the kind first, so listings and restores leave it out at once). Each deletion is recorded
+as a ``snapshot_kind_deleted`` event.
+
+Passes run in one background thread of the attempt, one at a time: neither the program nor the
+next capture waits on a deletion (SPEC §8). Requests that arrive during a pass are coalesced
+into one more pass. At the end of the attempt the worker finishes what was asked, for at most
+``defaults.ROTATION_STOP_S``; anything left is completed by the next rotation or ``nodus gc``.
+
+A failing pass records ``rotation_failed`` and never fails the run: training matters more than
+disk. A deletion whose blobs the store could not free yet (a capture was running, so its sweep
+deferred) is tried again by the next pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from typing import Any
+
+from nodus.errors import NotFoundError
+from nodus.retention.holds import HoldIndex, run_holds
+from nodus.retention.policy import Deletion, rotation
+from nodus.runner.catalog import Catalog
+from nodus.runner.lineage import referencing_runs
+from nodus.runner.phases import Phase
+from nodus.schemas import defaults
+from nodus.schemas.resolved import ResolvedStage
+
+__all__ = ["Rotation"]
+
+log = logging.getLogger("nodus.runner")
+
+
+class Rotation:
+    """The rotation worker of one attempt of one stage."""
+
+    def __init__(
+        self, *, store: Any, catalog: Catalog, run_id: str, stage: ResolvedStage, attempt: int
+    ) -> None:
+        from nodus.store import SnapshotStore
+
+        # Its own store object over the same storage: the capture's caches stay the capture's.
+        self.store = SnapshotStore(store.storage)
+        self.catalog = catalog
+        self.run_id = run_id
+        self.stage = stage
+        self.attempt = attempt
+        self._wake = threading.Condition()
+        self._asked = False
+        self._closing = False
+        self._abandoned = False  # the attempt stopped waiting: stop before the next deletion
+        self._thread: threading.Thread | None = None
+        self._unfreed: set[tuple[str, str]] = set()  # marked, blobs not freed yet
+
+    # --- the capture loop's side --------------------------------------------------------------
+
+    def request(self) -> None:
+        """Ask for a pass (after a commit); returns at once."""
+        with self._wake:
+            self._asked = True
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._work, name=f"rotation-{self.stage.name}", daemon=True
+                )
+                self._thread.start()
+            self._wake.notify()
+
+    def close(self, timeout: float = defaults.ROTATION_STOP_S) -> None:
+        """Finish what was asked (at most ``timeout`` seconds), then stop the worker."""
+        with self._wake:
+            self._closing = True
+            if self._unfreed:  # one more try at what a deferred sweep left
+                self._asked = True
+            self._wake.notify()
+        if self._thread is None:
+            return
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._abandoned = True
+            self._event("rotation_unfinished", {"waited_s": timeout})
+
+    # --- the worker ---------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            with self._wake:
+                while not (self._asked or self._closing):
+                    self._wake.wait()
+                if not self._asked:
+                    return  # closing, and nothing more was asked
+                self._asked = False
+            self._pass()
+
+    def _pass(self) -> None:
+        try:
+            self._retry_unfreed()
+            for deletion in self._decide():
+                if self._abandoned:
+                    return
+                self._delete(deletion)
+        except Exception as error:  # a failed pass must never fail the run
+            log.warning("rotation of %s/%s failed: %s", self.run_id, self.stage.name, error)
+            self._event("rotation_failed", {"error": f"{type(error).__name__}: {error}"})
+
+    def _decide(self) -> list[Deletion]:
+        run = self.catalog.get_run(self.run_id)
+        if run.phase.final:
+            # This attempt is live, so the run is unfinished whatever the catalog says by
+            # now: what a retry would restore stays held.
+            run = dataclasses.replace(run, phase=Phase.RUNNING)
+        manifests = self.store.list(run=self.run_id)
+        holds = run_holds(
+            run, manifests, HoldIndex(self.store), referencing_runs(self.catalog, run)
+        )
+        execution = self.stage.execution
+        return rotation(
+            [m for m in manifests if m.stage == self.stage.name],
+            holds,
+            keep_recoverable=execution.keep_recoverable,
+            keep_adapters=execution.keep_adapters,
+        )
+
+    def _delete(self, deletion: Deletion) -> None:
+        try:
+            report = self.store.delete_kind(
+                deletion.snapshot_id, deletion.kind, reason=deletion.reason
+            )
+        except NotFoundError:
+            return  # deleted meanwhile (`nodus gc`, a whole run's deletion): nothing left to do
+        if report.deferred:
+            self._unfreed.add((deletion.snapshot_id, deletion.kind))
+        self._event(
+            "snapshot_kind_deleted",
+            {
+                "snapshot": deletion.snapshot_id,
+                "step": deletion.step,
+                "kind": deletion.kind,
+                "reason": deletion.reason,
+            },
+        )
+
+    def _retry_unfreed(self) -> None:
+        """Deleting a marked kind again frees what an earlier, deferred sweep left."""
+        for snapshot_id, kind in sorted(self._unfreed):
+            if self._abandoned:
+                return
+            report = self.store.delete_kind(snapshot_id, kind, reason="rotation")
+            if not report.deferred:
+                self._unfreed.discard((snapshot_id, kind))
+
+    def _event(self, type_: str, details: dict[str, Any]) -> None:
+        self.catalog.add_event(
+            self.run_id, type_, details, stage=self.stage.name, attempt=self.attempt
+        )
