@@ -140,11 +140,14 @@ class Client:
                 "waits for it"
             )
             return handed_over
+        from nodus.runner.views import capture_failure_line, phase_line
+
         claim.drive(self._output or sys.stdout)
         data = self.get(claim.run_id)
-        self._say(
-            f"{data['id']} {data['phase']}" + (f": {data['message']}" if data["message"] else "")
-        )
+        self._say(phase_line(data))
+        failed = capture_failure_line(data["capture_failures"])
+        if failed:  # never end silently green when snapshots were lost on the way
+            self._say(failed)
         return data
 
     # --- watching and controlling ---------------------------------------------------------------

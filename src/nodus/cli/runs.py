@@ -143,6 +143,9 @@ def _get(args) -> int:
     )
     if data["message"]:
         print(f"  {data['message']}")
+    failed = _capture_failure_line(data)
+    if failed:
+        print(f"  {failed}")
     if data["pause"]:
         print(_pause_line(data["pause"]))
     stored = data["stored"]
@@ -176,6 +179,16 @@ def _delete(args) -> int:
     if args.json:
         _print_json(deleted)
     return 0
+
+
+def _capture_failure_line(data: dict) -> str | None:
+    """``runs get``'s line on failed captures, naming a newest capture that was not stored."""
+    from nodus.runner.views import capture_failure_line
+
+    line = capture_failure_line(data["capture_failures"])
+    if line and not data["capture_failures"]["final_state_stored"]:
+        line += "; the newest capture was not stored"
+    return line
 
 
 def _size(count: int) -> str:
@@ -213,11 +226,16 @@ def _launch_line(launch: dict) -> str:
 
 
 def _wait(args) -> int:
+    from nodus.runner.views import capture_failure_line, phase_line
+
     data = _client(args).wait(args.run)
     if args.json:
         _print_json(data)
     else:
-        print(f"{data['id']} {data['phase']}" + (f": {data['message']}" if data["message"] else ""))
+        print(phase_line(data))
+        failed = capture_failure_line(data["capture_failures"])
+        if failed:
+            _say(failed)
     return data["exit_status"] if args.exit_status else 0
 
 
