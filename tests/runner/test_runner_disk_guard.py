@@ -81,3 +81,32 @@ def _accepted(project: Project) -> str | None:
     proc = project.nodus("runs", "list", "--json")
     runs = json.loads(proc.stdout) if proc.returncode == 0 else []
     return runs[0]["id"] if runs else None
+
+
+def test_low_free_space_turns_periodic_saves_off_and_the_final_state_is_still_stored(project):
+    # Each checkpoint holds 4 KB: three of them do not fit in the 10 KB the disk has left.
+    project.write(steps=40, save_every=10, sleep=0.02, extra_args=("--state-bytes", "4096"))
+    proc = project.nodus("run", "workload.toml", env={"NODUS_FREE_BYTES": "10000"})
+    assert proc.returncode == 0, proc.stderr
+    run_id = _run_id(proc.stderr)
+    assert f"nodus: {run_id} SUCCEEDED\n" in proc.stderr
+
+    data = project.get(run_id)
+    disabled = [e for e in data["events"] if e["type"] == "checkpoint_disabled_disk"]
+    assert len(disabled) == 1
+    assert disabled[0]["free_bytes"] == 10000 and disabled[0]["snapshot_bytes"] >= 4096
+    assert disabled[0]["disk"] == str(project.home / "store")
+    # No periodic snapshot: the one checkpoint stored is the final state, captured at exit.
+    assert committed_steps(project, run_id) == [40]
+    assert project.result(run_id) == {"steps": 40, "value": expected_value(40)}
+    assert data["capture_failures"]["count"] == 0
+
+
+def test_enough_free_space_keeps_periodic_saves_on(project):
+    project.write(steps=30, save_every=10, sleep=0.05, extra_args=("--state-bytes", "4096"))
+    proc = project.nodus("run", "workload.toml", env={"NODUS_FREE_BYTES": str(10**9)})
+    assert proc.returncode == 0, proc.stderr
+    events = project.get(_run_id(proc.stderr))["events"]
+    assert "checkpoint_disabled_disk" not in [e["type"] for e in events]
+    periodic = [e for e in events if e["type"] == "snapshot_committed" and e["reason"] != "exit"]
+    assert periodic, "no checkpoint folder was captured while the program ran"

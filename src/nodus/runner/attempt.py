@@ -29,6 +29,7 @@ from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.runner.catalog import Catalog
+from nodus.runner.disk_guard import DiskGuard, staging_disk
 from nodus.runner.launch import Launch, device_count, python_version
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.runner.processes.containment import attempt_token, kill_survivors, record_survivors
@@ -132,6 +133,7 @@ class Attempt:
             restored_step=restored.step if restored else None,
             restored_snapshot=restored.id if restored else None,
             rotation=rotation,
+            disk_guard=self._disk_guard(restored),
         )
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
         try:
@@ -163,6 +165,17 @@ class Attempt:
             raise
         self.process.finish_output()
         return outcome
+
+    def _disk_guard(self, restored) -> DiskGuard:
+        """The attempt's disk guard, checked before saves begin with the restored size."""
+        guard = DiskGuard(
+            staging_disk(self.ctx.store, self.ctx.home),
+            self.ws.control,
+            lambda type_, details: self.ctx.event(type_, details, self.stage.name, self.number),
+        )
+        if restored is not None:
+            guard.check(restored.total_bytes)
+        return guard
 
     def _as_accepted(self, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         """The command and environment as accepted: the stored executable and the stored PATH.

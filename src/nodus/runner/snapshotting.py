@@ -29,6 +29,7 @@ from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.protocol import checkpoint_folder, checkpoint_steps
 from nodus.runner.catalog import Catalog
+from nodus.runner.disk_guard import DiskGuard
 from nodus.runner.rotation import Rotation
 from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
@@ -52,8 +53,10 @@ class Capturer:
         restored_step: int | None,
         restored_snapshot: str | None = None,
         rotation: Rotation | None = None,
+        disk_guard: DiskGuard | None = None,
     ) -> None:
         self.store = store
+        self.disk_guard = disk_guard  # asked before each periodic capture
         self.rotation = rotation  # told after each commit; it runs beside this loop
         self.catalog = catalog
         self.run_id = run_id
@@ -102,7 +105,11 @@ class Capturer:
             record = protocol.SaveRecord.from_dict(data)
             self.watcher.handled(record.step)
             saved = self.capture(
-                record.step, epoch=record.epoch, metrics=record.metrics, reason="save"
+                record.step,
+                epoch=record.epoch,
+                metrics=record.metrics,
+                reason="save",
+                requested=bool(record.requests),
             )
             if saved:
                 self.answered.update(record.requests)
@@ -141,12 +148,19 @@ class Capturer:
         epoch: float | None = None,
         metrics: dict[str, Any] | None = None,
         reason: str,
+        requested: bool = False,
     ) -> str | None:
-        """Commit one snapshot at ``step``.
+        """Commit one snapshot at ``step`` (``requested``: a save the runner asked for).
 
         Returns the id of the snapshot that holds the selection now (the newest one when
-        nothing changed since it), or None when the capture failed.
+        nothing changed since it), or None when the capture failed or the disk guard turned
+        periodic captures off.
         """
+        periodic = reason == "settled" or (reason == "save" and not requested)
+        if self.disk_guard is not None and not self.disk_guard.admits(
+            periodic, lambda: sum(entry[1] for entry in self._selection(step))
+        ):
+            return None
         # As often as a changing file is read again (defaults.CAPTURE_READ_ATTEMPTS).
         for _ in range(defaults.CAPTURE_READ_ATTEMPTS):
             try:

@@ -73,6 +73,10 @@ def settle_s() -> float:
 POLL_S = 0.2
 """How often the supervisor looks at the program and its state folder."""
 
+DISK_GUARD_SNAPSHOTS = 3
+"""Periodic saves stay on while this many snapshots fit in the staging disk's free space
+(:mod:`nodus.runner.disk_guard`); the final save always happens."""
+
 CATALOG_FILE = "nodus.db"
 """The run catalog (SQLite) inside ``$NODUS_HOME``."""
 
