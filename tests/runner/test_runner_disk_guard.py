@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 
 from runner_helpers import Project, committed_steps
 
@@ -110,3 +111,31 @@ def test_enough_free_space_keeps_periodic_saves_on(project):
     assert "checkpoint_disabled_disk" not in [e["type"] for e in events]
     periodic = [e for e in events if e["type"] == "snapshot_committed" and e["reason"] != "exit"]
     assert periodic, "no checkpoint folder was captured while the program ran"
+
+
+def test_a_resumed_attempt_is_checked_before_its_program_saves(project):
+    # The first runner has room and stores periodic snapshots; it dies with its program.
+    project.write(steps=60, save_every=10, sleep=0.05, extra_args=("--state-bytes", "4096"))
+    runner = project.start("run", "workload.toml", "--key", "full")
+    run_id = wait_for(lambda: _accepted(project), what="the run accepted")
+    wait_for(lambda: committed_steps(project, run_id), what="a first snapshot")
+    os.killpg(runner.pid, signal.SIGKILL)
+    runner.communicate(timeout=30)
+    restored = project.store().list(run=run_id, stage="main")[-1]
+
+    # Continued on a disk without room for three snapshots of the restored size.
+    proc = project.nodus("run", "workload.toml", "--key", "full", env={"NODUS_FREE_BYTES": "10000"})
+    assert proc.returncode == 0, proc.stderr
+    events = project.get(run_id)["events"]
+    disabled = [e for e in events if e["type"] == "checkpoint_disabled_disk"]
+    assert len(disabled) == 1
+    assert disabled[0]["snapshot_bytes"] == restored.total_bytes
+    # Checked before the program started again (the phase went back to RUNNING afterwards).
+    kinds = [(e["type"], e.get("phase")) for e in events]
+    running_again = len(kinds) - 1 - kinds[::-1].index(("phase", "RUNNING"))
+    assert kinds.index(("checkpoint_disabled_disk", None)) < running_again
+    later = [e for e in events if e["attempt"] == disabled[0]["attempt"]]
+    assert committed_steps(project, run_id)[-1] == 60
+    periodic = [e for e in later if e["type"] == "snapshot_committed" and e["reason"] != "exit"]
+    assert periodic == []
+    assert project.result(run_id) == {"steps": 60, "value": expected_value(60)}
