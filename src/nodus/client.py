@@ -126,7 +126,10 @@ class Client:
         from nodus.runner.service import claim_resume
 
         _check_foreground(detach, "resume")
-        claim = claim_resume(self.home, run, step=step, say=self._say, detach=detach)
+        store_url = defaults.store_url(self.store, self.home)
+        claim = claim_resume(
+            self.home, run, step=step, say=self._say, detach=detach, store_url=store_url
+        )
         return self._carry_out(claim, detach)
 
     def _carry_out(self, claim: Claim, detach: bool) -> dict[str, Any]:
