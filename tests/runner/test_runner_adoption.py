@@ -96,6 +96,11 @@ def test_run_with_the_key_finds_the_keys_run_in_the_store_and_continues_it(machi
     assert third.returncode == 0, third.stderr
     assert "has already finished: SUCCEEDED" in third.stderr
     assert len(c.get("nightly")["stages"][0]["attempts"]) == 2
+    # A deleted run is forgotten by the store too: no machine can adopt it any more.
+    assert c.nodus("--store", url, "runs", "delete", "nightly").returncode == 0
+    storage = open_store(url).storage
+    assert not storage.exists(keys.run_record_key(run_id))
+    assert not storage.exists(keys.run_key_index_key("nightly"))
 
 
 def test_two_machines_racing_to_resume_one_run_leave_exactly_one_driving(machines, tmp_path):

@@ -83,6 +83,12 @@ class RunRecords:
     def write_key(self, key: str, run_id: str) -> None:
         _write_object(self._storage, keys.run_key_index_key(key), {"key": key, "run": run_id})
 
+    def delete(self, run_id: str, key: str | None) -> None:
+        """Forget a deleted run: its record and, if it still names this run, its key's entry."""
+        if key is not None and self.run_of_key(key) == run_id:
+            self._storage.delete(keys.run_key_index_key(key))
+        self._storage.delete(keys.run_record_key(run_id))
+
 
 @dataclass(frozen=True)
 class Lease:
