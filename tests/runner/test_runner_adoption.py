@@ -138,3 +138,27 @@ def test_a_live_lease_elsewhere_refuses_and_an_expired_one_is_taken_over(machine
     assert resumed.returncode == 0, resumed.stderr
     assert result(url, run_id, tmp_path / "out") == {"steps": STEPS, "value": expected_value(STEPS)}
     assert attempts(b, run_id) == [(1, "interrupted"), (2, "succeeded")]
+
+
+def test_a_runner_whose_run_was_taken_over_elsewhere_commits_nothing_more(machines, tmp_path):
+    a, _ = machines
+    a.write(steps=100000, save_every=SAVE_EVERY, sleep=SLEEP)
+    url = "file://" + str(tmp_path / "shared-store")
+    runner = a.start("--store", url, "run", "workload.toml")
+    run_id = wait_for(lambda: a.catalog().list_runs(), what="the run")[0].id
+    store = open_store(url)
+    wait_for(lambda: store.list(run=run_id, stage="main"), what="a committed snapshot")
+    # Another machine takes the run over, as its runner would: its lease, then its attempt 2.
+    write_lease(url, run_id, holder="ops@far-away pid 4242", expires=time.time() + 600)
+    record = json.loads(store.storage.read(keys.run_record_key(run_id)))
+    record["stages"][0]["attempts"].append({**record["stages"][0]["attempts"][0], "number": 2})
+    record["driver"] = "f" * 16
+    store.storage.write(keys.run_record_key(run_id), json.dumps(record).encode())
+    assert runner.wait(timeout=120) == 1, runner.communicate()
+    ended = a.get(run_id)["stages"][0]["attempts"][0]
+    assert ended["outcome"] == "failed" and "superseded in the store" in ended["detail"]
+    # The stale runner neither overwrote the new driver's record nor dropped its lease.
+    kept = json.loads(store.storage.read(keys.run_record_key(run_id)))
+    assert kept["driver"] == "f" * 16 and kept["phase"] == record["phase"]
+    assert "ops@far-away" in store.storage.read(keys.lease_key(run_id)).decode()
+    assert "lease_lost" in [e["type"] for e in a.get(run_id)["events"]]
