@@ -121,7 +121,8 @@ class Client:
         """Continue an interrupted, paused or runner-less run, like ``nodus runs resume``.
 
         ``step`` restores the snapshot of that step (a PAUSED run only); otherwise the newest
-        one holding training state. Blocks like :meth:`run`.
+        one holding training state. Blocks like :meth:`run`. A run this home's catalog does
+        not know is adopted from its record in the client's store (recovery on a new machine).
         """
         from nodus.runner.service import claim_resume
 

@@ -96,8 +96,8 @@ class StoreDriving:
                 self._lose("its lease was taken over")
                 return
             self._write_record()
-        except (StoreError, OSError) as error:
-            # The store is out of reach: the next change writes the whole record again.
+        except Exception as error:  # noqa: BLE001 (a mirror: no failure of it stops a drive)
+            # Out of reach, or an error of the store's client: the next change writes it all.
             self.catalog.add_event(run_id, "run_record_failed", {"error": str(error)})
 
     def _write_record(self) -> None:
@@ -113,7 +113,7 @@ class StoreDriving:
         while not self._stop.wait(self._leases.duration_s / 3):
             try:
                 renewed = self._leases.renew(self.run.id, self._lease)
-            except (StoreError, OSError):
+            except Exception:  # noqa: BLE001 (this thread must live as long as the drive)
                 continue  # out of reach: try again; the fence holds if it expires meanwhile
             if renewed is None:
                 self._lose("its lease was taken over")
