@@ -252,6 +252,7 @@ class Capturer:
                 f"attempt {self.attempt} of {self.run_id}/{self.stage.name} was superseded by "
                 f"attempt {current}; its snapshot is not committed"
             )
+        self.catalog.check_fences(self.run_id, self.stage.name, self.attempt)  # the store's
 
     def _guard_folder(self, folder: str, before: tuple, present: set[int]) -> None:
         """Fencing, then: the step's checkpoint folder is still whole, as it was at the start,

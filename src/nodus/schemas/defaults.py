@@ -193,6 +193,21 @@ CAPTURE_LEASE_S = 600.0
 renews it, so blob GC never sweeps blobs a running capture may still name."""
 
 
+RUN_LEASE_S = 60.0
+"""How long a runner's lease on a run (``leases/<run>.json`` in the store) lasts unless renewed;
+the runner renews it every third of that. A machine that lost its runner without a trace holds
+the run this long at most before another machine may take it over."""
+
+RUN_LEASE_SETTLE_S = 2.0
+"""How long a runner that wrote a lease waits before reading it back: a competitor that read
+the old lease just before must have written its own by then, so exactly one sees its own."""
+
+
+def run_lease_settle_s() -> float:
+    """``$NODUS_LEASE_SETTLE_S`` > :data:`RUN_LEASE_SETTLE_S`."""
+    return float(os.environ.get("NODUS_LEASE_SETTLE_S") or RUN_LEASE_SETTLE_S)
+
+
 # --- hf-trainer-v1 integration -----------------------------------------------------------------
 
 HF_MAX_MODEL_STATE_BYTES = 4_000_000_000
