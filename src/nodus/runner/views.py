@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodus.runner.catalog import Catalog, Run
+from nodus.runner.uploading import read_upload_status, unrecorded
 
 __all__ = ["pause_json", "run_json", "run_summary"]
 
@@ -60,6 +61,8 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         finished_at=run.finished_at,
         runner={"pid": run.runner_pid, "host": run.runner_host},
         pause=pause_json(catalog.latest_pause(run.id)),
+        upload=read_upload_status(catalog.home, run.id),
+        unrecorded=unrecorded(catalog, run.id),
     )
     data["stages"] = [
         {
