@@ -214,7 +214,9 @@ class Runner:
         )
 
     def _outputs_of(self, stage: ResolvedStage) -> list[str]:
-        if not stage.outputs:
+        # The last stage's outputs are laid over nothing: the store (perhaps a remote one
+        # that just became unreachable) is not asked.
+        if not stage.outputs or stage is self.workload.stages[-1]:
             return []
         manifests = self.ctx.store.list(run=self.run.id, stage=stage.name, role="outputs")
         return [manifests[-1].id] if manifests else []

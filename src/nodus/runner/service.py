@@ -85,6 +85,7 @@ def claim_workload(
 
     With ``detach`` the run is claimed for a background runner (see :func:`_claimed`).
     """
+    _refuse_unrecorded_retry(store_url, workload)
     catalog = Catalog(home)
     if key is None:
         accepted = accept(
@@ -133,6 +134,8 @@ def claim_resume(home: str, ref: str, *, step: int | None, say: Say, detach: boo
     """``nodus runs resume``: continue an interrupted, paused or runner-less run by hand."""
     catalog = Catalog(home)
     run = catalog.get_run(ref)
+    if step is not None:
+        _refuse_unrecorded(catalog, run, step)
     if run.phase.final:
         raise UsageError(
             f"{run.id} has finished ({run.phase}); only an interrupted, paused or "
@@ -145,6 +148,23 @@ def claim_resume(home: str, ref: str, *, step: int | None, say: Say, detach: boo
     lock = RunLock(home, run.lock_name, run.id).acquire()
     say(f"resuming {run.id} from " + (f"step {step}" if step is not None else "where it stopped"))
     return _claimed(home, catalog, run.id, lock, Restore(step=step, by_hand=True), detach)
+
+
+def _refuse_unrecorded_retry(store_url: str, workload: ResolvedWorkload) -> None:
+    """``unrecorded_retry`` applies to uploads; a local store has none, so setting it there
+    would be a setting without effect: refused, naming why."""
+    set_for = [
+        stage.name
+        for stage in workload.stages
+        if stage.execution.unrecorded_retry != defaults.UNRECORDED_RETRY_S
+    ]
+    if set_for and open_run_store(store_url).storage.is_local:
+        raise UsageError(
+            f"[execution] unrecorded_retry (stage {', '.join(set_for)}) applies only to a "
+            f"remote store, where saves are uploaded in the background; {store_url} is local, "
+            "so every save is stored when it is captured. Remove the setting, or give a "
+            "remote --store"
+        )
 
 
 def _continuing_stage(run: Run) -> str | None:
@@ -160,6 +180,19 @@ def _check_step(run: Run, stage: str | None, step: int) -> None:
             f"--step applies only to a PAUSED run; {run.id} is {run.phase} "
             f"(`nodus runs resume {run.id}` continues from its newest snapshot)"
         )
+
+
+def _refuse_unrecorded(catalog: Catalog, run: Run, step: int) -> None:
+    """A save the store never received cannot be resumed from: say so, not "no snapshot"."""
+    from nodus.runner.uploading import unrecorded
+
+    for save in unrecorded(catalog, run.id):
+        if save["step"] == step:
+            raise UsageError(
+                f"step {step} of {run.id} is unrecorded: its save ({save['snapshot']}) never "
+                f"reached the store {run.store}, which was unreachable when the stage ended; "
+                "it cannot be resumed from, branched or pinned"
+            )
 
 
 def _check_devices(catalog: Catalog, run: Run, stage: str | None) -> None:
