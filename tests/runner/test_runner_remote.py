@@ -185,3 +185,29 @@ def test_a_store_down_when_the_stage_ends_leaves_its_saves_unrecorded(project, s
     assert refused.returncode != 0
     assert "step 60" in refused.stderr and "unrecorded" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_saves_faster_than_a_slow_link_skip_waiting_snapshots_and_list_only_whole_ones(
+    project, s3_server, tmp_path
+):
+    url = f"s3://{s3_server.bucket()}/runs"
+    project.write(steps=60, save_every=3, sleep=0.03, extra_args=("--state-bytes", str(1 << 20)))
+    # Fault injection: writes to the remote store go at 2 MB/s, slower than the program saves.
+    slow = {**s3_server.env, "NODUS_STORE_THROTTLE_MBPS": "2"}
+    proc = project.nodus("--store", url, "run", "workload.toml", "--key", "slow", env=slow)
+    assert proc.returncode == 0, proc.stderr
+
+    run = project.get("slow")
+    skipped = events(run, "checkpoint_upload_skipped")
+    assert skipped, "no waiting snapshot was overtaken"
+    assert all("overtaken by step" in e["reason"] for e in skipped)
+    store = open_remote(url)
+    listed = store.list(run=run["id"])
+    assert not {e["snapshot"] for e in skipped} & {m.id for m in listed}
+    for number, manifest in enumerate(listed):
+        assert store.check(manifest.id) == []
+        target = tmp_path / f"restored-{number}"
+        store.restore(manifest.id, str(target))  # verifies every file against the manifest
+    assert listed[-1].step == 60
+    assert outputs_result(store, run["id"], tmp_path) == {"steps": 60, "value": expected_value(60)}
+    assert staged_manifests(project) == []
