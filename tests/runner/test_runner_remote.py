@@ -80,10 +80,12 @@ def test_a_run_against_a_remote_store_uploads_every_snapshot_and_empties_staging
 
 
 @contextmanager
-def background(project: Project, server, url: str, key: str):
+def background(project: Project, server, url: str, key: str, **env: str):
     """`nodus --store URL run workload.toml --key KEY` in the background; killed if the test
     fails before it ended (it would otherwise retry its uploads long after the server)."""
-    runner = project.start("--store", url, "run", "workload.toml", "--key", key, env=server.env)
+    runner = project.start(
+        "--store", url, "run", "workload.toml", "--key", key, env={**server.env, **env}
+    )
     try:
         yield runner
     finally:
@@ -159,7 +161,8 @@ def test_a_store_down_when_the_stage_ends_leaves_its_saves_unrecorded(project, s
         sleep=0.05,
         body='[execution]\nunrecorded_retry = "3s"\n',
     )
-    with background(project, s3_server, url, "down") as runner:
+    # botocore's own retries of a refused connection would only slow the test: nodus retries.
+    with background(project, s3_server, url, "down", AWS_MAX_ATTEMPTS="1") as runner:
         wait_for(lambda: catalog_events(project, "down", "snapshot_committed"), what="an upload")
         s3_server.stop()
         runner.communicate(timeout=180)  # retries for 3 s after the stage ended, then ends
