@@ -148,6 +148,10 @@ def _get(args) -> int:
         print(f"  {failed}")
     if data["pause"]:
         print(_pause_line(data["pause"]))
+    if data.get("upload"):
+        print(_upload_line(data["upload"], bar=sys.stdout.isatty()))
+    if data.get("unrecorded"):
+        print("  " + _unrecorded_line(data["unrecorded"]))
     stored = data["stored"]
     print(f"  store: {stored['snapshots']} snapshot(s), {_size(stored['bytes'])} ({data['store']})")
     for stage in data["stages"]:
@@ -195,6 +199,33 @@ def _size(count: int) -> str:
     from nodus.inventory.progress import human_bytes
 
     return human_bytes(count)
+
+
+def _upload_line(upload: dict, bar: bool) -> str:
+    """The upload queue to a remote store; with ``bar`` (a terminal) a progress bar too."""
+    current = upload["uploading"]
+    if current is None:
+        now = "idle"
+    else:
+        what = "outputs" if current["role"] == "outputs" else f"step {current['step']}"
+        done, total = current["bytes_done"], current["bytes_total"]
+        now = f"uploading {what}: {_size(done)} of {_size(total)}"
+        if bar:
+            filled = int(20 * done / total) if total else 20
+            now += f" [{'#' * filled}{'.' * (20 - filled)}] {100 * done // max(total, 1)}%"
+    parts = [now, f"{upload['waiting']} waiting", f"{upload['skipped']} skipped"]
+    parts.append(f"{upload['uploaded']} uploaded")
+    if upload.get("error") and (current is not None or upload["waiting"]):
+        parts.append(f"retrying after: {upload['error']}")
+    return "  upload: " + ", ".join(parts)
+
+
+def _unrecorded_line(unrecorded: list[dict]) -> str:
+    """Saves that never reached the store: ``Unrecorded: step 40, step 50, outputs``."""
+    named = [
+        "outputs" if save["role"] == "outputs" else f"step {save['step']}" for save in unrecorded
+    ]
+    return "Unrecorded: " + ", ".join(named)
 
 
 def _pause_line(pause: dict) -> str:

@@ -167,6 +167,7 @@ class Catalog:
 
     def __init__(self, home: str) -> None:
         os.makedirs(home, exist_ok=True)
+        self.home = home
         self.path = os.path.join(home, defaults.CATALOG_FILE)
         self._mutex = threading.RLock()
         self._observers: list[Callable[[str], None]] = []

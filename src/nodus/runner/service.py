@@ -87,6 +87,7 @@ def claim_workload(
 
     With ``detach`` the run is claimed for a background runner (see :func:`_claimed`).
     """
+    _refuse_unrecorded_retry(store_url, workload)
     catalog = Catalog(home)
     if key is None:
         accepted = accept(
@@ -153,6 +154,8 @@ def claim_resume(
         if found is None:
             raise NotFoundError(f"{error}, nor in the store {store_url}") from None
         run = found
+    if step is not None:
+        _refuse_unrecorded(catalog, run, step)
     if run.phase.final:
         raise UsageError(
             f"{run.id} has finished ({run.phase}); only an interrupted, paused or "
@@ -175,6 +178,23 @@ def _adopted(catalog: Catalog, store_url: str, ref: str, say: Say) -> Run | None
     return run
 
 
+def _refuse_unrecorded_retry(store_url: str, workload: ResolvedWorkload) -> None:
+    """``unrecorded_retry`` applies to uploads; a local store has none, so setting it there
+    would be a setting without effect: refused, naming why."""
+    set_for = [
+        stage.name
+        for stage in workload.stages
+        if stage.execution.unrecorded_retry != defaults.UNRECORDED_RETRY_S
+    ]
+    if set_for and open_run_store(store_url).storage.is_local:
+        raise UsageError(
+            f"[execution] unrecorded_retry (stage {', '.join(set_for)}) applies only to a "
+            f"remote store, where saves are uploaded in the background; {store_url} is local, "
+            "so every save is stored when it is captured. Remove the setting, or give a "
+            "remote --store"
+        )
+
+
 def _continuing_stage(run: Run) -> str | None:
     return next((s["name"] for s in run.stages if s["phase"] != Phase.SUCCEEDED), None)
 
@@ -188,6 +208,19 @@ def _check_step(run: Run, stage: str | None, step: int) -> None:
             f"--step applies only to a PAUSED run; {run.id} is {run.phase} "
             f"(`nodus runs resume {run.id}` continues from its newest snapshot)"
         )
+
+
+def _refuse_unrecorded(catalog: Catalog, run: Run, step: int) -> None:
+    """A save the store never received cannot be resumed from: say so, not "no snapshot"."""
+    from nodus.runner.uploading import unrecorded
+
+    for save in unrecorded(catalog, run.id):
+        if save["step"] == step:
+            raise UsageError(
+                f"step {step} of {run.id} is unrecorded: its save ({save['snapshot']}) never "
+                f"reached the store {run.store}, which was unreachable when the stage ended; "
+                "it cannot be resumed from, branched or pinned"
+            )
 
 
 def _check_devices(catalog: Catalog, run: Run, stage: str | None) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.phases import Phase
+from nodus.runner.uploading import read_upload_status, unrecorded
 
 __all__ = [
     "capture_failure_line",
@@ -70,6 +71,8 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         finished_at=run.finished_at,
         runner={"pid": run.runner_pid, "host": run.runner_host},
         pause=pause_json(catalog.latest_pause(run.id)),
+        upload=read_upload_status(catalog.home, run.id),
+        unrecorded=unrecorded(catalog, run.id),
     )
     data["stages"] = [
         {

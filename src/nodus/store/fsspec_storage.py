@@ -10,9 +10,11 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import tempfile
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import fsspec
+from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 
 from nodus.store.storage import ObjectInfo
 
@@ -72,6 +74,12 @@ class FsspecStorage:
         os.close(fd)
         return path
 
+    def put_file(
+        self, local_path: str, key: str, progress: Callable[[int], None] | None = None
+    ) -> None:
+        callback = _Progress(progress) if progress is not None else None
+        self.fs.put_file(local_path, self._path(key), callback=callback or DEFAULT_CALLBACK)
+
     def adopt_file(self, local_path: str, key: str) -> bool:
         try:
             if self.exists(key):
@@ -83,6 +91,24 @@ class FsspecStorage:
                 os.unlink(local_path)
             except FileNotFoundError:
                 pass
+
+
+class _Progress(Callback):
+    """fsspec's transfer callback, passed on as the number of bytes each step sent."""
+
+    def __init__(self, progress: Callable[[int], None]) -> None:
+        super().__init__()
+        self._progress = progress
+
+    def relative_update(self, inc: int = 1) -> None:
+        super().relative_update(inc)
+        self._progress(inc)
+
+    def absolute_update(self, value: int) -> None:
+        sent = value - (self.value or 0)
+        super().absolute_update(value)
+        if sent > 0:
+            self._progress(sent)
 
 
 def _modified(info: dict[str, Any]) -> float:
