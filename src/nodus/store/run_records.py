@@ -15,9 +15,12 @@ them and carries out the lease protocol, which is the whole truth about taking a
    the taker with :class:`~nodus.errors.AlreadyRunningError` naming its holder. A process on
    this host is asked directly (a dead pid frees its lease at once); one elsewhere is trusted
    until its lease expires.
-2. Write a lease of one's own (a fresh token), wait ``settle_s``, read it back: only the one
-   whose token is still there drives; the others are refused naming it. Two takers that both
-   passed step 1 both write within the settle time, the later write wins, and both read it.
+2. Where there was none and the store can create an object only if it is absent (a local or
+   shared POSIX store: a link never replaces), create the lease that way: the one whose create
+   succeeded drives, at once. Otherwise (a lease to take over, or an object store) write a lease
+   of one's own (a fresh token), wait ``settle_s``, read it back: only the one whose token is
+   still there drives; the others are refused naming it. Two takers that both passed step 1
+   both write within the settle time, the later write wins, and both read it.
 
 The protocol's limits: it needs every write to be visible to a read that starts after it
 (S3, GCS and a POSIX file system give that), a taker that stalls longer than ``settle_s``
@@ -144,6 +147,12 @@ class Leases:
         if current is not None and not current.lapsed(self._clock()):
             raise AlreadyRunningError(self._held_message(run_id, current))
         mine = self._new_lease()
+        if current is None and self._storage.is_local:
+            if self._create(run_id, mine):
+                return mine  # created where there was none, by a write that never replaces
+            current = self.read(run_id)  # another taker created it first
+            if current is not None and not current.lapsed(self._clock()):
+                raise AlreadyRunningError(self._held_message(run_id, current))
         self._write(run_id, mine)
         time.sleep(self.settle_s)
         back = self.read(run_id)
@@ -181,6 +190,15 @@ class Leases:
             pid=os.getpid(),
             expires=self._clock() + self.duration_s,
         )
+
+    def _create(self, run_id: str, lease: Lease) -> bool:
+        """Write the lease only if the run has none, in one step no other write can split:
+        a local (or shared POSIX) store links a finished file into place, which never
+        replaces. Only for a local store; others settle instead."""
+        spool = self._storage.spool_path()
+        with open(spool, "w", encoding="utf-8") as handle:
+            json.dump(asdict(lease), handle, sort_keys=True)
+        return self._storage.adopt_file(spool, keys.lease_key(run_id))
 
     def _write(self, run_id: str, lease: Lease) -> None:
         _write_object(self._storage, keys.lease_key(run_id), asdict(lease))
