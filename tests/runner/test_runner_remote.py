@@ -188,6 +188,13 @@ def test_a_store_down_when_the_stage_ends_leaves_its_saves_unrecorded(project, s
     assert refused.returncode != 0
     assert "step 60" in refused.stderr and "unrecorded" in refused.stderr
     assert "Traceback" not in refused.stderr
+    for command in (
+        ("snapshots", "pin", "down@60"),
+        ("snapshots", "pin", unrecorded[-1]["snapshot"]),
+    ):
+        pin = project.nodus(*command, env=s3_server.env)
+        assert pin.returncode == 2, pin.stderr
+        assert "step 60" in pin.stderr and "unrecorded save" in pin.stderr
 
 
 def test_saves_faster_than_a_slow_link_skip_waiting_snapshots_and_list_only_whole_ones(
