@@ -54,8 +54,8 @@ class Project:
         save_every: int = SAVE_EVERY,
         resume_on_interruption: bool = True,
         launcher: tuple[str, ...] = (),
-        keep_recoverable: int = 1,
-        keep_adapters: int = 3,
+        keep_recoverable: int = 100,  # recovery tests look at every save; retention's own tests
+        keep_adapters: int = 100,  # (test_hf_retention) set these
     ) -> None:
         self.root = root
         self.write_delay = write_delay

@@ -26,7 +26,8 @@ WEIGHTS = ("weights",)
 
 
 def _expected(manifests: list[Manifest], keep_adapters: int, released: set[int] = frozenset()):
-    """{snapshot id: kinds} that rotation leaves (the newest first)."""
+    """{snapshot id: kinds} that rotation leaves (the newest first); a snapshot it leaves no
+    kind is gone from the store, so it is not in ``manifests`` (the listing) nor here."""
     newest, *rest = by_recency(manifests)
     epoch = {m.id for m in rest if _epoch_end(m) and m.step not in released}
     counted = [m.id for m in rest if m.id not in epoch][:keep_adapters]
@@ -36,9 +37,22 @@ def _expected(manifests: list[Manifest], keep_adapters: int, released: set[int] 
             expected[manifest.id] = WHOLE
         elif manifest.id in epoch or manifest.id in counted:
             expected[manifest.id] = WEIGHTS
-        else:
-            expected[manifest.id] = ()
     return expected
+
+
+def _gone_only_by_rotation(project: Project, run: str, manifests: list[Manifest]) -> None:
+    """Every committed snapshot that is not listed any more had all its kinds rotated away."""
+    events = project.get(run)["events"]
+    assert not [e for e in events if e["type"] == "rotation_failed"]
+    listed = {m.id for m in manifests}
+    rotated: dict[str, set[str]] = {}
+    for event in events:
+        if event["type"] == "snapshot_kind_deleted":
+            rotated.setdefault(event["snapshot"], set()).add(event["kind"])
+    committed = {e["snapshot"] for e in events if e["type"] == "snapshot_committed"}
+    assert committed - listed, "tight retention removed no snapshot at all"
+    for snapshot in committed - listed:
+        assert {"weights", "state"} <= rotated.get(snapshot, set()), snapshot
 
 
 def _epoch_end(manifest: Manifest) -> bool:
@@ -94,7 +108,8 @@ def test_many_saves_keep_what_the_rule_says_and_released_epoch_weights_go_next(t
     assert project.committed_steps("r", 2)[-1] == STEPS
     assert _left(snapshots) == _expected(snapshots, keep_adapters=2, released={12})
     left = {m.step: m.kinds for m in snapshots}
-    assert left[12] == () and left[24] == left[36] == WEIGHTS and left[STEPS] == WHOLE
+    assert 12 not in left and left[24] == left[36] == WEIGHTS and left[STEPS] == WHOLE
+    _gone_only_by_rotation(project, "r", snapshots)
     events = project.get("r")["events"]
     assert not [e for e in events if e["type"] == "rotation_failed"]
     assert {"step": 12, "kind": "weights"} in [
@@ -121,3 +136,4 @@ def test_killed_four_times_under_keep_one_ends_bit_identical(tmp_path, bare_hash
     assert project.outputs_hash("k") == bare_hash
     snapshots = project.snapshots("k")
     assert _left(snapshots) == _expected(snapshots, keep_adapters=1)
+    _gone_only_by_rotation(project, "k", snapshots)

@@ -98,6 +98,7 @@ def counter_workload(project: Path, *, resume: bool = True, outputs: bool = True
     if outputs:
         text += 'outputs = ["out"]\n'
     text += f'[continuity]\nmode = "checkpointed"\nresume_on_interruption = {str(resume).lower()}\n'
+    text += "[execution]\nkeep_recoverable = 100\n"  # listings and plots show every save
     project.mkdir(parents=True, exist_ok=True)
     path = project / "workload.toml"
     path.write_text(text)

@@ -125,7 +125,14 @@ def running_attempt(catalog: Catalog, run_id: str, stage: str = "main") -> dict 
 
 
 def committed_steps(project: Project, run_id: str) -> list[int]:
+    """Steps of the run's snapshots in the store now (rotation may have removed older ones)."""
     return [m.step for m in project.store().list(run=run_id, stage="main")]
+
+
+def commits(project: Project, run_id: str) -> list[dict]:
+    """Every ``snapshot_committed`` event of the run, oldest first, whatever retention did since."""
+    events = project.catalog().events(run_id)
+    return [e["details"] for e in events if e["type"] == "snapshot_committed"]
 
 
 def kill_program(project: Project, run_id: str, after_step: int | None = None) -> int:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from runner_helpers import committed_steps, kill_program
+from runner_helpers import commits, committed_steps, kill_program
 
 from polling import wait_for
 
@@ -122,12 +122,15 @@ def test_a_step_saved_again_is_captured_again_and_the_newer_capture_is_restored(
     project.write(command=[sys.executable, "rewrite.py"])
     runner = project.start("run", "workload.toml", "--key", "again")
     run_id = wait_for(lambda: _run_id(project, "again"), what="the run")
-    wait_for(lambda: committed_steps(project, run_id) == [10, 10], what="step 10 captured twice")
+    captured = wait_for(
+        lambda: [c for c in commits(project, run_id) if c["step"] == 10][1:],
+        what="step 10 captured twice",
+    )
     kill_program(project, run_id)
     out, err = runner.communicate(timeout=120)
     assert runner.returncode == 0, err
     assert project.result(run_id)["version"] == "second save, rewritten in place"
-    older, newer = project.store().list(run=run_id)
-    assert project.get(run_id)["stages"][0]["attempts"][1]["restored_snapshot"] == newer.id
+    newer = captured[0]["snapshot"]
+    assert project.get(run_id)["stages"][0]["attempts"][1]["restored_snapshot"] == newer
     listed = project.nodus("runs", "snapshots", run_id, "--json")
-    assert [(row["step"], row["id"]) for row in json.loads(listed.stdout)] == [(10, newer.id)]
+    assert [(row["step"], row["id"]) for row in json.loads(listed.stdout)] == [(10, newer)]

@@ -61,8 +61,11 @@ def test_random_kills_of_program_and_runner_lose_nothing_committed(project):
     assert {"program", "runner"} <= set(kinds)
     assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
     listed = {m.id for m in store.list(run=run_id, stage="main")}
-    assert seen <= listed
-    assert all(store.check(snapshot) == [] for snapshot in seen)
+    events = project.catalog().events(run_id)
+    rotated = {e["details"]["snapshot"] for e in events if e["type"] == "snapshot_kind_deleted"}
+    assert seen <= listed | rotated, "a committed snapshot vanished without rotation deleting it"
+    assert not [e for e in events if e["type"] == "rotation_failed"]
+    assert all(store.check(snapshot) == [] for snapshot in seen & listed)
     attempts = {a["number"]: a for a in project.get(run_id)["stages"][0]["attempts"]}
     for number, floor in floors.items():
         restored = attempts[number]["restored_step"] or 0
