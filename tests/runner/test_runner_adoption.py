@@ -19,7 +19,6 @@ from nodus.schemas import defaults
 from nodus.store import keys, open_store
 from nodus.testing.counter import expected_value
 from polling import wait_for
-from store.conftest import s3_bucket, s3_endpoint  # noqa: F401 (fixtures)
 
 STEPS, SAVE_EVERY, SLEEP = 300, 10, 0.01
 
@@ -64,7 +63,7 @@ def write_lease(url: str, run_id: str, *, holder: str, expires: float) -> None:
     )
 
 
-def test_a_run_lost_with_its_home_is_resumed_from_an_s3_store_alone(machines, s3_bucket, tmp_path):  # noqa: F811
+def test_a_run_lost_with_its_home_is_resumed_from_an_s3_store_alone(machines, s3_bucket, tmp_path):
     a, b = machines
     url = f"s3://{s3_bucket}/store"
     run_id = lost_run(a, url)

@@ -257,8 +257,15 @@ class Capturer:
         self.event("checkpoint_incomplete", details)
 
     def guard(self) -> None:
-        """Attempt fencing: called by the store just before the commit."""
-        fence(self.catalog, self.run_id, self.stage.name, self.attempt)
+        """Attempt fencing: called by the store just before the commit.
+
+        A capture into staging is fenced by this catalog alone: it must never wait on the
+        network. The store's own fences (its run record and lease) guard the remote commit,
+        which the uploader makes later (:mod:`nodus.runner.uploading`)."""
+        if self.uploads is not None:
+            fence_here(self.catalog, self.run_id, self.stage.name, self.attempt)
+        else:
+            fence(self.catalog, self.run_id, self.stage.name, self.attempt)
 
     def finish_uploads(self) -> None:
         """Wait until what was captured is stored (remote store); a no-op for a local one."""
@@ -308,14 +315,20 @@ class Capturer:
 
 
 def fence(catalog: Catalog, run_id: str, stage: str, attempt: int) -> None:
-    """Attempt fencing: StaleAttemptError unless ``attempt`` is still the stage's current one."""
+    """Attempt fencing before a commit into the run's store: StaleAttemptError unless
+    ``attempt`` is still the stage's current one, here and in the store's run record."""
+    fence_here(catalog, run_id, stage, attempt)
+    catalog.check_fences(run_id, stage, attempt)  # the store's record and lease, when driven
+
+
+def fence_here(catalog: Catalog, run_id: str, stage: str, attempt: int) -> None:
+    """The catalog's part of :func:`fence`, which needs no store."""
     current = catalog.current_attempt(run_id, stage)
     if current != attempt:
         raise StaleAttemptError(
             f"attempt {attempt} of {run_id}/{stage} was superseded by "
             f"attempt {current}; its snapshot is not committed"
         )
-    catalog.check_fences(run_id, stage, attempt)  # the store's record and lease, when driven
 
 
 class _FolderChanged(Exception):
