@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -44,3 +46,99 @@ def run_nodus(*args: str, cwd=None, env=None, timeout: float = 300, check: bool 
     if check and proc.returncode != 0:
         raise AssertionError(f"nodus {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
     return proc
+
+
+# --- a real S3 server on loopback --------------------------------------------------------------
+#
+# moto in server mode is a real HTTP server speaking the S3 protocol; s3fs talks to it exactly as
+# it would to AWS, configured the way a user configures it: AWS_ENDPOINT_URL and credentials in
+# the environment. Its buckets live in this test process, so a server stopped and started again
+# on the same port (an outage) still holds everything stored before.
+
+S3_ENV = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class S3Server:
+    """A moto S3 server on a free loopback port that a test can stop and start again."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._server = None
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a `nodus` process needs to reach it."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+
+    def start(self) -> S3Server:
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port)
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def bucket(self) -> str:
+        """A fresh bucket; s3fs's cached clients are dropped so none talks to an old server."""
+        import s3fs
+
+        s3fs.S3FileSystem.clear_instance_cache()
+        fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": self.endpoint})
+        name = f"nodus-{uuid.uuid4().hex[:12]}"
+        fs.mkdir(name)
+        return name
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """The session's S3 server, its endpoint and credentials set in this process's environment."""
+    server = S3Server().start()
+    saved = {name: os.environ.get(name) for name in S3_ENV}
+    os.environ.update(server.env)
+    yield server.endpoint
+    server.stop()
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint):
+    """A fresh bucket on the session's S3 server; s3fs's cached clients are dropped afterwards."""
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_endpoint})
+    bucket = f"nodus-{uuid.uuid4().hex[:12]}"
+    fs.mkdir(bucket)
+    yield bucket
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
+def s3_server(monkeypatch):
+    """A private S3 server for one test, which it may stop and start (an outage); its
+    endpoint and credentials are set in this process's environment for the test."""
+    server = S3Server().start()
+    for name, value in server.env.items():
+        monkeypatch.setenv(name, value)
+    yield server
+    server.stop()

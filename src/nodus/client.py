@@ -121,12 +121,16 @@ class Client:
         """Continue an interrupted, paused or runner-less run, like ``nodus runs resume``.
 
         ``step`` restores the snapshot of that step (a PAUSED run only); otherwise the newest
-        one holding training state. Blocks like :meth:`run`.
+        one holding training state. Blocks like :meth:`run`. A run this home's catalog does
+        not know is adopted from its record in the client's store (recovery on a new machine).
         """
         from nodus.runner.service import claim_resume
 
         _check_foreground(detach, "resume")
-        claim = claim_resume(self.home, run, step=step, say=self._say, detach=detach)
+        store_url = defaults.store_url(self.store, self.home)
+        claim = claim_resume(
+            self.home, run, step=step, say=self._say, detach=detach, store_url=store_url
+        )
         return self._carry_out(claim, detach)
 
     def _carry_out(self, claim: Claim, detach: bool) -> dict[str, Any]:
@@ -140,11 +144,14 @@ class Client:
                 "waits for it"
             )
             return handed_over
+        from nodus.runner.views import capture_failure_line, phase_line
+
         claim.drive(self._output or sys.stdout)
         data = self.get(claim.run_id)
-        self._say(
-            f"{data['id']} {data['phase']}" + (f": {data['message']}" if data["message"] else "")
-        )
+        self._say(phase_line(data))
+        failed = capture_failure_line(data["capture_failures"])
+        if failed:  # never end silently green when snapshots were lost on the way
+            self._say(failed)
         return data
 
     # --- watching and controlling ---------------------------------------------------------------

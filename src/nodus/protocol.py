@@ -13,6 +13,7 @@ The working copy of an attempt, as the program sees it::
         requests/<n>.json          SaveRequest, written by the runner
         saves/<step>.json          SaveRecord, written by the integration after a publish
         committed.json             CommitRecord, written by the runner after each commit
+        runtime.json               RuntimeSettings, written by the runner while the program runs
         events/<n>.json            EventRecord, written by the program for the run's event log
         tmp/                       where the integration builds a checkpoint before the rename
 
@@ -129,6 +130,7 @@ SETTINGS_FILE = "integration.json"
 REQUESTS_DIR = "requests"
 SAVES_DIR = "saves"
 COMMITTED_FILE = "committed.json"
+RUNTIME_FILE = "runtime.json"
 EVENTS_DIR = "events"
 BUILD_DIR = "tmp"
 _RECORD_SUFFIX = ".json"
@@ -165,6 +167,10 @@ class ControlPaths:
     @property
     def committed(self) -> str:
         return os.path.join(self.root, COMMITTED_FILE)
+
+    @property
+    def runtime(self) -> str:
+        return os.path.join(self.root, RUNTIME_FILE)
 
     @property
     def build(self) -> str:
@@ -352,6 +358,33 @@ class CommitRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CommitRecord:
         return cls(step=int(data["step"]), snapshot=str(data["snapshot"]))
+
+
+# --- runtime.json ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """What the runner changes while the program runs; the integration reads it at each step end.
+
+    Absent means every default: the settings of ``integration.json`` hold as they were.
+    """
+
+    periodic_saves: bool = True
+    """False: no saves at ``save_every`` or epoch ends (the disk guard turned them off); the
+    final save and saves the runner requests (pause, preemption notice) still happen."""
+    reason: str = ""
+    """Why, in words, for the program's log."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"periodic_saves": self.periodic_saves, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RuntimeSettings:
+        return cls(
+            periodic_saves=bool(data.get("periodic_saves", True)),
+            reason=str(data.get("reason", "")),
+        )
 
 
 # --- events/<n>.json ---------------------------------------------------------------------------

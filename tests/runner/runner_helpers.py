@@ -18,8 +18,9 @@ from nodus.runner.processes.containment import TOKEN_VAR
 from polling import wait_for
 
 NODUS = [sys.executable, "-m", "nodus"]
-# Checkpoint folders settle quickly here, so kills land between captured steps.
-FAST = {"NODUS_SETTLE_S": "0.2"}
+# Checkpoint folders settle quickly here, so kills land between captured steps; a run's lease
+# in the store is read back soon after it is written (the race tests keep the default).
+FAST = {"NODUS_SETTLE_S": "0.2", "NODUS_LEASE_SETTLE_S": "0.2"}
 
 
 class Project:

@@ -111,6 +111,7 @@ def test_resolve_json_is_the_stored_shape(write, capsys):
             "grace_period": defaults.GRACE_PERIOD_S,
             "retention_days": defaults.RETENTION_DAYS,
             "max_source_bytes": defaults.MAX_SOURCE_BYTES,
+            "unrecorded_retry": defaults.UNRECORDED_RETRY_S,
         },
     }
     assert evaluate["integration"] is None

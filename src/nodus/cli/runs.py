@@ -143,8 +143,15 @@ def _get(args) -> int:
     )
     if data["message"]:
         print(f"  {data['message']}")
+    failed = _capture_failure_line(data)
+    if failed:
+        print(f"  {failed}")
     if data["pause"]:
         print(_pause_line(data["pause"]))
+    if data.get("upload"):
+        print(_upload_line(data["upload"], bar=sys.stdout.isatty()))
+    if data.get("unrecorded"):
+        print("  " + _unrecorded_line(data["unrecorded"]))
     stored = data["stored"]
     print(f"  store: {stored['snapshots']} snapshot(s), {_size(stored['bytes'])} ({data['store']})")
     for stage in data["stages"]:
@@ -178,10 +185,47 @@ def _delete(args) -> int:
     return 0
 
 
+def _capture_failure_line(data: dict) -> str | None:
+    """``runs get``'s line on failed captures, naming a newest capture that was not stored."""
+    from nodus.runner.views import capture_failure_line
+
+    line = capture_failure_line(data["capture_failures"])
+    if line and not data["capture_failures"]["final_state_stored"]:
+        line += "; the newest capture was not stored"
+    return line
+
+
 def _size(count: int) -> str:
     from nodus.inventory.progress import human_bytes
 
     return human_bytes(count)
+
+
+def _upload_line(upload: dict, bar: bool) -> str:
+    """The upload queue to a remote store; with ``bar`` (a terminal) a progress bar too."""
+    current = upload["uploading"]
+    if current is None:
+        now = "idle"
+    else:
+        what = "outputs" if current["role"] == "outputs" else f"step {current['step']}"
+        done, total = current["bytes_done"], current["bytes_total"]
+        now = f"uploading {what}: {_size(done)} of {_size(total)}"
+        if bar:
+            filled = int(20 * done / total) if total else 20
+            now += f" [{'#' * filled}{'.' * (20 - filled)}] {100 * done // max(total, 1)}%"
+    parts = [now, f"{upload['waiting']} waiting", f"{upload['skipped']} skipped"]
+    parts.append(f"{upload['uploaded']} uploaded")
+    if upload.get("error") and (current is not None or upload["waiting"]):
+        parts.append(f"retrying after: {upload['error']}")
+    return "  upload: " + ", ".join(parts)
+
+
+def _unrecorded_line(unrecorded: list[dict]) -> str:
+    """Saves that never reached the store: ``Unrecorded: step 40, step 50, outputs``."""
+    named = [
+        "outputs" if save["role"] == "outputs" else f"step {save['step']}" for save in unrecorded
+    ]
+    return "Unrecorded: " + ", ".join(named)
 
 
 def _pause_line(pause: dict) -> str:
@@ -213,11 +257,16 @@ def _launch_line(launch: dict) -> str:
 
 
 def _wait(args) -> int:
+    from nodus.runner.views import capture_failure_line, phase_line
+
     data = _client(args).wait(args.run)
     if args.json:
         _print_json(data)
     else:
-        print(f"{data['id']} {data['phase']}" + (f": {data['message']}" if data["message"] else ""))
+        print(phase_line(data))
+        failed = capture_failure_line(data["capture_failures"])
+        if failed:
+            _say(failed)
     return data["exit_status"] if args.exit_status else 0
 
 

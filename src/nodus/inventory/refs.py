@@ -94,7 +94,13 @@ class Lookup:
                 tried.append(url)
                 continue
             return Located(manifest, store, self.run_or_none(manifest.run))
-        raise NotFoundError(f"snapshot {snapshot_id} not found (looked in {', '.join(tried)})")
+        hint = "".join(
+            _unrecorded_hint(self.catalog, run.id, run.store, snapshot=snapshot_id)
+            for run in self.catalog.list_runs(limit=CATALOG_SCAN)
+        )
+        raise NotFoundError(
+            f"snapshot {snapshot_id} not found (looked in {', '.join(tried)}){hint}"
+        )
 
     def _candidate_urls(self) -> list[str]:
         urls = [defaults.store_url(self.explicit_store, self.home)]
@@ -110,7 +116,10 @@ class Lookup:
         found = [m for m in store.list(run=run.id, stage=stage) if m.step == ref.step]
         if not found:
             where = f"{run.id}/{stage}" if stage else run.id
-            raise NotFoundError(f"{where} has no committed snapshot at step {ref.step}")
+            raise NotFoundError(
+                f"{where} has no committed snapshot at step {ref.step}"
+                + _unrecorded_hint(self.catalog, run.id, store.url, step=ref.step)
+            )
         stages = sorted({m.stage or "" for m in found})
         if len(stages) > 1:
             names = ", ".join(f"{run.id}/{name}@{ref.step}" for name in stages)
@@ -132,3 +141,19 @@ class Lookup:
         if stage not in names:
             raise NotFoundError(f"{run.id} has no stage {stage!r} (stages: {', '.join(names)})")
         return run, stage
+
+
+def _unrecorded_hint(
+    catalog: Any, run_id: str, store_url: str, *, step: int | None = None, snapshot: str = ""
+) -> str:
+    """Why a save the run made is not in its store: it was never uploaded (issue: unrecorded)."""
+    from nodus.runner.uploading import unrecorded
+
+    for save in unrecorded(catalog, run_id):
+        if save["role"] != "outputs" and (save["step"] == step or save["snapshot"] == snapshot):
+            return (
+                f": step {save['step']} of {run_id} is an unrecorded save (it never reached "
+                f"the store {store_url}), so it cannot be pinned, downloaded, branched or "
+                "resumed from"
+            )
+    return ""

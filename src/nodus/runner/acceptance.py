@@ -18,6 +18,7 @@ from nodus.errors import UsageError
 from nodus.runner import launch, source
 from nodus.runner.catalog import Catalog, new_run_id
 from nodus.runner.locks import lock_name_for
+from nodus.runner.store_driving import publish_accepted
 from nodus.schemas.resolved import ResolvedWorkload
 
 
@@ -84,4 +85,5 @@ def accept(
         "files": sum(item.files for item in found),
     }
     catalog.add_event(run_id, "source_captured", details)
+    publish_accepted(catalog, store, run_id)  # from now on the store alone can recover it
     return Accepted(run_id, tuple(found))

@@ -22,19 +22,22 @@ import os
 import signal
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import IO, Any
 
 from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.runner.catalog import Catalog
+from nodus.runner.disk_guard import DiskGuard, staging_disk
 from nodus.runner.launch import Launch, device_count, python_version
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.runner.processes.containment import attempt_token, kill_survivors, record_survivors
 from nodus.runner.processes.stage_process import CannotStartError, StageProcess, signal_name
 from nodus.runner.rotation import Rotation
-from nodus.runner.snapshotting import Capturer
+from nodus.runner.snapshotting import Capturer, fence
+from nodus.runner.uploading import Uploads, unrecorded_note
 from nodus.runner.workspace import Workspace, stage_environment, write_integration
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
@@ -102,6 +105,7 @@ class Attempt:
         self.ws = Workspace.of(ctx.home, ctx.run_id, stage.name, self.number)
         self.process: StageProcess | None = None
         self._save_request = 0
+        self.uploads: Uploads | None = None  # a remote store: the background uploads
 
     def run(self) -> Outcome:
         # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
@@ -114,11 +118,31 @@ class Attempt:
             stage=self.stage,
             attempt=self.number,
         )
+        self.uploads = self._uploads(rotation)
+        unrecorded: list = []
         try:
             outcome = self._run(restored, rotation)
         finally:
+            if self.uploads is not None:  # its remote commits still ask rotation for passes
+                unrecorded = self.uploads.finish()
             rotation.close()  # while the attempt lasts, the run is unfinished: holds stay right
-        return self._end(outcome)
+        return self._end(_with_unrecorded(outcome, unrecorded))
+
+    def _uploads(self, rotation: Rotation) -> Uploads | None:
+        """With a remote store: captures go to staging first and upload in the background."""
+        if self.ctx.store.storage.is_local:
+            return None
+        return Uploads(
+            home=self.ctx.home,
+            store=self.ctx.store,
+            catalog=self.ctx.catalog,
+            run_id=self.ctx.run_id,
+            stage=self.stage,
+            attempt=self.number,
+            ws=self.ws,
+            rotation=rotation,
+            guard=partial(fence, self.ctx.catalog, self.ctx.run_id, self.stage.name, self.number),
+        )
 
     def _run(self, restored, rotation: Rotation) -> Outcome:
         """Start the program, supervise it and capture; how it ended."""
@@ -132,6 +156,8 @@ class Attempt:
             restored_step=restored.step if restored else None,
             restored_snapshot=restored.id if restored else None,
             rotation=rotation,
+            disk_guard=self._disk_guard(restored),
+            uploads=self.uploads,
         )
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
         try:
@@ -163,6 +189,17 @@ class Attempt:
             raise
         self.process.finish_output()
         return outcome
+
+    def _disk_guard(self, restored) -> DiskGuard:
+        """The attempt's disk guard, checked before saves begin with the restored size."""
+        guard = DiskGuard(
+            staging_disk(self.ctx.store, self.ctx.home),
+            self.ws.control,
+            lambda type_, details: self.ctx.event(type_, details, self.stage.name, self.number),
+        )
+        if restored is not None:
+            guard.check(restored.total_bytes)
+        return guard
 
     def _as_accepted(self, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         """The command and environment as accepted: the stored executable and the stored PATH.
@@ -409,10 +446,14 @@ class Attempt:
             step=None,
             role="outputs",
         )
+        into = self.ctx.store if self.uploads is None else self.uploads.staging
         try:
-            manifest = self.ctx.store.capture(self.ws.copy, list(self.stage.outputs), info=info)
+            manifest = into.capture(self.ws.copy, list(self.stage.outputs), info=info)
         except (StoreError, OSError) as error:
             self.ctx.event("outputs_failed", {"error": str(error)}, self.stage.name, self.number)
+            return
+        if self.uploads is not None:  # `outputs_committed` once it is uploaded
+            self.uploads.submit(manifest, "outputs", keep=True)
             return
         self.ctx.event("outputs_committed", {"snapshot": manifest.id}, self.stage.name, self.number)
 
@@ -429,3 +470,10 @@ class Attempt:
             self.number,
         )
         return outcome
+
+
+def _with_unrecorded(outcome: Outcome, unrecorded: list) -> Outcome:
+    """An attempt that left saves unrecorded says so; what training reached stays its kind."""
+    if not unrecorded:
+        return outcome
+    return replace(outcome, detail=f"{outcome.detail}; {unrecorded_note(unrecorded)}")

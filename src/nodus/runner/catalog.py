@@ -17,7 +17,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -159,12 +159,19 @@ class Catalog:
 
     A store may call the fencing guard from its upload thread, so the connection is shared
     across threads and every statement or transaction holds ``_mutex``.
+
+    A runner driving a run against a shared store mirrors the run into it
+    (:mod:`nodus.runner.store_driving`): it registers an observer, told the run's id after each
+    change of phase, stage or attempt, and a fence, asked before each commit.
     """
 
     def __init__(self, home: str) -> None:
         os.makedirs(home, exist_ok=True)
+        self.home = home
         self.path = os.path.join(home, defaults.CATALOG_FILE)
         self._mutex = threading.RLock()
+        self._observers: list[Callable[[str], None]] = []
+        self._fences: list[Callable[[str, str, int], None]] = []
         try:
             self._db = sqlite3.connect(
                 self.path,
@@ -199,6 +206,27 @@ class Catalog:
                 if "locked" not in str(error) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.01)
+
+    # --- observers and fences ---------------------------------------------------------------
+
+    def observe(self, observer: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``observer(run_id)`` after each phase, stage or attempt change; the remover."""
+        self._observers.append(observer)
+        return lambda: self._observers.remove(observer)
+
+    def add_fence(self, fence: Callable[[str, str, int], None]) -> Callable[[], None]:
+        """``fence(run_id, stage, attempt)`` runs in :meth:`check_fences`; the remover."""
+        self._fences.append(fence)
+        return lambda: self._fences.remove(fence)
+
+    def check_fences(self, run_id: str, stage: str, attempt: int) -> None:
+        """Run every fence; one raises StaleAttemptError when the attempt may not commit."""
+        for fence in list(self._fences):
+            fence(run_id, stage, attempt)
+
+    def _changed(self, run_id: str) -> None:
+        for observer in list(self._observers):
+            observer(run_id)
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -318,6 +346,28 @@ class Catalog:
         self._transaction(statements)
         return run_id
 
+    def adopt_run(
+        self, run: dict[str, Any], stages: list[dict[str, Any]], attempts: list[dict[str, Any]]
+    ) -> None:
+        """Write a run known from elsewhere (its store's record) as these rows, in one
+        transaction: its run, stage and attempt rows replace any this catalog had; its events
+        stay. The caller chooses the columns (:mod:`nodus.runner.adoption`)."""
+        run_id = run["id"]
+        statements = [
+            (f"DELETE FROM {table} WHERE {column} = ?", (run_id,))
+            for table, column in (("attempts", "run_id"), ("stages", "run_id"), ("runs", "id"))
+        ]
+        for table, rows in (("runs", [run]), ("stages", stages), ("attempts", attempts)):
+            statements += [
+                (
+                    f"INSERT INTO {table} ({', '.join(row)}) VALUES "
+                    f"({', '.join('?' for _ in row)})",
+                    tuple(row.values()),
+                )
+                for row in rows
+            ]
+        self._transaction(statements)
+
     def get_run(self, ref: str) -> Run:
         """A run by id or by key; NotFoundError names what was looked for."""
         row = self._one("SELECT * FROM runs WHERE id = ? OR key = ?", (ref, ref))
@@ -382,6 +432,7 @@ class Catalog:
                 )
             )
         self._transaction(statements)
+        self._changed(run_id)
 
     def set_runner(self, run_id: str, pid: int | None, host: str | None) -> None:
         self._execute(
@@ -406,6 +457,7 @@ class Catalog:
             f"UPDATE stages SET {columns} WHERE run_id = ? AND name = ?",
             (*values.values(), run_id, stage),
         )
+        self._changed(run_id)
 
     def attempts(self, run_id: str, stage: str) -> list[dict[str, Any]]:
         rows = self._rows(
@@ -424,7 +476,9 @@ class Catalog:
     def start_attempt(self, run_id: str, stage: str, **values: Any) -> int:
         """Allocate the next attempt number in one transaction, so two runners never share one."""
         with self._mutex:
-            return self._start_attempt(run_id, stage, values)
+            number = self._start_attempt(run_id, stage, values)
+        self._changed(run_id)
+        return number
 
     def _start_attempt(self, run_id: str, stage: str, values: dict[str, Any]) -> int:
         try:
@@ -460,6 +514,7 @@ class Catalog:
     ) -> None:
         outcome = AttemptOutcome(outcome)
         self.update_attempt(run_id, stage, number, outcome=outcome, detail=detail, ended_at=now())
+        self._changed(run_id)
 
     # --- events -----------------------------------------------------------------------------
 

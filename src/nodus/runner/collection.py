@@ -35,6 +35,7 @@ from nodus.runner.lineage import referencing_runs
 from nodus.runner.locks import RunLock
 from nodus.schemas import defaults
 from nodus.store import GcReport, SnapshotStore, open_store
+from nodus.store.run_records import RunRecords
 
 __all__ = ["Collection", "collect", "delete_run", "run_usage"]
 
@@ -183,6 +184,7 @@ def delete_run(catalog: Catalog, home: str, ref: str, say: Callable[[str], None]
         for manifest in manifests:
             freed += store.delete(manifest.id, reason="run deleted").freed_bytes
         shutil.rmtree(os.path.join(home, defaults.WORK_DIR, run.id), ignore_errors=True)
+        RunRecords(store.storage).delete(run.id, run.key)  # no machine recovers it any more
         catalog.delete_run(run.id)
     finally:
         lock.release()

@@ -36,6 +36,7 @@ from nodus.runner.control import settle_open_pause
 from nodus.runner.launch import stored
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.runner.processes.containment import kill_survivors
+from nodus.runner.uploading import unrecorded, unrecorded_note
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
 from nodus.store.restorable import newest_first
 
@@ -97,7 +98,10 @@ class Runner:
                 return status
             overlays += self._outputs_of(stage)
             restore = None
-        self.catalog.set_phase(self.run.id, Phase.SUCCEEDED)
+        # Training finished; saves a failing remote store never received are said, not hidden.
+        missing = unrecorded(self.catalog, self.run.id)
+        message = unrecorded_note(missing) if missing else None
+        self.catalog.set_phase(self.run.id, Phase.SUCCEEDED, message=message)
         return Phase.SUCCEEDED.exit_status
 
     def _run_stage(
@@ -210,7 +214,9 @@ class Runner:
         )
 
     def _outputs_of(self, stage: ResolvedStage) -> list[str]:
-        if not stage.outputs:
+        # The last stage's outputs are laid over nothing: the store (perhaps a remote one
+        # that just became unreachable) is not asked.
+        if not stage.outputs or stage is self.workload.stages[-1]:
             return []
         manifests = self.ctx.store.list(run=self.run.id, stage=stage.name, role="outputs")
         return [manifests[-1].id] if manifests else []

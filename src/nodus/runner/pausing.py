@@ -157,6 +157,7 @@ class PauseDriver:
         return self._acknowledge_captured(detail)
 
     def _acknowledge_captured(self, detail: str) -> Outcome:
+        self.capturer.finish_uploads()  # a remote store: the pause names a stored snapshot
         target = self._newest_restorable()
         if target is not None:
             self._update(snapshot=target.id, step=target.step, save_bytes=target.total_bytes)

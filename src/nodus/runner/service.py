@@ -20,14 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
-from nodus.errors import UsageError
+from nodus.errors import NotFoundError, UsageError
 from nodus.runner.acceptance import accept
+from nodus.runner.adoption import adopt_from_store
 from nodus.runner.attempt import Restore
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.engine import Runner
 from nodus.runner.launch import device_count
 from nodus.runner.locks import RunLock, lock_name_for
 from nodus.runner.phases import Phase
+from nodus.runner.store_driving import StoreDriving
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedWorkload
 from nodus.store import restorable
@@ -85,6 +87,7 @@ def claim_workload(
 
     With ``detach`` the run is claimed for a background runner (see :func:`_claimed`).
     """
+    _refuse_unrecorded_retry(store_url, workload)
     catalog = Catalog(home)
     if key is None:
         accepted = accept(
@@ -94,7 +97,7 @@ def claim_workload(
         say(f"accepted {accepted.run_id} ({accepted.summary})")
         return _claimed(home, catalog, accepted.run_id, lock, None, detach)
     lock = RunLock(home, lock_name_for("", key), f"key {key!r}").acquire()
-    existing = catalog.find_by_key(key)
+    existing = catalog.find_by_key(key) or _adopted(catalog, store_url, key, say)
     if existing is None:
         accepted = accept(
             catalog, open_run_store(store_url), store_url, workload, key, home, say=say
@@ -129,10 +132,30 @@ def _claimed(
     return Claim(home, catalog, run_id, lock, restore)
 
 
-def claim_resume(home: str, ref: str, *, step: int | None, say: Say, detach: bool = False) -> Claim:
-    """``nodus runs resume``: continue an interrupted, paused or runner-less run by hand."""
+def claim_resume(
+    home: str,
+    ref: str,
+    *,
+    step: int | None,
+    say: Say,
+    detach: bool = False,
+    store_url: str | None = None,
+) -> Claim:
+    """``nodus runs resume``: continue an interrupted, paused or runner-less run by hand.
+
+    A run this catalog does not know is looked for in the store at ``store_url`` (a new
+    machine recovering a run from the store alone).
+    """
     catalog = Catalog(home)
-    run = catalog.get_run(ref)
+    try:
+        run = catalog.get_run(ref)
+    except NotFoundError as error:
+        found = _adopted(catalog, store_url, ref, say) if store_url else None
+        if found is None:
+            raise NotFoundError(f"{error}, nor in the store {store_url}") from None
+        run = found
+    if step is not None:
+        _refuse_unrecorded(catalog, run, step)
     if run.phase.final:
         raise UsageError(
             f"{run.id} has finished ({run.phase}); only an interrupted, paused or "
@@ -145,6 +168,31 @@ def claim_resume(home: str, ref: str, *, step: int | None, say: Say, detach: boo
     lock = RunLock(home, run.lock_name, run.id).acquire()
     say(f"resuming {run.id} from " + (f"step {step}" if step is not None else "where it stopped"))
     return _claimed(home, catalog, run.id, lock, Restore(step=step, by_hand=True), detach)
+
+
+def _adopted(catalog: Catalog, store_url: str, ref: str, say: Say) -> Run | None:
+    """The run ``ref`` (id or key) rebuilt from the store's record, or None if it has none."""
+    run = adopt_from_store(catalog, open_run_store(store_url), ref)
+    if run is not None:
+        say(f"{run.id} found in the store {store_url} ({run.phase}); adopted on this machine")
+    return run
+
+
+def _refuse_unrecorded_retry(store_url: str, workload: ResolvedWorkload) -> None:
+    """``unrecorded_retry`` applies to uploads; a local store has none, so setting it there
+    would be a setting without effect: refused, naming why."""
+    set_for = [
+        stage.name
+        for stage in workload.stages
+        if stage.execution.unrecorded_retry != defaults.UNRECORDED_RETRY_S
+    ]
+    if set_for and open_run_store(store_url).storage.is_local:
+        raise UsageError(
+            f"[execution] unrecorded_retry (stage {', '.join(set_for)}) applies only to a "
+            f"remote store, where saves are uploaded in the background; {store_url} is local, "
+            "so every save is stored when it is captured. Remove the setting, or give a "
+            "remote --store"
+        )
 
 
 def _continuing_stage(run: Run) -> str | None:
@@ -160,6 +208,19 @@ def _check_step(run: Run, stage: str | None, step: int) -> None:
             f"--step applies only to a PAUSED run; {run.id} is {run.phase} "
             f"(`nodus runs resume {run.id}` continues from its newest snapshot)"
         )
+
+
+def _refuse_unrecorded(catalog: Catalog, run: Run, step: int) -> None:
+    """A save the store never received cannot be resumed from: say so, not "no snapshot"."""
+    from nodus.runner.uploading import unrecorded
+
+    for save in unrecorded(catalog, run.id):
+        if save["step"] == step:
+            raise UsageError(
+                f"step {step} of {run.id} is unrecorded: its save ({save['snapshot']}) never "
+                f"reached the store {run.store}, which was unreachable when the stage ended; "
+                "it cannot be resumed from, branched or pinned"
+            )
 
 
 def _check_devices(catalog: Catalog, run: Run, stage: str | None) -> None:
@@ -178,11 +239,18 @@ def _check_devices(catalog: Catalog, run: Run, stage: str | None) -> None:
 def drive(
     home: str, catalog: Catalog, run_id: str, terminal: IO[str], restore: Restore | None = None
 ) -> int:
-    """Drive a run whose lock the caller holds, to the phase where it stops."""
+    """Drive a run whose lock the caller holds, to the phase where it stops.
+
+    The run's lease in its store is taken first (AlreadyRunningError when another machine
+    drives it) and held until the drive ends.
+    """
     run = catalog.get_run(run_id)
     store = open_run_store(run.store)
-    runner = Runner(home=home, catalog=catalog, store=store, run=run, terminal=terminal)
-    return runner.drive(restore)
+    with StoreDriving(catalog, store, run) as driving:
+        if driving.run.phase.final:  # another machine finished it meanwhile
+            return driving.run.phase.exit_status
+        runner = Runner(home=home, catalog=catalog, store=store, run=driving.run, terminal=terminal)
+        return runner.drive(restore)
 
 
 def spawn_detached(home: str, run_id: str, restore: Restore | None) -> None:

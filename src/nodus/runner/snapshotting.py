@@ -13,6 +13,10 @@ it is whole too (:mod:`nodus.stages.layouts`: a known layout's last-written file
 ``checkpoint_complete`` marker): a folder still being written is never a snapshot, so it can
 never be a restore target; a ``checkpoint_incomplete`` event says what it lacks.
 
+With a remote store each capture commits into the local staging store instead and is handed
+to the attempt's :class:`~nodus.runner.uploading.Uploads`: ``snapshot_staged`` is recorded now,
+``snapshot_committed`` (with ``committed.json`` and the rotation pass) once it is uploaded.
+
 A capture that fails (full disk, unreachable store) leaves that snapshot uncommitted, records a
 ``capture_failed`` event and lets the program train on; the next trigger tries again. Only a
 stale attempt (another attempt now owns the stage) stops the attempt: it must never commit.
@@ -29,7 +33,9 @@ from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.protocol import checkpoint_folder, checkpoint_steps
 from nodus.runner.catalog import Catalog
+from nodus.runner.disk_guard import DiskGuard
 from nodus.runner.rotation import Rotation
+from nodus.runner.uploading import Uploads
 from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
@@ -52,8 +58,12 @@ class Capturer:
         restored_step: int | None,
         restored_snapshot: str | None = None,
         rotation: Rotation | None = None,
+        disk_guard: DiskGuard | None = None,
+        uploads: Uploads | None = None,
     ) -> None:
         self.store = store
+        self.disk_guard = disk_guard  # asked before each periodic capture
+        self.uploads = uploads  # a remote store: capture into staging, upload in the background
         self.rotation = rotation  # told after each commit; it runs beside this loop
         self.catalog = catalog
         self.run_id = run_id
@@ -102,7 +112,11 @@ class Capturer:
             record = protocol.SaveRecord.from_dict(data)
             self.watcher.handled(record.step)
             saved = self.capture(
-                record.step, epoch=record.epoch, metrics=record.metrics, reason="save"
+                record.step,
+                epoch=record.epoch,
+                metrics=record.metrics,
+                reason="save",
+                requested=bool(record.requests),
             )
             if saved:
                 self.answered.update(record.requests)
@@ -141,12 +155,19 @@ class Capturer:
         epoch: float | None = None,
         metrics: dict[str, Any] | None = None,
         reason: str,
+        requested: bool = False,
     ) -> str | None:
-        """Commit one snapshot at ``step``.
+        """Commit one snapshot at ``step`` (``requested``: a save the runner asked for).
 
         Returns the id of the snapshot that holds the selection now (the newest one when
-        nothing changed since it), or None when the capture failed.
+        nothing changed since it), or None when the capture failed or the disk guard turned
+        periodic captures off.
         """
+        periodic = reason == "settled" or (reason == "save" and not requested)
+        if self.disk_guard is not None and not self.disk_guard.admits(
+            periodic, lambda: sum(entry[1] for entry in self._selection(step))
+        ):
+            return None
         # As often as a changing file is read again (defaults.CAPTURE_READ_ATTEMPTS).
         for _ in range(defaults.CAPTURE_READ_ATTEMPTS):
             try:
@@ -185,8 +206,9 @@ class Capturer:
             metrics=metrics or {},
             role="checkpoint",
         )
+        into = self.store if self.uploads is None else self.uploads.staging
         try:
-            manifest = self.store.capture(
+            manifest = into.capture(
                 self.ws.copy,
                 list(self.stage.continuity.checkpoint_paths),
                 info=info,
@@ -208,6 +230,10 @@ class Capturer:
         self._committed_id = manifest.id
         self.last_step = step
         self.watcher.handled(step, before)
+        if self.uploads is not None:
+            # The final save is never skipped for a newer one, and the attempt waits for it.
+            self.uploads.submit(manifest, reason, keep=reason == "exit")
+            return manifest.id
         self.event("snapshot_committed", {"snapshot": manifest.id, "step": step, "reason": reason})
         commit = protocol.CommitRecord(step=step, snapshot=manifest.id)
         write_json_atomic(self.ws.control.committed, commit.to_dict())
@@ -231,13 +257,20 @@ class Capturer:
         self.event("checkpoint_incomplete", details)
 
     def guard(self) -> None:
-        """Attempt fencing: called by the store just before the commit."""
-        current = self.catalog.current_attempt(self.run_id, self.stage.name)
-        if current != self.attempt:
-            raise StaleAttemptError(
-                f"attempt {self.attempt} of {self.run_id}/{self.stage.name} was superseded by "
-                f"attempt {current}; its snapshot is not committed"
-            )
+        """Attempt fencing: called by the store just before the commit.
+
+        A capture into staging is fenced by this catalog alone: it must never wait on the
+        network. The store's own fences (its run record and lease) guard the remote commit,
+        which the uploader makes later (:mod:`nodus.runner.uploading`)."""
+        if self.uploads is not None:
+            fence_here(self.catalog, self.run_id, self.stage.name, self.attempt)
+        else:
+            fence(self.catalog, self.run_id, self.stage.name, self.attempt)
+
+    def finish_uploads(self) -> None:
+        """Wait until what was captured is stored (remote store); a no-op for a local one."""
+        if self.uploads is not None:
+            self.uploads.finish()
 
     def _guard_folder(self, folder: str, before: tuple, present: set[int]) -> None:
         """Fencing, then: the step's checkpoint folder is still whole, as it was at the start,
@@ -278,6 +311,23 @@ class Capturer:
     def event(self, type_: str, details: dict[str, Any]) -> None:
         self.catalog.add_event(
             self.run_id, type_, details, stage=self.stage.name, attempt=self.attempt
+        )
+
+
+def fence(catalog: Catalog, run_id: str, stage: str, attempt: int) -> None:
+    """Attempt fencing before a commit into the run's store: StaleAttemptError unless
+    ``attempt`` is still the stage's current one, here and in the store's run record."""
+    fence_here(catalog, run_id, stage, attempt)
+    catalog.check_fences(run_id, stage, attempt)  # the store's record and lease, when driven
+
+
+def fence_here(catalog: Catalog, run_id: str, stage: str, attempt: int) -> None:
+    """The catalog's part of :func:`fence`, which needs no store."""
+    current = catalog.current_attempt(run_id, stage)
+    if current != attempt:
+        raise StaleAttemptError(
+            f"attempt {attempt} of {run_id}/{stage} was superseded by "
+            f"attempt {current}; its snapshot is not committed"
         )
 
 

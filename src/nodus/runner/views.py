@@ -8,11 +8,22 @@ field; fields are only ever added.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from nodus.runner.catalog import Catalog, Run
+from nodus.runner.phases import Phase
+from nodus.runner.uploading import read_upload_status, unrecorded
 
-__all__ = ["pause_json", "run_json", "run_summary"]
+__all__ = [
+    "capture_failure_line",
+    "capture_failures",
+    "pause_json",
+    "phase_line",
+    "run_json",
+    "run_summary",
+]
 
 _PAUSE_FIELDS = (
     "policy",
@@ -60,6 +71,8 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         finished_at=run.finished_at,
         runner={"pid": run.runner_pid, "host": run.runner_host},
         pause=pause_json(catalog.latest_pause(run.id)),
+        upload=read_upload_status(catalog.home, run.id),
+        unrecorded=unrecorded(catalog, run.id),
     )
     data["stages"] = [
         {
@@ -72,6 +85,8 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         }
         for s in run.stages
     ]
+    events = catalog.events(run.id)
+    data["capture_failures"] = capture_failures(events)
     data["events"] = [
         {
             **event["details"],
@@ -80,7 +95,7 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
             "stage": event["stage"],
             "attempt": event["attempt"],
         }
-        for event in catalog.events(run.id)
+        for event in events
     ]
     return data
 
@@ -96,3 +111,75 @@ def pause_json(pause: dict[str, Any] | None) -> dict[str, Any] | None:
         "step": pause["step"],
     }
     return data
+
+
+# --- failed captures ---------------------------------------------------------------------------
+
+_FAILED = ("capture_failed", "outputs_failed")
+_STORED = ("snapshot_committed", "outputs_committed")
+_ERRNO_TEXT = re.compile(r"\[Errno \d+\] ([^:]+)")
+
+
+def capture_failures(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The ``capture_failures`` object of ``runs get --json``, from the run's events.
+
+    ``count`` failed captures (checkpoints and outputs), their distinct ``reasons`` in the order
+    they first happened, the ``newest_committed_step`` (None before any commit), and whether
+    the ``final_state_stored``: False when a stage's newest capture failed, which for a stopped
+    run means its final state (or its outputs) is not in the store.
+    """
+    count = 0
+    reasons: list[str] = []
+    newest: int | None = None
+    last_by_stage: dict[tuple[Any, str], str] = {}  # (stage, checkpoint|outputs) -> event type
+    for event in events:
+        kind = event["type"]
+        if kind not in _FAILED and kind not in _STORED:
+            continue
+        what = "outputs" if kind.startswith("outputs") else "checkpoint"
+        last_by_stage[(event["stage"], what)] = kind
+        if kind == "snapshot_committed" and event["details"].get("step") is not None:
+            newest = event["details"]["step"]
+        if kind in _FAILED:
+            count += 1
+            reason = failure_reason(str(event["details"].get("error", "")))
+            if reason not in reasons:
+                reasons.append(reason)
+    return {
+        "count": count,
+        "reasons": reasons,
+        "newest_committed_step": newest,
+        "final_state_stored": not any(kind in _FAILED for kind in last_by_stage.values()),
+    }
+
+
+def failure_reason(error: str) -> str:
+    """What went wrong, without paths: an OS error's own words ("No space left on device")."""
+    found = _ERRNO_TEXT.search(error)
+    return found.group(1).strip() if found else (error.strip() or "unknown error")
+
+
+def phase_line(data: dict[str, Any]) -> str:
+    """``run_… SUCCEEDED`` (with the run's message): the line a run ends with.
+
+    A run that succeeded while its final state was not stored says so on this very line, so a
+    failed final capture never reads as a clean success.
+    """
+    line = f"{data['id']} {data['phase']}"
+    failures = data["capture_failures"]
+    if data["phase"] == Phase.SUCCEEDED and not failures["final_state_stored"]:
+        line += f", but its final state was not stored ({'; '.join(failures['reasons'])})"
+    return line + (f": {data['message']}" if data["message"] else "")
+
+
+def capture_failure_line(failures: dict[str, Any]) -> str | None:
+    """``6 captures failed (No space left on device); the newest committed step is 30``."""
+    count = failures["count"]
+    if not count:
+        return None
+    newest = failures["newest_committed_step"]
+    committed = (
+        "no snapshot was committed" if newest is None else f"the newest committed step is {newest}"
+    )
+    noun = "capture" if count == 1 else "captures"
+    return f"{count} {noun} failed ({'; '.join(failures['reasons'])}); {committed}"

@@ -55,6 +55,10 @@ GRACE_PERIOD_S = 60.0
 RETENTION_DAYS = 7
 """Days a finished run's remaining snapshots are kept before ``nodus gc`` expires them."""
 
+UNRECORDED_RETRY_S = 15 * 60.0
+"""``[execution] unrecorded_retry``: how long a stage that ended with saves not yet uploaded to a
+remote store keeps retrying them before it finishes and lists them as unrecorded."""
+
 MAX_SOURCE_BYTES = 2 * 1024**3
 """Largest source a run accepts (``[execution] max_source_bytes``): above it the run is refused
 before a byte is copied, naming the largest files."""
@@ -72,6 +76,10 @@ def settle_s() -> float:
 
 POLL_S = 0.2
 """How often the supervisor looks at the program and its state folder."""
+
+DISK_GUARD_SNAPSHOTS = 3
+"""Periodic saves stay on while this many snapshots fit in the staging disk's free space
+(:mod:`nodus.runner.disk_guard`); the final save always happens."""
 
 CATALOG_FILE = "nodus.db"
 """The run catalog (SQLite) inside ``$NODUS_HOME``."""
@@ -187,6 +195,37 @@ checkpoints, so a sweep that tried only once could be put off forever by a busy 
 CAPTURE_LEASE_S = 600.0
 """A capture's intent counts as abandoned (a killed capture) once this old; a live capture
 renews it, so blob GC never sweeps blobs a running capture may still name."""
+
+STAGING_DIR = "staging"
+"""Under ``$NODUS_HOME``: one local staging store per remote store URL (``staging/<hash>``). A
+capture for a remote store lands there first; the uploader then sends it in the background."""
+
+UPLOAD_THREADS = 4
+"""Blobs of one snapshot uploaded at once to a remote store."""
+
+UPLOAD_RETRY_FIRST_S = 0.5
+UPLOAD_RETRY_MAX_S = 10.0
+"""A failed upload request is retried after ``UPLOAD_RETRY_FIRST_S``, doubling (with jitter)
+up to ``UPLOAD_RETRY_MAX_S`` between tries, for as long as the stage runs (and then for
+``unrecorded_retry``)."""
+
+UPLOAD_PROGRESS_S = 0.5
+"""How often the upload queue a run's ``runs get`` shows is rewritten while bytes move."""
+
+
+RUN_LEASE_S = 60.0
+"""How long a runner's lease on a run (``leases/<run>.json`` in the store) lasts unless renewed;
+the runner renews it every third of that. A machine that lost its runner without a trace holds
+the run this long at most before another machine may take it over."""
+
+RUN_LEASE_SETTLE_S = 2.0
+"""How long a runner that wrote a lease waits before reading it back: a competitor that read
+the old lease just before must have written its own by then, so exactly one sees its own."""
+
+
+def run_lease_settle_s() -> float:
+    """``$NODUS_LEASE_SETTLE_S`` > :data:`RUN_LEASE_SETTLE_S`."""
+    return float(os.environ.get("NODUS_LEASE_SETTLE_S") or RUN_LEASE_SETTLE_S)
 
 
 # --- hf-trainer-v1 integration -----------------------------------------------------------------

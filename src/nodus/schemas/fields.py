@@ -152,6 +152,25 @@ def check_resume_from(value: str) -> str:
     return value
 
 
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")
+
+
+def duration_seconds(value: Any) -> Any:
+    """``"90s"``, ``"15m"``, ``"1h"``, ``"2d"`` or a number of seconds, as seconds (>= 0)."""
+    if isinstance(value, bool):
+        raise ValueError('give a duration such as "30s", "15m" or "1h"')
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    else:
+        raise ValueError('give a duration such as "30s", "15m" or "1h" (or seconds)')
+    if not 0 <= seconds < float("inf"):
+        raise ValueError("a duration is 0 or more seconds")
+    return seconds
+
+
 def _list_from_tuple(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
@@ -186,3 +205,15 @@ Command = Annotated[
 ]
 Env = Annotated[dict[str, str], AfterValidator(check_env)]
 ResumeFrom = Annotated[str, AfterValidator(check_resume_from)]
+Duration = Annotated[
+    float,
+    BeforeValidator(duration_seconds),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[smhd]?\s*$"},
+                {"type": "number", "minimum": 0},
+            ]
+        }
+    ),
+]

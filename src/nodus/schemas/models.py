@@ -28,7 +28,16 @@ from pydantic import (
 from nodus import protocol
 from nodus.errors import WorkloadError
 from nodus.schemas import defaults
-from nodus.schemas.fields import Code, Command, Env, FileName, Name, PathList, ResumeFrom
+from nodus.schemas.fields import (
+    Code,
+    Command,
+    Duration,
+    Env,
+    FileName,
+    Name,
+    PathList,
+    ResumeFrom,
+)
 from nodus.schemas.problems import problems_from
 
 __all__ = [
@@ -192,6 +201,12 @@ class Execution(_Model):
         description="Largest source (the code folder less its excludes) a run accepts; a larger "
         "one is refused before anything is copied. Stages sharing a code folder share its "
         "source: the largest value among them applies.",
+    )
+    unrecorded_retry: Duration = Field(
+        defaults.UNRECORDED_RETRY_S,
+        description="With a remote store: how long a stage that ended with saves not yet "
+        'uploaded keeps retrying them ("15m", "90s" or seconds) before it finishes and lists '
+        "them as unrecorded. Refused with a local store, where nothing is uploaded.",
     )
 
 

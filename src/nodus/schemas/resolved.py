@@ -32,6 +32,7 @@ class ResolvedExecution:
     retention_days: int
     # absent from runs accepted before the setting existed; only acceptance reads it
     max_source_bytes: int = defaults.MAX_SOURCE_BYTES
+    unrecorded_retry: float = defaults.UNRECORDED_RETRY_S  # seconds; absent from older runs
 
 
 @dataclass(frozen=True)

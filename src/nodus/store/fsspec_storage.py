@@ -3,22 +3,46 @@
 An object store makes every PUT atomic, so writing an object needs no temporary name; what it
 does not give is a listing that includes another process's writes made since fsspec last looked,
 so every listing drops fsspec's cache first.
+
+A store that cannot be reached answers with its client's own exceptions (botocore's
+``EndpointConnectionError``, aiohttp's, …); each operation turns them into
+:class:`~nodus.errors.StoreError` naming the store, so callers handle one error, as for a local
+store, and a missing object stays ``FileNotFoundError``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import tempfile
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import fsspec
+from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 
+from nodus.errors import StoreError
 from nodus.store.storage import ObjectInfo
 
 __all__ = ["FsspecStorage"]
 
 _READ_BLOCK = 8 * 1024 * 1024  # large reads: a blob is streamed in few requests
+
+
+def _reaching(method: Callable) -> Callable:
+    """``method`` with its client's failures reported as StoreError (missing stays missing)."""
+
+    @functools.wraps(method)
+    def wrapper(self: FsspecStorage, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except (FileNotFoundError, StoreError):
+            raise
+        except Exception as error:  # noqa: BLE001 (every client's errors, made one)
+            raise StoreError(f"store {self.url}: {type(error).__name__}: {error}") from error
+
+    return wrapper
 
 
 class FsspecStorage:
@@ -34,24 +58,30 @@ class FsspecStorage:
     def _path(self, key: str) -> str:
         return f"{self.root}/{key}"
 
+    @_reaching
     def exists(self, key: str) -> bool:
         return self.fs.exists(self._path(key))
 
+    @_reaching
     def read(self, key: str) -> bytes:
         return self.fs.cat_file(self._path(key))
 
+    @_reaching
     def open(self, key: str) -> BinaryIO:
         return self.fs.open(self._path(key), "rb", block_size=_READ_BLOCK)
 
+    @_reaching
     def write(self, key: str, data: bytes) -> None:
         self.fs.pipe_file(self._path(key), data)
 
+    @_reaching
     def delete(self, key: str) -> None:
         try:
             self.fs.rm_file(self._path(key))
         except FileNotFoundError:
             pass
 
+    @_reaching
     def list(self, prefix: str) -> list[ObjectInfo]:
         self.fs.invalidate_cache()  # another process may have written since the last listing
         try:
@@ -72,6 +102,14 @@ class FsspecStorage:
         os.close(fd)
         return path
 
+    @_reaching
+    def put_file(
+        self, local_path: str, key: str, progress: Callable[[int], None] | None = None
+    ) -> None:
+        callback = _Progress(progress) if progress is not None else None
+        self.fs.put_file(local_path, self._path(key), callback=callback or DEFAULT_CALLBACK)
+
+    @_reaching
     def adopt_file(self, local_path: str, key: str) -> bool:
         try:
             if self.exists(key):
@@ -83,6 +121,24 @@ class FsspecStorage:
                 os.unlink(local_path)
             except FileNotFoundError:
                 pass
+
+
+class _Progress(Callback):
+    """fsspec's transfer callback, passed on as the number of bytes each step sent."""
+
+    def __init__(self, progress: Callable[[int], None]) -> None:
+        super().__init__()
+        self._progress = progress
+
+    def relative_update(self, inc: int = 1) -> None:
+        super().relative_update(inc)
+        self._progress(inc)
+
+    def absolute_update(self, value: int) -> None:
+        sent = value - (self.value or 0)
+        super().absolute_update(value)
+        if sent > 0:
+            self._progress(sent)
 
 
 def _modified(info: dict[str, Any]) -> float:

@@ -11,6 +11,9 @@ the store's root URL)::
     intents/<id>.json            a capture is running (blob GC leaves its blobs alone)
     locks/sweep-<16 hex>.json    a blob sweep is running, one lock per sweeper (captures wait)
     quarantine/<id>.json         a damaged manifest set aside by ``nodus store verify --repair``
+    runs/<run id>/record.json    a run's record: what recovering it from the store alone needs
+    keys/<sha256(key)[:32]>.json the run a ``--key`` names, for a machine that never saw it
+    leases/<run id>.json         who drives a run now, until when (run_records.py)
     tmp/<purpose>-<16 hex>       temporary names of blobs and objects being written (file://)
 
 Every kind of key that is listed has one parser, which returns None for a key not of its kind,
@@ -20,6 +23,7 @@ Quarantined manifests are only ever read by their key, so they have none.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from collections.abc import Callable, Iterable
@@ -30,7 +34,10 @@ __all__ = [
     "BLOBS",
     "HOLDS",
     "INTENTS",
+    "LEASES",
     "LOCKS",
+    "RUNS",
+    "RUN_KEYS",
     "SNAPSHOTS",
     "TMP",
     "TOMBSTONES",
@@ -41,11 +48,14 @@ __all__ = [
     "hold_of_key",
     "intent_key",
     "intent_of_key",
+    "lease_key",
     "is_snapshot_id",
     "manifest_key",
     "new_snapshot_id",
     "new_sweep_token",
     "quarantine_key",
+    "run_key_index_key",
+    "run_record_key",
     "snapshot_id_of_key",
     "sweep_key",
     "sweep_of_key",
@@ -63,6 +73,9 @@ INTENTS = "intents"
 LOCKS = "locks"
 QUARANTINE = "quarantine"
 TMP = "tmp"
+RUNS = "runs"
+RUN_KEYS = "keys"
+LEASES = "leases"
 
 _JSON = ".json"
 
@@ -155,6 +168,24 @@ def hold_of_key(key: str) -> tuple[str, str] | None:
         return None
     snapshot_id, name = parts[1], parts[2][: -len(_JSON)]
     return (snapshot_id, name) if is_snapshot_id(snapshot_id) and _HOLD_NAME.match(name) else None
+
+
+# --- runs: records, --key index, leases ----------------------------------------------------------
+
+
+def run_record_key(run_id: str) -> str:
+    """A run's record; a folder per run leaves room for more of its small records."""
+    return f"{RUNS}/{run_id}/record{_JSON}"
+
+
+def run_key_index_key(key: str) -> str:
+    """Where the run of a ``--key`` is named; a key is any text, so its hash names the object."""
+    return f"{RUN_KEYS}/{hashlib.sha256(key.encode()).hexdigest()[:32]}{_JSON}"
+
+
+def lease_key(run_id: str) -> str:
+    """The lease of the runner driving ``run_id`` (none while no runner drives it)."""
+    return f"{LEASES}/{run_id}{_JSON}"
 
 
 # --- coordination between captures and sweeps, and temporary names ------------------------------

@@ -9,6 +9,8 @@ rename never crosses file systems; whatever a killed writer leaves there is swep
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable
 from typing import BinaryIO
 
 from nodus._atomic import fsync_dir
@@ -102,6 +104,20 @@ class LocalStorage:
             return False
         fsync_dir(os.path.dirname(final))
         return True
+
+    def put_file(
+        self, local_path: str, key: str, progress: Callable[[int], None] | None = None
+    ) -> None:
+        temp = self._temp("obj")
+        shutil.copyfile(local_path, temp)
+        with open(temp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        final = self.path(key)
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        os.replace(temp, final)
+        fsync_dir(os.path.dirname(final))
+        if progress is not None:
+            progress(os.path.getsize(final))
 
     def _temp(self, purpose: str) -> str:
         path = self.path(keys.temp_key(purpose))

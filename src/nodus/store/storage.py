@@ -15,6 +15,7 @@ asks nothing more of a storage than what is below, so two implementations cover 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
@@ -87,6 +88,16 @@ class Storage(Protocol):
         """
         ...
 
+    def put_file(
+        self, local_path: str, key: str, progress: Callable[[int], None] | None = None
+    ) -> None:
+        """Copy the local file to the object ``key`` (replacing any), leaving the file in place.
+
+        Readers see the whole object or none. ``progress(n)`` hears of each ``n`` bytes sent,
+        so an upload of one large blob can be followed (the background uploader's queue).
+        """
+        ...
+
 
 def open_storage(url: str, **storage_options: Any) -> Storage:
     """The storage of a store URL (``file://``, ``memory://``, ``s3://``, … or an absolute path).
@@ -95,6 +106,7 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
     """
     from fsspec.core import url_to_fs
 
+    from nodus.store._faults import throttled
     from nodus.store.fsspec_storage import FsspecStorage
     from nodus.store.local_storage import LocalStorage
 
@@ -110,4 +122,4 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
     protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
     if "file" in protocols:
         return LocalStorage(url, root.rstrip("/"))
-    return FsspecStorage(url, fs, root.rstrip("/"))
+    return throttled(FsspecStorage(url, fs, root.rstrip("/")))

@@ -24,6 +24,8 @@ class ControlDir:
         self.state_dir = state_dir  # $NODUS_CHECKPOINT_DIR
         self._committed_mtime = 0.0
         self._committed_step = -1
+        self._runtime_mtime = 0.0
+        self._runtime = protocol.RuntimeSettings()
 
     @classmethod
     def from_environment(cls) -> ControlDir:
@@ -89,6 +91,21 @@ class ControlDir:
             except (OSError, ValueError, KeyError, TypeError):
                 pass  # being replaced right now: read it at the next step end
         return self._committed_step
+
+    def runtime(self) -> protocol.RuntimeSettings:
+        """What the runner changed while the program runs; read again only when rewritten."""
+        path = self.paths.runtime
+        try:
+            mtime = os.stat(path).st_mtime
+        except FileNotFoundError:
+            return self._runtime
+        if mtime != self._runtime_mtime:
+            try:
+                self._runtime = protocol.RuntimeSettings.from_dict(read_json(path))
+                self._runtime_mtime = mtime
+            except (OSError, ValueError, TypeError, AttributeError):
+                pass  # being replaced right now: read it at the next step end
+        return self._runtime
 
     def write_event(self, kind: str, details: dict[str, Any]) -> None:
         os.makedirs(self.paths.events, exist_ok=True)

@@ -32,6 +32,7 @@ class Session:
         self.answered: set[int] = set()
         self.last_saved_step: int | None = None
         self.epoch_ending = False  # set by NodusCallback: the boundary is an epoch end
+        self.saves_off_said = False
         self.buffers = Buffers()
 
     # --- train() start ---------------------------------------------------------------------------
@@ -92,10 +93,19 @@ class Session:
     def _due(self, step: int) -> bool:
         if step == self.last_saved_step:
             return False
+        runtime = self.control.runtime()
+        if not runtime.periodic_saves:
+            self._say_saves_off(runtime.reason)
+            return False  # the runner's disk guard: only the final save and requests remain
         every = self.settings.save_every
         if self.epoch_ending:
             return self.settings.save_each_epoch
         return every > 0 and step % every == 0
+
+    def _say_saves_off(self, reason: str) -> None:
+        if not self.saves_off_said:
+            print(f"nodus: periodic saves are off: {reason}", file=sys.stderr, flush=True)
+            self.saves_off_said = True
 
     def _save(self, request_ids: list[int]) -> None:
         self.answered.update(request_ids)

@@ -1,0 +1,153 @@
+"""A run's record and lease in its store, so that another machine can recover it from there.
+
+The store holds a small record of every run (:mod:`nodus.store.run_records`): written once at
+acceptance, then by the runner that drives the run after each change of phase, stage or attempt
+(rare events: never from the capture loop). :func:`record_of` builds it from the catalog, and
+:mod:`nodus.runner.adoption` builds catalog rows back from it on a machine that never saw the
+run.
+
+While a runner drives a run it holds the run's lease in the store (:class:`StoreDriving`),
+next to the local :class:`~nodus.runner.locks.RunLock`: the lock keeps two runners of one
+``$NODUS_HOME`` apart, the lease two machines sharing a store. The lease is renewed in the
+background every third of its duration. The record names the lease token of the runner that
+wrote it, so the commit guard can fence across machines: an attempt may commit only while its
+runner still holds the lease, no newer attempt of its stage is in the record, and an attempt of
+the same number in the record is its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from nodus.errors import StaleAttemptError, StoreError
+from nodus.runner import adoption
+from nodus.runner.adoption import record_of
+from nodus.runner.catalog import Catalog, Run
+from nodus.schemas import defaults
+from nodus.store.run_records import Lease, Leases, RunRecords
+
+
+def publish_accepted(catalog: Catalog, store: Any, run_id: str) -> None:
+    """Write a newly accepted run's record (and its key's index entry) into its store."""
+    run = catalog.get_run(run_id)
+    records = RunRecords(store.storage)
+    records.write(record_of(run, None))
+    if run.key is not None:
+        records.write_key(run.key, run.id)
+
+
+class StoreDriving:
+    """Held by the runner while it drives a run: the lease, the record mirror, the fence.
+
+    ``with StoreDriving(catalog, store, run) as driving:`` takes the lease (or raises
+    AlreadyRunningError naming its holder) and brings the catalog up to date when the store's
+    record is ahead of it (``driving.run``); leaving gives the lease back.
+    """
+
+    def __init__(self, catalog: Catalog, store: Any, run: Run) -> None:
+        self.catalog = catalog
+        self.run = run
+        self._records = RunRecords(store.storage)
+        self._leases = Leases(
+            store.storage,
+            duration_s=defaults.RUN_LEASE_S,
+            settle_s=defaults.run_lease_settle_s(),
+        )
+        self._lease: Lease | None = None
+        self._lost = False
+        self._writing = threading.Lock()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._unhook: list = []
+
+    def __enter__(self) -> StoreDriving:
+        self._lease = self._leases.take(self.run.id)
+        try:
+            self.run = adoption.refresh(self.catalog, self._records, self.run)
+            self._write_record()
+        except BaseException:
+            self._leases.release(self.run.id, self._lease)
+            raise
+        self._unhook = [self.catalog.observe(self._changed), self.catalog.add_fence(self._fence)]
+        self._renewer = threading.Thread(target=self._renew, name="nodus-lease", daemon=True)
+        self._renewer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        for unhook in self._unhook:
+            unhook()
+        assert self._lease is not None
+        try:
+            self._leases.release(self.run.id, self._lease)
+        except (StoreError, OSError):
+            pass  # it expires on its own
+
+    # --- the record -------------------------------------------------------------------------
+
+    def _changed(self, run_id: str) -> None:
+        if run_id != self.run.id or self._lost:
+            return
+        try:
+            if not self._leases.holds(run_id, self._lease):  # type: ignore[arg-type]
+                self._lose("its lease was taken over")
+                return
+            self._write_record()
+        except Exception as error:  # noqa: BLE001 (a mirror: no failure of it stops a drive)
+            # Out of reach, or an error of the store's client: the next change writes it all.
+            self.catalog.add_event(run_id, "run_record_failed", {"error": str(error)})
+
+    def _write_record(self) -> None:
+        assert self._lease is not None
+        with self._writing:
+            run = self.catalog.get_run(self.run.id)
+            self._records.write(record_of(run, self._lease.token))
+
+    # --- the lease --------------------------------------------------------------------------
+
+    def _renew(self) -> None:
+        assert self._lease is not None
+        while not self._stop.wait(self._leases.duration_s / 3):
+            try:
+                renewed = self._leases.renew(self.run.id, self._lease)
+            except Exception:  # noqa: BLE001 (this thread must live as long as the drive)
+                continue  # out of reach: try again; the fence holds if it expires meanwhile
+            if renewed is None:
+                self._lose("its lease was taken over")
+                return
+            self._lease = renewed
+
+    def _lose(self, why: str) -> None:
+        if not self._lost:
+            self._lost = True
+            holder = self._leases.read(self.run.id)
+            by = holder.holder if holder is not None else "nobody"
+            self.catalog.add_event(self.run.id, "lease_lost", {"why": why, "holder": by})
+
+    # --- the fence --------------------------------------------------------------------------
+
+    def _fence(self, run_id: str, stage: str, attempt: int) -> None:
+        """Refuse the commit of an attempt another machine has superseded."""
+        if run_id != self.run.id:
+            return
+        assert self._lease is not None
+        if self._lost:
+            raise StaleAttemptError(
+                f"attempt {attempt} of {run_id}/{stage} lost the run's lease in the store to "
+                "another runner; its snapshot is not committed"
+            )
+        record = self._records.read(run_id)
+        if record is None:
+            return
+        newest = max(
+            (a["number"] for s in record["stages"] if s["name"] == stage for a in s["attempts"]),
+            default=0,
+        )
+        if newest > attempt or (newest == attempt and record.get("driver") != self._lease.token):
+            raise StaleAttemptError(
+                f"attempt {attempt} of {run_id}/{stage} was superseded in the store by another "
+                f"runner's attempt {newest}; its snapshot is not committed"
+            )

@@ -1,0 +1,180 @@
+"""The runner's side of the background upload to a remote store (:mod:`nodus.store.upload`).
+
+With a non-local run store an attempt captures into the local staging store and hands each
+staged snapshot to its :class:`Uploads`. What the run records follows the remote store, never
+the staging one:
+
+    snapshot_staged            {snapshot, step, reason}   the local capture (at disk speed)
+    snapshot_committed         {snapshot, step, reason}   the remote commit: it now exists
+    outputs_committed          {snapshot}                 the outputs' remote commit
+    checkpoint_upload_skipped  {snapshot, step, reason}   overtaken while waiting to upload
+    snapshot_unrecorded        {snapshot, step, role}     still not stored when the stage ended
+
+``.nodus/committed.json``, which lets the integration prune older checkpoint folders, and the
+rotation pass both follow the remote commit, so the program never deletes a folder whose
+snapshot is not stored yet, and retention only ever counts stored snapshots.
+
+The queue (what uploads, how far, what waits) is published in ``work/<run>/upload.json`` under
+``$NODUS_HOME``, replaced atomically, so ``nodus runs get`` in another process can show it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from nodus import protocol
+from nodus._atomic import write_json_atomic
+from nodus.runner.catalog import Catalog
+from nodus.runner.rotation import Rotation
+from nodus.runner.workspace import Workspace
+from nodus.schemas import defaults
+from nodus.schemas.resolved import ResolvedStage
+
+__all__ = [
+    "UNRECORDED",
+    "Uploads",
+    "read_upload_status",
+    "unrecorded",
+    "unrecorded_note",
+    "upload_status_path",
+]
+
+UNRECORDED = "snapshot_unrecorded"
+
+
+class Uploads:
+    """The uploads of one attempt: staging store, uploader, and what the run records."""
+
+    def __init__(
+        self,
+        *,
+        home: str,
+        store: Any,
+        catalog: Catalog,
+        run_id: str,
+        stage: ResolvedStage,
+        attempt: int,
+        ws: Workspace,
+        rotation: Rotation | None,
+        guard,
+    ) -> None:
+        from nodus.store.upload import Uploader, open_staging
+
+        self.catalog = catalog
+        self.run_id = run_id
+        self.stage = stage
+        self.attempt = attempt
+        self.ws = ws
+        self.rotation = rotation
+        self.status_path = upload_status_path(home, run_id)
+        self.staging = open_staging(home, store.url)
+        self._reasons: dict[str, str] = {}
+        self._finished: list | None = None
+        self.uploader = Uploader(
+            self.staging,
+            store,
+            guard=guard,
+            on_commit=self._committed,
+            on_skip=self._skipped,
+            on_progress=self._publish,
+        )
+
+    def submit(self, manifest, reason: str, *, keep: bool = False) -> None:
+        """A snapshot committed into staging: record it and queue its upload."""
+        self._reasons[manifest.id] = reason
+        if manifest.role != "outputs":
+            details = {"snapshot": manifest.id, "step": manifest.step, "reason": reason}
+            self._event("snapshot_staged", details)
+        self.uploader.submit(manifest, keep=keep)
+
+    def finish(self) -> list:
+        """Wait for every upload (retrying a failing store for ``unrecorded_retry``); the
+        snapshots left unrecorded, each recorded as a ``snapshot_unrecorded`` event."""
+        if self._finished is None:
+            self._finished = self.uploader.finish(self.stage.execution.unrecorded_retry)
+            for manifest in self._finished:
+                details = {"snapshot": manifest.id, "step": manifest.step, "role": manifest.role}
+                self._event(UNRECORDED, details)
+        return self._finished
+
+    # --- the uploader's callbacks (its threads) -----------------------------------------------
+
+    def _committed(self, manifest) -> None:
+        if manifest.role == "outputs":
+            self._event("outputs_committed", {"snapshot": manifest.id})
+            return
+        reason = self._reasons.get(manifest.id, "save")
+        self._event(
+            "snapshot_committed", {"snapshot": manifest.id, "step": manifest.step, "reason": reason}
+        )
+        commit = protocol.CommitRecord(step=manifest.step, snapshot=manifest.id)
+        write_json_atomic(self.ws.control.committed, commit.to_dict())
+        if self.rotation is not None:
+            self.rotation.request()
+
+    def _skipped(self, manifest, reason: str) -> None:
+        details = {"snapshot": manifest.id, "step": manifest.step, "reason": reason}
+        self._event("checkpoint_upload_skipped", details)
+
+    def _publish(self, status: dict[str, Any]) -> None:
+        try:
+            write_json_atomic(self.status_path, {**status, "stage": self.stage.name})
+        except OSError:
+            pass  # only the progress display is at stake
+
+    def _event(self, type_: str, details: dict[str, Any]) -> None:
+        self.catalog.add_event(
+            self.run_id, type_, details, stage=self.stage.name, attempt=self.attempt
+        )
+
+
+def upload_status_path(home: str, run_id: str) -> str:
+    folder = os.path.join(home, defaults.WORK_DIR, run_id)
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, "upload.json")
+
+
+def read_upload_status(home: str, run_id: str) -> dict[str, Any] | None:
+    """The run's upload queue as its runner last published it; None without a remote store."""
+    path = os.path.join(home, defaults.WORK_DIR, run_id, "upload.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def unrecorded(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
+    """The run's saves that never reached its store: {stage, step, snapshot, role}, by step."""
+    found = {}
+    for event in catalog.events(run_id):
+        if event["type"] == UNRECORDED:
+            details = event["details"]
+            found[details.get("snapshot")] = {
+                "stage": event["stage"],
+                "step": details.get("step"),
+                "snapshot": details.get("snapshot"),
+                "role": details.get("role"),
+            }
+    return sorted(found.values(), key=lambda item: (item["step"] is None, item["step"] or 0))
+
+
+def unrecorded_note(saves: list) -> str:
+    """What a run whose store was unreachable says about the saves it could not store.
+
+    ``saves`` are manifests or :func:`unrecorded` rows."""
+    steps = [_get(save, "step") for save in saves if _get(save, "role") != "outputs"]
+    what = [f"step {step}" for step in steps]
+    if any(_get(save, "role") == "outputs" for save in saves):
+        what.append("the outputs")
+    return (
+        f"unrecorded (never reached the store, which stayed unreachable): {', '.join(what)}; "
+        "they cannot be resumed from or downloaded"
+    )
+
+
+def _get(save: Any, name: str) -> Any:
+    return save.get(name) if isinstance(save, dict) else getattr(save, name)
