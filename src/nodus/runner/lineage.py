@@ -81,13 +81,6 @@ def find_parent(
     except UsageError as error:
         raise _refused(field, text, str(error)) from None
     run, manifest, store = _locate(catalog, ref, field, store_url)
-    if not run.phase.final:
-        raise _refused(
-            field,
-            text,
-            f"the source run {run.id} is {run.phase}; it must have finished (SUCCEEDED, "
-            "FAILED or CANCELLED) first (`nodus runs resume` continues the run itself)",
-        )
     _check_kinds(manifest, mode, field, text)
     if store_url is not None and store_url != run.store:
         raise _refused(
@@ -128,6 +121,7 @@ def _locate(
     if ref.snapshot_id is not None:
         return _by_id(catalog, ref, field, store_url)
     run, stage = _run_named(catalog, ref.run or "", field, ref.text)
+    _check_finished(run, field, ref.text)
     store = open_store(run.store)
     _refuse_unrecorded(catalog, run, ref.step, field, ref.text)
     manifests = restorable.current(store.list(run=run.id, stage=stage))
@@ -163,12 +157,24 @@ def _by_id(
                 field, ref.text, f"it is {manifest.run}'s {manifest.role}, not a checkpoint"
             )
         try:
-            return catalog.get_run(manifest.run), manifest, store
+            run = catalog.get_run(manifest.run)
         except NotFoundError:
             raise _refused(
                 field, ref.text, f"its run {manifest.run} is not in this catalog"
             ) from None
+        _check_finished(run, field, ref.text)
+        return run, manifest, store
     raise _refused(field, ref.text, f"no committed snapshot with this id in {', '.join(urls)}")
+
+
+def _check_finished(run: Run, field: str, ref: str) -> None:
+    if not run.phase.final:
+        raise _refused(
+            field,
+            ref,
+            f"the source run {run.id} is {run.phase}; it must have finished (SUCCEEDED, "
+            "FAILED or CANCELLED) first (`nodus runs resume` continues the run itself)",
+        )
 
 
 def _run_named(catalog: Catalog, text: str, field: str, ref: str) -> tuple[Run, str | None]:

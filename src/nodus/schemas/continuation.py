@@ -41,7 +41,8 @@ __all__ = [
     "MAY_CHANGE",
     "apply_changes",
     "continuation_problems",
-    "parse_settings",
+    "parse_setting",
+    "settings_table",
 ]
 
 MAY_CHANGE = ("name", "outputs", "env", "execution")
@@ -85,37 +86,39 @@ def _differs(path: str, parent_value: Any, child_value: Any) -> Problem:
 # --- runs branch --set ---------------------------------------------------------------------------
 
 
-def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` texts as a nested table: ``execution.save_every=5`` → {execution: {…}}.
+def parse_setting(text: str) -> tuple[str, Any]:
+    """One ``--set KEY=VALUE``: the dotted key and the value.
 
-    A VALUE is read as a TOML value (``5``, ``true``, ``["out"]``, ``"text"``), else taken as
-    the text itself, so ``--set env.MAX_STEPS=40`` and ``--set name=longer`` need no quotes.
+    VALUE is read as a TOML value (``5``, ``true``, ``["out"]``, ``"text"``), else taken as the
+    text itself, so ``--set env.MAX_STEPS=40`` and ``--set name=longer`` need no quotes.
     """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise WorkloadError([Problem("--set", "give KEY=VALUE", text, True)])
+    try:
+        return key.strip(), tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return key.strip(), value
+
+
+def settings_table(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """(dotted key, value) pairs as a nested table; a key given twice is refused."""
     table: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise WorkloadError([Problem("--set", "give KEY=VALUE", pair, True)])
+    for key, value in items:
         *parents, leaf = key.split(".")
         level = table
         for part in parents:
             level = level.setdefault(part, {})
             if not isinstance(level, dict):
-                raise WorkloadError([Problem(f"--set {key}", "set twice", pair, True)])
-        level[leaf] = _value(text)
+                raise WorkloadError([Problem(f"--set {key}", "set twice", value, True)])
+        if leaf in level:
+            raise WorkloadError([Problem(f"--set {key}", "set twice", value, True)])
+        level[leaf] = value
     return table
 
 
-def _value(text: str) -> Any:
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
 def apply_changes(resolved: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
-    """``resolved`` (a stored resolution) with ``changes`` (:func:`parse_settings`) applied the
+    """``resolved`` (a stored resolution) with ``changes`` (:func:`settings_table`) applied the
     way the command line's overrides apply to a workload: they win over every stage.
 
     A key outside :data:`MAY_CHANGE` is refused naming it; values are checked by the workload
