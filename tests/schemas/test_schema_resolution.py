@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from nodus.errors import WorkloadError
 from nodus.schemas import defaults
 from nodus.schemas.loader import resolve_file
 
