@@ -27,10 +27,13 @@ from nodus.schemas.resolved import ResolvedWorkload
 class Accepted:
     run_id: str
     sources: tuple[source.Source, ...]  # one per code folder, as measured before the copy
+    shared_from: str | None = None  # a branch: the run whose stored source it runs
 
     @property
     def summary(self) -> str:
         """What the acceptance line says of the source: ``source 12.0 KiB in 4 files``."""
+        if self.shared_from is not None:
+            return f"the source of {self.shared_from}"
         size = source.human(sum(item.bytes for item in self.sources))
         files = sum(item.files for item in self.sources)
         return f"source {size} in {files} file{'' if files == 1 else 's'}"
@@ -110,7 +113,7 @@ def accept_branch(
         source.parent,
     )
     publish_accepted(catalog, source.store, run_id)
-    return Accepted(run_id, ())
+    return Accepted(run_id, (), shared_from=source.run.id)
 
 
 def _record(

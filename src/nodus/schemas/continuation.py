@@ -70,6 +70,8 @@ def continuation_problems(parent: dict, child: dict, mode: str) -> list[Problem]
         for key in _EQUAL_PER_STAGE[mode]:
             if before.get(key) != after.get(key):
                 problems.append(_differs(f"stages[{index}].{key}", before[key], after.get(key)))
+    # Managed methods (issue 15) add their rules here: method, base model, dataset, LoRA
+    # settings and gpu_count, compared the same way on the stored resolutions.
     return problems
 
 
