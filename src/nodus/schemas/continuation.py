@@ -92,15 +92,19 @@ def parse_setting(text: str) -> tuple[str, Any]:
     """One ``--set KEY=VALUE``: the dotted key and the value.
 
     VALUE is read as a TOML value (``5``, ``true``, ``["out"]``, ``"text"``), else taken as the
-    text itself, so ``--set env.MAX_STEPS=40`` and ``--set name=longer`` need no quotes.
+    text itself, so ``--set name=longer`` needs no quotes; an ``env.VAR`` value is always text
+    (``--set env.MAX_STEPS=40`` sets ``"40"``).
     """
     key, sep, value = text.partition("=")
-    if not sep or not key.strip():
+    key = key.strip()
+    if not sep or not key:
         raise WorkloadError([Problem("--set", "give KEY=VALUE", text, True)])
     try:
-        return key.strip(), tomllib.loads(f"v = {value}")["v"]
+        parsed = tomllib.loads(f"v = {value}")["v"]
     except tomllib.TOMLDecodeError:
-        return key.strip(), value
+        return key, value
+    # An environment variable is text: `env.MAX_STEPS=800` means the string "800".
+    return key, value if key.startswith("env.") and not isinstance(parsed, str) else parsed
 
 
 def settings_table(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
@@ -146,4 +150,20 @@ def apply_changes(resolved: Mapping[str, Any], changes: Mapping[str, Any]) -> di
     if overrides.given("name"):
         child["name"] = overrides.name
     child["stages"] = [overridden_stage(stage, overrides) for stage in child["stages"]]
+    _refuse_without_effect(child, changes.get("execution") or {})
     return child
+
+
+def _refuse_without_effect(child: dict[str, Any], execution: Mapping[str, Any]) -> None:
+    """No setting is accepted without effect: ``--set execution.save_every`` needs an
+    integrated stage, ``execution.max_recoveries`` one that recovers (SPEC §2)."""
+    from nodus.schemas.resolved import ResolvedWorkload
+    from nodus.schemas.rules import execution_without_effect
+
+    stages = ResolvedWorkload.from_dict(child).stages
+    problems = [
+        execution_without_effect(f"--set execution.{key}", key, value, stages)
+        for key, value in execution.items()
+    ]
+    if any(problems):
+        raise WorkloadError([problem for problem in problems if problem is not None])

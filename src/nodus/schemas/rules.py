@@ -79,6 +79,16 @@ def without_effect(
     return problems
 
 
+def execution_without_effect(
+    path: str, key: str, value: object, stages: Sequence[ResolvedStage]
+) -> Problem | None:
+    """``execution.<key>`` set (at ``path``) for ``stages`` where none of them acts on it."""
+    rule = _ACTS_ONLY_WHERE.get(key)
+    if rule is None or any(rule[0](stage) for stage in stages):
+        return None
+    return Problem(path, f"has no effect in {_named(stages)}: {rule[1]}", value, True)
+
+
 def _written(
     key: str, index: int, workload: Workload, overrides: Overrides | None
 ) -> tuple[str, object] | None:
