@@ -22,7 +22,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from nodus.errors import UsageError
@@ -92,6 +92,7 @@ class Client:
         detach: bool = False,
         *,
         base_dir: str | os.PathLike[str] | None = None,
+        resume_from: str | None = None,
     ) -> dict[str, Any]:
         """Accept a workload as a run and drive it, like ``nodus run``; the run dict.
 
@@ -105,15 +106,50 @@ class Client:
         stopped. With ``detach`` a background runner drives it and the run is returned as it
         was handed over (QUEUED until that runner starts); :meth:`wait` follows it. ``key``
         makes the call idempotent: the key's run is continued, or returned without running
-        again once it has finished.
+        again once it has finished. ``resume_from`` (``RUN@STEP`` or a snapshot id, like
+        ``--resume-from``) starts the run from that finished run's training state
+        (docs/lineage.md); it wins over the workload's own ``resume_from``.
         """
         from nodus.runner.service import claim_workload
 
         _check_foreground(detach, "run")
-        resolved = _resolve(workload, base_dir)
+        resolved = _resolve(workload, base_dir, resume_from)
         store_url = defaults.store_url(self.store, self.home)
         claim = claim_workload(
             self.home, store_url, resolved, key=key, say=self._say, detach=detach
+        )
+        return self._carry_out(claim, detach)
+
+    def branch(
+        self,
+        snapshot: str,
+        mode: str = "full-state",
+        *,
+        name: str | None = None,
+        set: Mapping[str, Any] | Sequence[str] | None = None,  # noqa: A002 (the flag's name)
+        key: str | None = None,
+        detach: bool = False,
+    ) -> dict[str, Any]:
+        """A new run from a finished run's snapshot, like ``nodus runs branch``; the run dict.
+
+        ``mode`` is ``"full-state"`` (continue from the snapshot's training state, as
+        ``resume_from``) or ``"weights"`` (a warm start: its weights, fresh optimizer state,
+        step 0). The run takes the parent's stored resolution and source; ``set`` changes
+        ``name``, ``outputs``, ``env`` or ``[execution]`` keys, as ``{"env.MAX_STEPS": 40}``
+        or ``["env.MAX_STEPS=40"]``. Blocks like :meth:`run` unless ``detach``.
+        """
+        from nodus.runner.service import claim_branch
+
+        _check_foreground(detach, "branch")
+        claim = claim_branch(
+            self.home,
+            snapshot,
+            mode=mode,
+            changes=_changes(set, name),
+            key=key,
+            say=self._say,
+            detach=detach,
+            store_url=self.store,
         )
         return self._carry_out(claim, detach)
 
@@ -275,13 +311,32 @@ class Client:
         return run_json(self._catalog(), run)
 
 
-def _resolve(workload: Any, base_dir: str | os.PathLike[str] | None) -> ResolvedWorkload:
+def _resolve(
+    workload: Any, base_dir: str | os.PathLike[str] | None, resume_from: str | None
+) -> ResolvedWorkload:
+    from dataclasses import replace
+
     from nodus.schemas.resolved import ResolvedWorkload
     from nodus.schemas.sdk import resolve
 
     if isinstance(workload, ResolvedWorkload):
-        return workload
-    return resolve(workload, base_dir=os.fspath(base_dir) if base_dir is not None else None)
+        return workload if resume_from is None else replace(workload, resume_from=resume_from)
+    overrides = {"resume_from": resume_from} if resume_from is not None else None
+    folder = os.fspath(base_dir) if base_dir is not None else None
+    return resolve(workload, base_dir=folder, overrides=overrides)
+
+
+def _changes(changes: Mapping[str, Any] | Sequence[str] | None, name: str | None) -> dict:
+    """A branch's changes as one table: ``KEY=VALUE`` texts, or a mapping of dotted keys."""
+    from nodus.schemas.continuation import parse_setting, settings_table
+
+    if isinstance(changes, Mapping):
+        items = list(changes.items())
+    else:
+        items = [parse_setting(text) for text in changes or ()]
+    if name is not None:
+        items.append(("name", name))
+    return settings_table(items)
 
 
 def _check_foreground(detach: bool, method: str) -> None:

@@ -60,6 +60,12 @@ CACHE_VARIABLES = {
 """Caches the runner points at private folders: variable → folder in the stage's cache, which
 every attempt of the stage shares (a later attempt reuses the tokenized data of an earlier one)."""
 
+ENV_WARM_START = "NODUS_WARM_START"
+"""``1`` on an attempt that starts from another run's weights (``nodus runs branch --from
+weights``): the checkpoint folder laid out in ``$NODUS_CHECKPOINT_DIR`` holds weights (and the
+program's own files) to load, never state to resume; training starts at step 0 with fresh
+optimizer state."""
+
 ENV_WRITE_DELAY = "NODUS_HF_WRITE_DELAY_S"
 """Fault injection for qualification and tests: seconds the integration waits before it publishes
 a checkpoint, so a kill can land in the middle of a save. Never set in normal use."""
@@ -209,6 +215,16 @@ def numbered_records(folder: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+# --- lineage ----------------------------------------------------------------------------------
+
+FULL_STATE = "full-state"
+"""A run that continues another run's training state (``resume_from``, ``runs branch --from
+full-state``): the parent's snapshot is restored as a resume would restore it."""
+WEIGHTS = "weights"
+"""A run that starts from another run's weights with fresh optimizer state, at step 0."""
+CONTINUATION_MODES = (FULL_STATE, WEIGHTS)
+
+
 # --- integration.json --------------------------------------------------------------------------
 
 INTEGRATION_AUTO = "auto"
@@ -236,6 +252,12 @@ class Settings:
     qualifying: bool = False
     """Lifts the qualification check only. Never from a workload file: only ``nodus qualify``
     sets it, because it runs in an environment that is by definition not yet qualified."""
+    parent_mode: str | None = None
+    """``full-state`` or ``weights`` when this attempt starts from another run's snapshot (the
+    run's parent); None when it starts from the source or from a snapshot of its own run."""
+    warm_start_step: int | None = None
+    """``weights`` only: ``state/checkpoint-<warm_start_step>`` holds the weights to load into
+    the model before training starts at step 0 (``restored_step`` is None then)."""
 
     @property
     def explicit(self) -> bool:
@@ -255,11 +277,15 @@ class Settings:
         }
         if self.qualifying:  # optional: absent means false
             data["qualifying"] = True
+        if self.parent_mode is not None:  # optional: absent means none
+            data["parent_mode"] = self.parent_mode
+            data["warm_start_step"] = self.warm_start_step
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Settings:
         restored = data.get("restored_step")
+        warm = data.get("warm_start_step")
         return cls(
             integration=str(data.get("integration", INTEGRATION_AUTO)),
             save_every=int(data.get("save_every") or 0),
@@ -270,6 +296,8 @@ class Settings:
             attempt=int(data.get("attempt") or 0),
             home=str(data.get("home", "")),
             qualifying=bool(data.get("qualifying", False)),
+            parent_mode=data.get("parent_mode"),
+            warm_start_step=None if warm is None else int(warm),
         )
 
 
@@ -393,6 +421,8 @@ EVENT_UNPREPARED = "integration_unprepared"
 """``auto`` runs the program unprepared: the runner watches checkpoint folders instead."""
 EVENT_REFUSED = "integration_refused"
 EVENT_SAVE_FAILED = "checkpoint_save_failed"
+EVENT_WARM_START = "warm_start"
+"""The integration loaded another run's weights: ``{"checkpoint", "weights"}`` (their hash)."""
 EVENT_UNNAMED = "program_event"
 """The type the runner records for an event that names none."""
 

@@ -160,11 +160,11 @@ def test_a_command_inside_a_left_out_folder_is_refused(project):
     assert json.loads(project.nodus("runs", "list", "--json").stdout) == []
 
 
-def test_resume_from_is_refused_as_not_supported_yet(project):
+def test_resume_from_a_run_that_does_not_exist_is_refused_at_submit(project):
     project.write(steps=2, body='resume_from = "run_0123@4"\n')
-    for command in ("run", "validate"):
-        proc = project.nodus(command, "workload.toml")
-        assert proc.returncode == 2, proc.stderr
-        assert "resume_from: 'run_0123@4' — " in proc.stderr
-        assert "not supported yet" in proc.stderr and "Traceback" not in proc.stderr
+    assert project.nodus("validate", "workload.toml").returncode == 0  # the file is fine
+    proc = project.nodus("run", "workload.toml")
+    assert proc.returncode == 2, proc.stderr
+    assert "resume_from: 'run_0123@4' — no run with id or key 'run_0123'" in proc.stderr
+    assert "Traceback" not in proc.stderr
     assert json.loads(project.nodus("runs", "list", "--json").stdout) == []

@@ -151,11 +151,6 @@ STAGE = '[[stages]]\nname = "s"\n'
         ),
         # settings accepted without effect are refused (SPEC §2)
         (
-            BASE + 'resume_from = "run_1@40"',
-            "resume_from: 'run_1@40' — starting a run from another run's snapshot is not "
-            "supported yet",
-        ),
-        (
             BASE + "[execution]\nsave_every = 10",
             "execution.save_every: 10 — has no effect in stage 'main': only an integration saves",
         ),
@@ -184,17 +179,12 @@ def test_refused_with_path_value_and_rule(refused, text, line):
     assert any(line in problem for problem in problems), problems
 
 
-def test_resume_from_given_on_the_command_line_is_refused_too(write):
-    # The overrides (`nodus.resolve(..., overrides=...)`) are what a command-line flag sets.
-    with pytest.raises(WorkloadError) as caught:
-        resolve_file(write(BASE), overrides={"resume_from": "run_1@40"})
-    (problem,) = caught.value.problems
-    assert caught.value.exit_status == 2
-    assert problem.render() == (
-        "(command line) resume_from: 'run_1@40' — starting a run from another run's snapshot "
-        "is not supported yet; remove resume_from (an interrupted or paused run continues with "
-        "`nodus runs resume RUN`)"
-    )
+def test_resume_from_given_on_the_command_line_wins_over_the_file(write):
+    # The overrides (`nodus.resolve(..., overrides=...)`) are what `--resume-from` sets; the
+    # source run itself is checked at submit (tests/runner/test_runner_branches.py).
+    path = write(BASE + 'resume_from = "run_1@40"')
+    assert resolve_file(path).resume_from == "run_1@40"
+    assert resolve_file(path, overrides={"resume_from": "run_2@8"}).resume_from == "run_2@8"
 
 
 def test_a_cadence_that_reaches_one_integrated_stage_is_accepted(resolved):

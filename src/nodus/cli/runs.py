@@ -1,4 +1,4 @@
-"""``nodus run`` and ``nodus runs list|get|wait|cancel|pause|logs|resume``.
+"""``nodus run`` and ``nodus runs list|get|wait|cancel|pause|logs|resume|branch``.
 
 Every command that names a run takes its id or its ``--key``. The work is done by
 :class:`nodus.Client` (and the runner under it); handlers parse, call, print and pick the exit
@@ -7,7 +7,8 @@ cron and must answer at once.
 
 ``--json`` prints the dicts the Client returns, built in :mod:`nodus.runner.views` and
 documented in docs/cli.md; ``runs get --json`` is the reference shape (``id, key, name, phase,
-exit_status, pause, stages[{name, phase, launch, attempts}], events[{type, at}]``).
+exit_status, parent, children, pause, stages[{name, phase, launch, attempts}],
+events[{type, at}]``).
 """
 
 from __future__ import annotations
@@ -29,12 +30,21 @@ def register(commands, groups, common) -> None:
     run.add_argument("--key", help="idempotency key: the same key continues the same run")
     run.add_argument("--detach", action="store_true", help="run in the background")
     run.add_argument("--json", action="store_true", help="print the run as JSON at the end")
+    run.add_argument(
+        "--resume-from",
+        metavar="REF",
+        help="start from a finished run's snapshot (RUN@STEP or a snapshot id): its training "
+        "state, as resume_from in the file",
+    )
     run.set_defaults(handler=_run)
 
     runs = groups["runs"]
-    _parser(runs, "list", "recent runs, newest first", common, _list, ref=False).add_argument(
-        "--limit", type=int, default=50, help="how many runs to show (default 50)"
+    listing = _parser(runs, "list", "recent runs, newest first", common, _list, ref=False)
+    listing.add_argument("--limit", type=int, default=50, help="how many runs to show (default 50)")
+    listing.add_argument(
+        "--tree", action="store_true", help="draw the lineage: each run under its parent"
     )
+    _branch_parser(runs, common)
     _parser(runs, "get", "one run: stages, attempts, events", common, _get)
     wait = _parser(runs, "wait", "wait until a run stops (waits through RECOVERING)", common, _wait)
     wait.add_argument(
@@ -70,6 +80,37 @@ def register(commands, groups, common) -> None:
     )
 
 
+def _branch_parser(runs, common) -> None:
+    branch = _parser(
+        runs,
+        "branch",
+        "a new run from a finished run's snapshot: its training state, or its weights",
+        common,
+        _branch,
+        ref=False,
+    )
+    branch.add_argument("snapshot", metavar="SNAPSHOT", help="ID, RUN@STEP or RUN/STAGE@STEP")
+    branch.add_argument(
+        "--from",
+        dest="mode",
+        required=True,
+        choices=("full-state", "weights"),
+        help="full-state: continue from the snapshot's training state; weights: start at step "
+        "0 from its weights with fresh optimizer state (a warm start)",
+    )
+    branch.add_argument("--name", help="the new run's name (default: the parent's)")
+    branch.add_argument(
+        "--set",
+        dest="changes",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change outputs, env.VAR or execution.KEY of the parent's resolution (repeatable)",
+    )
+    branch.add_argument("--key", help="idempotency key: the same key continues the same run")
+    branch.add_argument("--detach", action="store_true", help="run in the background")
+
+
 def _parser(group, name: str, help_text: str, common, handler, ref: bool = True):
     parser = group.add_parser(name, parents=[common], help=help_text, description=help_text)
     if ref:
@@ -99,7 +140,21 @@ def _print_json(data: Any) -> None:
 
 
 def _run(args) -> int:
-    run = _client(args).run(args.file, key=args.key, detach=args.detach)
+    run = _client(args).run(
+        args.file, key=args.key, detach=args.detach, resume_from=args.resume_from
+    )
+    return _report_started(args, run)
+
+
+def _branch(args) -> int:
+    run = _client(args).branch(
+        args.snapshot,
+        args.mode,
+        name=args.name,
+        set=args.changes,
+        key=args.key,
+        detach=args.detach,
+    )
     return _report_started(args, run)
 
 
@@ -119,17 +174,35 @@ def _report_started(args, run: dict[str, Any]) -> int:
 
 
 def _list(args) -> int:
+    from nodus.runner.views import lineage_tree
+
     runs = _client(args).runs(limit=args.limit)
     if args.json:
         _print_json(runs)
         return 0
-    rows = [("ID", "KEY", "NAME", "PHASE", "EXIT", "CREATED")]
+    drawn = lineage_tree(runs) if args.tree else [(0, run) for run in runs]
+    rows = [("ID", "KEY", "NAME", "PHASE", "EXIT", "CREATED", "FROM")]
     rows += [
-        (r["id"], r["key"] or "-", r["name"], r["phase"], _text(r["exit_status"]), r["created_at"])
-        for r in runs
+        (
+            "  " * depth + r["id"],
+            r["key"] or "-",
+            r["name"],
+            r["phase"],
+            _text(r["exit_status"]),
+            r["created_at"],
+            _parent_text(r["parent"]),
+        )
+        for depth, r in drawn
     ]
     _table(rows)
     return 0
+
+
+def _parent_text(parent: dict | None) -> str:
+    """``run_…@40 full-state``: the snapshot a run started from, or ``-``."""
+    if not parent:
+        return "-"
+    return f"{parent['run']}@{parent['step']} {parent['mode']}"
 
 
 def _get(args) -> int:
@@ -152,6 +225,17 @@ def _get(args) -> int:
         print(_upload_line(data["upload"], bar=sys.stdout.isatty()))
     if data.get("unrecorded"):
         print("  " + _unrecorded_line(data["unrecorded"]))
+    if data["parent"]:
+        parent = data["parent"]
+        print(
+            f"  parent: {parent['run']} snapshot {parent['snapshot']} (stage {parent['stage']}, "
+            f"step {parent['step']}), --from {parent['mode']}"
+        )
+    for child in data["children"]:
+        print(
+            f"  child: {child['id']} {child['name']} {child['phase']} from step "
+            f"{child['step']} ({child['snapshot']}), --from {child['mode']}"
+        )
     stored = data["stored"]
     print(f"  store: {stored['snapshots']} snapshot(s), {_size(stored['bytes'])} ({data['store']})")
     for stage in data["stages"]:

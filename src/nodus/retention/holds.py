@@ -17,7 +17,8 @@ The others are derived, never stored, so they cannot go stale:
   would restore; it holds everything a restore lays down.
 - ``model``: the run's own model, the last stage's newest save holding weights once the run
   succeeded; it holds the weights until the run is deleted.
-- ``branch``: an unfinished run whose workload says ``resume_from`` this snapshot.
+- ``branch``: an unfinished run started from this snapshot (``resume_from`` or ``nodus runs
+  branch``): every kind for ``full-state``, all but the training state for ``weights``.
 
 Retention asks :func:`run_holds` for every hold of a run's checkpoints and deletes no kind a
 hold names (:func:`protected_kinds`).
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, UsageError
+from nodus.protocol import WEIGHTS
 from nodus.store.restorable import by_recency, newest_first
 
 if TYPE_CHECKING:
@@ -180,9 +182,19 @@ def holds_of(
     if model_id == manifest.id:
         holds.append(Hold("model", ("weights",), f"the model of {manifest.run}"))
     for brancher, mode in branches:
-        kinds = ("weights",) if mode == "weights" else manifest.kinds
+        kinds = _branch_kinds(manifest, mode)
         holds.append(Hold("branch", kinds, f"{brancher} started from it"))
     return holds
+
+
+def _branch_kinds(manifest: Any, mode: str) -> tuple[str, ...]:
+    """What a run started from ``manifest`` needs: everything for a full-state start; for a
+    warm start the weights, or a directory-contract program's own ``files`` (its weights)."""
+    if mode != WEIGHTS:
+        return tuple(manifest.kinds)
+    if any(entry.kind == "weights" for entry in manifest.files):
+        return ("weights",)
+    return tuple(manifest.kinds)
 
 
 def protected_kinds(holds: Iterable[Hold]) -> set[str]:

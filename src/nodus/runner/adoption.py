@@ -46,6 +46,7 @@ RUN_FIELDS = (
     "updated_at",
     "finished_at",
     "launch",
+    "parent",  # absent from records written before lineage: read as None
 )
 STAGE_FIELDS = ("idx", "name", "phase", "source_snapshot", "recoveries")
 ATTEMPT_FIELDS = (
@@ -142,6 +143,7 @@ def _rows(record: dict[str, Any], store_url: str) -> tuple[dict, list[dict], lis
         "updated_at": record["updated_at"],
         "finished_at": record["finished_at"],
         "launch": json.dumps(record["launch"]) if record["launch"] is not None else None,
+        "parent": json.dumps(record["parent"]) if record.get("parent") is not None else None,
     }
     stages, attempts = [], []
     for stage in record["stages"]:

@@ -28,10 +28,11 @@ from typing import IO, Any
 
 from nodus import protocol
 from nodus._atomic import write_json_atomic
-from nodus.errors import StaleAttemptError, StoreError
+from nodus.errors import NotFoundError, StaleAttemptError, StoreError
 from nodus.runner.catalog import Catalog
 from nodus.runner.disk_guard import DiskGuard, staging_disk
 from nodus.runner.launch import Launch, device_count, python_version
+from nodus.runner.lineage import Parent
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.runner.processes.containment import attempt_token, kill_survivors, record_survivors
 from nodus.runner.processes.stage_process import CannotStartError, StageProcess, signal_name
@@ -91,8 +92,13 @@ class Attempt:
         restore: Restore,
         overlays=(),
         recovering: bool = False,
+        inherited: Parent | None = None,
     ) -> None:
         self.ctx = ctx
+        # The run's parent, when this stage continues it: restored while the stage has no
+        # restorable snapshot of its own (nodus.runner.lineage).
+        self.inherited = inherited
+        self.warm_start = False  # laid out the parent's weights: training starts at step 0
         self.recovering = recovering  # the run stays RECOVERING until the program runs again
         self.stage = stage
         self.source = source  # the run's source snapshot id for this stage
@@ -153,13 +159,16 @@ class Attempt:
             stage=self.stage,
             attempt=self.number,
             ws=self.ws,
-            restored_step=restored.step if restored else None,
-            restored_snapshot=restored.id if restored else None,
+            restored_step=restored.step if restored and not self.warm_start else None,
+            restored_snapshot=restored.id if restored and not self.warm_start else None,
+            inherited_step=restored.step if restored and self.warm_start else None,
             rotation=rotation,
             disk_guard=self._disk_guard(restored),
             uploads=self.uploads,
         )
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
+        if self.warm_start:
+            env[protocol.ENV_WARM_START] = "1"
         try:
             command, env = self._as_accepted(env)
             self.process = StageProcess(
@@ -239,7 +248,9 @@ class Attempt:
         for manifest in self._candidates():
             self._lay_source()
             try:
-                self.ctx.store.restore(manifest.id, self.ws.copy, overlay=True)
+                self.ctx.store.restore(
+                    manifest.id, self.ws.copy, kinds=self._kinds(manifest), overlay=True
+                )
             except (StoreError, OSError) as error:
                 # A damaged snapshot is passed over, never half-applied: rebuild and try older.
                 self.ctx.event(
@@ -254,7 +265,9 @@ class Attempt:
         else:
             self._lay_source()
         self.ws.make_private_folders()
-        step = restored.step if restored else None
+        self.warm_start = restored is not None and self._warm(restored)
+        step = restored.step if restored and not self.warm_start else None
+        from_parent = restored is not None and self._from_parent(restored)
         write_integration(
             self.ws,
             self.stage,
@@ -263,8 +276,10 @@ class Attempt:
             step,
             self.ctx.home,
             qualifying=self.ctx.qualifying,
+            parent_mode=self.inherited.mode if from_parent and self.inherited else None,
+            warm_start_step=restored.step if restored and self.warm_start else None,
         )
-        if restored:
+        if step is not None and restored is not None:
             commit = protocol.CommitRecord(step=restored.step, snapshot=restored.id)
             write_json_atomic(self.ws.control.committed, commit.to_dict())
         self.ctx.catalog.update_attempt(
@@ -275,16 +290,43 @@ class Attempt:
             restored_snapshot=restored.id if restored else None,
             restored_step=step,
         )
+        if from_parent and self.inherited is not None:
+            details = {**self.inherited.to_dict(), "warm_start": self.warm_start}
+            self.ctx.event("parent_restored", details, self.stage.name, self.number)
         return restored
 
     def _candidates(self) -> list:
-        """Restorable checkpoints to try, newest first (only the asked step with ``step``)."""
-        if not (self.restore.newest or self.restore.step is not None):
+        """Restorable checkpoints to try, newest first (only the asked step with ``step``).
+
+        A stage that continues the run's parent restores the parent's snapshot until it has
+        a restorable snapshot of its own (:mod:`nodus.runner.lineage`).
+        """
+        wanted = self.restore.newest or self.restore.step is not None
+        if not wanted and self.inherited is None:
             return []
         manifests = self.ctx.store.list(run=self.ctx.run_id, stage=self.stage.name)
         if self.restore.step is not None:
             return restorable.at_step(manifests, self.restore.step)
-        return restorable.newest_first(manifests)
+        own = restorable.newest_first(manifests)
+        if self.inherited is None or own:
+            return own if self.restore.newest else []
+        try:
+            return [self.ctx.store.get(self.inherited.snapshot)]
+        except NotFoundError:
+            return []  # the runner fails the stage before the attempt (Runner._parent_gone)
+
+    def _from_parent(self, manifest) -> bool:
+        return self.inherited is not None and manifest.id == self.inherited.snapshot
+
+    def _warm(self, manifest) -> bool:
+        """The parent's snapshot restored as weights only: a warm start at step 0."""
+        return self._from_parent(manifest) and self.inherited.mode == protocol.WEIGHTS
+
+    def _kinds(self, manifest) -> list[str] | None:
+        """What to restore: everything, or for a warm start everything but training state."""
+        if self._warm(manifest):
+            return [kind for kind in manifest.kinds if kind != "state"]
+        return None
 
     def _lay_source(self) -> None:
         self.ws.reset_copy()

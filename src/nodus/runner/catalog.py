@@ -113,6 +113,10 @@ _MIGRATIONS = {
     -- {stage: Launch.to_dict()}: the executable every attempt runs, fixed at acceptance
     ALTER TABLE runs ADD COLUMN launch TEXT
     """,
+    4: """
+    -- {run, snapshot, step, stage, mode}: the snapshot a run started from (resume_from, a branch)
+    ALTER TABLE runs ADD COLUMN parent TEXT
+    """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 
@@ -143,6 +147,8 @@ class Run:
     updated_at: str
     finished_at: str | None
     launch: dict[str, Any] | None = None  # {stage: launch.Launch.to_dict()}; None before v3
+    # {run, snapshot, step, stage, mode} of the snapshot it started from (nodus.runner.lineage)
+    parent: dict[str, Any] | None = None
     stages: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -313,14 +319,23 @@ class Catalog:
         stage_names: list[str],
         run_id: str | None = None,
         launch: dict[str, Any] | None = None,
+        parent: dict[str, Any] | None = None,
+        sources: dict[str, str] | None = None,
+        inherited: tuple[str, ...] = (),
     ) -> str:
+        """Record a new run, with everything it needs to be driven, in one transaction.
+
+        ``parent`` is the snapshot it starts from; ``sources`` the source snapshot of each stage
+        when known already (a branch shares its parent's); ``inherited`` the stages it takes as
+        done from its parent (the stages before the one that continues), SUCCEEDED at once.
+        """
         run_id = run_id or new_run_id()
         at = now()
         stored_launch = json.dumps(launch) if launch is not None else None
         statements = [
             (
                 "INSERT INTO runs (id, key, name, workload, store, lock_name, phase, created_at,"
-                " updated_at, launch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " updated_at, launch, parent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     key,
@@ -332,13 +347,21 @@ class Catalog:
                     at,
                     at,
                     stored_launch,
+                    json.dumps(parent) if parent is not None else None,
                 ),
             )
         ]
         statements += [
             (
-                "INSERT INTO stages (run_id, idx, name, phase) VALUES (?, ?, ?, ?)",
-                (run_id, i, stage, Phase.PENDING),
+                "INSERT INTO stages (run_id, idx, name, phase, source_snapshot)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    i,
+                    stage,
+                    Phase.SUCCEEDED if stage in inherited else Phase.PENDING,
+                    (sources or {}).get(stage),
+                ),
             )
             for i, stage in enumerate(stage_names)
         ]
@@ -385,6 +408,14 @@ class Catalog:
         rows = self._rows("SELECT * FROM runs ORDER BY created_at DESC, id LIMIT ?", (bound,))
         return [self._run(row, with_stages=False) for row in rows]
 
+    def children(self, run_id: str) -> list[Run]:
+        """The runs started from a snapshot of ``run_id``, oldest first (without stages)."""
+        rows = self._rows(
+            "SELECT * FROM runs WHERE json_extract(parent, '$.run') = ? ORDER BY created_at, id",
+            (run_id,),
+        )
+        return [self._run(row, with_stages=False) for row in rows]
+
     def delete_run(self, run_id: str) -> None:
         """Remove every row of a run (``nodus runs delete``, after its store objects are gone)."""
         tables = ("pauses", "controls", "events", "attempts", "stages")
@@ -395,6 +426,7 @@ class Catalog:
         data = dict(row)
         data["workload"] = json.loads(data["workload"])
         data["launch"] = json.loads(data["launch"]) if data["launch"] else None
+        data["parent"] = json.loads(data["parent"]) if data["parent"] else None
         run = Run(**data)
         if with_stages:
             run.stages = self.stages(run.id)

@@ -29,16 +29,18 @@ import signal
 import socket
 from typing import IO, Any
 
-from nodus.errors import StoreError
+from nodus.errors import NotFoundError, StoreError
+from nodus.protocol import WEIGHTS
 from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.control import settle_open_pause
 from nodus.runner.launch import stored
+from nodus.runner.lineage import Parent, inherited_stages
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.runner.processes.containment import kill_survivors
 from nodus.runner.uploading import unrecorded, unrecorded_note
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
-from nodus.store.restorable import newest_first
+from nodus.store.restorable import holds_training_state, newest_first
 
 
 class Runner:
@@ -57,6 +59,7 @@ class Runner:
         self.catalog = catalog
         self.run = run
         self.workload = ResolvedWorkload.from_dict(run.workload)
+        self.parent = Parent.from_dict(run.parent)  # the snapshot the run started from
         # ``qualifying`` is an option of the caller (`nodus qualify`), never of a workload file.
         self.ctx = RunContext(
             home=home,
@@ -124,11 +127,17 @@ class Runner:
                     return verdict
                 recoveries += 1
                 restore = Restore(newest=_checkpointed(stage))
-            lost_state = self._lost_training_state(stage, restore)
+            lost_state = self._lost_training_state(stage, restore) or self._parent_gone(stage)
             if lost_state:
                 return self._stop(stage, Outcome(AttemptOutcome.FAILED, lost_state))
             attempt = Attempt(
-                self.ctx, stage, row["source_snapshot"], restore, overlays, recovering=recovering
+                self.ctx,
+                stage,
+                row["source_snapshot"],
+                restore,
+                overlays,
+                recovering=recovering,
+                inherited=self._inherited(stage),
             )
             outcome = attempt.run()
             self._discard_older_attempts(stage, attempt.number)
@@ -201,6 +210,8 @@ class Runner:
         manifests = [m for m in self.ctx.store.list(run=self.run.id, stage=stage.name) if m.files]
         if newest_first(manifests):
             return None
+        if not manifests and self._inherited(stage):
+            return None  # nothing of its own yet: it starts from the parent's snapshot again
         attempts = self.catalog.attempts(self.run.id, stage.name)
         trained = [a for a in attempts if a["pid"] is not None]
         if not manifests and not (restore.by_hand and trained):
@@ -213,12 +224,45 @@ class Runner:
             "start again from the beginning (start a new run with `nodus run`)"
         )
 
+    def _inherited(self, stage: ResolvedStage) -> Parent | None:
+        """The run's parent when ``stage`` is the one that continues it."""
+        return self.parent if self.parent and self.parent.stage == stage.name else None
+
+    def _parent_gone(self, stage: ResolvedStage) -> str | None:
+        """Why a stage that continues the parent cannot start, or None if it can.
+
+        The branch hold keeps the parent's snapshot while this run is unfinished; only a
+        snapshot deleted by hand (or a damaged store) lands here, and the stage then fails
+        rather than start from nothing.
+        """
+        parent = self._inherited(stage)
+        if parent is None:
+            return None
+        own = self.ctx.store.list(run=self.run.id, stage=stage.name)
+        if newest_first(own):
+            return None
+        try:
+            manifest = self.ctx.store.get(parent.snapshot)
+        except NotFoundError:
+            manifest = None
+        if manifest is not None and (parent.mode == WEIGHTS or holds_training_state(manifest)):
+            return None
+        return (
+            f"stage {stage.name!r} of {self.run.id} starts from {parent.snapshot} (step "
+            f"{parent.step} of {parent.run}, --from {parent.mode}), which no longer holds what "
+            "it needs; it fails rather than start from the beginning"
+        )
+
     def _outputs_of(self, stage: ResolvedStage) -> list[str]:
         # The last stage's outputs are laid over nothing: the store (perhaps a remote one
         # that just became unreachable) is not asked.
         if not stage.outputs or stage is self.workload.stages[-1]:
             return []
-        manifests = self.ctx.store.list(run=self.run.id, stage=stage.name, role="outputs")
+        # A stage taken as done from the parent has the parent's outputs.
+        owner = self.run.id
+        if self.parent and stage.name in inherited_stages(self.run.workload, self.parent):
+            owner = self.parent.run
+        manifests = self.ctx.store.list(run=owner, stage=stage.name, role="outputs")
         return [manifests[-1].id] if manifests else []
 
     def _discard_older_attempts(self, stage: ResolvedStage, keep_from: int) -> None:

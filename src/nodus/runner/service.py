@@ -21,16 +21,19 @@ from dataclasses import dataclass
 from typing import IO
 
 from nodus.errors import NotFoundError, UsageError
-from nodus.runner.acceptance import accept
+from nodus.protocol import FULL_STATE
+from nodus.runner.acceptance import Accepted, accept, accept_branch
 from nodus.runner.adoption import adopt_from_store
 from nodus.runner.attempt import Restore
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.engine import Runner
 from nodus.runner.launch import device_count
+from nodus.runner.lineage import check_continuation, find_parent
 from nodus.runner.locks import RunLock, lock_name_for
 from nodus.runner.phases import Phase
 from nodus.runner.store_driving import StoreDriving
 from nodus.schemas import defaults
+from nodus.schemas.continuation import apply_changes
 from nodus.schemas.resolved import ResolvedWorkload
 from nodus.store import restorable
 
@@ -85,23 +88,93 @@ def claim_workload(
 ) -> Claim:
     """``nodus run FILE [--key] [--detach]``; ``say`` tells the user what happens as it happens.
 
-    With ``detach`` the run is claimed for a background runner (see :func:`_claimed`).
+    With ``detach`` the run is claimed for a background runner (see :func:`_claimed`). A
+    workload with ``resume_from`` is checked against its parent before it is accepted
+    (:mod:`nodus.runner.lineage`).
     """
     _refuse_unrecorded_retry(store_url, workload)
     catalog = Catalog(home)
+
+    def accept_new(key: str | None) -> Accepted:
+        parent = None
+        if workload.resume_from is not None:
+            source = find_parent(
+                catalog,
+                workload.resume_from,
+                field="resume_from",
+                mode=FULL_STATE,
+                store_url=store_url,
+                devices=device_count(),
+            )
+            check_continuation(source, workload.to_dict())
+            parent = source.parent
+        store = open_run_store(store_url)
+        return accept(catalog, store, store_url, workload, key, home, say=say, parent=parent)
+
+    return _claim_new(home, catalog, store_url, workload, key, say, detach, accept_new)
+
+
+def claim_branch(
+    home: str,
+    snapshot: str,
+    *,
+    mode: str,
+    changes: dict,
+    key: str | None,
+    say: Say,
+    detach: bool = False,
+    store_url: str | None = None,
+) -> Claim:
+    """``nodus runs branch SNAPSHOT --from MODE [--set KEY=VALUE]``: a new run from the
+    parent's stored resolution (with ``changes``) and source, starting from ``snapshot``."""
+    catalog = Catalog(home)
+    devices = device_count()
+    source = find_parent(
+        catalog, snapshot, field="SNAPSHOT", mode=mode, store_url=store_url, devices=devices
+    )
+    child = apply_changes(source.run.workload, changes)
+    check_continuation(source, child)
+    workload = ResolvedWorkload.from_dict(child)
+    say(
+        f"branching from {source.parent.snapshot} (step {source.parent.step} of "
+        f"{source.run.id}, stage {source.parent.stage!r}) --from {mode}"
+    )
+    return _claim_new(
+        home,
+        catalog,
+        source.run.store,
+        workload,
+        key,
+        say,
+        detach,
+        lambda key: accept_branch(catalog, source, workload, key),
+    )
+
+
+def _claim_new(
+    home: str,
+    catalog: Catalog,
+    store_url: str,
+    workload: ResolvedWorkload,
+    key: str | None,
+    say: Say,
+    detach: bool,
+    accept_new: Callable[[str | None], Accepted],
+) -> Claim:
+    """A new run (``accept_new``), or with ``key`` the key's run when it has one already."""
     if key is None:
-        accepted = accept(
-            catalog, open_run_store(store_url), store_url, workload, None, home, say=say
-        )
+        accepted = accept_new(None)
         lock = RunLock(home, accepted.run_id, accepted.run_id).acquire()
         say(f"accepted {accepted.run_id} ({accepted.summary})")
         return _claimed(home, catalog, accepted.run_id, lock, None, detach)
     lock = RunLock(home, lock_name_for("", key), f"key {key!r}").acquire()
     existing = catalog.find_by_key(key) or _adopted(catalog, store_url, key, say)
     if existing is None:
-        accepted = accept(
-            catalog, open_run_store(store_url), store_url, workload, key, home, say=say
-        )
+        try:
+            accepted = accept_new(key)
+        except BaseException:
+            lock.release()
+            raise
         say(f"accepted {accepted.run_id} under key {key!r} ({accepted.summary})")
         return _claimed(home, catalog, accepted.run_id, lock, None, detach)
     if existing.finished:

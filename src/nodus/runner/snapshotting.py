@@ -57,6 +57,7 @@ class Capturer:
         ws: Workspace,
         restored_step: int | None,
         restored_snapshot: str | None = None,
+        inherited_step: int | None = None,
         rotation: Rotation | None = None,
         disk_guard: DiskGuard | None = None,
         uploads: Uploads | None = None,
@@ -81,10 +82,19 @@ class Capturer:
         self._committed_state: tuple | None = None
         if restored_step is not None:
             self._committed_state = self._selection(restored_step)
+        # A warm start's folder (another run's weights, laid out before the program started)
+        # is never this run's checkpoint, unless the program writes that step itself.
+        self._inherited = (
+            None
+            if inherited_step is None
+            else (
+                inherited_step,
+                signature(os.path.join(ws.state, checkpoint_folder(inherited_step))),
+            )
+        )
+        seen = [step for step in (restored_step, inherited_step) if step is not None]
         self.watcher = DirectoryWatcher(
-            ws.state,
-            marker=stage.continuity.checkpoint_complete,
-            seen=() if restored_step is None else (restored_step,),
+            ws.state, marker=stage.continuity.checkpoint_complete, seen=seen
         )
         # With an integration the save records drive captures; the watcher only takes over
         # when the integration reports that it left the program unprepared.
@@ -130,11 +140,17 @@ class Capturer:
         """
         self.ingest_events()
         self.capture_save_records()
-        steps = checkpoint_steps(self.ws.state)
+        steps = [step for step in checkpoint_steps(self.ws.state) if not self._laid_out(step)]
         whole = self._newest_whole(steps)
         if steps and whole is None:
             return
         self.capture(whole if whole is not None else (self.last_step or 0), reason="exit")
+
+    def _laid_out(self, step: int) -> bool:
+        """``step`` is the warm start's folder, as it was laid out (the program left it)."""
+        if self._inherited is None or self._inherited[0] != step:
+            return False
+        return signature(self.watcher.folder(step)) == self._inherited[1]
 
     def _newest_whole(self, steps: list[int]) -> int | None:
         for step in reversed(steps):

@@ -19,6 +19,7 @@ from nodus.runner.uploading import read_upload_status, unrecorded
 __all__ = [
     "capture_failure_line",
     "capture_failures",
+    "lineage_tree",
     "pause_json",
     "phase_line",
     "run_json",
@@ -58,6 +59,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         "phase": run.phase.value,
         "exit_status": run.exit_status,
         "created_at": run.created_at,
+        "parent": run.parent,  # {run, snapshot, step, stage, mode}, or None
     }
 
 
@@ -73,6 +75,7 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         pause=pause_json(catalog.latest_pause(run.id)),
         upload=read_upload_status(catalog.home, run.id),
         unrecorded=unrecorded(catalog, run.id),
+        children=[_child(child) for child in catalog.children(run.id)],
     )
     data["stages"] = [
         {
@@ -98,6 +101,36 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         for event in events
     ]
     return data
+
+
+def _child(run: Run) -> dict[str, Any]:
+    """One of ``runs get``'s ``children``: a run started from one of this run's snapshots."""
+    parent = run.parent or {}
+    return {
+        "id": run.id,
+        "name": run.name,
+        "phase": run.phase.value,
+        "snapshot": parent.get("snapshot"),
+        "step": parent.get("step"),
+        "mode": parent.get("mode"),
+    }
+
+
+def lineage_tree(runs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """``runs list --tree``: (depth, run) with each run under its parent (newest first among
+    siblings); a run whose parent is not in ``runs`` is a root."""
+    ids = {run["id"] for run in runs}
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for run in runs:
+        parent = (run.get("parent") or {}).get("run")
+        children.setdefault(parent if parent in ids else None, []).append(run)
+    ordered: list[tuple[int, dict[str, Any]]] = []
+    stack = [(0, run) for run in reversed(children.get(None, []))]
+    while stack:
+        depth, run = stack.pop()
+        ordered.append((depth, run))
+        stack += [(depth + 1, child) for child in reversed(children.get(run["id"], []))]
+    return ordered
 
 
 def pause_json(pause: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -179,10 +179,14 @@ def write_integration(
     restored: int | None,
     home: str,
     qualifying: bool = False,
+    parent_mode: str | None = None,
+    warm_start_step: int | None = None,
 ) -> None:
     """``.nodus/integration.json``: the settings the prepared Trainer reads at start.
 
     ``qualifying`` comes from the runner's caller (``nodus qualify``), never from a workload.
+    ``parent_mode`` says the restored (or, with ``warm_start_step``, the warm-start) checkpoint
+    is another run's (:mod:`nodus.runner.lineage`).
     """
     if stage.integration not in protocol.INTEGRATIONS:
         return
@@ -196,5 +200,7 @@ def write_integration(
         attempt=attempt,
         home=home,
         qualifying=qualifying,
+        parent_mode=parent_mode,
+        warm_start_step=warm_start_step,
     )
     write_json_atomic(ws.control.settings, settings.to_dict())

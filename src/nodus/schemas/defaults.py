@@ -259,6 +259,10 @@ HF_IDENTITY_IGNORED_ARGS = (
 )
 """Training arguments that may differ between attempts: they never change the trained weights."""
 
+HF_CONTINUATION_ARGS = ("max_steps", "num_train_epochs")
+"""Training arguments a run continuing another run's training state may change: its length
+(``resume_from``, ``runs branch --from full-state``; docs/lineage.md)."""
+
 QUALIFIED_FILE = "qualified.json"
 """Under $NODUS_HOME: environments this machine qualified with ``nodus qualify``."""
 

@@ -262,3 +262,21 @@ def _unused_marker(
             True,
         )
     ]
+
+
+def overridden_stage(stage: Mapping[str, Any], overrides: Overrides) -> dict[str, Any]:
+    """A stored resolved stage (``ResolvedStage`` as a dict) with ``overrides``' ``env``,
+    ``outputs`` and ``execution`` applied by the precedence above: the command line wins, a
+    variable or an ``[execution]`` key at a time. ``nodus runs branch --set`` uses it on the
+    parent's resolution (:func:`nodus.schemas.continuation.apply_changes`)."""
+    result = dict(stage)
+    if overrides.given("env"):
+        result["env"] = {**stage["env"], **(overrides.env or {})}
+    if overrides.given("outputs"):
+        result["outputs"] = [normal_path(path) for path in overrides.outputs or ()]
+    if overrides.given("execution"):
+        table = overrides.execution
+        given = {name: getattr(table, name) for name in table.model_fields_set}
+        result["execution"] = {**stage["execution"], **given}
+        result["execution"]["grace_period"] = float(result["execution"]["grace_period"])
+    return result

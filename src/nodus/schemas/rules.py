@@ -21,10 +21,6 @@ NOT_SUPPORTED_YET = (
     "framework shortcuts are not supported yet; write the stages explicitly with [[stages]] "
     "and a command for now"
 )
-RESUME_FROM_NOT_SUPPORTED_YET = (
-    "starting a run from another run's snapshot is not supported yet; remove resume_from "
-    "(an interrupted or paused run continues with `nodus runs resume RUN`)"
-)
 
 
 def _integrated(stage: ResolvedStage) -> bool:
@@ -56,27 +52,7 @@ def check_workload(workload: Workload, overrides: Overrides | None = None) -> li
     return [
         *_unique_stage_names(workload),
         *_shortcut(workload),
-        *_resume_from(workload, overrides),
     ]
-
-
-def _resume_from(workload: Workload, overrides: Overrides | None) -> list[Problem]:
-    """Refused until runs have lineage: a run accepted with it would start from scratch."""
-    problems = []
-    if overrides is not None and overrides.given("resume_from"):
-        problems.append(
-            Problem(
-                "(command line) resume_from",
-                RESUME_FROM_NOT_SUPPORTED_YET,
-                overrides.resume_from,
-                True,
-            )
-        )
-    if workload.given("resume_from"):
-        problems.append(
-            Problem("resume_from", RESUME_FROM_NOT_SUPPORTED_YET, workload.resume_from, True)
-        )
-    return problems
 
 
 def without_effect(
@@ -101,6 +77,16 @@ def without_effect(
                     Problem(path, f"has no effect in {_named(taken_by)}: {why}", value, True)
                 )
     return problems
+
+
+def execution_without_effect(
+    path: str, key: str, value: object, stages: Sequence[ResolvedStage]
+) -> Problem | None:
+    """``execution.<key>`` set (at ``path``) for ``stages`` where none of them acts on it."""
+    rule = _ACTS_ONLY_WHERE.get(key)
+    if rule is None or any(rule[0](stage) for stage in stages):
+        return None
+    return Problem(path, f"has no effect in {_named(stages)}: {rule[1]}", value, True)
 
 
 def _written(

@@ -10,6 +10,10 @@ newest ``--keep`` folders, and on start resumes from the newest one. At the end 
 ``--result`` (default ``out/result.json``) with the step count and the final value.
 
 Use :func:`expected_value` in a test to know what an uninterrupted run ends with.
+
+With ``NODUS_WARM_START=1`` (a run branched ``--from weights``) the newest checkpoint folder is
+another run's: its value is taken as the starting "weights" and counting starts again at step 0,
+so the run ends with ``expected_value(steps, start=<that value>)``.
 """
 
 from __future__ import annotations
@@ -35,9 +39,9 @@ def advance(value: str, step: int) -> str:
     return hashlib.sha256(f"{value}:{step}".encode()).hexdigest()
 
 
-def expected_value(steps: int) -> str:
-    """The value an uninterrupted run of ``steps`` steps ends with."""
-    value = SEED
+def expected_value(steps: int, start: str = SEED) -> str:
+    """The value an uninterrupted run of ``steps`` steps ends with (from ``start``)."""
+    value = start
     for step in range(1, steps + 1):
         value = advance(value, step)
     return value
@@ -114,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     state_dir = os.environ.get(protocol.ENV_CHECKPOINT_DIR, protocol.STATE_DIR)
     os.makedirs(state_dir, exist_ok=True)
     step, value = newest_checkpoint(state_dir) or (0, SEED)
+    if os.environ.get(protocol.ENV_WARM_START) == "1" and step:
+        print(f"counter: warm start from the weights of {checkpoint_folder(step)}", flush=True)
+        step = 0  # the value is kept: fresh "optimizer", same "weights"
     # Which interpreter ran it, so a test can tell the venv's python from another one.
     print(f"counter: starting at step {step} (python {sys.executable})", flush=True)
     stop = []

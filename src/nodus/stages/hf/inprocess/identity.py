@@ -204,6 +204,15 @@ def collator(data_collator: Any) -> str:
     return f"{data_collator.__module__}.{name}"
 
 
+def weights_digest(model: Any) -> str:
+    """A hash of every tensor of the model's state, by name: the same weights, the same text."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return "sha256:" + digest.hexdigest()[:16]
+
+
 def _structure(model: Any) -> str:
     state = model.state_dict()
     values = sum(v.numel() for v in state.values())

@@ -16,10 +16,17 @@ from typing import Any, NoReturn
 
 from nodus import protocol
 from nodus.protocol import Settings
+from nodus.schemas import defaults
 from nodus.stages.hf.inprocess import identity as identities
 from nodus.stages.hf.inprocess.control import ControlDir
 from nodus.stages.hf.inprocess.state_copy import Buffers, capture
 from nodus.stages.hf.inprocess.writer import CheckpointWriter, remove_older_checkpoints
+
+_ARGUMENTS_LABEL = identities.LABELS["training_arguments"]
+_WEIGHT_LABELS = (
+    identities.LABELS["model_structure"],
+    identities.LABELS["trainable_parameters"],
+)
 
 
 class Session:
@@ -44,6 +51,9 @@ class Session:
             **identities.compute(trainer),
             "training_argument_values": identities.argument_values(trainer.args),
         }
+        if self.settings.warm_start_step is not None:
+            self._warm_start(self.settings.warm_start_step)
+            return None  # fresh optimizer state: training starts at step 0
         step = self.settings.restored_step
         if step is None:
             return None
@@ -65,10 +75,40 @@ class Session:
             fields = identities.argument_differences(
                 saved.get("training_argument_values", {}), trainer.args
             )
-            problems.append(f"changed training arguments: {', '.join(fields) or '(unknown)'}")
+            if self.settings.parent_mode == protocol.FULL_STATE:
+                # A run continuing another's training may train longer (or shorter).
+                fields = [f for f in fields if f not in defaults.HF_CONTINUATION_ARGS]
+                problems = [p for p in problems if not p.startswith(_ARGUMENTS_LABEL)]
+            if fields or not self.settings.parent_mode:
+                problems.append(f"changed training arguments: {', '.join(fields) or '(unknown)'}")
         if problems:
             refuse(self.control, problems)
         return path
+
+    def _warm_start(self, step: int) -> None:
+        """Load another run's weights into the model (``runs branch --from weights``).
+
+        Only what the weights must fit is checked: the model structure and the trainable
+        parameters (when retention left the parent's identity record). Data, arguments and
+        program may differ from the parent's.
+        """
+        path = os.path.join(self.control.state_dir, protocol.checkpoint_folder(step))
+        saved = identities.read(path)
+        problems = [
+            line
+            for line in identities.differences(saved or {}, self.identity or {})
+            if saved is not None and line.startswith(_WEIGHT_LABELS)
+        ]
+        if problems:
+            refuse(self.control, problems)
+        try:
+            self.trainer._load_from_checkpoint(path)
+        except (OSError, ValueError, RuntimeError) as error:
+            refuse(self.control, [f"the weights in {path} do not load into this model: {error}"])
+        self.control.write_event(
+            protocol.EVENT_WARM_START,
+            {"checkpoint": path, "weights": identities.weights_digest(self.trainer.model)},
+        )
 
     # --- optimizer boundaries --------------------------------------------------------------------
 

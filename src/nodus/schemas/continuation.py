@@ -1,0 +1,169 @@
+"""A run that starts from another run's snapshot: what it may change, what must stay the same.
+
+Two ways lead there, both checked at submit by the runner (:mod:`nodus.runner.lineage`):
+
+- ``resume_from = "RUN@STEP"`` (``nodus run FILE --resume-from REF``): a new workload file
+  continues the parent's training state (mode ``full-state``);
+- ``nodus runs branch SNAPSHOT --from full-state|weights [--set KEY=VALUE]``: the parent's own
+  stored resolution, with the changes ``--set`` gives (:func:`apply_changes`).
+
+What must equal the parent's, compared on the resolved workloads as the catalog stores them
+(:func:`continuation_problems`):
+
+    full-state   the stage names, each stage's command and integration (under hf-trainer-v1 the
+                 integration checks the rest when the restored attempt starts: program, model
+                 structure, trainable parameters, dataset content, training arguments other
+                 than the length: max_steps and num_train_epochs)
+    weights      the stage names and each stage's integration (the weights must load into the
+                 same model: under hf-trainer-v1 the model structure and trainable parameters
+                 are checked when the attempt starts)
+
+What may change (:data:`MAY_CHANGE`): the run's ``name``, ``outputs``, ``env`` (how a program
+learns a longer ``max_steps`` or more epochs), the ``[execution]`` table (save cadence,
+retention, recoveries, grace period, resources). Anything else (``command``, ``code``,
+``integration``, ``continuity``) is refused by ``--set`` naming the key.
+
+Managed methods (issue 15) add their own rules (method, base model, dataset, LoRA settings,
+gpu_count) as one more pure function, called from :func:`continuation_problems`.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from nodus.errors import Problem, WorkloadError
+from nodus.protocol import CONTINUATION_MODES, FULL_STATE, WEIGHTS
+
+__all__ = [
+    "MAY_CHANGE",
+    "apply_changes",
+    "continuation_problems",
+    "parse_setting",
+    "settings_table",
+]
+
+MAY_CHANGE = ("name", "outputs", "env", "execution")
+"""Top-level keys a run may set differently from the run it continues (``--set`` accepts them:
+``name``, ``outputs``, ``env.VAR``, ``execution.KEY``)."""
+
+# What each mode keeps equal, per stage: a branch from weights may run another program on them.
+_EQUAL_PER_STAGE = {FULL_STATE: ("command", "integration"), WEIGHTS: ("integration",)}
+
+
+def continuation_problems(parent: dict, child: dict, mode: str) -> list[Problem]:
+    """Every way ``child`` (a resolved workload dict) may not continue ``parent`` in ``mode``.
+
+    Each problem names the field and both values; [] means the child may start from the
+    parent's snapshot.
+    """
+    if mode not in CONTINUATION_MODES:
+        return [Problem("--from", f"give one of {', '.join(CONTINUATION_MODES)}", mode, True)]
+    names = [stage["name"] for stage in parent["stages"]]
+    child_names = [stage["name"] for stage in child["stages"]]
+    if names != child_names:
+        return [_differs("stages[*].name", names, child_names)]
+    problems = []
+    for index, (before, after) in enumerate(zip(parent["stages"], child["stages"], strict=True)):
+        for key in _EQUAL_PER_STAGE[mode]:
+            if before.get(key) != after.get(key):
+                problems.append(_differs(f"stages[{index}].{key}", before[key], after.get(key)))
+    # Managed methods (issue 15) add their rules here: method, base model, dataset, LoRA
+    # settings and gpu_count, compared the same way on the stored resolutions.
+    return problems
+
+
+def _differs(path: str, parent_value: Any, child_value: Any) -> Problem:
+    return Problem(
+        path,
+        f"must equal the source run's {parent_value!r} (this run has {child_value!r}): a run "
+        f"that continues another keeps it; {', '.join(MAY_CHANGE)} may change",
+        child_value,
+        True,
+    )
+
+
+# --- runs branch --set ---------------------------------------------------------------------------
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """One ``--set KEY=VALUE``: the dotted key and the value.
+
+    VALUE is read as a TOML value (``5``, ``true``, ``["out"]``, ``"text"``), else taken as the
+    text itself, so ``--set name=longer`` needs no quotes; an ``env.VAR`` value is always text
+    (``--set env.MAX_STEPS=40`` sets ``"40"``).
+    """
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise WorkloadError([Problem("--set", "give KEY=VALUE", text, True)])
+    try:
+        parsed = tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return key, value
+    # An environment variable is text: `env.MAX_STEPS=800` means the string "800".
+    return key, value if key.startswith("env.") and not isinstance(parsed, str) else parsed
+
+
+def settings_table(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """(dotted key, value) pairs as a nested table; a key given twice is refused."""
+    table: dict[str, Any] = {}
+    for key, value in items:
+        *parents, leaf = key.split(".")
+        level = table
+        for part in parents:
+            level = level.setdefault(part, {})
+            if not isinstance(level, dict):
+                raise WorkloadError([Problem(f"--set {key}", "set twice", value, True)])
+        if leaf in level:
+            raise WorkloadError([Problem(f"--set {key}", "set twice", value, True)])
+        level[leaf] = value
+    return table
+
+
+def apply_changes(resolved: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``resolved`` (a stored resolution) with ``changes`` (:func:`settings_table`) applied the
+    way the command line's overrides apply to a workload: they win over every stage.
+
+    A key outside :data:`MAY_CHANGE` is refused naming it; values are checked by the workload
+    models, so ``--set execution.save_every=-1`` is refused as the file's would be.
+    """
+    refused = [
+        Problem(
+            f"--set {key}",
+            f"may not change in a run that continues another; only {', '.join(MAY_CHANGE)} may",
+            changes[key],
+            True,
+        )
+        for key in changes
+        if key not in MAY_CHANGE
+    ]
+    if refused:
+        raise WorkloadError(refused)
+    from nodus.schemas.models import Overrides  # pydantic: only when a branch is made
+    from nodus.schemas.resolve import overridden_stage
+
+    overrides = Overrides.model_validate(dict(changes))
+    child = copy.deepcopy(dict(resolved))
+    if overrides.given("name"):
+        child["name"] = overrides.name
+    child["stages"] = [overridden_stage(stage, overrides) for stage in child["stages"]]
+    _refuse_without_effect(child, changes.get("execution") or {})
+    return child
+
+
+def _refuse_without_effect(child: dict[str, Any], execution: Mapping[str, Any]) -> None:
+    """No setting is accepted without effect: ``--set execution.save_every`` needs an
+    integrated stage, ``execution.max_recoveries`` one that recovers (SPEC §2)."""
+    from nodus.schemas.resolved import ResolvedWorkload
+    from nodus.schemas.rules import execution_without_effect
+
+    stages = ResolvedWorkload.from_dict(child).stages
+    problems = [
+        execution_without_effect(f"--set execution.{key}", key, value, stages)
+        for key, value in execution.items()
+    ]
+    if any(problems):
+        raise WorkloadError([problem for problem in problems if problem is not None])

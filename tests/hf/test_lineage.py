@@ -1,0 +1,121 @@
+"""Runs that start from another run's snapshot under hf-trainer-v1: resume_from and branches.
+
+One finished parent trains the quick-start for 8 optimizer steps (32 examples, batch 8, two
+epochs of 4 steps) and saves every 2. Each child is a real ``nodus`` process over a copy of the
+same code: a child that continues the parent's training state must end with the parent's very
+weights, and a branch from weights must start at step 0 holding the parent's weights.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tomli_w
+from runner_e2e_helpers import Project
+
+SMALL = {"QUICKSTART_EXAMPLES": "32", "QUICKSTART_EPOCHS": "2"}  # 8 steps
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory) -> Project:
+    """The finished parent (key ``parent``): training state kept at steps 4, 6 and 8 only."""
+    project = Project(
+        tmp_path_factory.mktemp("lineage"),
+        env=SMALL,
+        save_every=2,
+        write_delay="0",
+        keep_recoverable=2,
+    )
+    proc = project.nodus("run", str(project.file), "--key", "parent", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert project.committed_steps("parent") == [2, 4, 6, 8]
+    return project
+
+
+def _child_file(project: Project, name: str, **changes) -> str:
+    """The parent's workload file with ``changes`` (top-level keys; ``env`` merged)."""
+    import tomllib
+
+    workload = tomllib.loads(project.file.read_text())
+    env = {**workload["env"], **changes.pop("env", {})}
+    workload.update(changes, env=env)
+    path = project.root / f"{name}.toml"
+    path.write_text(tomli_w.dumps(workload))
+    return str(path)
+
+
+_HASHES: dict[str, str] = {}
+
+
+def _hash(project: Project, run: str) -> str:
+    """The final weights' hash of the run's outputs (downloaded once per run)."""
+    if run not in _HASHES:
+        _HASHES[run] = project.outputs_hash(run)
+    return _HASHES[run]
+
+
+def _newest_run(project: Project) -> str:
+    runs = json.loads(project.nodus("runs", "list", "--json").stdout)
+    return runs[0]["id"]
+
+
+def test_resume_from_inside_an_epoch_ends_bit_identical_to_the_parent(parent):
+    file = _child_file(parent, "child", resume_from="parent@6")
+    proc = parent.nodus("run", file, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    child = _newest_run(parent)
+    assert parent.get(child)["parent"]["step"] == 6
+    assert parent.committed_steps(child) == [8]  # it continued at step 6, of the second epoch
+    assert _hash(parent, child) == _hash(parent, "parent")
+
+
+def test_a_full_state_branch_ends_bit_identical_to_the_parent(parent):
+    proc = parent.nodus("runs", "branch", "parent@4", "--from", "full-state", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    child = _newest_run(parent)
+    assert parent.get(child)["parent"]["mode"] == "full-state"
+    assert parent.committed_steps(child) == [6, 8]
+    assert _hash(parent, child) == _hash(parent, "parent")
+
+
+def test_a_weights_branch_starts_at_step_zero_with_the_parents_weights(parent):
+    from transformers import GPT2LMHeadModel
+
+    from nodus.stages.hf.inprocess.identity import weights_digest
+
+    proc = parent.nodus(
+        "runs", "branch", "parent@4", "--from", "weights", "--set", "name=warm", timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    child = _newest_run(parent)
+    data = parent.get(child)
+    (event,) = [e for e in data["events"] if e["type"] == "warm_start"]
+    target = parent.root / "parent-weights-4"
+    download = ("snapshots", "download", "parent@4", "--artifact", "model", "--to", str(target))
+    assert parent.nodus(*download).returncode == 0
+    assert event["weights"] == weights_digest(GPT2LMHeadModel.from_pretrained(target))
+    # a fresh start: its own saves from step 2, the Trainer's step count from 0
+    assert parent.committed_steps(child) == [2, 4, 6, 8]
+    assert data["stages"][0]["attempts"][0]["restored_step"] is None
+    assert _hash(parent, child) != _hash(parent, "parent")
+
+
+def test_a_snapshot_without_training_state_is_refused_for_full_state_only(parent):
+    proc = parent.nodus("runs", "branch", "parent@2", "--from", "full-state")
+    assert proc.returncode == 2, proc.stderr
+    assert "SNAPSHOT: 'parent@2' — ckpt_" in proc.stderr
+    assert "no longer holds its training state (it holds weights)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_changed_dataset_fails_the_restored_attempt_naming_it(parent):
+    file = _child_file(
+        parent, "other-data", resume_from="parent@6", env={"QUICKSTART_EXAMPLES": "24"}
+    )
+    proc = parent.nodus("run", file, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    child = _newest_run(parent)
+    (attempt,) = parent.get(child)["stages"][0]["attempts"]
+    assert attempt["restored_step"] == 6
+    assert "train dataset content differs" in attempt["detail"], attempt["detail"]
