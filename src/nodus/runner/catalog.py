@@ -23,6 +23,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nodus.errors import CatalogError, NotFoundError
+from nodus.registry.table import SCHEMA as MODEL_REGISTRY_SCHEMA
+from nodus.registry.table import ModelTable
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.schemas import defaults
 
@@ -113,6 +115,7 @@ _MIGRATIONS = {
     -- {stage: Launch.to_dict()}: the executable every attempt runs, fixed at acceptance
     ALTER TABLE runs ADD COLUMN launch TEXT
     """,
+    4: MODEL_REGISTRY_SCHEMA,  # the model registry's names, versions and aliases
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 
@@ -299,6 +302,11 @@ class Catalog:
                     self._db.execute(statement)
             self._db.execute(f"PRAGMA user_version = {target}")
             self._db.execute("COMMIT")
+
+    @property
+    def models(self) -> ModelTable:
+        """The model registry's tables, over this catalog's connection (``nodus.registry``)."""
+        return ModelTable(self._rows, self._transaction)
 
     # --- runs -------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ __all__ = [
     "pause_json",
     "phase_line",
     "run_json",
+    "run_model_json",
     "run_summary",
 ]
 
@@ -73,6 +74,7 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         pause=pause_json(catalog.latest_pause(run.id)),
         upload=read_upload_status(catalog.home, run.id),
         unrecorded=unrecorded(catalog, run.id),
+        model=run_model_json(catalog, run.id),
     )
     data["stages"] = [
         {
@@ -98,6 +100,18 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         for event in events
     ]
     return data
+
+
+def run_model_json(catalog: Catalog, run_id: str) -> dict[str, Any] | None:
+    """The ``model`` object of ``runs get --json``: the run's model by its exact version
+    (``ref`` = ``NAME:VERSION``), or None until it is registered (the run has not succeeded)."""
+    from nodus.registry import Registry
+
+    version = Registry(catalog.models).run_model(run_id)
+    if version is None:
+        return None
+    data = version.to_dict()
+    return {key: data[key] for key in ("ref", "name", "version", "snapshot", "step", "epoch")}
 
 
 def pause_json(pause: dict[str, Any] | None) -> dict[str, Any] | None:
