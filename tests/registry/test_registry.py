@@ -118,9 +118,7 @@ def test_refusals_on_the_command_line_say_why_without_a_traceback(home, tmp_path
         assert said in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_a_version_keeps_its_weights_after_the_snapshot_goes_until_it_is_deleted(
-    home, tmp_path
-):
+def test_a_version_keeps_its_weights_after_the_snapshot_goes_until_it_is_deleted(home, tmp_path):
     client = Client(home)
     shared = b"weights both versions share"
     first = _save(home, tmp_path, 10, b"only the first")

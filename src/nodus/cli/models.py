@@ -46,9 +46,7 @@ def register(commands, groups, common: argparse.ArgumentParser) -> None:
     _json(delete)
 
     snapshots = groups["snapshots"]
-    cand = _add(
-        snapshots, "candidate", "the model version of an epoch save", common, _candidate
-    )
+    cand = _add(snapshots, "candidate", "the model version of an epoch save", common, _candidate)
     cand.add_argument("ref", metavar="SNAPSHOT", help=_SNAPSHOT_HELP)
     _json(cand)
 

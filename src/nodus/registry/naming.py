@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from nodus.errors import UsageError
 from nodus.store.keys import MODEL_NAME_PATTERN
 
-__all__ = ["ModelRef", "check_alias", "check_name", "parse_exact", "parse_model_ref", "parse_version"]
+__all__ = [
+    "ModelRef",
+    "check_alias",
+    "check_name",
+    "parse_exact",
+    "parse_model_ref",
+    "parse_version",
+]
 
 _NAME = re.compile(rf"^{MODEL_NAME_PATTERN}$")
 _ALIAS = re.compile(r"^[a-z][a-z0-9._-]*$")

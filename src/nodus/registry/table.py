@@ -178,6 +178,4 @@ class ModelTable:
         return {row["alias"]: row["version"] for row in rows}
 
     def _select(self, clause: str, params: tuple) -> list[VersionRow]:
-        return [
-            dict(row) for row in self._rows(f"SELECT * FROM model_versions {clause}", params)
-        ]
+        return [dict(row) for row in self._rows(f"SELECT * FROM model_versions {clause}", params)]
