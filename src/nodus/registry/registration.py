@@ -48,9 +48,9 @@ def register_epoch_saves(
     """Register each of ``run``'s epoch-end saves that has no version yet; the new versions."""
     name = model_name(run)
     done = {
-        (v.stage, v.epoch)
-        for v in registry.versions()
-        if v.name == name and v.run == run.id and v.origin == "epoch"
+        (row["stage"], row["epoch"])
+        for row in registry.table.of_run(run.id)
+        if row["name"] == name and row["origin"] == "epoch"
     }
     made = []
     for manifest in sorted(manifests, key=lambda m: (m.step or 0, m.created)):
