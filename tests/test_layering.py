@@ -14,10 +14,21 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "nodus"
 BASE = {"errors", "protocol", "_atomic"}
 ALLOWED = {
-    "cli": {"client", "inventory", "runner", "retention", "store", "stages", "schemas", *BASE},
-    "client": {"inventory", "runner", "retention", "store", "schemas", *BASE},
-    "inventory": {"runner", "retention", "store", "schemas", *BASE},
-    "runner": {"retention", "store", "stages", "schemas", *BASE},
+    "cli": {
+        "client",
+        "inventory",
+        "runner",
+        "registry",
+        "retention",
+        "store",
+        "stages",
+        "schemas",
+        *BASE,
+    },
+    "client": {"inventory", "runner", "registry", "retention", "store", "schemas", *BASE},
+    "inventory": {"runner", "registry", "retention", "store", "schemas", *BASE},
+    "runner": {"registry", "retention", "store", "stages", "schemas", *BASE},
+    "registry": {"retention", "store", "schemas", *BASE},
     "retention": {"store", "schemas", *BASE},
     "store": {"schemas", *BASE},
     "stages": {"schemas", *BASE},

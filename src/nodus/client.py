@@ -271,6 +271,53 @@ class Client:
         files = download_snapshot(located.store, located.manifest, artifact, target)
         return written_json(located.manifest.id, artifact, target, files)
 
+    # --- the model registry ---------------------------------------------------------------------
+
+    def models(self) -> list[dict[str, Any]]:
+        """Every model version, by name then number, like ``nodus models list --json``."""
+        from nodus.inventory.models import list_models
+
+        return list_models(self._lookup())
+
+    def model(self, ref: str) -> dict[str, Any]:
+        """The version ``NAME`` (the newest), ``NAME:VERSION`` or ``NAME@ALIAS`` names, with
+        its files, like ``nodus models get --json``."""
+        from nodus.inventory.models import get_model
+
+        return get_model(self._lookup(), ref)
+
+    def alias_model(self, name: str, version: int | str, alias: str) -> dict[str, Any]:
+        """Point ``alias`` at ``name``'s ``version`` (moving it), like ``nodus models alias``."""
+        from nodus.inventory.models import alias_model
+
+        return alias_model(self._lookup(), name, version, alias)
+
+    def download_model(self, ref: str, to: str | os.PathLike[str]) -> dict[str, Any]:
+        """Write a version's weights into the new or empty folder ``to``, every file verified,
+        like ``nodus models download --json``."""
+        from nodus.inventory.models import download_model
+
+        return download_model(self._lookup(), ref, os.fspath(to))
+
+    def delete_model(self, ref: str) -> dict[str, Any]:
+        """Remove the version ``NAME:VERSION`` and its aliases, like ``nodus models delete``."""
+        from nodus.inventory.models import delete_model
+
+        return delete_model(self._lookup(), ref)
+
+    def candidate(self, snapshot: str) -> dict[str, Any]:
+        """For an epoch save: its version, epoch and step, like ``snapshots candidate --json``."""
+        from nodus.inventory.models import candidate
+
+        return candidate(self._lookup(), snapshot)
+
+    def register(self, snapshot: str, model: str | None = None) -> dict[str, Any]:
+        """Register a snapshot's weights as a new version of ``model`` (default: its run's
+        name), like ``nodus snapshots register --json``."""
+        from nodus.inventory.models import register_snapshot
+
+        return register_snapshot(self._lookup(), snapshot, model)
+
     # --- housekeeping ---------------------------------------------------------------------------
 
     def gc(self, dry_run: bool = False, *, now: float | None = None) -> dict[str, Any]:

@@ -71,13 +71,16 @@ def _blob_bytes(project: Project) -> int:
 
 
 def _referenced_bytes(project: Project) -> int:
-    """Bytes of the distinct blobs that a kind some snapshot still holds names."""
+    """Bytes of the distinct blobs that a kind some snapshot still holds names, or that a
+    model-registry version names (each epoch's weights are one: SPEC §8 never deletes them)."""
     store = open_store("file://" + str(project.home / "store"))
     sizes = {}
     for manifest in store.list(role=None):  # checkpoints, the source and the outputs
         for entry in manifest.held_files():
             if not entry.is_link:
                 sizes[entry.hash] = entry.size
+    for version in store.model_records.list():
+        sizes.update((entry.hash, entry.size) for entry in version.files)
     return sum(sizes.values())
 
 

@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "nodus.cli.workload",
     "nodus.cli.runs",
     "nodus.cli.snapshots",
+    "nodus.cli.models",
     "nodus.cli.store",
     "nodus.cli.gc",
     "nodus.cli.qualify",
@@ -34,6 +35,7 @@ _GROUPS = {
     "runs": "inspect and control runs",
     "snapshots": "inspect, download, pin and release snapshots",
     "store": "check and repair the snapshot store",
+    "models": "the model registry: versions, aliases, downloads",
 }
 
 

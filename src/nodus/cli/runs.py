@@ -238,6 +238,9 @@ def _get(args) -> int:
         )
     stored = data["stored"]
     print(f"  store: {stored['snapshots']} snapshot(s), {_size(stored['bytes'])} ({data['store']})")
+    if data.get("model"):
+        model = data["model"]
+        print(f"  model: {model['ref']} (step {model['step']}, snapshot {model['snapshot']})")
     for stage in data["stages"]:
         print(
             f"stage {stage['name']}: {stage['phase']}, {len(stage['attempts'])} attempt(s), "

@@ -255,6 +255,7 @@ def _release(args) -> int:
     from nodus.retention import holds
 
     located = _lookup(args).locate(args.ref)
+    holds.check_release(located.manifest, located.run)
     epoch = holds.is_epoch_save(located.manifest, located.run)
     dropped = holds.release(located.store, located.manifest, epoch)
     note = f"released ({' and '.join(dropped)} hold)" if dropped else "had no pin or epoch hold"

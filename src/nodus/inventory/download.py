@@ -28,7 +28,14 @@ from nodus.protocol import checkpoint_step
 if TYPE_CHECKING:
     from nodus.store import SnapshotStore
 
-__all__ = ["ARTIFACTS", "download_outputs", "download_snapshot", "select", "written_json"]
+__all__ = [
+    "ARTIFACTS",
+    "download_outputs",
+    "download_snapshot",
+    "download_weights",
+    "select",
+    "written_json",
+]
 
 ARTIFACTS = ("model", "resumable", "adapter")
 
@@ -47,6 +54,18 @@ def download_snapshot(
     """Write ``artifact`` of ``manifest`` into the empty folder ``target``; the paths written."""
     pairs = select(manifest, artifact)
     label = f"{manifest.id} {artifact}"
+    return _write(store, manifest.id, pairs, target, label, stream)
+
+
+def download_weights(
+    store: SnapshotStore, manifest: Any, label: str, target: str, stream: IO[str] | None = None
+) -> list[str]:
+    """Every weights file of ``manifest`` (a model-registry version's own files) laid out as
+    a ``model`` download lays them out, or as an ``adapter`` one for a LoRA adapter."""
+    adapter = any(_named(e, _ADAPTER) for e in manifest.files) and not any(
+        _named(e, _MODEL_WEIGHTS) for e in manifest.files
+    )
+    pairs = select(manifest, "adapter" if adapter else "model")
     return _write(store, manifest.id, pairs, target, label, stream)
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "Branches",
     "Hold",
     "HoldIndex",
+    "check_release",
     "holds_of",
     "is_epoch_save",
     "pin",
@@ -103,6 +104,17 @@ def pin(store: SnapshotStore, manifest: Manifest) -> bool:
         return False
     _write(store, manifest.id, PIN, {"kinds": list(manifest.kinds)})
     return True
+
+
+def check_release(manifest: Manifest, run: Any | None) -> None:
+    """An epoch hold is released only once the run has stopped (seed 001: "once the run has
+    finished"): until then its epochs are still being registered and trained on."""
+    if is_epoch_save(manifest, run) and not run.phase.stopped:
+        raise UsageError(
+            f"{manifest.id} is the epoch {manifest.epoch:g} save of {run.id}, which is "
+            f"{run.phase.value}: its epoch hold is released once the run has finished "
+            "(or is paused)"
+        )
 
 
 def release(store: SnapshotStore, manifest: Manifest, epoch_save: bool) -> list[str]:

@@ -10,7 +10,8 @@ catalog rows it needs: the run with its stored resolution and launches, its stag
 source snapshots and recoveries, and every attempt, so attempt numbers (the fencing tokens) go
 on above the ones the record knows. From there the run is resumed as any other: an attempt
 left running is reaped as "its runner died" and the stage continues from its newest committed
-snapshot in the store.
+snapshot in the store. The run's model-registry versions are entered from their store records
+too (:meth:`nodus.registry.Registry.adopt`), with their numbers and aliases.
 
 The same rows replace a catalog entry that is behind the store (another machine drove the run
 since), once the lease is held: the runner then continues from where that machine stopped.
@@ -23,6 +24,7 @@ import re
 from typing import Any
 
 from nodus.errors import StoreError
+from nodus.registry import Registry
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.locks import lock_name_for
 from nodus.runner.phases import Phase
@@ -92,6 +94,8 @@ def adopt_from_store(catalog: Catalog, store: Any, ref: str) -> Run | None:
     _write_rows(catalog, record, store.url)
     attempts = sum(len(stage["attempts"]) for stage in record["stages"])
     details = {"store": store.url, "phase": record["phase"], "attempts": attempts}
+    # Its model versions come along from their store records (numbers, aliases, run's model).
+    details["model_versions"] = Registry(catalog.models).adopt(store, record["id"])
     catalog.add_event(record["id"], "adopted", details)
     return catalog.get_run(record["id"])
 

@@ -23,6 +23,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nodus.errors import CatalogError, NotFoundError
+from nodus.registry.table import SCHEMA as MODEL_REGISTRY_SCHEMA
+from nodus.registry.table import ModelTable
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.schemas import defaults
 
@@ -117,6 +119,7 @@ _MIGRATIONS = {
     -- {run, snapshot, step, stage, mode}: the snapshot a run started from (resume_from, a branch)
     ALTER TABLE runs ADD COLUMN parent TEXT
     """,
+    5: MODEL_REGISTRY_SCHEMA,  # the model registry's names, versions and aliases
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 
@@ -305,6 +308,11 @@ class Catalog:
                     self._db.execute(statement)
             self._db.execute(f"PRAGMA user_version = {target}")
             self._db.execute("COMMIT")
+
+    @property
+    def models(self) -> ModelTable:
+        """The model registry's tables, over this catalog's connection (``nodus.registry``)."""
+        return ModelTable(self._rows, self._transaction)
 
     # --- runs -------------------------------------------------------------------------------
 

@@ -26,7 +26,9 @@ import logging
 import threading
 from typing import Any
 
-from nodus.errors import NotFoundError
+from nodus.errors import NodusError, NotFoundError
+from nodus.registry import Registry
+from nodus.registry.registration import register_epoch_saves, version_event
 from nodus.retention.holds import HoldIndex, run_holds
 from nodus.retention.policy import Deletion, rotation
 from nodus.runner.catalog import Catalog
@@ -118,6 +120,7 @@ class Rotation:
             # now: what a retry would restore stays held.
             run = dataclasses.replace(run, phase=Phase.RUNNING)
         manifests = self.store.list(run=self.run_id)
+        self._register_epochs(run, manifests)
         holds = run_holds(
             run, manifests, HoldIndex(self.store), referencing_runs(self.catalog, run)
         )
@@ -128,6 +131,17 @@ class Rotation:
             keep_recoverable=execution.keep_recoverable,
             keep_adapters=execution.keep_adapters,
         )
+
+    def _register_epochs(self, run: Any, manifests: list) -> None:
+        """Each epoch-end save becomes a model version when it commits (seed 001); a failure
+        is an event, and the next pass (or the run's end) tries again."""
+        try:
+            made = register_epoch_saves(Registry(self.catalog.models), self.store, run, manifests)
+        except NodusError as error:
+            self._event("model_registration_failed", {"error": str(error)})
+            return
+        for version in made:
+            self._event("model_version_registered", version_event(version))
 
     def _delete(self, deletion: Deletion) -> None:
         try:

@@ -23,6 +23,7 @@ __all__ = [
     "pause_json",
     "phase_line",
     "run_json",
+    "run_model_json",
     "run_summary",
 ]
 
@@ -76,6 +77,7 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         upload=read_upload_status(catalog.home, run.id),
         unrecorded=unrecorded(catalog, run.id),
         children=[_child(child) for child in catalog.children(run.id)],
+        model=run_model_json(catalog, run.id),
     )
     data["stages"] = [
         {
@@ -131,6 +133,18 @@ def lineage_tree(runs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]
         ordered.append((depth, run))
         stack += [(depth + 1, child) for child in reversed(children.get(run["id"], []))]
     return ordered
+
+
+def run_model_json(catalog: Catalog, run_id: str) -> dict[str, Any] | None:
+    """The ``model`` object of ``runs get --json``: the run's model by its exact version
+    (``ref`` = ``NAME:VERSION``), or None until it is registered (the run has not succeeded)."""
+    from nodus.registry import Registry
+
+    version = Registry(catalog.models).run_model(run_id)
+    if version is None:
+        return None
+    data = version.to_dict()
+    return {key: data[key] for key in ("ref", "name", "version", "snapshot", "step", "epoch")}
 
 
 def pause_json(pause: dict[str, Any] | None) -> dict[str, Any] | None:

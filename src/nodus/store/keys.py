@@ -14,6 +14,8 @@ the store's root URL)::
     runs/<run id>/record.json    a run's record: what recovering it from the store alone needs
     keys/<sha256(key)[:32]>.json the run a ``--key`` names, for a machine that never saw it
     leases/<run id>.json         who drives a run now, until when (run_records.py)
+    models/<name>/<n>.json       a model-registry version: its own reference to weights blobs
+    models/<name>/aliases.json   the model's aliases, mirrored from the catalog (model_records.py)
     tmp/<purpose>-<16 hex>       temporary names of blobs and objects being written (file://)
 
 Every kind of key that is listed has one parser, which returns None for a key not of its kind,
@@ -36,6 +38,8 @@ __all__ = [
     "INTENTS",
     "LEASES",
     "LOCKS",
+    "MODELS",
+    "MODEL_NAME_PATTERN",
     "RUNS",
     "RUN_KEYS",
     "SNAPSHOTS",
@@ -51,6 +55,9 @@ __all__ = [
     "lease_key",
     "is_snapshot_id",
     "manifest_key",
+    "model_aliases_key",
+    "model_version_key",
+    "model_version_of_key",
     "new_snapshot_id",
     "new_sweep_token",
     "quarantine_key",
@@ -76,6 +83,7 @@ TMP = "tmp"
 RUNS = "runs"
 RUN_KEYS = "keys"
 LEASES = "leases"
+MODELS = "models"
 
 _JSON = ".json"
 
@@ -87,6 +95,12 @@ _HASH = re.compile(r"^[0-9a-f]{32}$")
 _HOLD_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _TOKEN = re.compile(r"^[0-9a-f]{16}$")
 _SWEEP = "sweep-"
+_ALIASES = "aliases"
+
+MODEL_NAME_PATTERN = r"[a-z0-9][a-z0-9._-]*"
+"""A model name (the workload-name grammar): safe as one key segment on every storage."""
+_MODEL_NAME = re.compile(rf"^{MODEL_NAME_PATTERN}$")
+_VERSION = re.compile(r"^[1-9][0-9]*$")
 
 
 # --- snapshot ids --------------------------------------------------------------------------------
@@ -186,6 +200,30 @@ def run_key_index_key(key: str) -> str:
 def lease_key(run_id: str) -> str:
     """The lease of the runner driving ``run_id`` (none while no runner drives it)."""
     return f"{LEASES}/{run_id}{_JSON}"
+
+
+# --- the model registry -------------------------------------------------------------------------
+
+
+def model_version_key(name: str, version: int) -> str:
+    """The record of version ``version`` of model ``name`` (its files and their blobs)."""
+    return f"{MODELS}/{name}/{version}{_JSON}"
+
+
+def model_aliases_key(name: str) -> str:
+    """The aliases of model ``name`` (never parsed as a version: it is not a number)."""
+    return f"{MODELS}/{name}/{_ALIASES}{_JSON}"
+
+
+def model_version_of_key(key: str) -> tuple[str, int] | None:
+    """(model name, version) a version record's key names, or None for anything else."""
+    parts = key.split("/")
+    if len(parts) != 3 or parts[0] != MODELS or not parts[2].endswith(_JSON):
+        return None
+    name, number = parts[1], parts[2][: -len(_JSON)]
+    if not _MODEL_NAME.match(name) or not _VERSION.match(number):
+        return None
+    return name, int(number)
 
 
 # --- coordination between captures and sweeps, and temporary names ------------------------------

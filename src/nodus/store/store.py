@@ -32,6 +32,7 @@ from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS, classify
 from nodus.store.live_folder import Candidate, FileCache, read_consistently, select
 from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
+from nodus.store.model_records import ModelRecords, ModelVersion
 from nodus.store.restore import restore as _restore
 from nodus.store.restore import unsafe_reason, write_verified
 from nodus.store.storage import Storage, open_storage
@@ -62,6 +63,7 @@ class SnapshotStore:
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
         self._holds = HoldRecords(storage)
+        self._models = ModelRecords(storage)
         self._files = FileCache()
         self._manifests: dict[str, Manifest] = {}  # manifests never change once committed
         self._blobs: dict[str, dict[str, frozenset[str]]] = {}  # id -> kind -> its blobs
@@ -79,6 +81,40 @@ class SnapshotStore:
     def hold_records(self) -> HoldRecords:
         """The stored holds (pins, released epoch holds) next to this store's snapshots."""
         return self._holds
+
+    @property
+    def model_records(self) -> ModelRecords:
+        """The model-registry versions kept in this store (their own references to blobs)."""
+        return self._models
+
+    # --- model-registry versions ---------------------------------------------------------------
+
+    def add_model_version(self, record: ModelVersion) -> None:
+        """Store a version's record, so its blobs stay referenced whatever retention does.
+
+        The record is written first, then the snapshot's weights are checked. A deletion writes
+        its tombstone before it takes the sweep's mark of held blobs, so weights found without
+        a tombstone now are freed, if ever, by a sweep whose mark holds this record; weights
+        already being deleted refuse the version (NotFoundError).
+        """
+        self._models.write(record)
+        if self._storage.exists(keys.tombstone_key(record.snapshot, "weights")) or not all(
+            self._storage.exists(keys.blob_key(digest)) for digest in record.blobs
+        ):
+            self._models.delete(record.name, record.version)
+            raise NotFoundError(
+                f"snapshot {record.snapshot} no longer holds its weights (retention is deleting "
+                "them); nothing to register"
+            )
+
+    def delete_model_version(self, name: str, version: int) -> GcReport:
+        """Remove a version's record and free its blobs that nothing else references."""
+        record = self._models.read(name, version)
+        if record is None:
+            return GcReport()
+        self._models.delete(name, version)
+        candidates = {e.hash: e.size for e in record.files if not e.is_link}
+        return self._timed(f"delete model {name}:{version}", lambda: self._free(candidates, 0.0))
 
     # --- capture -------------------------------------------------------------------------------
 
@@ -422,7 +458,7 @@ class SnapshotStore:
         return sweep(self._storage, self._held_blobs, candidates, min_age_s, retry_s)
 
     def _held_blobs(self) -> set[str]:
-        held: set[str] = set()
+        held = self._models.held_blobs()  # registered versions keep their weights' blobs
         deleting = self._tombstones()
         for snapshot_id in self._ids():
             try:

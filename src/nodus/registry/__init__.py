@@ -1,0 +1,13 @@
+"""The model registry: named models, numbered versions, aliases, ``NAME[:VERSION|@ALIAS]``.
+
+Between the runner and retention (``runner → registry → retention → store``): the runner
+registers what a run makes (:mod:`nodus.registry.registration`), the inventory and the command
+line look versions up and change them (:class:`Registry`). Numbers and aliases live in the run
+catalog (:mod:`nodus.registry.table`); each version's record, its own reference to the weights'
+blobs, lives in the store (:mod:`nodus.store.model_records`). docs/lineage.md is the user's view.
+"""
+
+from nodus.registry.naming import ModelRef, parse_model_ref
+from nodus.registry.registry import Registry, Version
+
+__all__ = ["ModelRef", "Registry", "Version", "parse_model_ref"]

@@ -1,0 +1,331 @@
+"""The model registry: versions of named models, their aliases, and how a reference resolves.
+
+Two halves, one contract: the catalog's tables (:mod:`nodus.registry.table`) give each version
+its number and hold the aliases; the version's store keeps its record
+(:mod:`nodus.store.model_records`), which references the weights' blobs, so a version keeps its
+weights whatever snapshot retention does and ``nodus gc`` sweeps them only once it is deleted.
+The catalog is written first (it decides the number), the store record right after; a version
+whose store record cannot be written is taken back out of the catalog.
+
+``NAME`` alone resolves to the newest version, which can be an epoch save registered after the
+run's model: automation names an exact version (``NAME:3``) or an alias (``NAME@prod``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from nodus.errors import NotFoundError, StoreError, UsageError
+from nodus.registry.naming import check_alias, check_name, parse_exact, parse_model_ref
+from nodus.registry.table import ModelTable, VersionRow
+from nodus.store.model_records import ModelVersion
+
+if TYPE_CHECKING:
+    from nodus.store import GcReport, Manifest, SnapshotStore
+
+__all__ = ["Registry", "Version"]
+
+ORIGINS = ("epoch", "run", "manual")
+
+
+@dataclass(frozen=True)
+class Version:
+    """One registered version as people see it (the ``models get --json`` shape)."""
+
+    name: str
+    version: int
+    run: str
+    snapshot: str
+    stage: str | None
+    step: int | None
+    epoch: float | None
+    store: str
+    origin: str
+    run_model: bool
+    bytes: int
+    registered_at: float
+    aliases: tuple[str, ...] = field(default=())
+
+    @property
+    def ref(self) -> str:
+        """The exact reference, ``NAME:VERSION``."""
+        return f"{self.name}:{self.version}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "name": self.name,
+            "version": self.version,
+            "aliases": list(self.aliases),
+            "run": self.run,
+            "snapshot": self.snapshot,
+            "stage": self.stage,
+            "step": self.step,
+            "epoch": self.epoch,
+            "origin": self.origin,
+            "run_model": self.run_model,
+            "bytes": self.bytes,
+            "registered_at": self.registered_at,
+            "store": self.store,
+        }
+
+
+class Registry:
+    """The registry of one nodus home: its catalog's tables and the stores versions live in."""
+
+    def __init__(
+        self, table: ModelTable, open_store: Callable[[str], SnapshotStore] | None = None
+    ) -> None:
+        self.table = table
+        self._open = open_store
+        self._stores: dict[str, SnapshotStore] = {}
+
+    # --- registering ------------------------------------------------------------------------
+
+    def register(
+        self, store: SnapshotStore, manifest: Manifest, name: str, origin: str
+    ) -> tuple[Version, bool]:
+        """Register ``manifest``'s weights as a version of ``name``: (version, newly made).
+
+        A snapshot already registered under ``name`` keeps its version (registration is
+        idempotent: re-driving a run or adopting it never makes a second one).
+        """
+        check_name(name)
+        assert origin in ORIGINS, origin
+        self._stores.setdefault(store.url, store)
+        known = self.table.of_snapshot(manifest.id, name)
+        if known and store.model_records.read(name, known[0]["version"]) is not None:
+            return self._version(known[0]), False
+        files = _weights_of(manifest)
+        if known:  # a crash kept its store record from being written: write it now
+            store.add_model_version(_record(known[0], files))
+            return self._version(known[0]), False
+        stored = [r for r in store.model_records.list(name) if r.snapshot == manifest.id]
+        if stored:  # registered by a catalog this one was not rebuilt with
+            self.table.insert(_row(stored[0], store.url))
+            return self._version(self.table.of_snapshot(manifest.id, name)[0]), False
+        numbers = [r.version for r in store.model_records.list(name)]
+        row = self.table.add(
+            _new_row(manifest, name, origin, store.url, files), at_least=max(numbers, default=0) + 1
+        )
+        try:
+            store.add_model_version(_record(row, files))
+        except (NotFoundError, StoreError):
+            self.table.remove(row["name"], row["version"])
+            raise
+        return self._version(row), True
+
+    def mark_run_model(self, version: Version) -> Version:
+        """Name ``version`` its run's model (``runs get`` shows it), in catalog and store."""
+        if version.run_model:
+            return version
+        self.table.mark_run_model(version.name, version.version)
+        store = self._store(version.store)
+        record = store.model_records.read(version.name, version.version)
+        if record is not None:
+            store.model_records.write(record.with_run_model())
+        return self.get(version.name, version.version)
+
+    # --- looking up -------------------------------------------------------------------------
+
+    def resolve(self, text: str) -> Version:
+        """The version ``NAME``, ``NAME:VERSION`` or ``NAME@ALIAS`` names; NotFoundError names
+        what is missing."""
+        ref = parse_model_ref(text)
+        self._known(ref.name)
+        if ref.version is not None:
+            return self.get(ref.name, ref.version)
+        if ref.alias is not None:
+            number = self.table.alias(ref.name, ref.alias)
+            if number is None:
+                have = ", ".join(self.table.aliases(ref.name)) or "none"
+                raise NotFoundError(
+                    f"model {ref.name!r} has no alias {ref.alias!r} (its aliases: {have})"
+                )
+            return self.get(ref.name, number)
+        newest = self.table.newest(ref.name)
+        if newest is None:
+            raise NotFoundError(f"model {ref.name!r} has no versions left")
+        return self._version(newest)
+
+    def get(self, name: str, version: int) -> Version:
+        row = self.table.get(name, version)
+        if row is None:
+            numbers = [v.version for v in self.versions() if v.name == name]
+            have = ", ".join(map(str, numbers)) or "none"
+            raise NotFoundError(f"model {name!r} has no version {version} (its versions: {have})")
+        return self._version(row)
+
+    def versions(self) -> list[Version]:
+        """Every version, by name then number."""
+        return [self._version(row) for row in self.table.all()]
+
+    def of_snapshot(self, snapshot_id: str) -> list[Version]:
+        return [self._version(row) for row in self.table.of_snapshot(snapshot_id)]
+
+    def run_model(self, run_id: str) -> Version | None:
+        """The version that is ``run_id``'s own model, once it is registered."""
+        rows = [row for row in self.table.of_run(run_id) if row["run_model"]]
+        return self._version(rows[0]) if rows else None
+
+    def record(self, version: Version) -> tuple[SnapshotStore, ModelVersion]:
+        """The version's store and its record there (the files to download)."""
+        store = self._store(version.store)
+        record = store.model_records.read(version.name, version.version)
+        if record is None:
+            raise NotFoundError(
+                f"{version.ref}: its record is missing from {version.store}; delete the "
+                f"version (nodus models delete {version.ref}) and register its snapshot again"
+            )
+        return store, record
+
+    # --- changing ---------------------------------------------------------------------------
+
+    def set_alias(self, name: str, version: int, alias: str) -> Version:
+        """Point ``alias`` at an existing version of ``name``, moving it from any other."""
+        self._known(check_name(name))
+        target = self.get(name, version)
+        self.table.set_alias(name, check_alias(alias), version)
+        self._mirror_aliases(name)
+        return self.get(name, target.version)
+
+    def delete(self, text: str) -> tuple[Version, GcReport]:
+        """Remove ``NAME:VERSION`` and its aliases; its blobs that nothing else references are
+        freed at once (a sweep deferred by a running capture leaves them to ``nodus gc``)."""
+        ref = parse_exact(text)
+        self._known(ref.name)
+        assert ref.version is not None
+        version = self.get(ref.name, ref.version)
+        report = self._store(version.store).delete_model_version(version.name, version.version)
+        self.table.remove(version.name, version.version)
+        self._mirror_aliases(version.name)
+        return version, report
+
+    def adopt(self, store: SnapshotStore, run_id: str) -> int:
+        """Enter the versions ``store`` records for ``run_id`` into the catalog (a run rebuilt
+        from its store); how many were new here. Their aliases come along unless set here."""
+        added = 0
+        for record in store.model_records.list():
+            if record.run != run_id or self.table.get(record.name, record.version):
+                continue
+            self.table.insert(_row(record, store.url))
+            added += 1
+            for alias, number in store.model_records.aliases(record.name).items():
+                if number == record.version and self.table.alias(record.name, alias) is None:
+                    self.table.set_alias(record.name, alias, number)
+        return added
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _known(self, name: str) -> None:
+        if name not in self.table.names():
+            have = ", ".join(self.table.names()) or "none yet"
+            raise NotFoundError(f"no model named {name!r} (models: {have})")
+
+    def _version(self, row: VersionRow) -> Version:
+        aliases = self.table.aliases(row["name"])
+        return Version(
+            name=row["name"],
+            version=row["version"],
+            run=row["run_id"],
+            snapshot=row["snapshot"],
+            stage=row["stage"],
+            step=row["step"],
+            epoch=row["epoch"],
+            store=row["store"],
+            origin=row["origin"],
+            run_model=bool(row["run_model"]),
+            bytes=row["bytes"],
+            registered_at=row["registered_at"],
+            aliases=tuple(a for a, number in aliases.items() if number == row["version"]),
+        )
+
+    def _store(self, url: str) -> SnapshotStore:
+        if url not in self._stores:
+            if self._open is None:
+                from nodus.store import open_store
+
+                self._stores[url] = open_store(url)
+            else:
+                self._stores[url] = self._open(url)
+        return self._stores[url]
+
+    def _mirror_aliases(self, name: str) -> None:
+        """Each store holding versions of ``name`` keeps the aliases that point into it."""
+        aliases = self.table.aliases(name)
+        by_store: dict[str, set[int]] = {}
+        for version in self.versions():
+            if version.name == name:
+                by_store.setdefault(version.store, set()).add(version.version)
+        for url, numbers in by_store.items():
+            mine = {alias: n for alias, n in aliases.items() if n in numbers}
+            self._store(url).model_records.write_aliases(name, mine)
+
+
+def _weights_of(manifest: Manifest) -> tuple:
+    if manifest.role != "checkpoint":
+        raise UsageError(
+            f"{manifest.id} is a run's {manifest.role} snapshot: only checkpoints' weights "
+            "are registered as model versions"
+        )
+    files = tuple(e for e in manifest.held_files(("weights",)) if not e.is_link)
+    if not files:
+        why = (
+            "retention deleted them"
+            if "weights" in manifest.deleting
+            else f"it holds {', '.join(manifest.kinds) or 'nothing'}"
+        )
+        raise UsageError(f"{manifest.id} holds no weights to register ({why})")
+    return files
+
+
+def _new_row(manifest: Manifest, name: str, origin: str, store_url: str, files) -> VersionRow:
+    return {
+        "name": name,
+        "run_id": manifest.run,
+        "snapshot": manifest.id,
+        "stage": manifest.stage,
+        "step": manifest.step,
+        "epoch": manifest.epoch,
+        "store": store_url,
+        "origin": origin,
+        "run_model": 0,
+        "bytes": sum(e.size for e in files),
+        "registered_at": time.time(),
+    }
+
+
+def _record(row: VersionRow, files) -> ModelVersion:
+    return ModelVersion(
+        name=row["name"],
+        version=row["version"],
+        run=row["run_id"],
+        snapshot=row["snapshot"],
+        stage=row["stage"],
+        step=row["step"],
+        epoch=row["epoch"],
+        origin=row["origin"],
+        registered_at=row["registered_at"],
+        files=tuple(files),
+        run_model=bool(row["run_model"]),
+    )
+
+
+def _row(record: ModelVersion, store_url: str) -> VersionRow:
+    return {
+        "name": record.name,
+        "version": record.version,
+        "run_id": record.run,
+        "snapshot": record.snapshot,
+        "stage": record.stage,
+        "step": record.step,
+        "epoch": record.epoch,
+        "store": store_url,
+        "origin": record.origin,
+        "run_model": int(record.run_model),
+        "bytes": record.total_bytes,
+        "registered_at": record.registered_at,
+    }
