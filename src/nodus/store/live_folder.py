@@ -10,6 +10,7 @@ reach into a committed snapshot.
 from __future__ import annotations
 
 import fnmatch
+import io
 import os
 import posixpath
 import re
@@ -216,6 +217,7 @@ class ReadResult:
     mode: int
     spool: str | None  # the copy to adopt as a blob; None when the cache knew the hash
     mtime_ns: int  # of the state read: a restore gives the file this time again
+    data: bytes | None = None  # a small file's content, read instead of a spool copy
 
 
 def read_consistently(
@@ -265,13 +267,19 @@ def _read_once(
         if digest is not None:
             return ReadResult(digest, before.st_size, mode, None, before.st_mtime_ns)
         started = time.time_ns()
+        if before.st_size < min(defaults.STORE_SMALL_FILE_BYTES, defaults.STORE_DIRECT_MIN_BYTES):
+            memory = io.BytesIO()  # written to the store later, and only if it lacks the blob
+            digest, count = copy_hashing(source, memory)
+            if _trusted(fd, full, before, signature, count, started, strict):
+                cache.put(full, signature, digest, started)
+                data = memory.getvalue()
+                return ReadResult(digest, count, mode, None, before.st_mtime_ns, data)
+            return None
         spool = new_spool()
         try:
             with open(spool, "w+b", buffering=0) as sink:
                 digest, count = copy_hashing(source, sink, direct="write" if direct else None)
-                stable = _signature(os.fstat(fd)) == signature and count == before.st_size
-                quiet = signature[1] <= started - int(defaults.CAPTURE_QUIET_S * 1e9)
-                if stable and (not strict or (quiet and _same_file_at(full, before))):
+                if _trusted(fd, full, before, signature, count, started, strict):
                     cache.put(full, signature, digest, started)
                     return ReadResult(digest, count, mode, spool, before.st_mtime_ns)
         except BaseException:
@@ -279,6 +287,21 @@ def _read_once(
             raise
     _remove(spool)
     return None
+
+
+def _trusted(
+    fd: int,
+    full: str,
+    before: os.stat_result,
+    signature: Signature,
+    count: int,
+    started: int,
+    strict: bool,
+) -> bool:
+    """Whether what was read is one real state of the file (see :func:`_read_once`)."""
+    stable = _signature(os.fstat(fd)) == signature and count == before.st_size
+    quiet = signature[1] <= started - int(defaults.CAPTURE_QUIET_S * 1e9)
+    return stable and (not strict or (quiet and _same_file_at(full, before)))
 
 
 def _signature(info: os.stat_result) -> Signature:

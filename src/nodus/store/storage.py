@@ -104,10 +104,6 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
 
     ``storage_options`` go to fsspec (for example ``endpoint_url`` of an S3-compatible server).
     """
-    from fsspec.core import url_to_fs
-
-    from nodus.store._faults import throttled
-    from nodus.store.fsspec_storage import FsspecStorage
     from nodus.store.local_storage import LocalStorage
 
     if url.startswith("/"):  # a bare absolute path means a file:// store
@@ -115,6 +111,16 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
     if "://" not in url:
         raise UsageError(f"store URL {url!r}: give file:///abs/path, s3://bucket/prefix, ...")
     url = url.rstrip("/")
+    local = url[len("file://") :] if url.startswith("file://") else ""
+    if local.startswith("/") and not storage_options:
+        # The usual store needs no fsspec, whose import alone is a tenth of a `nodus run`.
+        return LocalStorage(url, local)
+
+    from fsspec.core import url_to_fs
+
+    from nodus.store._faults import throttled
+    from nodus.store.fsspec_storage import FsspecStorage
+
     try:
         fs, root = url_to_fs(url, **storage_options)
     except (ImportError, ValueError) as error:

@@ -30,7 +30,7 @@ from nodus.store.gc import (
 )
 from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS, classify
-from nodus.store.live_folder import Candidate, FileCache, read_consistently, select
+from nodus.store.live_folder import Candidate, FileCache, ReadResult, read_consistently, select
 from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
 from nodus.store.restore import restore as _restore
 from nodus.store.restore import unsafe_reason, write_verified
@@ -144,6 +144,8 @@ class SnapshotStore:
         )
         if read is None:
             return None  # vanished while we looked: skipped like any missing path
+        if read.data is not None:
+            return self._entry(candidate, kind, read), self._spool_unless_stored(read)
         if read.spool is None and not self._storage.exists(keys.blob_key(read.digest)):
             # Known hash, but the blob went away (its snapshots were deleted): store it again.
             self._files.forget(candidate.full)
@@ -152,10 +154,22 @@ class SnapshotStore:
             )
             if read is None:
                 return None
-        entry = FileEntry(
+        return self._entry(candidate, kind, read), read.spool
+
+    @staticmethod
+    def _entry(candidate: Candidate, kind: str, read: ReadResult) -> FileEntry:
+        return FileEntry(
             candidate.rel, read.size, read.mode, read.digest, kind, mtime_ns=read.mtime_ns
         )
-        return entry, read.spool
+
+    def _spool_unless_stored(self, read: ReadResult) -> str | None:
+        """A spool holding a small file's content read in memory; None when the store has it."""
+        if self._storage.exists(keys.blob_key(read.digest)):
+            return None  # already stored (an unchanged source, a file no save changed)
+        spool = self._storage.spool_path()
+        with open(spool, "wb") as handle:
+            handle.write(read.data or b"")
+        return spool
 
     def _commit(self, snapshot_id, info, files, guard) -> Manifest:
         manifest = Manifest(
