@@ -207,6 +207,11 @@ class Capturer:
             role="checkpoint",
         )
         into = self.store if self.uploads is None else self.uploads.staging
+        # An integration publishes each folder whole and never writes into it again, so the
+        # store may take its files as they lie (hard links): the save is written once.
+        immutable = (
+            () if self.watch_folders else (f"{protocol.STATE_DIR}/{checkpoint_folder(step)}",)
+        )
         try:
             manifest = into.capture(
                 self.ws.copy,
@@ -215,6 +220,7 @@ class Capturer:
                 guard=lambda: self._guard_folder(folder, before, present),
                 excludes=excludes,
                 on_event=self.event,
+                immutable=immutable,
             )
         except StaleAttemptError:
             raise

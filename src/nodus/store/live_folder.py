@@ -218,14 +218,22 @@ class ReadResult:
     spool: str | None  # the copy to adopt as a blob; None when the cache knew the hash
     mtime_ns: int  # of the state read: a restore gives the file this time again
     data: bytes | None = None  # a small file's content, read instead of a spool copy
+    identity: tuple[int, ...] | None = None  # size, mtime_ns, inode, device: of a hash-only read
 
 
 def read_consistently(
-    full: str, rel: str, new_spool: Callable[[], str], cache: FileCache, *, direct: bool = False
+    full: str,
+    rel: str,
+    new_spool: Callable[[], str] | None,
+    cache: FileCache,
+    *,
+    direct: bool = False,
 ) -> ReadResult | None:
     """Hash (and copy to a spool file) one real state of ``full``; None if it vanished.
 
-    ``new_spool`` names a fresh spool file (the storage's ``spool_path``). ``direct``: the
+    ``new_spool`` names a fresh spool file (the storage's ``spool_path``); None hashes the file
+    where it lies, for a file that becomes the blob itself (``ReadResult.identity`` then says
+    which state was hashed). ``direct``: the
     spool is the blob's final home on this disk, so large files may be written past the page
     cache (a spool that is uploaded and removed is better left in memory).
     """
@@ -250,7 +258,7 @@ def read_consistently(
 
 
 def _read_once(
-    full: str, new_spool: Callable[[], str], cache: FileCache, strict: bool, direct: bool
+    full: str, new_spool: Callable[[], str] | None, cache: FileCache, strict: bool, direct: bool
 ) -> ReadResult | None:
     """One read; None when it cannot be trusted to be one real state of the file.
 
@@ -267,6 +275,13 @@ def _read_once(
         if digest is not None:
             return ReadResult(digest, before.st_size, mode, None, before.st_mtime_ns)
         started = time.time_ns()
+        if new_spool is None:
+            digest, count = copy_hashing(source, None)
+            if _trusted(fd, full, before, signature, count, started, strict):
+                cache.put(full, signature, digest, started)
+                identity = (before.st_size, before.st_mtime_ns, before.st_ino, before.st_dev)
+                return ReadResult(digest, count, mode, None, before.st_mtime_ns, identity=identity)
+            return None
         if before.st_size < min(defaults.STORE_SMALL_FILE_BYTES, defaults.STORE_DIRECT_MIN_BYTES):
             memory = io.BytesIO()  # written to the store later, and only if it lacks the blob
             digest, count = copy_hashing(source, memory)

@@ -88,6 +88,17 @@ class Storage(Protocol):
         """
         ...
 
+    def link_file(self, local_path: str, key: str, identity: tuple[int, ...]) -> bool | None:
+        """Make a local file that is never modified in place the object ``key``, by a hard link.
+
+        ``identity`` is the (size, mtime_ns, inode, device) of the file the caller hashed. The
+        file is left in place, made read-only (the object and the file are then one inode, so
+        neither may ever be written through). True: linked; False: an object existed (kept);
+        None: not possible here (a remote storage, another file system, the file replaced
+        meanwhile): copy it instead.
+        """
+        ...
+
     def put_file(
         self, local_path: str, key: str, progress: Callable[[int], None] | None = None
     ) -> None:
