@@ -1,6 +1,9 @@
 """Benchmark: training stall per save under hf-trainer-v1 vs a bare ``Trainer._save_checkpoint``.
 
     .venv/bin/python benchmarks/trainer_save.py [--saves 3] [--steps 30] [--skip-run]
+                                                [--width 512] [--skip-stall]
+
+The whole-run figure of issue 17: ``--skip-stall --width 128 --steps 300`` (GPT-2 of width 128).
 
 Part 1 (stall): a ~50M-parameter GPT-2 is trained a few steps in this process, then saved
 ``--saves`` times each way at the same boundary: the bare Trainer's own ``_save_checkpoint`` (the
@@ -29,13 +32,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def build_trainer(output_dir: str, save_steps: int | None, max_steps: int):
+def build_trainer(output_dir: str, save_steps: int | None, max_steps: int, width: int = 512):
     import torch
     from datasets import Dataset
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments, set_seed
 
     set_seed(0)
-    config = GPT2Config(vocab_size=50257, n_positions=128, n_embd=512, n_layer=8, n_head=8)
+    config = GPT2Config(vocab_size=50257, n_positions=128, n_embd=width, n_layer=8, n_head=8)
     model = GPT2LMHeadModel(config)
     ids = torch.randint(0, 50257, (64, 64), generator=torch.Generator().manual_seed(0)).tolist()
     data = Dataset.from_dict({"input_ids": ids, "labels": ids})
@@ -54,14 +57,14 @@ def build_trainer(output_dir: str, save_steps: int | None, max_steps: int):
     return Trainer(model=model, args=args, train_dataset=data)
 
 
-def stall(saves: int) -> dict:
+def stall(saves: int, width: int) -> dict:
     from nodus.stages.hf.inprocess.control import ControlDir
     from nodus.stages.hf.inprocess.state_copy import Buffers, capture
     from nodus.stages.hf.inprocess.writer import CheckpointWriter
 
     work = tempfile.mkdtemp(prefix="nodus-bench-")
     try:
-        trainer = build_trainer(os.path.join(work, "bare"), None, max_steps=2)
+        trainer = build_trainer(os.path.join(work, "bare"), None, max_steps=2, width=width)
         trainer.train()  # optimizer state exists, as at a real boundary
         params = sum(p.numel() for p in trainer.model.parameters())
         bare = []
@@ -94,13 +97,13 @@ def stall(saves: int) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def whole_run(steps: int) -> dict:
+def whole_run(steps: int, width: int) -> dict:
     work = tempfile.mkdtemp(prefix="nodus-bench-run-")
     try:
         for name in ("bare", "source"):
             os.makedirs(os.path.join(work, name))
             shutil.copy(os.path.abspath(__file__), os.path.join(work, name, "bench.py"))
-        command = [sys.executable, "bench.py", "--program", str(steps)]
+        command = [sys.executable, "bench.py", "--width", str(width), "--program", str(steps)]
         workload = os.path.join(work, "workload.toml")
         with open(workload, "w") as handle:
             handle.write(
@@ -126,9 +129,9 @@ def _timed(command: list[str], cwd: str, env: dict | None = None) -> float:
     return time.perf_counter() - start
 
 
-def program(steps: int, save_steps: int) -> None:
+def program(steps: int, save_steps: int, width: int) -> None:
     """The training program of part 2 (a plain Trainer; saves itself only when bare)."""
-    build_trainer("out/trainer", save_steps or None, max_steps=steps).train()
+    build_trainer("out/trainer", save_steps or None, max_steps=steps, width=width).train()
 
 
 def main() -> None:
@@ -136,25 +139,33 @@ def main() -> None:
     parser.add_argument("--saves", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--skip-run", action="store_true")
+    parser.add_argument("--skip-stall", action="store_true")
+    parser.add_argument("--width", type=int, default=512, help="GPT-2 n_embd (default 512)")
     parser.add_argument("--program", nargs=2, type=int, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.program:
-        return program(*options.program)
-    result = stall(options.saves)
+        return program(*options.program, options.width)
+    if not options.skip_stall:
+        report_stall(options.saves, options.width)
+    if not options.skip_run:
+        walls = whole_run(options.steps, options.width)
+        print(
+            f"whole run, width {options.width}, {options.steps} steps, saves every 10: "
+            f"bare {walls['bare']:.1f} s, nodus {walls['nodus']:.1f} s = "
+            f"{walls['nodus'] / walls['bare']:.3f}x"
+        )
+
+
+def report_stall(saves: int, width: int) -> None:
+    result = stall(saves, width)
     ratio = result["nodus_stall_s"] / result["bare_s"]
     print(
         f"model: {result['params'] / 1e6:.1f}M parameters, "
         f"checkpoint {result['bytes'] / 2**20:.0f} MiB"
     )
-    print(f"bare Trainer._save_checkpoint: {result['bare_s']:.3f} s (median of {options.saves})")
+    print(f"bare Trainer._save_checkpoint: {result['bare_s']:.3f} s (median of {saves})")
     print(f"nodus stall (capture + hand-off): {result['nodus_stall_s']:.3f} s = {ratio:.2f}x bare")
     print(f"nodus background write: {result['nodus_write_s']:.3f} s (overlaps training)")
-    if not options.skip_run:
-        walls = whole_run(options.steps)
-        print(
-            f"whole run, {options.steps} steps, saves every 10: bare {walls['bare']:.1f} s, "
-            f"nodus {walls['nodus']:.1f} s = {walls['nodus'] / walls['bare']:.3f}x"
-        )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 
 import pytest
 
@@ -14,7 +15,7 @@ from nodus.runner.catalog import Catalog
 from nodus.runner.snapshotting import Capturer
 from nodus.runner.workspace import Workspace
 from nodus.schemas.resolved import ResolvedContinuity, ResolvedExecution, ResolvedStage
-from nodus.store import open_store, restorable
+from nodus.store import keys, open_store, restorable
 
 
 def stage(paths=("state", "progress.json"), integration=None) -> ResolvedStage:
@@ -350,3 +351,48 @@ def test_an_integration_save_is_committed_whatever_the_marker(setup):
     capture.tick()  # the integration publishes whole folders: no marker is written or needed
     capture.final_capture()
     assert [m.step for m in store.list(run=run_id)] == [40]
+
+
+def _inode(path) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_ino, info.st_dev
+
+
+def test_an_integration_save_is_stored_by_links_and_the_rest_of_the_selection_by_copies(setup):
+    """One write per save: the published folder's files become the blobs themselves (read-only
+    from then on); a file the program may still rewrite in place is copied."""
+    catalog, run_id, store, ws = setup
+    capture = capturer(setup, stage=stage(integration="hf-trainer-v1"))
+    checkpoint(ws, 40)
+    with open(os.path.join(ws.copy, "progress.json"), "w") as handle:
+        handle.write('{"live": true}')
+    with open(ws.private_path("saves", "40.json"), "w") as handle:
+        json.dump({"step": 40, "requests": []}, handle)
+    capture.tick()
+
+    (made,) = store.list(run=run_id)
+    entries = {entry.path: entry for entry in made.files}
+    saved = os.path.join(ws.state, "checkpoint-40", "state.json")
+    blob = store.storage.path(keys.blob_key(entries["state/checkpoint-40/state.json"].hash))
+    assert _inode(blob) == _inode(saved)
+    assert not os.access(saved, os.W_OK) or os.geteuid() == 0  # read-only for everyone else
+    progress = store.storage.path(keys.blob_key(entries["progress.json"].hash))
+    assert _inode(progress) != _inode(os.path.join(ws.copy, "progress.json"))
+    assert store.check(made.id) == []
+
+    # The program prunes its folder as it does after the commit: the snapshot keeps its blob.
+    shutil.rmtree(os.path.join(ws.state, "checkpoint-40"))
+    store.restore(made.id, os.path.join(ws.root, "restored"))
+    with open(os.path.join(ws.root, "restored", "state", "checkpoint-40", "state.json")) as f:
+        assert json.load(f) == {"step": 40}
+
+
+def test_a_directory_contract_folder_is_copied_never_linked(setup):
+    """A program saving on its own may write into its folder again: its files stay its own."""
+    catalog, run_id, store, ws = setup
+    checkpoint(ws, 10)
+    made = store.get(capturer(setup).capture(10, reason="save"))
+    (entry,) = [e for e in made.files if e.path.startswith("state/")]
+    saved = os.path.join(ws.state, "checkpoint-10", "state.json")
+    assert _inode(store.storage.path(keys.blob_key(entry.hash))) != _inode(saved)
+    assert os.access(saved, os.W_OK)

@@ -238,3 +238,30 @@ def test_stale_attempt_commits_nothing(store, tmp_path):
 )
 def test_artifact_kinds(path, kind):
     assert classify(path) == kind
+
+
+def test_a_fresh_store_object_copies_nothing_the_store_already_holds(tmp_path, monkeypatch):
+    """A run's source, captured by every `nodus run` with a store object of its own: an
+    unchanged folder is read and hashed, but no file is copied towards the store again."""
+    live = tmp_path / "live"
+    write_tree(live, {f"pkg/module_{n}.py": f"VALUE = {n}\n".encode() for n in range(20)})
+    _age(live)
+    source = SnapshotInfo(run="run_a", stage=None, attempt=0, step=None, role="source")
+    open_store(str(tmp_path / "store")).capture(str(live), ["."], info=source)
+    blobs_before = {
+        (b.key, b.modified) for b in open_store(str(tmp_path / "store")).storage.list(keys.BLOBS)
+    }
+
+    again = open_store(str(tmp_path / "store"))
+    spooled = []
+    real = again.storage.spool_path
+    monkeypatch.setattr(again.storage, "spool_path", lambda: spooled.append(1) or real())
+    made = again.capture(str(live), ["."], info=source)
+    assert spooled == [] and len(made.files) == 20 and again.check(made.id) == []
+    assert {(b.key, b.modified) for b in again.storage.list(keys.BLOBS)} == blobs_before
+
+    (live / "pkg/module_3.py").write_text("VALUE = 'changed'\n")
+    changed = open_store(str(tmp_path / "store"))
+    monkeypatch.setattr(changed.storage, "spool_path", lambda: spooled.append(1) or real())
+    made = changed.capture(str(live), ["."], info=source)
+    assert len(spooled) == 1 and changed.check(made.id) == []  # only the new content is stored

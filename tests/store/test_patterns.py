@@ -25,6 +25,14 @@ from .trees import write_tree
         (["data/*", "!data/keep.txt"], ["data/other.txt"], ["data/keep.txt"]),
         # bringing a folder back does not bring back the caches inside it
         ([".venv", "__pycache__", "!.venv"], [".venv/__pycache__/a.pyc"], [".venv/a.py"]),
+        # literal names and paths against globs: still the last that matches decides
+        (["data/raw", "!data/*"], [], ["data/raw/x.bin"]),
+        (["!data/*", "data/raw"], ["data/raw/x.bin"], ["data/other"]),
+        (["*.bin", "!keep.bin", "*.bin"], ["keep.bin"], []),
+        (["keep.bin", "!*.bin"], [], ["keep.bin", "d/keep.bin"]),
+        (["!keep.bin", "*.bin"], ["keep.bin"], ["keep.txt"]),
+        # a literal that looks like a glob's neighbour is matched as itself only
+        (["state/checkpoint-1"], ["state/checkpoint-1/a"], ["state/checkpoint-10/a"]),
     ],
 )
 def test_excluded(patterns, left_out, kept):

@@ -1,6 +1,6 @@
 """Run locks: at most one runner drives a run (or a ``--key``) at a time.
 
-A lock is an OS file lock (filelock), so it is released by the kernel when its runner dies, even
+A lock is an OS file lock (``flock``), so it is released by the kernel when its runner dies, even
 by SIGKILL: "lock free but run unfinished" therefore means "its runner died", which is how
 ``nodus run --key`` and ``runs wait`` tell a lost runner from a live one. Next to the lock file a
 small JSON file names the holder (pid, host) for the "already running" message.
@@ -8,12 +8,11 @@ small JSON file names the holder (pid, host) for the "already running" message.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import socket
-
-from filelock import FileLock, Timeout
 
 from nodus._atomic import write_json_atomic
 from nodus.errors import AlreadyRunningError
@@ -36,29 +35,28 @@ class RunLock:
         self.path = os.path.join(folder, name + ".lock")
         self.holder_path = os.path.join(folder, name + ".holder.json")
         self.label = label  # what the user called it: the key or the run id
-        self._lock = FileLock(self.path, timeout=0)
+        self._fd: int | None = None  # open while this object holds the lock
 
     def acquire(self) -> RunLock:
         """Take the lock now or raise AlreadyRunningError naming the holder."""
-        try:
-            self._lock.acquire(timeout=0)
-        except Timeout:
-            raise AlreadyRunningError(self._held_message()) from None
+        if self._fd is None:
+            self._fd = _try_lock(self.path)
+        if self._fd is None:
+            raise AlreadyRunningError(self._held_message())
         write_json_atomic(self.holder_path, {"pid": os.getpid(), "host": socket.gethostname()})
         return self
 
     def release(self) -> None:
-        if self._lock.is_locked:
-            self._lock.release(force=True)
+        if self._fd is not None:
+            os.close(self._fd)  # closing the only descriptor drops the lock
+            self._fd = None
 
     def is_held_elsewhere(self) -> bool:
         """True while another process holds the lock (probing takes and drops it at once)."""
-        probe = FileLock(self.path, timeout=0, is_singleton=False)
-        try:
-            probe.acquire(timeout=0)
-        except Timeout:
+        probe = _try_lock(self.path)
+        if probe is None:
             return True
-        probe.release(force=True)
+        os.close(probe)
         return False
 
     def holder(self) -> dict:
@@ -78,3 +76,22 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _try_lock(path: str) -> int | None:
+    """A descriptor of ``path`` holding its exclusive lock, or None when another holds it.
+
+    ``flock`` locks belong to the open file, so the kernel drops them when the holder dies,
+    and a second open of the same file (a probe, even in the holder's process) is refused.
+    Imported by every `nodus run`, so it is the system call itself rather than a library.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -223,6 +223,11 @@ class Capturer:
             role="checkpoint",
         )
         into = self.store if self.uploads is None else self.uploads.staging
+        # An integration publishes each folder whole and never writes into it again, so the
+        # store may take its files as they lie (hard links): the save is written once.
+        immutable = (
+            () if self.watch_folders else (f"{protocol.STATE_DIR}/{checkpoint_folder(step)}",)
+        )
         try:
             manifest = into.capture(
                 self.ws.copy,
@@ -231,6 +236,7 @@ class Capturer:
                 guard=lambda: self._guard_folder(folder, before, present),
                 excludes=excludes,
                 on_event=self.event,
+                immutable=immutable,
             )
         except StaleAttemptError:
             raise
@@ -361,16 +367,24 @@ def _folder_state(folder: str) -> tuple:
 
 
 def _selection_state(root: str, paths: tuple[str, ...], excludes: list[str]) -> tuple:
-    """A cheap fingerprint (names, sizes, mtimes) of what a capture would take."""
+    """A cheap fingerprint (names, sizes, mtimes) of what a capture would take.
+
+    The excluded checkpoint folders are pruned where the walk meets them, never entered, so
+    the cost is that of the selection alone however many earlier folders the program keeps.
+    """
+    skipped = set(excludes)
     entries = []
     for rel in paths:
         top = os.path.normpath(os.path.join(root, rel))
         for folder, dirs, files in os.walk(top) if os.path.isdir(top) else [("", [], [top])]:
-            dirs[:] = sorted(d for d in dirs if d != protocol.CONTROL_DIR)
+            inside = os.path.relpath(folder, root) if folder else ""
+            dirs[:] = sorted(
+                d for d in dirs if d != protocol.CONTROL_DIR and _joined(inside, d) not in skipped
+            )
             for name in sorted(files):
                 path = os.path.join(folder, name)
                 relative = os.path.relpath(path, root)
-                if any(relative == e or relative.startswith(e + "/") for e in excludes):
+                if relative in skipped:
                     continue
                 try:
                     stat = os.stat(path)
@@ -378,6 +392,10 @@ def _selection_state(root: str, paths: tuple[str, ...], excludes: list[str]) -> 
                     continue
                 entries.append((relative, stat.st_size, stat.st_mtime_ns))
     return tuple(entries)
+
+
+def _joined(folder: str, name: str) -> str:
+    return name if folder in ("", ".") else f"{folder}/{name}"
 
 
 def _version(path: str) -> tuple[int, int] | None:

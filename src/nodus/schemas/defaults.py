@@ -91,7 +91,7 @@ WORK_DIR = "work"
 """Attempt working copies, logs and private temp/cache folders live under ``$NODUS_HOME/work``."""
 
 LOCKS_DIR = "locks"
-"""Run and ``--key`` locks (filelock) live under ``$NODUS_HOME/locks``."""
+"""Run and ``--key`` locks (``flock``) live under ``$NODUS_HOME/locks``."""
 
 KILL_WAIT_S = 10.0
 """After SIGKILL, how long the runner waits for an attempt's processes to be reaped."""
@@ -162,6 +162,12 @@ STORE_DIRECT_MIN_BYTES = 64 * 1024 * 1024
 writes when captured, direct reads when restored. A smaller file is copied in one piece, so
 nothing would overlap; it stays in the page cache, where a restore on the same machine finds it
 (a 32 MiB checkpoint recovered in 0.08 s that way, 0.24 s from disk)."""
+
+STORE_SMALL_FILE_BYTES = 1024 * 1024
+"""Files smaller than this are captured by one read into memory, hashed there, and written to
+the store only when it lacks their blob: a source of a thousand files already stored costs a
+read each, not a copy, an fsync and a thread each. A file that takes the direct path
+(``STORE_DIRECT_MIN_BYTES``) always takes it."""
 
 STORE_DIRECT_CHUNK_BYTES = 64 * 1024 * 1024
 STORE_DIRECT_BUFFERS = 4

@@ -47,7 +47,9 @@ def copy_hashing(
         except Unsupported:
             pass
     digest = hasher()
-    buffer = bytearray(defaults.STORE_CHUNK_BYTES)
+    # A small file gets a buffer of its size (one byte more, to see its end in one read): a
+    # source of a thousand small files must not allocate a thousand full-size buffers.
+    buffer = bytearray(min(defaults.STORE_CHUNK_BYTES, _size(source) + 1))
     view = memoryview(buffer)
     total = 0
     read = getattr(source, "readinto", None)
@@ -65,6 +67,14 @@ def copy_hashing(
             _write_all(sink, chunk)
         total += count
     return digest.hexdigest(), total
+
+
+def _size(source: BinaryIO) -> int:
+    """The size of a real file; the full chunk size for anything else."""
+    try:
+        return os.fstat(source.fileno()).st_size
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return defaults.STORE_CHUNK_BYTES
 
 
 def _kernel_copy_possible(source, sink) -> bool:

@@ -110,6 +110,9 @@ class FsspecStorage:
         self.fs.put_file(local_path, self._path(key), callback=callback or DEFAULT_CALLBACK)
 
     @_reaching
+    def link_file(self, local_path: str, key: str, identity: tuple[int, ...]) -> bool | None:
+        return None  # an object store has no links: the caller copies
+
     def adopt_file(self, local_path: str, key: str) -> bool:
         try:
             if self.exists(key):

@@ -10,8 +10,10 @@ reach into a committed snapshot.
 from __future__ import annotations
 
 import fnmatch
+import io
 import os
 import posixpath
+import re
 import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -22,7 +24,15 @@ from nodus.errors import StoreError, UsageError
 from nodus.schemas import defaults
 from nodus.store._io import copy_hashing
 
-__all__ = ["Candidate", "FileCache", "ReadResult", "excluded", "read_consistently", "select"]
+__all__ = [
+    "Candidate",
+    "FileCache",
+    "Patterns",
+    "ReadResult",
+    "excluded",
+    "read_consistently",
+    "select",
+]
 
 EventSink = Callable[[str, dict], None]
 Signature = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, inode, device
@@ -47,7 +57,8 @@ def select(
     ``on_event``, never followed (it could copy the whole disk, or a secret, into a snapshot).
     """
     selection = [_normalise(path) for path in paths]
-    patterns = [*excludes, protocol.CONTROL_DIR]  # last, so no "!" line can bring it back
+    # Last, so no "!" line can bring it back; compiled once for the whole walk.
+    patterns = Patterns([*excludes, protocol.CONTROL_DIR])
     found: dict[str, Candidate] = {}
     for rel in selection:
         for candidate in _walk(root, rel, patterns, on_event):
@@ -75,8 +86,10 @@ def _normalise(path: str) -> str:
     return clean
 
 
-def _walk(root: str, rel: str, patterns: list[str], on_event: EventSink) -> Iterator[Candidate]:
-    if rel != "." and excluded(rel, patterns):
+def _walk(
+    root: str, rel: str, patterns: Patterns, on_event: EventSink, judged: bool = False
+) -> Iterator[Candidate]:
+    if not judged and rel != "." and excluded(rel, patterns):
         return
     full = root if rel == "." else os.path.join(root, rel)
     try:
@@ -93,7 +106,7 @@ def _walk(root: str, rel: str, patterns: list[str], on_event: EventSink) -> Iter
         on_event("capture_file_skipped", {"path": rel, "reason": "not a regular file"})
 
 
-def _walk_dir(root: str, rel: str, patterns: list[str], on_event: EventSink) -> Iterator[Candidate]:
+def _walk_dir(root: str, rel: str, patterns: Patterns, on_event: EventSink) -> Iterator[Candidate]:
     full = root if rel == "." else os.path.join(root, rel)
     try:
         names = sorted(os.listdir(full))
@@ -101,10 +114,12 @@ def _walk_dir(root: str, rel: str, patterns: list[str], on_event: EventSink) -> 
         return  # removed while we walked (an older checkpoint being cleaned up)
     for name in names:
         child = name if rel == "." else f"{rel}/{name}"
-        yield from _walk(root, child, patterns, on_event)
+        # The folders above were judged on the way down: only the child's own name is new.
+        if not patterns.leaves_out(child, name):
+            yield from _walk(root, child, patterns, on_event, judged=True)
 
 
-def excluded(rel: str, patterns: Sequence[str]) -> bool:
+def excluded(rel: str, patterns: Sequence[str] | Patterns) -> bool:
     """Whether ``rel`` is left out by ``patterns`` (``.nodusignore`` semantics, as gitignore's).
 
     A name pattern (``*.pyc``, ``.venv``) matches a file or folder of that name at any depth; a
@@ -112,24 +127,56 @@ def excluded(rel: str, patterns: Sequence[str]) -> bool:
     and ``!pattern`` brings back what an earlier one left out. A folder left out takes
     everything under it, so ``!`` cannot bring back a file inside a folder that is left out.
     """
+    compiled = patterns if isinstance(patterns, Patterns) else Patterns(patterns)
     parts = rel.split("/")
     return any(
-        _left_out("/".join(parts[: depth + 1]), parts[depth], patterns)
+        compiled.leaves_out("/".join(parts[: depth + 1]), parts[depth])
         for depth in range(len(parts))
     )
 
 
-def _left_out(path: str, name: str, patterns: Sequence[str]) -> bool:
-    verdict = False
-    for raw in patterns:
-        keep = raw.startswith("!")
-        pattern = (raw[1:] if keep else raw).strip("/")
-        if pattern and fnmatch.fnmatchcase(path if "/" in pattern else name, pattern):
-            verdict = not keep
-    return verdict
+class Patterns:
+    """Exclude patterns compiled once for a whole walk.
+
+    A literal pattern (no ``*?[``) is looked up in a dict, so a capture that leaves out a
+    thousand other checkpoint folders by name costs one lookup a path, not a thousand matches.
+    Globs are tried newest first and only until an older one could no longer decide.
+    """
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self._names: dict[str, tuple[int, bool]] = {}  # literal name -> (last index, keep)
+        self._paths: dict[str, tuple[int, bool]] = {}  # literal path with "/" -> same
+        self._globs: list[tuple[int, bool, bool, re.Pattern[str]]] = []  # index, keep, by path
+        for index, raw in enumerate(patterns):
+            keep = raw.startswith("!")
+            pattern = (raw[1:] if keep else raw).strip("/")
+            if not pattern:
+                continue
+            by_path = "/" in pattern
+            if _GLOB.search(pattern) is None:
+                (self._paths if by_path else self._names)[pattern] = (index, keep)
+            else:
+                compiled = re.compile(fnmatch.translate(pattern))
+                self._globs.append((index, keep, by_path, compiled))
+        self._globs.reverse()
+
+    def leaves_out(self, path: str, name: str) -> bool:
+        """The verdict of the last pattern matching one path (``name``: its last part)."""
+        best = max(self._paths.get(path, _NONE), self._names.get(name, _NONE))
+        for index, keep, by_path, compiled in self._globs:
+            if index < best[0]:
+                break
+            if compiled.match(path if by_path else name):
+                best = (index, keep)
+                break
+        return best[0] >= 0 and not best[1]
 
 
-def _inside(link: Candidate, selection: list[str], patterns: list[str]) -> bool:
+_GLOB = re.compile(r"[*?\[]")
+_NONE = (-1, False)
+
+
+def _inside(link: Candidate, selection: list[str], patterns: Patterns) -> bool:
     target = link.target or ""
     if posixpath.isabs(target):
         return False
@@ -170,14 +217,23 @@ class ReadResult:
     mode: int
     spool: str | None  # the copy to adopt as a blob; None when the cache knew the hash
     mtime_ns: int  # of the state read: a restore gives the file this time again
+    data: bytes | None = None  # a small file's content, read instead of a spool copy
+    identity: tuple[int, ...] | None = None  # size, mtime_ns, inode, device: of a hash-only read
 
 
 def read_consistently(
-    full: str, rel: str, new_spool: Callable[[], str], cache: FileCache, *, direct: bool = False
+    full: str,
+    rel: str,
+    new_spool: Callable[[], str] | None,
+    cache: FileCache,
+    *,
+    direct: bool = False,
 ) -> ReadResult | None:
     """Hash (and copy to a spool file) one real state of ``full``; None if it vanished.
 
-    ``new_spool`` names a fresh spool file (the storage's ``spool_path``). ``direct``: the
+    ``new_spool`` names a fresh spool file (the storage's ``spool_path``); None hashes the file
+    where it lies, for a file that becomes the blob itself (``ReadResult.identity`` then says
+    which state was hashed). ``direct``: the
     spool is the blob's final home on this disk, so large files may be written past the page
     cache (a spool that is uploaded and removed is better left in memory).
     """
@@ -202,7 +258,7 @@ def read_consistently(
 
 
 def _read_once(
-    full: str, new_spool: Callable[[], str], cache: FileCache, strict: bool, direct: bool
+    full: str, new_spool: Callable[[], str] | None, cache: FileCache, strict: bool, direct: bool
 ) -> ReadResult | None:
     """One read; None when it cannot be trusted to be one real state of the file.
 
@@ -219,13 +275,26 @@ def _read_once(
         if digest is not None:
             return ReadResult(digest, before.st_size, mode, None, before.st_mtime_ns)
         started = time.time_ns()
+        if new_spool is None:
+            digest, count = copy_hashing(source, None)
+            if _trusted(fd, full, before, signature, count, started, strict):
+                cache.put(full, signature, digest, started)
+                identity = (before.st_size, before.st_mtime_ns, before.st_ino, before.st_dev)
+                return ReadResult(digest, count, mode, None, before.st_mtime_ns, identity=identity)
+            return None
+        if before.st_size < min(defaults.STORE_SMALL_FILE_BYTES, defaults.STORE_DIRECT_MIN_BYTES):
+            memory = io.BytesIO()  # written to the store later, and only if it lacks the blob
+            digest, count = copy_hashing(source, memory)
+            if _trusted(fd, full, before, signature, count, started, strict):
+                cache.put(full, signature, digest, started)
+                data = memory.getvalue()
+                return ReadResult(digest, count, mode, None, before.st_mtime_ns, data)
+            return None
         spool = new_spool()
         try:
             with open(spool, "w+b", buffering=0) as sink:
                 digest, count = copy_hashing(source, sink, direct="write" if direct else None)
-                stable = _signature(os.fstat(fd)) == signature and count == before.st_size
-                quiet = signature[1] <= started - int(defaults.CAPTURE_QUIET_S * 1e9)
-                if stable and (not strict or (quiet and _same_file_at(full, before))):
+                if _trusted(fd, full, before, signature, count, started, strict):
                     cache.put(full, signature, digest, started)
                     return ReadResult(digest, count, mode, spool, before.st_mtime_ns)
         except BaseException:
@@ -233,6 +302,21 @@ def _read_once(
             raise
     _remove(spool)
     return None
+
+
+def _trusted(
+    fd: int,
+    full: str,
+    before: os.stat_result,
+    signature: Signature,
+    count: int,
+    started: int,
+    strict: bool,
+) -> bool:
+    """Whether what was read is one real state of the file (see :func:`_read_once`)."""
+    stable = _signature(os.fstat(fd)) == signature and count == before.st_size
+    quiet = signature[1] <= started - int(defaults.CAPTURE_QUIET_S * 1e9)
+    return stable and (not strict or (quiet and _same_file_at(full, before)))
 
 
 def _signature(info: os.stat_result) -> Signature:

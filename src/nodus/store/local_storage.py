@@ -8,8 +8,10 @@ rename never crosses file systems; whatever a killed writer leaves there is swep
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -28,6 +30,7 @@ class LocalStorage:
     def __init__(self, url: str, root: str) -> None:
         self.url = url
         self.root = root
+        self._dev: int | None = None  # the store's file system, for hard links into it
         os.makedirs(self.root, exist_ok=True)
 
     def path(self, key: str) -> str:
@@ -105,6 +108,45 @@ class LocalStorage:
         fsync_dir(os.path.dirname(final))
         return True
 
+    def link_file(self, local_path: str, key: str, identity: tuple[int, ...]) -> bool | None:
+        if self.exists(key):
+            return False
+        try:
+            info = os.stat(local_path, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if info.st_dev != self._device():
+            return None  # another file system: no link can reach it
+        # Read-only before anything names it: the blob and the live file share this inode.
+        os.chmod(local_path, stat.S_IMODE(info.st_mode) & ~_WRITABLE, follow_symlinks=False)
+        fd = os.open(local_path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            if _identity(os.fstat(fd)) != identity:
+                return None  # written or replaced since it was hashed
+            os.fsync(fd)  # durable before the blob's name (already so when the writer synced)
+        finally:
+            os.close(fd)
+        final = self.path(key)
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        try:
+            os.link(local_path, final, follow_symlinks=False)  # never replaces
+        except FileExistsError:
+            return False
+        except OSError as error:
+            if error.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                return None  # links refused here: the caller copies
+            raise
+        if _identity(os.stat(final)) != identity:  # the path was replaced before the link
+            os.unlink(final)
+            return None
+        fsync_dir(os.path.dirname(final))
+        return True
+
+    def _device(self) -> int:
+        if self._dev is None:
+            self._dev = os.stat(self.root).st_dev
+        return self._dev
+
     def put_file(
         self, local_path: str, key: str, progress: Callable[[int], None] | None = None
     ) -> None:
@@ -123,6 +165,14 @@ class LocalStorage:
         path = self.path(keys.temp_key(purpose))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return path
+
+
+_WRITABLE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
+def _identity(info: os.stat_result) -> tuple[int, ...]:
+    """What :meth:`LocalStorage.link_file` compares: size, mtime, inode and device."""
+    return (info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev)
 
 
 def _remove_quietly(path: str) -> None:

@@ -88,6 +88,17 @@ class Storage(Protocol):
         """
         ...
 
+    def link_file(self, local_path: str, key: str, identity: tuple[int, ...]) -> bool | None:
+        """Make a local file that is never modified in place the object ``key``, by a hard link.
+
+        ``identity`` is the (size, mtime_ns, inode, device) of the file the caller hashed. The
+        file is left in place, made read-only (the object and the file are then one inode, so
+        neither may ever be written through). True: linked; False: an object existed (kept);
+        None: not possible here (a remote storage, another file system, the file replaced
+        meanwhile): copy it instead.
+        """
+        ...
+
     def put_file(
         self, local_path: str, key: str, progress: Callable[[int], None] | None = None
     ) -> None:
@@ -104,10 +115,6 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
 
     ``storage_options`` go to fsspec (for example ``endpoint_url`` of an S3-compatible server).
     """
-    from fsspec.core import url_to_fs
-
-    from nodus.store._faults import throttled
-    from nodus.store.fsspec_storage import FsspecStorage
     from nodus.store.local_storage import LocalStorage
 
     if url.startswith("/"):  # a bare absolute path means a file:// store
@@ -115,6 +122,16 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
     if "://" not in url:
         raise UsageError(f"store URL {url!r}: give file:///abs/path, s3://bucket/prefix, ...")
     url = url.rstrip("/")
+    local = url[len("file://") :] if url.startswith("file://") else ""
+    if local.startswith("/") and not storage_options:
+        # The usual store needs no fsspec, whose import alone is a tenth of a `nodus run`.
+        return LocalStorage(url, local)
+
+    from fsspec.core import url_to_fs
+
+    from nodus.store._faults import throttled
+    from nodus.store.fsspec_storage import FsspecStorage
+
     try:
         fs, root = url_to_fs(url, **storage_options)
     except (ImportError, ValueError) as error:

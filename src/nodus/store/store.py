@@ -30,7 +30,7 @@ from nodus.store.gc import (
 )
 from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS, classify
-from nodus.store.live_folder import Candidate, FileCache, read_consistently, select
+from nodus.store.live_folder import Candidate, FileCache, ReadResult, read_consistently, select
 from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
 from nodus.store.model_records import ModelRecords, ModelVersion
 from nodus.store.restore import restore as _restore
@@ -127,12 +127,16 @@ class SnapshotStore:
         guard: Callable[[], None] | None = None,
         excludes: Sequence[str] = (),
         on_event: EventSink | None = None,
+        immutable: Sequence[str] = (),
     ) -> Manifest:
         """Capture ``paths`` of the live folder ``root`` and commit them as one snapshot.
 
         ``guard`` runs right before the commit and may raise (a stale attempt's fencing);
         then nothing is committed. ``on_event(type, details)`` hears about refused symlinks and
-        skipped special files.
+        skipped special files. ``immutable``: folders (relative, ``/``-separated) whose files
+        are never modified in place once there (an integration's published checkpoint): a local
+        store on their file system takes each as a blob by a hard link, hashed where it lies,
+        instead of writing a copy; the files become read-only.
         """
         if info.role not in ("checkpoint", "source", "outputs"):
             raise UsageError(f"snapshot role {info.role!r}: use checkpoint, source or outputs")
@@ -143,7 +147,10 @@ class SnapshotStore:
         try:
             wait_for_sweep(self._storage)  # only now may existing blobs be trusted (see gc.py)
             for candidate in select(root, paths, excludes, on_event or _log_event):
-                read = self._read_one(candidate)
+                linkable = any(candidate.rel.startswith(f"{i}/") for i in immutable)
+                read = self._link_one(candidate) if linkable else _COPY
+                if read is _COPY:
+                    read = self._read_one(candidate)
                 if read is not None:
                     copied.append(read)
                 intent_written = renew_intent(self._storage, snapshot_id, intent_written)
@@ -180,6 +187,8 @@ class SnapshotStore:
         )
         if read is None:
             return None  # vanished while we looked: skipped like any missing path
+        if read.data is not None:
+            return self._entry(candidate, kind, read), self._spool_unless_stored(read)
         if read.spool is None and not self._storage.exists(keys.blob_key(read.digest)):
             # Known hash, but the blob went away (its snapshots were deleted): store it again.
             self._files.forget(candidate.full)
@@ -188,10 +197,42 @@ class SnapshotStore:
             )
             if read is None:
                 return None
-        entry = FileEntry(
+        return self._entry(candidate, kind, read), read.spool
+
+    def _link_one(self, candidate: Candidate) -> tuple[FileEntry, None] | None | object:
+        """The entry for a file stored as a link to itself (no copy written), None when it
+        vanished, or ``_COPY`` when it must be copied after all (see ``Storage.link_file``)."""
+        if candidate.target is not None or not self._storage.is_local:
+            return _COPY
+        for _ in range(2):  # a second time when the hash was known but its blob is gone
+            read = read_consistently(candidate.full, candidate.rel, None, self._files)
+            if read is None:
+                return None
+            entry = self._entry(candidate, classify(candidate.rel), read)
+            key = keys.blob_key(read.digest)
+            if read.identity is None:  # known from an earlier capture: no read was made
+                if self._storage.exists(key):
+                    return entry, None
+                self._files.forget(candidate.full)
+                continue
+            linked = self._storage.link_file(candidate.full, key, read.identity)
+            return _COPY if linked is None else (entry, None)
+        return _COPY
+
+    @staticmethod
+    def _entry(candidate: Candidate, kind: str, read: ReadResult) -> FileEntry:
+        return FileEntry(
             candidate.rel, read.size, read.mode, read.digest, kind, mtime_ns=read.mtime_ns
         )
-        return entry, read.spool
+
+    def _spool_unless_stored(self, read: ReadResult) -> str | None:
+        """A spool holding a small file's content read in memory; None when the store has it."""
+        if self._storage.exists(keys.blob_key(read.digest)):
+            return None  # already stored (an unchanged source, a file no save changed)
+        spool = self._storage.spool_path()
+        with open(spool, "wb") as handle:
+            handle.write(read.data or b"")
+        return spool
 
     def _commit(self, snapshot_id, info, files, guard) -> Manifest:
         manifest = Manifest(
@@ -493,6 +534,9 @@ class SnapshotStore:
         """Drop what this object remembers of a snapshot that no longer exists."""
         self._manifests.pop(snapshot_id, None)
         self._blobs.pop(snapshot_id, None)
+
+
+_COPY = object()  # _link_one: this file is copied into the store after all
 
 
 def _remove_spools(spools) -> None:

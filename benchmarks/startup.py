@@ -1,0 +1,114 @@
+"""Start-up: `nodus run` of a one-line program over the bare program, the source capture of an
+unchanged folder, and the answer time of `nodus validate` and `nodus runs list`.
+
+    .venv/bin/python benchmarks/startup.py [--repeat 5] [--files 1000] [--dir SCRATCH]
+
+- run overhead: wall of `nodus run` of a workload whose program prints one line (a small folder:
+  the program and the workload file), minus the wall of the same program run bare; target
+  <= 0.2 s.
+- source capture, unchanged: a folder of FILES small files captured as a run's source by a
+  fresh store object (as every `nodus run` does) into a store that already holds them all from
+  an earlier run; target <= 0.1 s.
+- `nodus validate` and `nodus runs list` (a catalog of REPEAT + 1 runs); target < 0.3 s each.
+
+Every command is a fresh interpreter with its bytecode cache written (as an installed nodus);
+medians of REPEAT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+sys.path.insert(0, SRC)
+
+from nodus.store import SnapshotInfo, open_store  # noqa: E402
+
+WORKLOAD = """name = "startup"
+command = ["{python}", "train.py"]
+continuity = "restartable"
+"""
+
+
+def environment(home: str) -> dict[str, str]:
+    env = {**os.environ, "NODUS_HOME": home, "PYTHONPATH": os.path.abspath(SRC)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed nodus has its bytecode cached
+    return env
+
+
+def timed(command: list[str], cwd: str, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, cwd=cwd, env=env, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def median_of(repeat: int, command: list[str], cwd: str, env: dict[str, str]) -> float:
+    timed(command, cwd, env)  # warm: bytecode written, page cache filled
+    return statistics.median(timed(command, cwd, env) for _ in range(repeat))
+
+
+def source_capture(scratch: str, files: int, repeat: int) -> float:
+    """Median time of capturing an unchanged folder of ``files`` files by a fresh store object."""
+    folder = os.path.join(scratch, "source")
+    os.makedirs(os.path.join(folder, "pkg"))
+    for index in range(files):
+        with open(os.path.join(folder, "pkg", f"module_{index}.py"), "w") as handle:
+            handle.write(f"VALUE = {index}\n" * 40)
+    url = "file://" + os.path.join(scratch, "store")
+    info = SnapshotInfo(run="run_bench", stage=None, attempt=0, step=None, role="source")
+    open_store(url).capture(folder, ["."], info=info)  # the first run stores every file
+    times = []
+    for _ in range(repeat):
+        store = open_store(url)
+        started = time.perf_counter()
+        store.capture(folder, ["."], info=info)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--files", type=int, default=1000)
+    parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
+    args = parser.parse_args()
+    scratch = tempfile.mkdtemp(prefix="nodus-startup-", dir=args.dir)
+    try:
+        folder = os.path.join(scratch, "program")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "train.py"), "w") as handle:
+            handle.write('print("hello")\n')
+        with open(os.path.join(folder, "nodus.toml"), "w") as handle:
+            handle.write(WORKLOAD.format(python=sys.executable))
+        env = environment(os.path.join(scratch, "home"))
+        nodus = [sys.executable, "-m", "nodus"]
+        bare = median_of(args.repeat, [sys.executable, "train.py"], folder, env)
+        run = median_of(args.repeat, [*nodus, "run", "nodus.toml"], folder, env)
+        validate = median_of(args.repeat, [*nodus, "validate", "nodus.toml"], folder, env)
+        listing = median_of(args.repeat, [*nodus, "runs", "list"], folder, env)
+        capture = source_capture(scratch, args.files, args.repeat)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    report = {
+        "bare_program_s": round(bare, 3),
+        "nodus_run_s": round(run, 3),
+        "run_overhead_s": round(run - bare, 3),
+        f"source_capture_unchanged_{args.files}_files_s": round(capture, 4),
+        "validate_s": round(validate, 3),
+        "runs_list_s": round(listing, 3),
+    }
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

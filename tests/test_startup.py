@@ -1,0 +1,72 @@
+"""What a command imports: `nodus validate`, `nodus runs list` and `nodus run` stay light.
+
+Their answer time is measured in benchmarks/startup.py, never asserted here; what keeps it is
+that nothing heavy is imported on their way: no ML framework, no fsspec for a local store, no
+pydantic to list runs, no store or runner to validate a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+WORKLOAD = 'name = "light"\ncommand = ["{python}", "train.py"]\ncontinuity = "restartable"\n'
+
+# Imported inside a fresh interpreter, so nothing this test process loaded counts.
+PROBE = """
+import contextlib, io, json, sys
+from nodus.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    status = main(sys.argv[1:])
+print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
+"""
+
+FRAMEWORKS = {"torch", "transformers", "accelerate", "datasets", "numpy"}
+
+
+def imported(folder, home, *argv: str) -> tuple[int, set[str]]:
+    env = {**os.environ, "NODUS_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer["status"], {name.split(".")[0] for name in answer["modules"]} | set(
+        answer["modules"]
+    )
+
+
+@pytest.fixture
+def folder(tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text('print("hello")\n')
+    (code / "nodus.toml").write_text(WORKLOAD.format(python=sys.executable))
+    return code
+
+
+def test_validate_imports_neither_the_store_nor_the_runner(folder, tmp_path):
+    status, modules = imported(folder, tmp_path / "home", "validate", "nodus.toml")
+    assert status == 0
+    heavy = FRAMEWORKS | {"fsspec", "nodus.store", "nodus.runner", "sqlite3"}
+    assert sorted(modules & heavy) == []
+
+
+def test_runs_list_imports_no_pydantic(folder, tmp_path):
+    status, modules = imported(folder, tmp_path / "home", "runs", "list")
+    assert status == 0
+    assert sorted(modules & (FRAMEWORKS | {"pydantic", "fsspec", "nodus.schemas.models"})) == []
+
+
+def test_a_run_on_a_local_store_imports_no_fsspec_and_no_framework(folder, tmp_path):
+    status, modules = imported(folder, tmp_path / "home", "run", "nodus.toml")
+    assert status == 0
+    assert sorted(modules & (FRAMEWORKS | {"fsspec", "filelock", "asyncio"})) == []
