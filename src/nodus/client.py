@@ -92,6 +92,8 @@ class Client:
         detach: bool = False,
         *,
         base_dir: str | os.PathLike[str] | None = None,
+        backend: str | None = None,
+        ray_address: str | None = None,
     ) -> dict[str, Any]:
         """Accept a workload as a run and drive it, like ``nodus run``; the run dict.
 
@@ -105,31 +107,57 @@ class Client:
         stopped. With ``detach`` a background runner drives it and the run is returned as it
         was handed over (QUEUED until that runner starts); :meth:`wait` follows it. ``key``
         makes the call idempotent: the key's run is continued, or returned without running
-        again once it has finished.
+        again once it has finished. ``backend`` (``"local"`` or ``"ray"``) replaces every
+        stage's ``[execution] backend`` and is stored with the run; ``ray_address`` names the
+        Ray cluster (default: RAY_ADDRESS, else Ray's own lookup).
         """
+        from nodus.runner.backends import Placement
         from nodus.runner.service import claim_workload
 
         _check_foreground(detach, "run")
-        resolved = _resolve(workload, base_dir)
+        resolved = _resolve(workload, base_dir, backend)
         store_url = defaults.store_url(self.store, self.home)
         claim = claim_workload(
-            self.home, store_url, resolved, key=key, say=self._say, detach=detach
+            self.home,
+            store_url,
+            resolved,
+            key=key,
+            say=self._say,
+            detach=detach,
+            placement=Placement(None, ray_address),
         )
         return self._carry_out(claim, detach)
 
-    def resume(self, run: str, step: int | None = None, detach: bool = False) -> dict[str, Any]:
+    def resume(
+        self,
+        run: str,
+        step: int | None = None,
+        detach: bool = False,
+        *,
+        backend: str | None = None,
+        ray_address: str | None = None,
+    ) -> dict[str, Any]:
         """Continue an interrupted, paused or runner-less run, like ``nodus runs resume``.
 
         ``step`` restores the snapshot of that step (a PAUSED run only); otherwise the newest
         one holding training state. Blocks like :meth:`run`. A run this home's catalog does
         not know is adopted from its record in the client's store (recovery on a new machine).
+        ``backend`` runs this resume's attempts there instead of the stages' own backend (a
+        multi-node stage keeps its node count); ``ray_address`` names the Ray cluster.
         """
+        from nodus.runner.backends import Placement
         from nodus.runner.service import claim_resume
 
         _check_foreground(detach, "resume")
         store_url = defaults.store_url(self.store, self.home)
         claim = claim_resume(
-            self.home, run, step=step, say=self._say, detach=detach, store_url=store_url
+            self.home,
+            run,
+            step=step,
+            say=self._say,
+            detach=detach,
+            store_url=store_url,
+            placement=Placement(backend, ray_address),
         )
         return self._carry_out(claim, detach)
 
@@ -275,13 +303,26 @@ class Client:
         return run_json(self._catalog(), run)
 
 
-def _resolve(workload: Any, base_dir: str | os.PathLike[str] | None) -> ResolvedWorkload:
+def _resolve(
+    workload: Any, base_dir: str | os.PathLike[str] | None, backend: str | None = None
+) -> ResolvedWorkload:
+    """The resolved workload; ``backend`` (the command line's) wins over every stage's."""
+    import dataclasses
+
     from nodus.schemas.resolved import ResolvedWorkload
     from nodus.schemas.sdk import resolve
 
     if isinstance(workload, ResolvedWorkload):
-        return workload
-    return resolve(workload, base_dir=os.fspath(base_dir) if base_dir is not None else None)
+        if backend is None:
+            return workload
+        stages = tuple(
+            dataclasses.replace(s, execution=dataclasses.replace(s.execution, backend=backend))
+            for s in workload.stages
+        )
+        return dataclasses.replace(workload, stages=stages)
+    overrides = {"execution": {"backend": backend}} if backend is not None else None
+    folder = os.fspath(base_dir) if base_dir is not None else None
+    return resolve(workload, base_dir=folder, overrides=overrides)
 
 
 def _check_foreground(detach: bool, method: str) -> None:

@@ -29,6 +29,7 @@ def register(commands, groups, common) -> None:
     run.add_argument("--key", help="idempotency key: the same key continues the same run")
     run.add_argument("--detach", action="store_true", help="run in the background")
     run.add_argument("--json", action="store_true", help="print the run as JSON at the end")
+    _placement_options(run, "every stage's [execution] backend, stored with the run")
     run.set_defaults(handler=_run)
 
     runs = groups["runs"]
@@ -65,6 +66,7 @@ def register(commands, groups, common) -> None:
     )
     resume.add_argument("--step", type=int, help="restore the snapshot of this step")
     resume.add_argument("--detach", action="store_true", help="run in the background")
+    _placement_options(resume, "the stages' backend for this resume")
     _parser(
         runs, "delete", "remove a finished run's snapshots, outputs and records", common, _delete
     )
@@ -98,13 +100,44 @@ def _print_json(data: Any) -> None:
 # --- nodus run / runs resume --------------------------------------------------------------------
 
 
+def _elsewhere(attempt: dict[str, Any]) -> str:
+    """`` on NODE`` for an attempt that ran on another machine (a Ray node), else ''."""
+    import socket
+
+    host = attempt.get("host")
+    return f" on {host}" if host and host != socket.gethostname() else ""
+
+
+def _placement_options(parser, replaces: str) -> None:
+    parser.add_argument(
+        "--backend", choices=("local", "ray"), help=f"where attempts run; replaces {replaces}"
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="the Ray cluster (default: RAY_ADDRESS, else the cluster this machine is in)",
+    )
+
+
 def _run(args) -> int:
-    run = _client(args).run(args.file, key=args.key, detach=args.detach)
+    run = _client(args).run(
+        args.file,
+        key=args.key,
+        detach=args.detach,
+        backend=args.backend,
+        ray_address=args.ray_address,
+    )
     return _report_started(args, run)
 
 
 def _resume(args) -> int:
-    run = _client(args).resume(args.run, step=args.step, detach=args.detach)
+    run = _client(args).resume(
+        args.run,
+        step=args.step,
+        detach=args.detach,
+        backend=args.backend,
+        ray_address=args.ray_address,
+    )
     return _report_started(args, run)
 
 
@@ -168,8 +201,8 @@ def _get(args) -> int:
                 else ""
             )
             print(
-                f"  attempt {attempt['number']}{restored}: {attempt['outcome'] or 'running'}"
-                f" ({attempt['detail'] or '-'})"
+                f"  attempt {attempt['number']}{restored}{_elsewhere(attempt)}: "
+                f"{attempt['outcome'] or 'running'} ({attempt['detail'] or '-'})"
             )
     print("events:")
     for event in data["events"]:

@@ -64,6 +64,8 @@ class RunContext:
     notice: int | None = None
     launches: dict[str, Launch] = field(default_factory=dict)  # by stage; empty: an old run
     qualifying: bool = False  # `nodus qualify` only: see protocol.Settings.qualifying
+    backend: str | None = None  # `--backend` of this drive; None: each stage's own
+    ray_address: str | None = None  # `--ray-address`; None: RAY_ADDRESS, else Ray's own lookup
 
     def event(
         self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
@@ -111,13 +113,7 @@ class Attempt:
         # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
         kill_survivors(self.ctx.catalog, self.ctx.run_id)
         restored = self._prepare()
-        rotation = Rotation(
-            store=self.ctx.store,
-            catalog=self.ctx.catalog,
-            run_id=self.ctx.run_id,
-            stage=self.stage,
-            attempt=self.number,
-        )
+        rotation = self._rotation()
         self.uploads = self._uploads(rotation)
         unrecorded: list = []
         try:
@@ -127,6 +123,16 @@ class Attempt:
                 unrecorded = self.uploads.finish()
             rotation.close()  # while the attempt lasts, the run is unfinished: holds stay right
         return self._end(_with_unrecorded(outcome, unrecorded))
+
+    def _rotation(self) -> Rotation:
+        """Retention after each commit, beside the capture loop."""
+        return Rotation(
+            store=self.ctx.store,
+            catalog=self.ctx.catalog,
+            run_id=self.ctx.run_id,
+            stage=self.stage,
+            attempt=self.number,
+        )
 
     def _uploads(self, rotation: Rotation) -> Uploads | None:
         """With a remote store: captures go to staging first and upload in the background."""
@@ -146,19 +152,7 @@ class Attempt:
 
     def _run(self, restored, rotation: Rotation) -> Outcome:
         """Start the program, supervise it and capture; how it ended."""
-        capturer = Capturer(
-            store=self.ctx.store,
-            catalog=self.ctx.catalog,
-            run_id=self.ctx.run_id,
-            stage=self.stage,
-            attempt=self.number,
-            ws=self.ws,
-            restored_step=restored.step if restored else None,
-            restored_snapshot=restored.id if restored else None,
-            rotation=rotation,
-            disk_guard=self._disk_guard(restored),
-            uploads=self.uploads,
-        )
+        capturer = self._capturer(restored, rotation)
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
         try:
             command, env = self._as_accepted(env)
@@ -189,6 +183,21 @@ class Attempt:
             raise
         self.process.finish_output()
         return outcome
+
+    def _capturer(self, restored, rotation: Rotation) -> Capturer:
+        return Capturer(
+            store=self.ctx.store,
+            catalog=self.ctx.catalog,
+            run_id=self.ctx.run_id,
+            stage=self.stage,
+            attempt=self.number,
+            ws=self.ws,
+            restored_step=restored.step if restored else None,
+            restored_snapshot=restored.id if restored else None,
+            rotation=rotation,
+            disk_guard=self._disk_guard(restored),
+            uploads=self.uploads,
+        )
 
     def _disk_guard(self, restored) -> DiskGuard:
         """The attempt's disk guard, checked before saves begin with the restored size."""

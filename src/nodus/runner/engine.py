@@ -30,7 +30,8 @@ import socket
 from typing import IO, Any
 
 from nodus.errors import StoreError
-from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
+from nodus.runner.attempt import Outcome, Restore, RunContext
+from nodus.runner.backends import new_attempt
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.control import settle_open_pause
 from nodus.runner.launch import stored
@@ -53,6 +54,8 @@ class Runner:
         run: Run,
         terminal: IO[str],
         qualifying: bool = False,
+        backend: str | None = None,
+        ray_address: str | None = None,
     ) -> None:
         self.catalog = catalog
         self.run = run
@@ -66,6 +69,8 @@ class Runner:
             terminal=terminal,
             launches=stored(run.launch),
             qualifying=qualifying,
+            backend=backend,
+            ray_address=ray_address,
         )
 
     def drive(self, restore: Restore | None = None) -> int:
@@ -127,7 +132,7 @@ class Runner:
             lost_state = self._lost_training_state(stage, restore)
             if lost_state:
                 return self._stop(stage, Outcome(AttemptOutcome.FAILED, lost_state))
-            attempt = Attempt(
+            attempt = new_attempt(
                 self.ctx, stage, row["source_snapshot"], restore, overlays, recovering=recovering
             )
             outcome = attempt.run()

@@ -229,7 +229,7 @@ class Execution(_Model):
     )
     memory: Memory = Field(
         defaults.RAY_MEMORY,
-        description='Memory Ray reserves for each process of the stage, in bytes or with a unit '
+        description="Memory Ray reserves for each process of the stage, in bytes or with a unit "
         '("16GiB") (backend = "ray"); 0: none reserved.',
     )
     gpu_count: int = Field(
@@ -245,7 +245,7 @@ class Execution(_Model):
     )
     shared_store: bool = Field(
         False,
-        description='Declares that the run\'s file:// store is on a filesystem every Ray node '
+        description="Declares that the run's file:// store is on a filesystem every Ray node "
         'mounts at the same path (backend = "ray"); without it a file:// store is node-local '
         "and refused.",
     )
