@@ -79,8 +79,10 @@ class LocalCluster:
 
     def _alive_workers(self) -> int:
         return sum(
-            1 for pid in _pids() if f"worker{self.generation}" in _cmdline(pid) and "raylet" in
-            _cmdline(pid).split(" ", 1)[0]
+            1
+            for pid in _pids()
+            if f"worker{self.generation}" in _cmdline(pid)
+            and "raylet" in _cmdline(pid).split(" ", 1)[0]
         )
 
     def _ray(self, *args: str) -> None:

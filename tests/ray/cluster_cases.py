@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 from cluster import ADDRESS, LocalCluster, in_private_namespace
-from polling import wait_for
 
 from nodus.runner.catalog import Catalog
 from nodus.testing.counter import expected_value
+from polling import wait_for
 
 PROGRAMS = Path(__file__).with_name("programs")
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -70,9 +70,7 @@ class Project:
 
     def start(self) -> subprocess.Popen:
         log = open(self.root / "runner.log", "wb")  # noqa: SIM115 - the runner writes it
-        command = self.args(
-            "run", str(self.file), "--store", self.store, "--ray-address", ADDRESS
-        )
+        command = self.args("run", str(self.file), "--store", self.store, "--ray-address", ADDRESS)
         runner = subprocess.Popen(
             command, cwd=self.code, env=self.env(), stdout=log, stderr=subprocess.STDOUT
         )

@@ -456,8 +456,15 @@ class Attempt:
             role="outputs",
         )
         into = self.ctx.store if self.uploads is None else self.uploads.staging
+        guard = partial(fence, self.ctx.catalog, self.ctx.run_id, self.stage.name, self.number)
         try:
-            manifest = into.capture(self.ws.copy, list(self.stage.outputs), info=info)
+            # a superseded attempt never commits outputs (an upload is fenced when it is sent)
+            manifest = into.capture(
+                self.ws.copy,
+                list(self.stage.outputs),
+                info=info,
+                guard=guard if self.uploads is None else None,
+            )
         except (StoreError, OSError) as error:
             self.ctx.event("outputs_failed", {"error": str(error)}, self.stage.name, self.number)
             return

@@ -144,6 +144,8 @@ def _run_attempt(home: str, spec: dict[str, Any]) -> Outcome:
         launches=stored(run.launch),
     )
 
+    catalog.add_fence(_StoreFence(ctx.store))
+
     def notice(signum, _frame) -> None:  # the runner's preemption notice, relayed
         ctx.notice = signum
 
@@ -161,6 +163,37 @@ def _run_attempt(home: str, spec: dict[str, Any]) -> Outcome:
     if attempt.number != spec["number"]:  # the record was built for this very attempt
         raise RuntimeError(f"node attempt {attempt.number} is not the runner's {spec['number']}")
     return attempt.run()
+
+
+class _StoreFence:
+    """Refuse a commit once the runner started a newer attempt of the stage.
+
+    The node's own catalog knows only this attempt; the runner's record in the store (written
+    at every change of its catalog, :mod:`nodus.runner.store_driving`) knows them all. A node
+    the runner gave up on (lost, partitioned, its agent killed while the program ran on) can
+    then never commit into the run.
+    """
+
+    def __init__(self, store: Any) -> None:
+        from nodus.store.run_records import RunRecords
+
+        self.records = RunRecords(store.storage)
+
+    def __call__(self, run_id: str, stage: str, attempt: int) -> None:
+        from nodus.errors import StaleAttemptError
+
+        record = self.records.read(run_id)
+        if record is None:
+            return
+        newest = max(
+            (a["number"] for s in record["stages"] if s["name"] == stage for a in s["attempts"]),
+            default=0,
+        )
+        if newest > attempt:
+            raise StaleAttemptError(
+                f"attempt {attempt} of {run_id}/{stage} on this node was superseded by attempt "
+                f"{newest}; its snapshot is not committed"
+            )
 
 
 def _read(path: str) -> Any:
