@@ -111,7 +111,7 @@ class Attempt:
 
     def run(self) -> Outcome:
         # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
-        kill_survivors(self.ctx.catalog, self.ctx.run_id)
+        self._sweep()
         restored = self._prepare()
         rotation = self._rotation()
         self.uploads = self._uploads(rotation)
@@ -123,6 +123,14 @@ class Attempt:
                 unrecorded = self.uploads.finish()
             rotation.close()  # while the attempt lasts, the run is unfinished: holds stay right
         return self._end(_with_unrecorded(outcome, unrecorded))
+
+    def _sweep(self) -> None:
+        """Kill whatever an earlier attempt of the run left running."""
+        kill_survivors(self.ctx.catalog, self.ctx.run_id)
+
+    def _token(self) -> str:
+        """The token every process of this attempt carries (containment)."""
+        return attempt_token(self.ctx.run_id, self.stage.name, self.number)
 
     def _rotation(self) -> Rotation:
         """Retention after each commit, beside the capture loop."""
@@ -162,7 +170,7 @@ class Attempt:
                 env=env,
                 log_path=self.ws.log_path,
                 prefix=self.stage.name,
-                token=attempt_token(self.ctx.run_id, self.stage.name, self.number),
+                token=self._token(),
                 grace_s=self.stage.execution.grace_period,
                 terminal=self.ctx.terminal,
             )

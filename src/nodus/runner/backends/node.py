@@ -33,6 +33,12 @@ from typing import Any
 
 from nodus._atomic import write_json_atomic
 from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
+from nodus.runner.processes.containment import (
+    attempt_token,
+    kill_carriers,
+    record_survivors,
+    run_prefix,
+)
 
 NODE_HOME_VAR = "NODUS_NODE_HOME"
 """Where a node keeps its node runners' homes; default ``<temp>/nodus-node-<uid>``."""
@@ -74,7 +80,24 @@ class _NoRotation:
 
 
 class NodeAttempt(Attempt):
-    """An attempt on a Ray node: a local attempt whose retention the runner does."""
+    """An attempt on a Ray node: a local attempt whose retention the runner does.
+
+    Its processes carry a token of the run *and rank*, so the sweep before an attempt kills
+    what an earlier attempt of this rank left on the node, never another rank's program (two
+    ranks share a machine only in a local test cluster, but then they must not kill each other).
+    """
+
+    rank = 0  # set by the node runner before the attempt runs
+
+    def _scope(self) -> str:
+        return f"{self.ctx.run_id}:rank{self.rank}"
+
+    def _sweep(self) -> None:
+        survivors = kill_carriers(run_prefix(self._scope()))
+        record_survivors(self.ctx.catalog, self.ctx.run_id, survivors)
+
+    def _token(self) -> str:
+        return attempt_token(self._scope(), self.stage.name, self.number)
 
     def _rotation(self):
         return _NoRotation()
@@ -160,6 +183,7 @@ def _run_attempt(home: str, spec: dict[str, Any]) -> Outcome:
         spec["overlays"],
         recovering=spec["recovering"],
     )
+    attempt.rank = spec["rank"]
     if attempt.number != spec["number"]:  # the record was built for this very attempt
         raise RuntimeError(f"node attempt {attempt.number} is not the runner's {spec['number']}")
     return attempt.run()

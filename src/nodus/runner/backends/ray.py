@@ -40,6 +40,7 @@ from nodus.store import restorable
 PLACEMENT_TIMEOUT_S = 600.0
 """How long an attempt waits for the cluster to have room for it before it fails."""
 
+_RAY_LOOKUP = "auto"  # Ray's word for "the cluster this machine is a node of"; never a new one
 _POLL_TIMEOUT_S = 60.0  # an agent that does not answer a poll for this long is lost
 _RELAYED_CONTROLS = ("cancel", "pause")
 # The node pause's progress, as `runs pause` and `runs get` read it from the runner's row.
@@ -64,7 +65,7 @@ def connect(address: str | None) -> None:
     if ray.is_initialized():
         return
     ray.init(
-        address=address or os.environ.get("RAY_ADDRESS") or "auto",
+        address=address or os.environ.get("RAY_ADDRESS") or _RAY_LOOKUP,
         namespace="nodus",
         logging_level="ERROR",
         log_to_driver=False,
@@ -118,8 +119,9 @@ class RayAttempt:
         return self._end(outcome)
 
     def _run(self, rotation: Rotation) -> Outcome:
-        import ray
         from ray.exceptions import GetTimeoutError, RayError
+
+        import ray
 
         try:
             connect(self.ctx.ray_address)
@@ -139,8 +141,9 @@ class RayAttempt:
 
     def _place(self) -> list[dict[str, str]]:
         """One agent per node, each with the stage's resources; where each one landed."""
-        import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        import ray
 
         execution = self.stage.execution
         resources: dict[str, Any] = {"num_cpus": execution.cpus, "num_gpus": execution.gpu_count}
@@ -226,8 +229,9 @@ class RayAttempt:
     # --- supervision ----------------------------------------------------------------------
 
     def _supervise(self, places: list[dict[str, str]], rotation: Rotation) -> Outcome:
-        import ray
         from ray.exceptions import GetTimeoutError, RayError
+
+        import ray
 
         ended: dict[int, Outcome] = {}
         settle_until: float | None = None
