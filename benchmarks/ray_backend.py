@@ -1,6 +1,7 @@
 """The runner benchmark's program on a local Ray cluster against ``backend = "local"``.
 
-    .venv/bin/python benchmarks/ray_backend.py [--steps 200] [--sleep 0.01] [--state-mib 8] [--repeat 3]
+    .venv/bin/python benchmarks/ray_backend.py [--steps 200] [--sleep 0.01] [--state-mib 8]
+                                               [--repeat 3]
 
 Runs itself again inside a network namespace of its own with only loopback up (``unshare``,
 as root), where it starts a Ray head and one worker node on 127.0.0.1, so no traffic leaves
