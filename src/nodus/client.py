@@ -93,6 +93,8 @@ class Client:
         *,
         base_dir: str | os.PathLike[str] | None = None,
         resume_from: str | None = None,
+        backend: str | None = None,
+        ray_address: str | None = None,
     ) -> dict[str, Any]:
         """Accept a workload as a run and drive it, like ``nodus run``; the run dict.
 
@@ -108,15 +110,25 @@ class Client:
         makes the call idempotent: the key's run is continued, or returned without running
         again once it has finished. ``resume_from`` (``RUN@STEP`` or a snapshot id, like
         ``--resume-from``) starts the run from that finished run's training state
-        (docs/lineage.md); it wins over the workload's own ``resume_from``.
+        (docs/lineage.md);
+        it wins over the workload's own ``resume_from``. ``backend`` (``"local"`` or ``"ray"``)
+        replaces every stage's ``[execution] backend`` and is stored with the run; ``ray_address``
+        names the Ray cluster (default: RAY_ADDRESS, else Ray's own lookup).
         """
+        from nodus.runner.backends import Placement
         from nodus.runner.service import claim_workload
 
         _check_foreground(detach, "run")
-        resolved = _resolve(workload, base_dir, resume_from)
+        resolved = _resolve(workload, base_dir, resume_from, backend)
         store_url = defaults.store_url(self.store, self.home)
         claim = claim_workload(
-            self.home, store_url, resolved, key=key, say=self._say, detach=detach
+            self.home,
+            store_url,
+            resolved,
+            key=key,
+            say=self._say,
+            detach=detach,
+            placement=Placement(None, ray_address),
         )
         return self._carry_out(claim, detach)
 
@@ -153,19 +165,36 @@ class Client:
         )
         return self._carry_out(claim, detach)
 
-    def resume(self, run: str, step: int | None = None, detach: bool = False) -> dict[str, Any]:
+    def resume(
+        self,
+        run: str,
+        step: int | None = None,
+        detach: bool = False,
+        *,
+        backend: str | None = None,
+        ray_address: str | None = None,
+    ) -> dict[str, Any]:
         """Continue an interrupted, paused or runner-less run, like ``nodus runs resume``.
 
         ``step`` restores the snapshot of that step (a PAUSED run only); otherwise the newest
         one holding training state. Blocks like :meth:`run`. A run this home's catalog does
         not know is adopted from its record in the client's store (recovery on a new machine).
+        ``backend`` runs this resume's attempts there instead of the stages' own backend (a
+        multi-node stage keeps its node count); ``ray_address`` names the Ray cluster.
         """
+        from nodus.runner.backends import Placement
         from nodus.runner.service import claim_resume
 
         _check_foreground(detach, "resume")
         store_url = defaults.store_url(self.store, self.home)
         claim = claim_resume(
-            self.home, run, step=step, say=self._say, detach=detach, store_url=store_url
+            self.home,
+            run,
+            step=step,
+            say=self._say,
+            detach=detach,
+            store_url=store_url,
+            placement=Placement(backend, ray_address),
         )
         return self._carry_out(claim, detach)
 
@@ -359,18 +388,35 @@ class Client:
 
 
 def _resolve(
-    workload: Any, base_dir: str | os.PathLike[str] | None, resume_from: str | None
+    workload: Any,
+    base_dir: str | os.PathLike[str] | None,
+    resume_from: str | None = None,
+    backend: str | None = None,
 ) -> ResolvedWorkload:
-    from dataclasses import replace
+    """The resolved workload; the command line's ``resume_from`` and ``backend`` win over the
+    file's (``backend`` over every stage's)."""
+    import dataclasses
 
     from nodus.schemas.resolved import ResolvedWorkload
     from nodus.schemas.sdk import resolve
 
     if isinstance(workload, ResolvedWorkload):
-        return workload if resume_from is None else replace(workload, resume_from=resume_from)
-    overrides = {"resume_from": resume_from} if resume_from is not None else None
+        if resume_from is not None:
+            workload = dataclasses.replace(workload, resume_from=resume_from)
+        if backend is None:
+            return workload
+        stages = tuple(
+            dataclasses.replace(s, execution=dataclasses.replace(s.execution, backend=backend))
+            for s in workload.stages
+        )
+        return dataclasses.replace(workload, stages=stages)
+    overrides: dict[str, Any] = {}
+    if resume_from is not None:
+        overrides["resume_from"] = resume_from
+    if backend is not None:
+        overrides["execution"] = {"backend": backend}
     folder = os.fspath(base_dir) if base_dir is not None else None
-    return resolve(workload, base_dir=folder, overrides=overrides)
+    return resolve(workload, base_dir=folder, overrides=overrides or None)
 
 
 def _changes(changes: Mapping[str, Any] | Sequence[str] | None, name: str | None) -> dict:

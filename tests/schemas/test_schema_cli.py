@@ -112,6 +112,12 @@ def test_resolve_json_is_the_stored_shape(write, capsys):
             "retention_days": defaults.RETENTION_DAYS,
             "max_source_bytes": defaults.MAX_SOURCE_BYTES,
             "unrecorded_retry": defaults.UNRECORDED_RETRY_S,
+            "backend": "local",
+            "cpus": defaults.RAY_CPUS,
+            "memory": 0,
+            "gpu_count": 0,
+            "nodes": 1,
+            "shared_store": False,
         },
     }
     assert evaluate["integration"] is None

@@ -36,6 +36,7 @@ def register(commands, groups, common) -> None:
         help="start from a finished run's snapshot (RUN@STEP or a snapshot id): its training "
         "state, as resume_from in the file",
     )
+    _placement_options(run, "every stage's [execution] backend, stored with the run")
     run.set_defaults(handler=_run)
 
     runs = groups["runs"]
@@ -75,6 +76,7 @@ def register(commands, groups, common) -> None:
     )
     resume.add_argument("--step", type=int, help="restore the snapshot of this step")
     resume.add_argument("--detach", action="store_true", help="run in the background")
+    _placement_options(resume, "the stages' backend for this resume")
     _parser(
         runs, "delete", "remove a finished run's snapshots, outputs and records", common, _delete
     )
@@ -139,9 +141,33 @@ def _print_json(data: Any) -> None:
 # --- nodus run / runs resume --------------------------------------------------------------------
 
 
+def _elsewhere(attempt: dict[str, Any]) -> str:
+    """`` on NODE`` for an attempt that ran on another machine (a Ray node), else ''."""
+    import socket
+
+    host = attempt.get("host")
+    return f" on {host}" if host and host != socket.gethostname() else ""
+
+
+def _placement_options(parser, replaces: str) -> None:
+    parser.add_argument(
+        "--backend", choices=("local", "ray"), help=f"where attempts run; replaces {replaces}"
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="the Ray cluster (default: RAY_ADDRESS, else the cluster this machine is in)",
+    )
+
+
 def _run(args) -> int:
     run = _client(args).run(
-        args.file, key=args.key, detach=args.detach, resume_from=args.resume_from
+        args.file,
+        key=args.key,
+        detach=args.detach,
+        resume_from=args.resume_from,
+        backend=args.backend,
+        ray_address=args.ray_address,
     )
     return _report_started(args, run)
 
@@ -159,7 +185,13 @@ def _branch(args) -> int:
 
 
 def _resume(args) -> int:
-    run = _client(args).resume(args.run, step=args.step, detach=args.detach)
+    run = _client(args).resume(
+        args.run,
+        step=args.step,
+        detach=args.detach,
+        backend=args.backend,
+        ray_address=args.ray_address,
+    )
     return _report_started(args, run)
 
 
@@ -255,8 +287,8 @@ def _get(args) -> int:
                 else ""
             )
             print(
-                f"  attempt {attempt['number']}{restored}: {attempt['outcome'] or 'running'}"
-                f" ({attempt['detail'] or '-'})"
+                f"  attempt {attempt['number']}{restored}{_elsewhere(attempt)}: "
+                f"{attempt['outcome'] or 'running'} ({attempt['detail'] or '-'})"
             )
     print("events:")
     for event in data["events"]:

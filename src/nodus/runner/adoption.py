@@ -119,6 +119,11 @@ def _ahead(record: dict[str, Any], run: Run) -> bool:
     return stored > known or (Phase(record["phase"]).final and not run.phase.final)
 
 
+def adopt_record(catalog: Catalog, record: dict[str, Any], store_url: str) -> None:
+    """Write ``record`` as the catalog's rows of its run (a Ray node's private catalog)."""
+    _write_rows(catalog, record, store_url)
+
+
 def _write_rows(catalog: Catalog, record: dict[str, Any], store_url: str) -> None:
     try:
         run, stages, attempts = _rows(record, store_url)

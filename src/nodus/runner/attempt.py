@@ -65,6 +65,8 @@ class RunContext:
     notice: int | None = None
     launches: dict[str, Launch] = field(default_factory=dict)  # by stage; empty: an old run
     qualifying: bool = False  # `nodus qualify` only: see protocol.Settings.qualifying
+    backend: str | None = None  # `--backend` of this drive; None: each stage's own
+    ray_address: str | None = None  # `--ray-address`; None: RAY_ADDRESS, else Ray's own lookup
 
     def event(
         self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
@@ -115,15 +117,9 @@ class Attempt:
 
     def run(self) -> Outcome:
         # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
-        kill_survivors(self.ctx.catalog, self.ctx.run_id)
+        self._sweep()
         restored = self._prepare()
-        rotation = Rotation(
-            store=self.ctx.store,
-            catalog=self.ctx.catalog,
-            run_id=self.ctx.run_id,
-            stage=self.stage,
-            attempt=self.number,
-        )
+        rotation = self._rotation()
         self.uploads = self._uploads(rotation)
         unrecorded: list = []
         try:
@@ -133,6 +129,24 @@ class Attempt:
                 unrecorded = self.uploads.finish()
             rotation.close()  # while the attempt lasts, the run is unfinished: holds stay right
         return self._end(_with_unrecorded(outcome, unrecorded))
+
+    def _sweep(self) -> None:
+        """Kill whatever an earlier attempt of the run left running."""
+        kill_survivors(self.ctx.catalog, self.ctx.run_id)
+
+    def _token(self) -> str:
+        """The token every process of this attempt carries (containment)."""
+        return attempt_token(self.ctx.run_id, self.stage.name, self.number)
+
+    def _rotation(self) -> Rotation:
+        """Retention after each commit, beside the capture loop."""
+        return Rotation(
+            store=self.ctx.store,
+            catalog=self.ctx.catalog,
+            run_id=self.ctx.run_id,
+            stage=self.stage,
+            attempt=self.number,
+        )
 
     def _uploads(self, rotation: Rotation) -> Uploads | None:
         """With a remote store: captures go to staging first and upload in the background."""
@@ -152,20 +166,7 @@ class Attempt:
 
     def _run(self, restored, rotation: Rotation) -> Outcome:
         """Start the program, supervise it and capture; how it ended."""
-        capturer = Capturer(
-            store=self.ctx.store,
-            catalog=self.ctx.catalog,
-            run_id=self.ctx.run_id,
-            stage=self.stage,
-            attempt=self.number,
-            ws=self.ws,
-            restored_step=restored.step if restored and not self.warm_start else None,
-            restored_snapshot=restored.id if restored and not self.warm_start else None,
-            inherited_step=restored.step if restored and self.warm_start else None,
-            rotation=rotation,
-            disk_guard=self._disk_guard(restored),
-            uploads=self.uploads,
-        )
+        capturer = self._capturer(restored, rotation)
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
         if self.warm_start:
             env[protocol.ENV_WARM_START] = "1"
@@ -177,7 +178,7 @@ class Attempt:
                 env=env,
                 log_path=self.ws.log_path,
                 prefix=self.stage.name,
-                token=attempt_token(self.ctx.run_id, self.stage.name, self.number),
+                token=self._token(),
                 grace_s=self.stage.execution.grace_period,
                 terminal=self.ctx.terminal,
             )
@@ -198,6 +199,22 @@ class Attempt:
             raise
         self.process.finish_output()
         return outcome
+
+    def _capturer(self, restored, rotation: Rotation) -> Capturer:
+        return Capturer(
+            store=self.ctx.store,
+            catalog=self.ctx.catalog,
+            run_id=self.ctx.run_id,
+            stage=self.stage,
+            attempt=self.number,
+            ws=self.ws,
+            restored_step=restored.step if restored and not self.warm_start else None,
+            restored_snapshot=restored.id if restored and not self.warm_start else None,
+            inherited_step=restored.step if restored and self.warm_start else None,
+            rotation=rotation,
+            disk_guard=self._disk_guard(restored),
+            uploads=self.uploads,
+        )
 
     def _disk_guard(self, restored) -> DiskGuard:
         """The attempt's disk guard, checked before saves begin with the restored size."""
@@ -489,8 +506,15 @@ class Attempt:
             role="outputs",
         )
         into = self.ctx.store if self.uploads is None else self.uploads.staging
+        guard = partial(fence, self.ctx.catalog, self.ctx.run_id, self.stage.name, self.number)
         try:
-            manifest = into.capture(self.ws.copy, list(self.stage.outputs), info=info)
+            # a superseded attempt never commits outputs (an upload is fenced when it is sent)
+            manifest = into.capture(
+                self.ws.copy,
+                list(self.stage.outputs),
+                info=info,
+                guard=guard if self.uploads is None else None,
+            )
         except (StoreError, OSError) as error:
             self.ctx.event("outputs_failed", {"error": str(error)}, self.stage.name, self.number)
             return

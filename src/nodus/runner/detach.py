@@ -1,6 +1,7 @@
 """The background runner of ``nodus run --detach`` / ``runs resume --detach``.
 
     python -m nodus.runner.detach RUN_ID --home HOME [--step N] [--resume]
+        [--backend local|ray] [--ray-address ADDR]
 
 Started in its own session by :func:`nodus.runner.service.spawn_detached`, with its output in
 ``$NODUS_HOME/work/<run>/runner.log``; it takes the run's lock and drives the run like a
@@ -25,8 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", required=True)
     parser.add_argument("--step", type=int, default=None)
     parser.add_argument("--resume", action="store_true", help="a resume by hand (runs resume)")
+    parser.add_argument("--backend", default=None)
+    parser.add_argument("--ray-address", default=None)
     args = parser.parse_args(argv)
     from nodus.runner.attempt import Restore
+    from nodus.runner.backends import Placement
     from nodus.runner.catalog import Catalog
     from nodus.runner.locks import RunLock
     from nodus.runner.phases import Phase
@@ -42,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
                 return run.exit_status or 0
             wanted = args.step is not None or args.resume
             restore = Restore(step=args.step, by_hand=args.resume) if wanted else None
-            return drive(args.home, catalog, run.id, sys.stdout, restore)
+            placement = Placement(args.backend, args.ray_address)
+            return drive(args.home, catalog, run.id, sys.stdout, restore, placement)
     except NodusError as error:
         print(f"nodus: {error}", file=sys.stderr, flush=True)
         return error.exit_status

@@ -31,7 +31,8 @@ from typing import IO, Any
 
 from nodus.errors import NodusError, NotFoundError, StoreError
 from nodus.protocol import WEIGHTS
-from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
+from nodus.runner.attempt import Outcome, Restore, RunContext
+from nodus.runner.backends import new_attempt
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.control import settle_open_pause
 from nodus.runner.launch import stored
@@ -55,6 +56,8 @@ class Runner:
         run: Run,
         terminal: IO[str],
         qualifying: bool = False,
+        backend: str | None = None,
+        ray_address: str | None = None,
     ) -> None:
         self.catalog = catalog
         self.run = run
@@ -69,6 +72,8 @@ class Runner:
             terminal=terminal,
             launches=stored(run.launch),
             qualifying=qualifying,
+            backend=backend,
+            ray_address=ray_address,
         )
 
     def drive(self, restore: Restore | None = None) -> int:
@@ -151,7 +156,7 @@ class Runner:
             lost_state = self._lost_training_state(stage, restore) or self._parent_gone(stage)
             if lost_state:
                 return self._stop(stage, Outcome(AttemptOutcome.FAILED, lost_state))
-            attempt = Attempt(
+            attempt = new_attempt(
                 self.ctx,
                 stage,
                 row["source_snapshot"],

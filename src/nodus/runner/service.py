@@ -25,6 +25,8 @@ from nodus.protocol import FULL_STATE
 from nodus.runner.acceptance import Accepted, accept, accept_branch
 from nodus.runner.adoption import adopt_from_store
 from nodus.runner.attempt import Restore
+from nodus.runner.backends import HERE, Placement
+from nodus.runner.backends.submit import check_cluster_stages, check_node_count
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.engine import Runner
 from nodus.runner.launch import device_count
@@ -47,6 +49,7 @@ class Claim:
     run_id: str
     lock: RunLock | None  # None: the key's run has finished and is only reported
     restore: Restore | None = None  # a resume by hand; None continues where the run stood
+    placement: Placement = HERE  # `--backend`, `--ray-address` of this drive
 
     @property
     def finished(self) -> bool:
@@ -56,7 +59,9 @@ class Claim:
         """Drive the run here to the phase where it stops; its exit status."""
         assert self.lock is not None, "a finished run is not driven again"
         try:
-            return drive(self.home, self.catalog, self.run_id, terminal, self.restore)
+            return drive(
+                self.home, self.catalog, self.run_id, terminal, self.restore, self.placement
+            )
         finally:
             self.lock.release()
 
@@ -65,7 +70,7 @@ class Claim:
         over."""
         assert self.lock is not None, "a finished run is not driven again"
         self.lock.release()
-        spawn_detached(self.home, self.run_id, self.restore)
+        spawn_detached(self.home, self.run_id, self.restore, self.placement)
 
 
 def open_run_store(url: str):
@@ -85,6 +90,7 @@ def claim_workload(
     key: str | None,
     say: Say,
     detach: bool = False,
+    placement: Placement = HERE,
 ) -> Claim:
     """``nodus run FILE [--key] [--detach]``; ``say`` tells the user what happens as it happens.
 
@@ -93,11 +99,14 @@ def claim_workload(
     (:mod:`nodus.runner.lineage`).
     """
     _refuse_unrecorded_retry(store_url, workload)
+    is_local = open_run_store(store_url).storage.is_local
+    check_cluster_stages(workload.stages, store_url, is_local, placement.backend)
     catalog = Catalog(home)
 
     def accept_new(key: str | None) -> Accepted:
         parent = None
         if workload.resume_from is not None:
+            _refuse_lineage_on_ray(workload, placement.backend, "resume_from")
             source = find_parent(
                 catalog,
                 workload.resume_from,
@@ -111,7 +120,7 @@ def claim_workload(
         store = open_run_store(store_url)
         return accept(catalog, store, store_url, workload, key, home, say=say, parent=parent)
 
-    return _claim_new(home, catalog, store_url, workload, key, say, detach, accept_new)
+    return _claim_new(home, catalog, store_url, workload, key, say, detach, accept_new, placement)
 
 
 def claim_branch(
@@ -135,6 +144,7 @@ def claim_branch(
     child = apply_changes(source.run.workload, changes)
     check_continuation(source, child)
     workload = ResolvedWorkload.from_dict(child)
+    _refuse_lineage_on_ray(workload, None, "runs branch")
     say(
         f"branching from {source.parent.snapshot} (step {source.parent.step} of "
         f"{source.run.id}, stage {source.parent.stage!r}) --from {mode}"
@@ -151,6 +161,16 @@ def claim_branch(
     )
 
 
+def _refuse_lineage_on_ray(workload: ResolvedWorkload, backend: str | None, what: str) -> None:
+    """A Ray node lays out its own run's snapshots only; starting from another run's is not
+    built there yet, so it is refused rather than started from scratch."""
+    if any((backend or stage.execution.backend) == "ray" for stage in workload.stages):
+        raise UsageError(
+            f"{what}: starting a run from another run's snapshot on the Ray backend is not "
+            "supported yet; run it with backend = \"local\""
+        )
+
+
 def _claim_new(
     home: str,
     catalog: Catalog,
@@ -160,13 +180,14 @@ def _claim_new(
     say: Say,
     detach: bool,
     accept_new: Callable[[str | None], Accepted],
+    placement: Placement = HERE,
 ) -> Claim:
     """A new run (``accept_new``), or with ``key`` the key's run when it has one already."""
     if key is None:
         accepted = accept_new(None)
         lock = RunLock(home, accepted.run_id, accepted.run_id).acquire()
         say(f"accepted {accepted.run_id} ({accepted.summary})")
-        return _claimed(home, catalog, accepted.run_id, lock, None, detach)
+        return _claimed(home, catalog, accepted.run_id, lock, None, detach, placement)
     lock = RunLock(home, lock_name_for("", key), f"key {key!r}").acquire()
     existing = catalog.find_by_key(key) or _adopted(catalog, store_url, key, say)
     if existing is None:
@@ -176,14 +197,14 @@ def _claim_new(
             lock.release()
             raise
         say(f"accepted {accepted.run_id} under key {key!r} ({accepted.summary})")
-        return _claimed(home, catalog, accepted.run_id, lock, None, detach)
+        return _claimed(home, catalog, accepted.run_id, lock, None, detach, placement)
     if existing.finished:
         lock.release()
         say(_finished_note(existing, key))
         return Claim(home, catalog, existing.id, None)
     for note in _continue_notes(existing, key, workload.to_dict()):
         say(note)
-    return _claimed(home, catalog, existing.id, lock, None, detach)
+    return _claimed(home, catalog, existing.id, lock, None, detach, placement)
 
 
 def _claimed(
@@ -193,6 +214,7 @@ def _claimed(
     lock: RunLock,
     restore: Restore | None,
     detach: bool,
+    placement: Placement = HERE,
 ) -> Claim:
     """The claim; one for a background runner puts the run back in the queue first.
 
@@ -202,7 +224,7 @@ def _claimed(
     """
     if detach and catalog.get_run(run_id).phase != Phase.QUEUED:
         catalog.set_phase(run_id, Phase.QUEUED, message="waiting for its background runner")
-    return Claim(home, catalog, run_id, lock, restore)
+    return Claim(home, catalog, run_id, lock, restore, placement)
 
 
 def claim_resume(
@@ -213,6 +235,7 @@ def claim_resume(
     say: Say,
     detach: bool = False,
     store_url: str | None = None,
+    placement: Placement = HERE,
 ) -> Claim:
     """``nodus runs resume``: continue an interrupted, paused or runner-less run by hand.
 
@@ -237,10 +260,20 @@ def claim_resume(
     stage = _continuing_stage(run)
     if step is not None:
         _check_step(run, stage, step)
-    _check_devices(catalog, run, stage)
+    resolved = ResolvedWorkload.from_dict(run.workload)
+    stages = resolved.stages
+    if run.parent:
+        _refuse_lineage_on_ray(resolved, placement.backend, "runs resume")
+    check_node_count(stages, placement.backend)
+    check_cluster_stages(
+        stages, run.store, open_run_store(run.store).storage.is_local, placement.backend
+    )
+    if not any((placement.backend or s.execution.backend) == "ray" for s in stages):
+        _check_devices(catalog, run, stage)  # on Ray, the stage's gpu_count places it
     lock = RunLock(home, run.lock_name, run.id).acquire()
     say(f"resuming {run.id} from " + (f"step {step}" if step is not None else "where it stopped"))
-    return _claimed(home, catalog, run.id, lock, Restore(step=step, by_hand=True), detach)
+    restore = Restore(step=step, by_hand=True)
+    return _claimed(home, catalog, run.id, lock, restore, detach, placement)
 
 
 def _adopted(catalog: Catalog, store_url: str, ref: str, say: Say) -> Run | None:
@@ -310,7 +343,12 @@ def _check_devices(catalog: Catalog, run: Run, stage: str | None) -> None:
 
 
 def drive(
-    home: str, catalog: Catalog, run_id: str, terminal: IO[str], restore: Restore | None = None
+    home: str,
+    catalog: Catalog,
+    run_id: str,
+    terminal: IO[str],
+    restore: Restore | None = None,
+    placement: Placement = HERE,
 ) -> int:
     """Drive a run whose lock the caller holds, to the phase where it stops.
 
@@ -322,15 +360,26 @@ def drive(
     with StoreDriving(catalog, store, run) as driving:
         if driving.run.phase.final:  # another machine finished it meanwhile
             return driving.run.phase.exit_status
-        runner = Runner(home=home, catalog=catalog, store=store, run=driving.run, terminal=terminal)
+        runner = Runner(
+            home=home,
+            catalog=catalog,
+            store=store,
+            run=driving.run,
+            terminal=terminal,
+            backend=placement.backend,
+            ray_address=placement.ray_address,
+        )
         return runner.drive(restore)
 
 
-def spawn_detached(home: str, run_id: str, restore: Restore | None) -> None:
+def spawn_detached(
+    home: str, run_id: str, restore: Restore | None, placement: Placement = HERE
+) -> None:
     """Start ``python -m nodus.runner.detach`` in its own session, output into a runner log."""
     folder = os.path.join(home, defaults.WORK_DIR, run_id)
     os.makedirs(folder, exist_ok=True)
     command = [sys.executable, "-m", "nodus.runner.detach", run_id, "--home", home]
+    command += placement.argv()
     if restore is not None and restore.step is not None:
         command += ["--step", str(restore.step)]
     if restore is not None and restore.by_hand:

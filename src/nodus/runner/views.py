@@ -45,6 +45,7 @@ _ATTEMPT_FIELDS = (
     "restored_snapshot",
     "restored_step",
     "devices",
+    "host",  # the machine, or on Ray the node(s): "<address> (ray node <id>)", rank 0 first
     "started_at",
     "ended_at",
     "log_path",

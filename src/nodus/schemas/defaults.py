@@ -63,6 +63,22 @@ MAX_SOURCE_BYTES = 2 * 1024**3
 """Largest source a run accepts (``[execution] max_source_bytes``): above it the run is refused
 before a byte is copied, naming the largest files."""
 
+BACKEND = "local"
+"""``[execution] backend``: where a stage's attempts run; ``"ray"`` places them on a Ray cluster
+(docs/cluster.md)."""
+
+RAY_CPUS = 1.0
+"""``[execution] cpus``: CPUs Ray reserves for each process of a stage on a Ray cluster."""
+
+RAY_MEMORY = 0
+"""``[execution] memory``: bytes Ray reserves for each process of a stage; 0 reserves none."""
+
+RAY_GPU_COUNT = 0
+"""``[execution] gpu_count``: GPUs Ray reserves for each process of a stage on a Ray cluster."""
+
+NODES = 1
+"""``[execution] nodes``: processes of a stage, one per Ray node."""
+
 # --- runner ------------------------------------------------------------------------------------
 
 SETTLE_S = 1.0

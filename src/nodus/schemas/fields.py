@@ -217,3 +217,15 @@ Duration = Annotated[
         }
     ),
 ]
+
+
+def _memory(value: Any) -> int:
+    """Bytes, or a size with a unit ("16GiB", "512MB"), as pydantic's ByteSize reads them."""
+    from pydantic import ByteSize, TypeAdapter
+
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError('memory is a number of bytes or a size with a unit, e.g. "16GiB"')
+    return int(TypeAdapter(ByteSize).validate_python(value))
+
+
+Memory = Annotated[int, BeforeValidator(_memory), Field(ge=0)]

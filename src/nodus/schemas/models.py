@@ -34,6 +34,7 @@ from nodus.schemas.fields import (
     Duration,
     Env,
     FileName,
+    Memory,
     Name,
     PathList,
     ResumeFrom,
@@ -161,6 +162,11 @@ ContinuityInput = Annotated[
 ]
 
 
+class Backend(str, Enum):
+    LOCAL = "local"
+    RAY = "ray"
+
+
 class Execution(_Model):
     """Save cadence, retention and recovery limits."""
 
@@ -207,6 +213,41 @@ class Execution(_Model):
         description="With a remote store: how long a stage that ended with saves not yet "
         'uploaded keeps retrying them ("15m", "90s" or seconds) before it finishes and lists '
         "them as unrecorded. Refused with a local store, where nothing is uploaded.",
+    )
+    backend: Backend = Field(
+        Backend(defaults.BACKEND),
+        strict=False,
+        description='Where the stage\'s attempts run: "local" (this machine) or "ray" (a Ray '
+        "cluster: `--ray-address`, RAY_ADDRESS, or the cluster this machine belongs to). The "
+        "store must then be one every node reaches (docs/cluster.md).",
+    )
+    cpus: float = Field(
+        defaults.RAY_CPUS,
+        gt=0,
+        allow_inf_nan=False,
+        description='CPUs Ray reserves for each process of the stage (backend = "ray").',
+    )
+    memory: Memory = Field(
+        defaults.RAY_MEMORY,
+        description="Memory Ray reserves for each process of the stage, in bytes or with a unit "
+        '("16GiB") (backend = "ray"); 0: none reserved.',
+    )
+    gpu_count: int = Field(
+        defaults.RAY_GPU_COUNT,
+        ge=0,
+        description='GPUs Ray reserves for each process of the stage (backend = "ray").',
+    )
+    nodes: int = Field(
+        defaults.NODES,
+        ge=1,
+        description="Processes of the stage, one per node, with the torch.distributed rendezvous "
+        'environment (backend = "ray"); only node 0 captures snapshots.',
+    )
+    shared_store: bool = Field(
+        False,
+        description="Declares that the run's file:// store is on a filesystem every Ray node "
+        'mounts at the same path (backend = "ray"); without it a file:// store is node-local '
+        "and refused.",
     )
 
 

@@ -176,6 +176,9 @@ def _execution(layers: Sequence[_StageFields]) -> ResolvedExecution:
         name: _pick(tables, name, info.default) for name, info in Execution.model_fields.items()
     }
     values["grace_period"] = float(values["grace_period"])
+    values["cpus"] = float(values["cpus"])
+    values["backend"] = str(getattr(values["backend"], "value", values["backend"]))
+    values["memory"] = int(values["memory"])
     return ResolvedExecution(**values)
 
 

@@ -33,6 +33,13 @@ class ResolvedExecution:
     # absent from runs accepted before the setting existed; only acceptance reads it
     max_source_bytes: int = defaults.MAX_SOURCE_BYTES
     unrecorded_retry: float = defaults.UNRECORDED_RETRY_S  # seconds; absent from older runs
+    # where attempts run (absent from runs accepted before backends existed: local)
+    backend: str = defaults.BACKEND
+    cpus: float = defaults.RAY_CPUS
+    memory: int = defaults.RAY_MEMORY  # bytes
+    gpu_count: int = defaults.RAY_GPU_COUNT
+    nodes: int = defaults.NODES
+    shared_store: bool = False
 
 
 @dataclass(frozen=True)

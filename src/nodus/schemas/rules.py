@@ -40,11 +40,27 @@ _NO_RECOVERY = (
     "resume_on_interruption is false there, so an interruption is never recovered "
     "automatically; remove it, or set [continuity] resume_on_interruption = true"
 )
+
+
+def _on_ray(stage: ResolvedStage) -> bool:
+    return stage.execution.backend == "ray"
+
+
+_NO_CLUSTER = (
+    'only backend = "ray" places a stage on a cluster; backend "local" runs it as one process '
+    "on this machine, with what this machine has (not supported yet); set [execution] backend = "
+    '"ray", or remove it'
+)
 # [execution] keys that act only in some stages: (what such a stage is, why the others ignore it)
 _ACTS_ONLY_WHERE = {
     "save_every": (_integrated, _NO_CADENCE),
     "save_each_epoch": (_integrated, _NO_CADENCE),
     "max_recoveries": (_recovers, _NO_RECOVERY),
+    "cpus": (_on_ray, _NO_CLUSTER),
+    "memory": (_on_ray, _NO_CLUSTER),
+    "gpu_count": (_on_ray, _NO_CLUSTER),
+    "nodes": (_on_ray, _NO_CLUSTER),
+    "shared_store": (_on_ray, _NO_CLUSTER),
 }
 
 

@@ -1,0 +1,14 @@
+"""Launch backends: where an attempt's program runs.
+
+``local`` (:class:`nodus.runner.attempt.Attempt`, today's path, unchanged) runs it on this
+machine; ``ray`` (:mod:`.ray`) runs it on a Ray cluster node, as a node runner
+(:mod:`.node`) that does there what a local attempt does here. Both answer the one protocol of
+:mod:`.base`. Ray is imported only when a stage's backend is ``ray``: the CLI and the local
+path never load it (``tests/test_layering.py`` checks).
+"""
+
+from __future__ import annotations
+
+from nodus.runner.backends.base import HERE, AttemptBackend, Placement, backend_of, new_attempt
+
+__all__ = ["HERE", "AttemptBackend", "Placement", "backend_of", "new_attempt"]

@@ -1,0 +1,67 @@
+"""The launch-backend protocol: what the engine asks of an attempt, wherever it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
+from nodus.runner.lineage import Parent
+from nodus.schemas.resolved import ResolvedStage
+
+LOCAL, RAY = "local", "ray"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where this drive runs attempts: ``--backend`` (None: each stage's own) and the Ray
+    cluster's ``--ray-address`` (None: RAY_ADDRESS, else Ray's own lookup). Options of a drive,
+    never stored with the run."""
+
+    backend: str | None = None
+    ray_address: str | None = None
+
+    def argv(self) -> list[str]:
+        """The same placement as ``python -m nodus.runner.detach`` options."""
+        options = ["--backend", self.backend] if self.backend else []
+        return options + (["--ray-address", self.ray_address] if self.ray_address else [])
+
+
+HERE = Placement()
+"""No ``--backend`` or ``--ray-address``: each stage's own backend."""
+
+
+class AttemptBackend(Protocol):
+    """One attempt of a stage. ``number`` (allocated when it is made) is its fencing token;
+    ``run`` lays the working copy out, runs, captures and supervises the program, and says how
+    it ended, with the attempt's end recorded in the catalog."""
+
+    number: int
+
+    def run(self) -> Outcome: ...
+
+
+def backend_of(ctx: RunContext, stage: ResolvedStage) -> str:
+    """The backend that runs ``stage`` in this drive: ``--backend``, else the stage's own."""
+    return ctx.backend or stage.execution.backend
+
+
+def new_attempt(
+    ctx: RunContext,
+    stage: ResolvedStage,
+    source: str,
+    restore: Restore,
+    overlays: Sequence[str] = (),
+    recovering: bool = False,
+    inherited: Parent | None = None,
+) -> AttemptBackend:
+    """A new attempt of ``stage`` on its backend; ``inherited`` is the run's parent when this
+    stage continues it (refused at submit on Ray, so only a local attempt gets one)."""
+    if backend_of(ctx, stage) == RAY:
+        from nodus.runner.backends.ray import RayAttempt  # imports ray: only for a Ray stage
+
+        return RayAttempt(ctx, stage, source, restore, overlays, recovering=recovering)
+    return Attempt(
+        ctx, stage, source, restore, overlays, recovering=recovering, inherited=inherited
+    )
