@@ -167,7 +167,7 @@ def _refuse_lineage_on_ray(workload: ResolvedWorkload, backend: str | None, what
     if any((backend or stage.execution.backend) == "ray" for stage in workload.stages):
         raise UsageError(
             f"{what}: starting a run from another run's snapshot on the Ray backend is not "
-            "supported yet; run it with backend = \"local\""
+            'supported yet; run it with backend = "local"'
         )
 
 
