@@ -17,3 +17,15 @@ def _finished(tmp_path_factory, name: str) -> Example:
 def sft_run(tmp_path_factory) -> Example:
     """examples/sft run to the end without interruption (key ``whole``)."""
     return _finished(tmp_path_factory, "sft")
+
+
+@pytest.fixture(scope="session")
+def dpo_run(tmp_path_factory) -> Example:
+    """examples/dpo run to the end without interruption (key ``whole``)."""
+    return _finished(tmp_path_factory, "dpo")
+
+
+@pytest.fixture(scope="session")
+def grpo_run(tmp_path_factory) -> Example:
+    """examples/grpo run to the end without interruption (key ``whole``)."""
+    return _finished(tmp_path_factory, "grpo")

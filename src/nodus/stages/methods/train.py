@@ -31,6 +31,8 @@ def main() -> None:
     set_seed(settings["seed"])  # the LoRA adapter's initial weights come from this seed too
     trainer = build_trainer(settings)
     _align_saves(trainer, settings)
+    if settings["framework"] == "grpo":
+        trainer.add_callback(_rollout_metrics())
     trainer.train()
     trainer.save_model(protocol.METHOD_TRAINED_DIR)
 
@@ -150,6 +152,29 @@ def _align_saves(trainer: Any, settings: dict[str, Any]) -> None:
     if session.settings.save_every != asked and session.settings.restored_step is None:
         details = {"asked": asked, "used": session.settings.save_every}
         session.control.write_event(protocol.EVENT_CHECKPOINT_ALIGNED, details)
+
+
+def _rollout_metrics() -> Any:
+    """grpo logs the rewards at the step that generated the rollouts; the steps that train on
+    the same rollouts later show them too, so every snapshot carries its reward metrics."""
+    from transformers import TrainerCallback
+
+    class RolloutMetrics(TrainerCallback):
+        latest: dict[str, float] = {}
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            entry = state.log_history[-1] if state.log_history else {}
+            if "reward" in entry:
+                self.latest = {k: v for k, v in entry.items() if k.startswith(_REWARD_KEYS)}
+            elif "loss" in entry:
+                for key, value in self.latest.items():
+                    entry.setdefault(key, value)
+
+    RolloutMetrics.__module__ = __name__
+    return RolloutMetrics()
+
+
+_REWARD_KEYS = ("reward", "rewards/")
 
 
 if __name__ == "__main__":
