@@ -16,7 +16,7 @@ BASE = {"errors", "protocol", "_atomic"}
 ALLOWED = {
     "cli": {"client", "inventory", "runner", "retention", "store", "stages", "schemas", *BASE},
     "client": {"inventory", "runner", "retention", "store", "schemas", *BASE},
-    "inventory": {"runner", "retention", "store", "schemas", *BASE},
+    "inventory": {"runner", "retention", "store", "stages", "schemas", *BASE},
     "runner": {"retention", "store", "stages", "schemas", *BASE},
     "retention": {"store", "schemas", *BASE},
     "store": {"schemas", *BASE},

@@ -74,6 +74,7 @@ def test_sft_resolves_to_train_and_export_stages(folder):
     assert method == resolved.method and resolved.framework == "sft"
     assert method["base_model"] == str(folder / "base")
     assert method["dataset_fingerprint"].startswith("xxh3-128:")
+    assert method["base_model_fingerprint"].startswith("xxh3-128:")
     assert (method["lora_rank"], method["lora_alpha"], method["learning_rate"]) == (4, 16.0, 2e-5)
 
 

@@ -12,8 +12,9 @@
 Both read the resolved settings (:func:`resolve_method`, every key explicit) from
 ``protocol.ENV_METHOD``; the run stores the same dict as ``ResolvedWorkload.method``, which the
 continuation rules (:mod:`nodus.schemas.method_rules`) compare. Everything here is checked at
-submit and cheap: paths exist, the dataset's columns (read from its first row or its schema), the
-reward functions' modules in the source folder. docs/methods.md is the user's side of this.
+submit: paths exist, the dataset's columns (read from its first row or its schema), the reward
+functions' modules in the source folder; the only reads of whole files are the dataset's and the
+base model's fingerprints. docs/methods.md is the user's side of this.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "TRAIN_STAGE",
     "EXPORT_STAGE",
+    "content_fingerprint",
     "dataset_columns",
-    "dataset_fingerprint",
     "generated_stages",
     "resolve_method",
 ]
@@ -63,7 +64,8 @@ def resolve_method(
     problems = [*_key_problems(framework, method)]
     base_model = _local_path(base_dir, method.base_model)
     dataset = _local_path(base_dir, method.dataset)
-    problems += _base_model_problems(base_model, method.base_model)
+    base_problems = _base_model_problems(base_model, method.base_model)
+    problems += base_problems
     columns, dataset_problems = _dataset_check(name, dataset, method.dataset)
     problems += dataset_problems
     problems += _reward_problems(method.reward_functions or [], code)
@@ -71,8 +73,9 @@ def resolve_method(
     resolved: dict[str, Any] = {
         "framework": name,
         "base_model": base_model,
+        "base_model_fingerprint": content_fingerprint(base_model) if not base_problems else "",
         "dataset": dataset,
-        "dataset_fingerprint": dataset_fingerprint(dataset) if not dataset_problems else "",
+        "dataset_fingerprint": content_fingerprint(dataset) if not dataset_problems else "",
         "dataset_columns": list(columns),
         "max_steps": method.max_steps,
         "num_epochs": method.num_epochs,
@@ -329,11 +332,13 @@ def _reward_problems(functions: list[str], code: str) -> list[Problem]:
     return problems
 
 
-def dataset_fingerprint(path: str) -> str:
-    """``xxh3-128:<hex>`` of the dataset's bytes (a folder: its files' names and bytes).
+def content_fingerprint(path: str) -> str:
+    """``xxh3-128:<hex>`` of a file's bytes (a folder: its files' names and bytes).
 
-    Recorded with the run when it is accepted; the train program checks it again before it
-    trains, so a run never trains on data other than what it was accepted with.
+    The dataset's and the base model's are recorded with the run when it is accepted: the train
+    program checks the dataset's again before it trains, so a run never trains on data other
+    than what it was accepted with, and a download that merges a checkpoint's adapter checks
+    the base model's, so the adapter is never merged into weights it was not trained on.
     """
     import xxhash
 

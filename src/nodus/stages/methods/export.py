@@ -17,6 +17,7 @@ from nodus import protocol
 from nodus.stages.methods import settings as method_settings
 
 ADAPTER_DIR = "adapter"
+TOKENIZER_CONFIG = "tokenizer_config.json"
 
 
 def main(destination: str) -> None:
@@ -32,6 +33,12 @@ def main(destination: str) -> None:
 
 
 def merge(base_model: str, adapter: str, destination: str) -> None:
+    """The adapter folder merged into the base model, with the tokenizer, into ``destination``.
+
+    Also what ``nodus snapshots download --artifact model`` gives for a LoRA checkpoint. The
+    tokenizer is the one saved with the adapter (training may have set its padding token),
+    else the base model's.
+    """
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -39,7 +46,10 @@ def merge(base_model: str, adapter: str, destination: str) -> None:
     base = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
     merged = PeftModel.from_pretrained(base, adapter).merge_and_unload()
     merged.save_pretrained(destination)
-    AutoTokenizer.from_pretrained(adapter).save_pretrained(destination)
+    saved_with = os.path.isfile(os.path.join(adapter, TOKENIZER_CONFIG))
+    AutoTokenizer.from_pretrained(adapter if saved_with else base_model).save_pretrained(
+        destination
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from nodus import protocol
-from nodus.schemas.methods import dataset_fingerprint
+from nodus.schemas.methods import content_fingerprint
 
 
 def read() -> dict[str, Any]:
@@ -20,7 +20,7 @@ def read() -> dict[str, Any]:
 
 def unchanged_dataset_problem(settings: dict[str, Any]) -> str | None:
     """A run trains on the data it was accepted with, or not at all."""
-    now = dataset_fingerprint(settings["dataset"])
+    now = content_fingerprint(settings["dataset"])
     if now != settings["dataset_fingerprint"]:
         return (
             f"the dataset {settings['dataset']} changed since the run was accepted: it was "
