@@ -1,19 +1,27 @@
-"""Benchmark: the sft example under `nodus run` vs the same TRL programs run bare.
+"""Benchmark: the sft example under `nodus run` vs the same TRL program run bare, saving itself.
 
-    .venv/bin/python benchmarks/methods_sft.py [--steps 400] [--rounds 3]
+    .venv/bin/python benchmarks/methods_sft.py [--steps 60] [--rounds 3]
 
-Both sides train examples/sft (its tiny base model and data, built by its prepare.py) for
-``--steps`` optimizer steps and export the merged model. Bare: ``python -m
-nodus.stages.methods.train`` then ``…export`` in a copy of the example, with the resolved
-settings in their environment and no nodus around them (no saves, no supervision). Under nodus:
-``nodus run`` of the workload (acceptance, the source capture, saves every checkpoint_every with
-their captures and rotation, both stages, the outputs) with a private NODUS_HOME. Rounds
-alternate which goes first. Target: <= 1.05x. Results go to docs/benchmarks.md by hand.
+Both sides train examples/sft (its tiny base model and data, built by its prepare.py; LoRA
+rank 8) for ``--steps`` optimizer steps, save every ``checkpoint_every`` (6) steps and export
+the merged model, and each side is timed as a whole wall time, process start to exit:
+
+- bare: nodus's own train program (``nodus.stages.methods.train.main``, the same TRL
+  ``SFTTrainer`` with the same settings) run without nodus, with TRL's own saving turned on at
+  the same cadence (``save_strategy="steps"``, ``save_steps = checkpoint_every``,
+  ``save_total_limit = checkpoint_keep``), then the export program;
+- nodus: ``nodus run`` of the workload with a private NODUS_HOME (acceptance, the source
+  capture, the saves with their captures, commits and rotation, both stages, the outputs).
+
+Rounds alternate which side goes first; the medians are compared. Target: <= 1.05x. The default
+(60 steps, 10 saves, 3 rounds) takes about a minute on 2 cores. Results go to
+docs/benchmarks.md by hand, measured on a quiet machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -26,9 +34,11 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(REPO, "examples", "sft")
 ENV = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled"}
+BARE_TRAIN = "bare-train"
 
 
 def prepare(root: str, steps: int) -> str:
+    """A copy of examples/sft, prepared, training ``steps`` steps; its workload file."""
     code = os.path.join(root, "sft")
     shutil.copytree(EXAMPLE, code, ignore=shutil.ignore_patterns("base", "data", "out"))
     shutil.copy(os.path.join(REPO, "examples", "tinybase.py"), root)
@@ -42,36 +52,58 @@ def prepare(root: str, steps: int) -> str:
 
 
 def bare(workload: str) -> float:
-    """The train and export programs as nodus would start them, without nodus."""
+    """The train program saving itself, then the export program, in a copy, without nodus."""
     from nodus.schemas.loader import resolve_file
 
-    resolved = resolve_file(workload)
+    train, export = resolve_file(workload).stages
     work = tempfile.mkdtemp(prefix="bare-")
     shutil.copytree(os.path.dirname(workload), work, dirs_exist_ok=True)
+    env = {**os.environ, **ENV, **train.env}
     start = time.perf_counter()
-    for stage in resolved.stages:
-        env = {**os.environ, **ENV, **stage.env}
-        subprocess.run(stage.command, cwd=work, env=env, check=True, capture_output=True)
+    _quiet([sys.executable, os.path.abspath(__file__), BARE_TRAIN], work, env)
+    _quiet(list(export.command), work, {**os.environ, **ENV, **export.env})
     took = time.perf_counter() - start
     shutil.rmtree(work)
     return took
+
+
+def bare_train() -> None:
+    """The bare side's train process: nodus's train program with TRL's own saving on the
+    cadence nodus saves at (runs in the copy, its settings in the environment)."""
+    from nodus import protocol
+    from nodus.stages.methods import train
+
+    settings = json.loads(os.environ[protocol.ENV_METHOD])
+    train.main(
+        {
+            "output_dir": "checkpoints",
+            "save_strategy": "steps",
+            "save_steps": settings["checkpoint_every"],
+            "save_total_limit": settings["checkpoint_keep"],
+        }
+    )
 
 
 def under_nodus(workload: str) -> float:
     home = tempfile.mkdtemp(prefix="nodus-home-")
     env = {**os.environ, **ENV, "NODUS_HOME": home}
     start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "nodus", "run", workload], env=env, check=True, capture_output=True
-    )
+    _quiet([sys.executable, "-m", "nodus", "run", workload], os.path.dirname(workload), env)
     took = time.perf_counter() - start
     shutil.rmtree(home)
     return took
 
 
+def _quiet(command: list[str], cwd: str, env: dict[str, str]) -> None:
+    """Run ``command`` to its end; its output only when it fails."""
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
     workload = prepare(tempfile.mkdtemp(prefix="bench-sft-"), options.steps)
@@ -86,4 +118,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == [BARE_TRAIN]:
+        bare_train()
+    else:
+        main()

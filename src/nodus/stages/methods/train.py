@@ -20,7 +20,13 @@ from nodus import protocol
 from nodus.stages.methods import settings as method_settings
 
 
-def main() -> None:
+def main(arguments: dict[str, Any] | None = None) -> None:
+    """Train, then write the final weights and tokenizer into ``trained/``.
+
+    ``arguments`` are TrainingArguments laid over the program's own; nodus gives none. Only the
+    bare side of benchmarks/methods_sft.py does (TRL's own saving, on nodus's cadence), so both
+    sides of that benchmark run this same program.
+    """
     settings = method_settings.read()
     problem = method_settings.unchanged_dataset_problem(settings)
     if problem:
@@ -29,7 +35,7 @@ def main() -> None:
     from transformers import set_seed
 
     set_seed(settings["seed"])  # the LoRA adapter's initial weights come from this seed too
-    trainer = build_trainer(settings)
+    trainer = build_trainer(settings, arguments)
     _align_saves(trainer, settings)
     if settings["framework"] == "grpo":
         trainer.add_callback(_rollout_metrics())
@@ -37,8 +43,9 @@ def main() -> None:
     trainer.save_model(protocol.METHOD_TRAINED_DIR)
 
 
-def build_trainer(settings: dict[str, Any]) -> Any:
-    """The TRL trainer of ``settings['framework']``, with the base model, data and LoRA."""
+def build_trainer(settings: dict[str, Any], arguments: dict[str, Any] | None = None) -> Any:
+    """The TRL trainer of ``settings['framework']``, with the base model, data and LoRA
+    (``arguments``: TrainingArguments over the program's own, as :func:`main` says)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -48,12 +55,12 @@ def build_trainer(settings: dict[str, Any]) -> Any:
     model = AutoModelForCausalLM.from_pretrained(settings["base_model"], dtype=torch.float32)
     dataset = method_settings.load_dataset(settings["dataset"])
     build = {"sft": _sft, "dpo": _dpo, "grpo": _grpo}[settings["framework"]]
-    return build(settings, model, tokenizer, dataset)
+    return build(settings, model, tokenizer, dataset, _common(settings, arguments or {}))
 
 
-def _common(settings: dict[str, Any]) -> dict[str, Any]:
+def _common(settings: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
     """TrainingArguments every method shares; saving is nodus's (save_strategy "no")."""
-    return {
+    own = {
         "output_dir": os.path.join(tempfile.gettempdir(), "trainer"),
         "max_steps": settings["max_steps"] or -1,
         "num_train_epochs": settings["num_epochs"] or 1.0,
@@ -68,6 +75,7 @@ def _common(settings: dict[str, Any]) -> dict[str, Any]:
         "dataloader_num_workers": 0,
         "bf16": False,  # TRL's configs default to bf16; saves and resumes are exact in float32
     }
+    return {**own, **arguments}
 
 
 def _lora(settings: dict[str, Any]) -> Any:
@@ -84,10 +92,10 @@ def _lora(settings: dict[str, Any]) -> Any:
     )
 
 
-def _sft(settings, model, tokenizer, dataset) -> Any:
+def _sft(settings, model, tokenizer, dataset, common) -> Any:
     from trl import SFTConfig, SFTTrainer
 
-    config = SFTConfig(**_common(settings), max_length=settings["max_length"])
+    config = SFTConfig(**common, max_length=settings["max_length"])
     return SFTTrainer(
         model=model,
         args=config,
@@ -97,10 +105,10 @@ def _sft(settings, model, tokenizer, dataset) -> Any:
     )
 
 
-def _dpo(settings, model, tokenizer, dataset) -> Any:
+def _dpo(settings, model, tokenizer, dataset, common) -> Any:
     from trl import DPOConfig, DPOTrainer
 
-    config = DPOConfig(**_common(settings), max_length=settings["max_length"])
+    config = DPOConfig(**common, max_length=settings["max_length"])
     return DPOTrainer(
         model=model,
         args=config,
@@ -110,11 +118,11 @@ def _dpo(settings, model, tokenizer, dataset) -> Any:
     )
 
 
-def _grpo(settings, model, tokenizer, dataset) -> Any:
+def _grpo(settings, model, tokenizer, dataset, common) -> Any:
     from trl import GRPOConfig, GRPOTrainer
 
     config = GRPOConfig(
-        **_common(settings),
+        **common,
         max_completion_length=settings["max_length"],
         num_generations=settings["num_generations"],
         steps_per_generation=settings["steps_per_generation"],
