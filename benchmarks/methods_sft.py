@@ -106,13 +106,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
-    workload = prepare(tempfile.mkdtemp(prefix="bench-sft-"), options.steps)
     times: dict[str, list[float]] = {"bare": [], "nodus": []}
-    for index in range(options.rounds):
-        order = [("bare", bare), ("nodus", under_nodus)]
-        for name, measure in order if index % 2 == 0 else reversed(order):
-            times[name].append(measure(workload))
-            print(f"round {index + 1}: {name} {times[name][-1]:.2f} s", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-sft-") as root:
+        workload = prepare(root, options.steps)
+        for index in range(options.rounds):
+            order = [("bare", bare), ("nodus", under_nodus)]
+            for name, measure in order if index % 2 == 0 else reversed(order):
+                times[name].append(measure(workload))
+                print(f"round {index + 1}: {name} {times[name][-1]:.2f} s", flush=True)
     bare_s, nodus_s = (statistics.median(times[k]) for k in ("bare", "nodus"))
     print(f"median: bare {bare_s:.2f} s, nodus {nodus_s:.2f} s, ratio {nodus_s / bare_s:.3f}x")
 
