@@ -26,7 +26,7 @@ ALLOWED = {
         *BASE,
     },
     "client": {"inventory", "runner", "registry", "retention", "store", "schemas", *BASE},
-    "inventory": {"runner", "registry", "retention", "store", "schemas", *BASE},
+    "inventory": {"runner", "registry", "retention", "store", "stages", "schemas", *BASE},
     "runner": {"registry", "retention", "store", "stages", "schemas", *BASE},
     "registry": {"retention", "store", "schemas", *BASE},
     "retention": {"store", "schemas", *BASE},

@@ -292,12 +292,17 @@ class Client:
         self, snapshot: str, to: str | os.PathLike[str], artifact: str = "model"
     ) -> dict[str, Any]:
         """Write a snapshot's ``model``, ``resumable`` state or ``adapter`` into the new or
-        empty folder ``to``, every file verified, like ``nodus snapshots download --json``."""
+        empty folder ``to``, every file verified, like ``nodus snapshots download --json``.
+
+        ``model`` of a managed method's LoRA checkpoint is its adapter merged into the run's
+        base model (the folder recorded when the run was accepted, refused if it changed)."""
         from nodus.inventory.download import download_snapshot, written_json
 
         located = self._lookup().locate(snapshot)
         target = os.fspath(to)
-        files = download_snapshot(located.store, located.manifest, artifact, target)
+        files = download_snapshot(
+            located.store, located.manifest, artifact, target, run=located.run
+        )
         return written_json(located.manifest.id, artifact, target, files)
 
     # --- the model registry ---------------------------------------------------------------------

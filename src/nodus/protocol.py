@@ -70,6 +70,19 @@ ENV_WRITE_DELAY = "NODUS_HF_WRITE_DELAY_S"
 """Fault injection for qualification and tests: seconds the integration waits before it publishes
 a checkpoint, so a kill can land in the middle of a save. Never set in normal use."""
 
+# --- managed methods (framework shortcuts) -----------------------------------------------------
+
+ENV_METHOD = "NODUS_METHOD"
+"""The resolved ``[method]`` settings of a framework shortcut, as JSON, in the environment of
+the stages it generates (``nodus.schemas.methods`` writes it, ``nodus.stages.methods`` reads it;
+the keys are those of ``ResolvedWorkload.method``)."""
+METHOD_TRAIN_PROGRAM = "nodus.stages.methods.train"
+METHOD_EXPORT_PROGRAM = "nodus.stages.methods.export"
+"""The modules the generated ``train`` and ``export`` stages run with ``python -m``."""
+METHOD_TRAINED_DIR = "trained"
+"""The train stage's output: the final weights (adapter or full) and tokenizer, which the export
+stage finds laid over its own copy."""
+
 
 def program_environment(
     *, state: str, control: str, tmp: str, cache: str, run_id: str, stage: str, attempt: int
@@ -423,6 +436,8 @@ EVENT_REFUSED = "integration_refused"
 EVENT_SAVE_FAILED = "checkpoint_save_failed"
 EVENT_WARM_START = "warm_start"
 """The integration loaded another run's weights: ``{"checkpoint", "weights"}`` (their hash)."""
+EVENT_CHECKPOINT_ALIGNED = "checkpoint_every_aligned"
+"""grpo: ``{"asked", "used"}``, a step-count checkpoint_every moved to a generation boundary."""
 EVENT_UNNAMED = "program_event"
 """The type the runner records for an event that names none."""
 

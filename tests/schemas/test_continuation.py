@@ -83,3 +83,17 @@ def test_set_refuses_keys_that_may_not_change_and_bad_values(resolved):
         apply_changes(parent, {"execution": {"save_every": 5}})  # a directory-contract stage
     with pytest.raises(WorkloadError, match="give KEY=VALUE"):
         parse_setting("novalue")
+
+
+def test_a_managed_method_is_held_to_its_own_rules_too():
+    """The method rules (nodus.schemas.method_rules) run inside the one submit-time check."""
+    stages = [{"name": "train", "command": ["python", "-m", "x"], "integration": "hf-trainer-v1"}]
+    method = {"base_model": "/m/base", "lora_rank": 8, "kl_beta": 0.1, "gpu_count": 1}
+    parent = {"stages": stages, "framework": "grpo", "method": method}
+    child = {"stages": stages, "framework": "grpo", "method": {**method, "lora_rank": 16}}
+    (problem,) = continuation_problems(parent, child, "full-state")
+    assert problem.path == "method.lora_rank" and "the source run has 8" in problem.render()
+    same = {"stages": stages, "framework": "grpo", "method": dict(method)}
+    assert continuation_problems(parent, same, "full-state") == []
+    (kl,) = continuation_problems(parent, same, "full-state", parent_started_from_adapter=True)
+    assert kl.path == "method.kl_beta" and "inherited adapter weights" in kl.render()

@@ -301,7 +301,7 @@ METHOD = '[method]\nbase_model = "models/base"\ndataset = "data/train.jsonl"\nma
     [
         (
             'name = "w"\nframework = "sft"\n' + METHOD,
-            "framework: 'sft' — framework shortcuts are not supported yet",
+            "method.base_model: 'models/base' — not a local folder",
         ),
         ('name = "w"\nframework = "sft"', "method: framework = 'sft' needs a [method] table"),
         (
@@ -348,10 +348,10 @@ def test_framework_shortcut_is_parsed_and_checked(refused, text, line):
     assert any(line in problem for problem in problems), problems
 
 
-def test_shortcut_with_workload_paths_is_only_refused_as_not_yet_supported(refused):
+def test_shortcut_with_workload_paths_without_state_is_refused(refused):
     text = 'name = "w"\nframework = "dpo"\n[continuity]\ncheckpoint_paths = ["x"]\n' + METHOD
-    (problem,) = refused(text)
-    assert problem.startswith("framework: 'dpo' — framework shortcuts are not supported yet")
+    problems = refused(text)
+    assert any("needs the state folder saved" in p and "'train'" in p for p in problems), problems
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@
 An artifact is a choice of files from one snapshot, laid out the way its framework loads them:
 
     model      weights, config and tokenizer   AutoModelForCausalLM / AutoTokenizer.from_pretrained
+               (a LoRA checkpoint of a managed method: its adapter merged into the run's base
+               model, :mod:`nodus.inventory.merging`)
     resumable  everything in the checkpoint    Trainer.train(resume_from_checkpoint=DIR)
     adapter    the LoRA adapter files only     PeftModel.from_pretrained
 
@@ -18,6 +20,8 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import shutil
+import tempfile
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any
 
@@ -49,9 +53,20 @@ _MODEL_WEIGHTS = (
 
 
 def download_snapshot(
-    store: SnapshotStore, manifest: Any, artifact: str, target: str, stream: IO[str] | None = None
+    store: SnapshotStore,
+    manifest: Any,
+    artifact: str,
+    target: str,
+    stream: IO[str] | None = None,
+    *,
+    run: Any | None = None,
 ) -> list[str]:
-    """Write ``artifact`` of ``manifest`` into the empty folder ``target``; the paths written."""
+    """Write ``artifact`` of ``manifest`` into the empty folder ``target``; the paths written.
+
+    ``run`` is the snapshot's run when the catalog knows it (its resolution names the base
+    model a LoRA checkpoint's ``model`` is merged into; else the store's run record does)."""
+    if artifact == "model" and _holds_adapter_only(manifest):
+        return _merged(store, manifest, run, target, stream)
     pairs = select(manifest, artifact)
     label = f"{manifest.id} {artifact}"
     return _write(store, manifest.id, pairs, target, label, stream)
@@ -95,15 +110,34 @@ def select(manifest: Any, artifact: str) -> list[tuple[Any, str]]:
     """(entry, destination) pairs of ``artifact``; refuses with the reason when there are none."""
     if artifact not in ARTIFACTS:
         raise UsageError(f"--artifact {artifact!r}: use one of {', '.join(ARTIFACTS)}")
-    held = manifest.held_files()
-    base = _checkpoint_prefix(manifest, held)
-    inside = [e for e in held if base is None or e.path.startswith(base)]
-    chosen = {"model": _model, "resumable": _resumable, "adapter": _adapter}[artifact](
-        manifest, inside
-    )
+    choose = {"model": _model, "resumable": _resumable, "adapter": _adapter}[artifact]
+    return _pairs(manifest, choose)
+
+
+def _pairs(manifest: Any, choose: Any) -> list[tuple[Any, str]]:
+    base, inside = _inside_checkpoint(manifest)
+    chosen = choose(manifest, inside)
     if base is None:
         base = _common_folder(e.path for e in chosen)
     return [(entry, entry.path[len(base) :]) for entry in chosen]
+
+
+def _inside_checkpoint(manifest: Any) -> tuple[str | None, list[Any]]:
+    """The snapshot's checkpoint folder (None: there is none) and the held files inside it."""
+    held = manifest.held_files()
+    base = _checkpoint_prefix(manifest, held)
+    return base, [e for e in held if base is None or e.path.startswith(base)]
+
+
+def _holds_adapter_only(manifest: Any) -> bool:
+    _, entries = _inside_checkpoint(manifest)
+    return any(_named(e, _ADAPTER) for e in entries) and not any(
+        _named(e, _MODEL_WEIGHTS) for e in entries
+    )
+
+
+def _weights(manifest: Any, entries: list[Any]) -> list[Any]:
+    return [e for e in entries if e.kind == "weights"]
 
 
 def _model(manifest: Any, entries: list[Any]) -> list[Any]:
@@ -181,6 +215,35 @@ def _common_folder(paths: Iterable[str]) -> str:
         return ""
     common = posixpath.commonpath(folders)
     return common + "/" if common else ""
+
+
+# --- a LoRA checkpoint's model ----------------------------------------------------------------
+
+
+def _merged(
+    store: SnapshotStore, manifest: Any, run: Any | None, target: str, stream: IO[str] | None
+) -> list[str]:
+    """The adapter and tokenizer laid out verified, merged into the run's base model, all in a
+    folder beside ``target`` that replaces it (empty) once whole."""
+    from nodus.inventory.merging import base_model_of, merge
+
+    base_model = base_model_of(store, manifest, run)
+    _prepare(target)
+    work = tempfile.mkdtemp(prefix=".nodus-merge-", dir=os.path.dirname(os.path.abspath(target)))
+    try:
+        adapter = os.path.join(work, "adapter")
+        pairs = _pairs(manifest, _weights)
+        _write(store, manifest.id, pairs, adapter, f"{manifest.id} adapter", stream)
+        built = os.path.join(work, "model")
+        merge(manifest, base_model, adapter, built)
+        os.replace(built, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return sorted(
+        os.path.relpath(os.path.join(folder, name), target)
+        for folder, _, names in os.walk(target)
+        for name in names
+    )
 
 
 # --- verified writing -------------------------------------------------------------------------

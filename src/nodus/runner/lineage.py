@@ -95,13 +95,33 @@ def find_parent(
     return Source(run, manifest, store, parent)
 
 
-def check_continuation(source: Source, child: dict[str, Any]) -> None:
+def check_continuation(catalog: Catalog, source: Source, child: dict[str, Any]) -> None:
     """Refuse ``child`` (a resolved workload dict) where it may not continue the parent."""
     from nodus.schemas.continuation import continuation_problems
 
-    problems = continuation_problems(source.run.workload, child, source.parent.mode)
+    problems = continuation_problems(
+        source.run.workload,
+        child,
+        source.parent.mode,
+        parent_started_from_adapter=started_from_weights(catalog, source.run),
+    )
     if problems:
         raise WorkloadError(problems, f"continuing {source.parent.snapshot} of {source.run.id}")
+
+
+def started_from_weights(catalog: Catalog, run: Run) -> bool:
+    """Whether ``run``'s training began from another run's weights: a warm start itself, or a
+    full-state continuation of a run that did (its reference weights are that run's too)."""
+    seen: set[str] = set()
+    while run.parent and run.id not in seen:
+        seen.add(run.id)
+        if run.parent.get("mode") == WEIGHTS:
+            return True
+        try:
+            run = catalog.get_run(run.parent["run"])
+        except NotFoundError:
+            return False  # deleted: its start is no longer known, and nothing restores it
+    return False
 
 
 def inherited_stages(workload: dict[str, Any], parent: Parent) -> tuple[str, ...]:

@@ -115,7 +115,7 @@ def claim_workload(
                 store_url=store_url,
                 devices=device_count(),
             )
-            check_continuation(source, workload.to_dict())
+            check_continuation(catalog, source, workload.to_dict())
             parent = source.parent
         store = open_run_store(store_url)
         return accept(catalog, store, store_url, workload, key, home, say=say, parent=parent)
@@ -142,7 +142,7 @@ def claim_branch(
         catalog, snapshot, field="SNAPSHOT", mode=mode, store_url=store_url, devices=devices
     )
     child = apply_changes(source.run.workload, changes)
-    check_continuation(source, child)
+    check_continuation(catalog, source, child)
     workload = ResolvedWorkload.from_dict(child)
     _refuse_lineage_on_ray(workload, None, "runs branch")
     say(

@@ -23,8 +23,9 @@ learns a longer ``max_steps`` or more epochs), the ``[execution]`` table (save c
 retention, recoveries, grace period, resources). Anything else (``command``, ``code``,
 ``integration``, ``continuity``) is refused by ``--set`` naming the key.
 
-Managed methods (issue 15) add their own rules (method, base model, dataset, LoRA settings,
-gpu_count) as one more pure function, called from :func:`continuation_problems`.
+Managed methods add their own rules (method, base model, dataset and its fingerprint, LoRA
+settings, gpu_count, reward functions, grpo's KL rules) in :mod:`nodus.schemas.method_rules`,
+called from :func:`continuation_problems`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 
 from nodus.errors import Problem, WorkloadError
 from nodus.protocol import CONTINUATION_MODES, FULL_STATE, WEIGHTS
+from nodus.schemas.method_rules import method_continuation_problems
 
 __all__ = [
     "MAY_CHANGE",
@@ -53,11 +55,14 @@ MAY_CHANGE = ("name", "outputs", "env", "execution")
 _EQUAL_PER_STAGE = {FULL_STATE: ("command", "integration"), WEIGHTS: ("integration",)}
 
 
-def continuation_problems(parent: dict, child: dict, mode: str) -> list[Problem]:
+def continuation_problems(
+    parent: dict, child: dict, mode: str, *, parent_started_from_adapter: bool = False
+) -> list[Problem]:
     """Every way ``child`` (a resolved workload dict) may not continue ``parent`` in ``mode``.
 
     Each problem names the field and both values; [] means the child may start from the
-    parent's snapshot.
+    parent's snapshot. ``parent_started_from_adapter``: the parent's own training began from
+    another run's weights (a managed method's KL rules depend on it).
     """
     if mode not in CONTINUATION_MODES:
         return [Problem("--from", f"give one of {', '.join(CONTINUATION_MODES)}", mode, True)]
@@ -70,8 +75,9 @@ def continuation_problems(parent: dict, child: dict, mode: str) -> list[Problem]
         for key in _EQUAL_PER_STAGE[mode]:
             if before.get(key) != after.get(key):
                 problems.append(_differs(f"stages[{index}].{key}", before[key], after.get(key)))
-    # Managed methods (issue 15) add their rules here: method, base model, dataset, LoRA
-    # settings and gpu_count, compared the same way on the stored resolutions.
+    problems += method_continuation_problems(
+        parent, child, mode, parent_started_from_adapter=parent_started_from_adapter
+    )
     return problems
 
 

@@ -309,3 +309,28 @@ def store_url(explicit: str | None = None, home: str | None = None) -> str:
     if url:
         return url
     return "file://" + os.path.join(nodus_home(home), "store")
+
+
+# --- managed methods (framework shortcuts, docs/methods.md) ------------------------------------
+
+METHOD_LEARNING_RATE = {"sft": 2e-5, "dpo": 1e-6, "grpo": 1e-6}
+"""``[method] learning_rate`` by framework: TRL's own defaults for each trainer."""
+
+METHOD_BATCH_SIZE = 8
+"""``[method] batch_size``: examples per device per micro-batch (TRL's default)."""
+
+METHOD_GRADIENT_ACCUMULATION_STEPS = 1
+METHOD_MAX_LENGTH = {"sft": 1024, "dpo": 1024, "grpo": 256}
+"""``[method] max_length``: tokens per example (sft, dpo); for grpo the completion length."""
+
+METHOD_SEED = 42
+METHOD_LORA_ALPHA = 16.0
+METHOD_LORA_DROPOUT = 0.05
+METHOD_NUM_GENERATIONS = 8
+"""``[method] num_generations``: completions per prompt (grpo; TRL's default)."""
+
+METHOD_KL_BETA = 0.0
+"""``[method] kl_beta``: the KL penalty towards the reference policy (grpo; TRL's default)."""
+
+METHOD_OUTPUTS = ("model",)
+"""Where the export stage writes the final model when the workload names no ``outputs``."""

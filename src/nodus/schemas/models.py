@@ -264,28 +264,58 @@ RewardFunction = Annotated[str, AfterValidator(_check_reward_function)]
 
 
 class Method(_Model):
-    """Settings of a framework shortcut (`framework = "sft" | "dpo" | "grpo"`)."""
+    """Settings of a framework shortcut (`framework = "sft" | "dpo" | "grpo"`); docs/methods.md
+    gives each key's default and its TRL counterpart."""
 
-    base_model: str = Field(min_length=1, description="Local folder of the model to train.")
+    base_model: str = Field(
+        min_length=1, description="Local folder of the model and tokenizer to train."
+    )
     dataset: str = Field(
         min_length=1,
-        description="Local file or saved dataset; its fingerprint is recorded with the run.",
+        description="Local JSONL or Parquet file, or a saved dataset folder; its fingerprint is "
+        "recorded with the run.",
     )
     max_steps: int | None = Field(None, gt=0, description="Training length in optimizer steps.")
     num_epochs: float | None = Field(
         None, gt=0, allow_inf_nan=False, description="Training length in epochs."
     )
+    learning_rate: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Peak learning rate; omitted = TRL's."
+    )
+    batch_size: int = Field(
+        defaults.METHOD_BATCH_SIZE, gt=0, description="Examples per micro-batch."
+    )
+    gradient_accumulation_steps: int = Field(
+        defaults.METHOD_GRADIENT_ACCUMULATION_STEPS,
+        gt=0,
+        description="Micro-batches per optimizer step.",
+    )
+    max_length: int | None = Field(
+        None, gt=0, description="Tokens per example; for grpo the completion length."
+    )
+    seed: int = Field(defaults.METHOD_SEED, ge=0, description="Seed of weights, order, sampling.")
     lora_rank: int | None = Field(None, gt=0, description="LoRA rank; omitted = full weights.")
     lora_alpha: float | None = Field(None, gt=0, allow_inf_nan=False)
     lora_dropout: float | None = Field(None, ge=0, lt=1, allow_inf_nan=False)
+    lora_target_modules: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        None, min_length=1, description="Modules LoRA adapts; omitted = PEFT's for the model."
+    )
     load_in_4bit: bool = False
     gpu_count: int = Field(1, ge=1)
     checkpoint_every: int | None = Field(
         None, ge=0, description="Steps between saves; for grpo aligned to a generation boundary."
     )
-    checkpoint_keep: int | None = Field(None, ge=0)
+    checkpoint_keep: int | None = Field(
+        None, ge=0, description="Newest snapshots that keep their state and weights."
+    )
     reward_functions: list[RewardFunction] | None = Field(
         None, description="grpo only: reward functions as 'module:function'."
+    )
+    num_generations: int | None = Field(
+        None, ge=2, description="grpo only: completions sampled per prompt."
+    )
+    kl_beta: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="grpo only: KL penalty coefficient."
     )
 
 

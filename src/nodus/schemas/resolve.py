@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from nodus import protocol
 from nodus.errors import Problem, WorkloadError
-from nodus.schemas import defaults
+from nodus.schemas import defaults, methods
 from nodus.schemas.fields import normal_path
 from nodus.schemas.models import (
     Continuity,
@@ -38,6 +39,7 @@ from nodus.schemas.models import (
     Execution,
     Integration,
     Overrides,
+    Stage,
     Workload,
     _StageFields,
 )
@@ -69,29 +71,48 @@ def resolve(
     if base_dir is None:
         base_dir = os.path.dirname(workload.source) if workload.source else os.getcwd()
     problems = check_workload(workload, overrides)
-    if workload.given("framework"):  # its stages are generated; check_workload refused it
-        raise WorkloadError(problems, workload.source)
+    method: dict[str, Any] = {}
+    generated = None
+    if workload.given("framework"):
+        if workload.method is None:  # check_workload named the missing table
+            raise WorkloadError(problems, workload.source)
+        code = os.path.join(os.path.abspath(base_dir), _pick([overrides, workload], "code", "."))
+        method, method_problems = methods.resolve_method(
+            workload.framework, workload.method, os.path.abspath(base_dir), os.path.normpath(code)
+        )
+        problems.extend(method_problems)
+        generated = methods.generated_stages(workload, method)
     stages = []
-    for prefix, name, layers in _stage_layers(workload, overrides):
+    for prefix, name, layers in _stage_layers(workload, overrides, generated):
         stage, stage_problems = _resolve_stage(prefix, name, layers, os.path.abspath(base_dir))
         stages.append(stage)
         problems.extend(stage_problems)
     problems.extend(without_effect(workload, overrides, stages))
     if problems:
         raise WorkloadError(problems, workload.source)
+    if generated is not None:  # the generated programs read their settings from the environment
+        variables = methods.method_environment(method)
+        stages = [replace(stage, env={**stage.env, **variables}) for stage in stages]
     return ResolvedWorkload(
         name=_pick([overrides, workload], "name", None),
         stages=tuple(stages),
         source=os.path.abspath(workload.source) if workload.source else "",
         resume_from=_pick([overrides, workload], "resume_from", None),
+        framework=workload.framework.value if generated is not None else None,
+        method=method,
     )
 
 
 def _stage_layers(
-    workload: Workload, overrides: Overrides | None
+    workload: Workload, overrides: Overrides | None, generated: list[Stage] | None = None
 ) -> Iterator[tuple[str, str, list[Any]]]:
-    """(path prefix, stage name, layers highest first); no ``[[stages]]`` = one stage "main"."""
+    """(path prefix, stage name, layers highest first); no ``[[stages]]`` = one stage "main";
+    a framework shortcut's generated stages lie over the workload like written ones."""
     top = [layer for layer in (overrides,) if layer is not None]
+    if generated is not None:
+        for stage in generated:
+            yield "", stage.name, [*top, stage, workload]
+        return
     if not workload.stages:
         yield "", defaults.STAGE_NAME, [*top, workload]
         return

@@ -17,11 +17,6 @@ from nodus.errors import Problem
 from nodus.schemas.models import Framework, Overrides, Workload
 from nodus.schemas.resolved import ResolvedStage
 
-NOT_SUPPORTED_YET = (
-    "framework shortcuts are not supported yet; write the stages explicitly with [[stages]] "
-    "and a command for now"
-)
-
 
 def _integrated(stage: ResolvedStage) -> bool:
     return stage.integration is not None
@@ -109,7 +104,9 @@ def _written(
     key: str, index: int, workload: Workload, overrides: Overrides | None
 ) -> tuple[str, object] | None:
     """Where the ``execution.<key>`` stage ``index`` takes is written, and its value."""
-    entry = workload.stages[index] if workload.stages else None
+    # a shortcut's stages are generated: its [[stages]] entries (refused) are none of them
+    written_stages = workload.stages and not workload.given("framework")
+    entry = workload.stages[index] if written_stages else None
     levels = (
         ("(command line) execution", overrides),
         (f"stages[{index}].execution", entry),
@@ -143,6 +140,18 @@ def _unique_stage_names(workload: Workload) -> list[Problem]:
     return problems
 
 
+# Top-level keys a shortcut generates itself: (key, why it cannot be written next to it).
+_GENERATED = {
+    "command": "the shortcut runs nodus's own train and export programs",
+    "integration": "the shortcut's train stage always runs under hf-trainer-v1",
+}
+_EXECUTION_FROM_METHOD = {
+    "save_every": "checkpoint_every",
+    "keep_recoverable": "checkpoint_keep",
+    "keep_adapters": "checkpoint_keep",
+}
+
+
 def _shortcut(workload: Workload) -> list[Problem]:
     """A framework shortcut and its [method] table go together, and generate the stages."""
     if not workload.given("framework"):
@@ -150,6 +159,43 @@ def _shortcut(workload: Workload) -> list[Problem]:
             return [Problem("method", "a [method] table needs framework = 'sft', 'dpo' or 'grpo'")]
         return []
     problems = [*_method_problems(workload)]
+    for key, why in _GENERATED.items():
+        if workload.given(key):
+            value = getattr(workload, key)
+            shown = (
+                list(value) if isinstance(value, tuple | list) else getattr(value, "value", value)
+            )
+            problems.append(
+                Problem(key, f"cannot be written next to a framework shortcut: {why}", shown, True)
+            )
+    if workload.given("execution"):
+        for key, method_key in _EXECUTION_FROM_METHOD.items():
+            if workload.execution.given(key):
+                problems.append(
+                    Problem(
+                        f"execution.{key}",
+                        f"a framework shortcut sets it from [method] {method_key}; "
+                        f"write that instead",
+                        getattr(workload.execution, key),
+                        True,
+                    )
+                )
+    if workload.given("outputs") and len(workload.outputs) != 1:
+        problems.append(
+            Problem(
+                "outputs",
+                "a framework shortcut exports its model into one folder; give exactly one",
+                list(workload.outputs),
+                True,
+            )
+        )
+    problems.extend(_shortcut_stages(workload))
+    return problems
+
+
+def _shortcut_stages(workload: Workload) -> list[Problem]:
+    """The shortcut generates its stages; entries of one's own are refused."""
+    problems = []
     for index, stage in enumerate(workload.stages or ()):
         if stage.continuity is not None and stage.continuity.given("checkpoint_paths"):
             problems.append(
@@ -162,7 +208,16 @@ def _shortcut(workload: Workload) -> list[Problem]:
                     True,
                 )
             )
-    problems.append(Problem("framework", NOT_SUPPORTED_YET, workload.framework.value, True))
+        else:
+            problems.append(
+                Problem(
+                    f"stages[{index}]",
+                    "a framework shortcut generates its stages (train, export); remove "
+                    "[[stages]], or write every stage without the shortcut",
+                    stage.name,
+                    True,
+                )
+            )
     return problems
 
 

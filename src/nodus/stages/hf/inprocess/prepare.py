@@ -7,6 +7,7 @@ such a program unprepared and records why (event ``integration_unprepared``).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -20,7 +21,7 @@ from nodus.stages.hf.qualification import current_versions, is_qualified, unqual
 def prepare(trainer: Any, given: dict[str, Any]) -> None:
     control = ControlDir.from_environment()
     settings = control.settings()
-    reasons = profile.check(trainer, given)
+    reasons = _profile_check()(trainer, given)
     versions = current_versions()
     if not settings.qualifying and not is_qualified(versions, settings.home or None):
         reasons.append(unqualified_reason(versions))
@@ -34,6 +35,16 @@ def prepare(trainer: Any, given: dict[str, Any]) -> None:
     session = Session(trainer, control, settings)
     trainer._nodus_session = session
     trainer.add_callback(_epoch_callback(session))
+
+
+def _profile_check() -> Any:
+    """nodus's managed-method program (its settings in the environment) has a profile of its
+    own; every other program is checked against the v1 profile."""
+    if protocol.ENV_METHOD in os.environ:
+        from nodus.stages.hf.inprocess import method_profile
+
+        return method_profile.check
+    return profile.check
 
 
 def _epoch_callback(session: Session) -> Any:

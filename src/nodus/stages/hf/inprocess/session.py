@@ -41,6 +41,10 @@ class Session:
         self.epoch_ending = False  # set by NodusCallback: the boundary is an epoch end
         self.saves_off_said = False
         self.buffers = Buffers()
+        # Saves happen only at steps that are multiples of this (grpo: generation boundaries,
+        # so no checkpoint falls between a generation and the steps that use its rollouts);
+        # a request arriving in between is answered at the next such step.
+        self.save_granularity = 1
 
     # --- train() start ---------------------------------------------------------------------------
 
@@ -114,6 +118,8 @@ class Session:
 
     def at_boundary(self) -> None:
         step = self.trainer.state.global_step
+        if step % self.save_granularity:
+            return
         requests = self.control.pending_requests(self.answered)
         ids = [r.id for r in requests]
         if ids and step == self.last_saved_step and self._answer_saved(step, ids):

@@ -1,0 +1,55 @@
+"""sft from its example: trained, exported, downloaded and loaded, and resumed bit-identically."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from methods_helpers import Example, adapter_hash
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from polling import wait_for
+
+pytestmark = [pytest.mark.hf, pytest.mark.slow]
+
+
+def test_the_example_trains_saves_with_metrics_and_exports_a_model_that_generates(sft_run):
+    view = sft_run.get("whole")
+    assert view["phase"] == "SUCCEEDED"
+    listing = sft_run.nodus("runs", "snapshots", "whole", "--json")
+    snapshots = __import__("json").loads(listing.stdout)
+    assert [s["step"] for s in snapshots if s["stage"] == "train"][-1] == 24
+    assert all("loss" in s["metrics"] for s in snapshots if s["stage"] == "train")
+    model_dir = sft_run.outputs("whole") / "out" / "model"
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    prompt = tokenizer("3 + 4 =", return_tensors="pt")
+    generated = model.generate(**prompt, max_new_tokens=4, do_sample=False)
+    assert generated.shape[1] == prompt["input_ids"].shape[1] + 4
+
+
+def test_the_adapter_downloads_and_loads_on_the_base_model(sft_run, tmp_path):
+    from peft import PeftModel
+
+    target = tmp_path / "adapter"
+    proc = sft_run.nodus(
+        "snapshots", "download", "whole@24", "--artifact", "adapter", "--to", str(target)
+    )
+    assert proc.returncode == 0, proc.stderr
+    base = AutoModelForCausalLM.from_pretrained(sft_run.code / "base")
+    tuned = PeftModel.from_pretrained(base, target)
+    merged = AutoModelForCausalLM.from_pretrained(sft_run.outputs("whole") / "out" / "model")
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        assert torch.allclose(tuned(ids).logits, merged(ids).logits, atol=1e-5)
+
+
+def test_killed_twice_mid_training_ends_with_the_same_adapter(sft_run, tmp_path):
+    example = Example(tmp_path, "sft", write_delay="0.5")
+    runner = example.start("run", str(example.file), "--key", "killed")
+    example.kill_after_save("killed", 1, 6, runner)
+    example.kill_after_save("killed", 2, 12, runner)
+    wait_for(lambda: runner.poll() is not None, "the killed run to finish", timeout=600)
+    assert runner.returncode == 0, runner.log_path.read_text()[-3000:]
+    attempts = example.attempts("killed")
+    assert [a["number"] for a in attempts] == [1, 2, 3]
+    assert adapter_hash(example.outputs("killed")) == adapter_hash(sft_run.outputs("whole"))
