@@ -8,8 +8,10 @@ from nodus.errors import WorkloadError
 from nodus.schemas.continuation import (
     apply_changes,
     continuation_problems,
+    epoch_save_problems,
     parse_setting,
     settings_table,
+    without_epoch_saves,
 )
 from nodus.schemas.loader import resolve_file
 
@@ -83,3 +85,22 @@ def test_set_refuses_keys_that_may_not_change_and_bad_values(resolved):
         apply_changes(parent, {"execution": {"save_every": 5}})  # a directory-contract stage
     with pytest.raises(WorkloadError, match="give KEY=VALUE"):
         parse_setting("novalue")
+
+
+def test_only_the_stage_continuing_a_full_state_parent_loses_its_epoch_saves(resolved):
+    pipeline = resolved(
+        'name = "w"\nintegration = "hf-trainer-v1"\n[execution]\nsave_each_epoch = true\n'
+        '[[stages]]\nname = "pre"\ncommand = ["python", "a.py"]\n'
+        '[[stages]]\nname = "main"\ncommand = ["python", "b.py"]\n'
+    )
+    (problem,) = epoch_save_problems(pipeline, "main", "full-state")
+    assert problem.path == "stages[1].execution.save_each_epoch"
+    assert "counted in updates, not epochs" in problem.render()
+    assert epoch_save_problems(pipeline, "main", "weights") == []  # a fresh start keeps them
+
+    branch, turned_off = without_epoch_saves(pipeline, "main", "full-state")
+    assert turned_off
+    assert [s["execution"]["save_each_epoch"] for s in branch["stages"]] == [True, False]
+    assert epoch_save_problems(branch, "main", "full-state") == []
+    assert pipeline["stages"][1]["execution"]["save_each_epoch"] is True  # a copy was changed
+    assert without_epoch_saves(pipeline, "main", "weights") == (pipeline, False)
