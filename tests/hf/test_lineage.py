@@ -1,9 +1,10 @@
 """Runs that start from another run's snapshot under hf-trainer-v1: resume_from and branches.
 
 One finished parent trains the quick-start for 8 optimizer steps (32 examples, batch 8, two
-epochs of 4 steps) and saves every 2. Each child is a real ``nodus`` process over a copy of the
-same code: a child that continues the parent's training state must end with the parent's very
-weights, and a branch from weights must start at step 0 holding the parent's weights.
+epochs of 4 steps), saves every 2 and at each epoch end. Each child is a real ``nodus`` process
+over a copy of the same code: a child that continues the parent's training state must end with
+the parent's very weights, and a branch from weights must start at step 0 holding the parent's
+weights. Only the branch from weights saves at epoch ends (seed 001, "Epoch adapters").
 """
 
 from __future__ import annotations
@@ -33,11 +34,15 @@ def parent(tmp_path_factory) -> Project:
     return project
 
 
-def _child_file(project: Project, name: str, **changes) -> str:
-    """The parent's workload file with ``changes`` (top-level keys; ``env`` merged)."""
+def _child_file(project: Project, name: str, epoch_saves: bool = False, **changes) -> str:
+    """The parent's workload file with ``changes`` (top-level keys; ``env`` merged), without
+    its ``save_each_epoch`` unless ``epoch_saves``: a run continuing the parent's training
+    state may not ask for epoch-end saves."""
     import tomllib
 
     workload = tomllib.loads(project.file.read_text())
+    if not epoch_saves:
+        del workload["execution"]["save_each_epoch"]
     env = {**workload["env"], **changes.pop("env", {})}
     workload.update(changes, env=env)
     path = project.root / f"{name}.toml"
@@ -58,6 +63,23 @@ def _hash(project: Project, run: str) -> str:
 def _newest_run(project: Project) -> str:
     runs = json.loads(project.nodus("runs", "list", "--json").stdout)
     return runs[0]["id"]
+
+
+def _versions(project: Project, run: str) -> list[tuple]:
+    """(origin, step, run's model) of each model version ``run`` registered."""
+    listed = json.loads(project.nodus("models", "list", "--json").stdout)
+    return [(v["origin"], v["step"], v["run_model"]) for v in listed if v["run"] == run]
+
+
+def _stored_epoch_saves(project: Project, run: str) -> bool:
+    """``save_each_epoch`` of the run's stage in its stored resolution (what the runner uses)."""
+    from nodus.runner.catalog import Catalog
+
+    catalog = Catalog(str(project.home))
+    try:
+        return catalog.get_run(run).workload["stages"][0]["execution"]["save_each_epoch"]
+    finally:
+        catalog.close()
 
 
 def test_resume_from_inside_an_epoch_ends_bit_identical_to_the_parent(parent):
@@ -99,6 +121,47 @@ def test_a_weights_branch_starts_at_step_zero_with_the_parents_weights(parent):
     assert parent.committed_steps(child) == [2, 4, 6, 8]
     assert data["stages"][0]["attempts"][0]["restored_step"] is None
     assert _hash(parent, child) != _hash(parent, "parent")
+    # A fresh start counts its own epochs: both epoch ends are saved and registered.
+    assert _versions(parent, child) == [("epoch", 4, False), ("epoch", 8, True)]
+
+
+def test_a_full_state_branch_makes_no_epoch_end_saves_and_says_so(parent):
+    # 12 updates from the parent's step 4: epochs end at 8 and 12, periodic saves at 6, 9, 12.
+    proc = parent.nodus(
+        "runs",
+        "branch",
+        "parent@4",
+        "--from",
+        "full-state",
+        "--set",
+        "env.QUICKSTART_MAX_STEPS=12",
+        "--set",
+        "execution.save_every=3",
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "makes no epoch-end saves (the parent's save_each_epoch = true is off)" in proc.stderr
+    child = _newest_run(parent)
+    assert _stored_epoch_saves(parent, child) is False
+    assert parent.committed_steps(child) == [6, 9, 12]  # no save at the epoch end at step 8
+    assert _versions(parent, child) == [("run", 12, True)]  # no epoch version
+
+
+def test_a_continuation_asking_for_epoch_saves_is_refused_naming_the_rule(parent):
+    before = json.loads(parent.nodus("runs", "list", "--json").stdout)
+    file = _child_file(parent, "epochs", epoch_saves=True, resume_from="parent@6")
+    branch = ("runs", "branch", "parent@4", "--from", "full-state")
+    for args, field in (
+        (("run", file), "stages[0].execution.save_each_epoch: True — "),
+        ((*branch, "--set", "execution.save_each_epoch=true"), "--set execution.save_each_epoch"),
+    ):
+        proc = parent.nodus(*args)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert field in proc.stderr, proc.stderr
+        assert "makes no epoch-end saves in the stage that continues it" in proc.stderr
+        assert "its length is counted in updates, not epochs" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert json.loads(parent.nodus("runs", "list", "--json").stdout) == before
 
 
 def test_a_snapshot_without_training_state_is_refused_for_full_state_only(parent):

@@ -194,3 +194,63 @@ def test_an_epoch_hold_is_released_only_once_the_run_has_stopped(home, tmp_path)
     catalog.set_phase(RUN, Phase.SUCCEEDED)
     released = release()
     assert released.returncode == 0 and "released (epoch hold)" in released.stderr
+
+
+def _succeeded_unregistered(home: Path, tmp_path: Path) -> list:
+    """A run SUCCEEDED whose runner was killed before it registered the run's model: the
+    catalog's phase set as the runner sets it, two committed saves, nothing registered."""
+    catalog = Catalog(str(home))
+    catalog.create_run(
+        name="tiny",
+        workload={"stages": [{"name": "main", "execution": {}}]},
+        store="file://" + str(home / "store"),
+        key=None,
+        lock_name="x",
+        stage_names=["main"],
+        run_id=RUN,
+    )
+    saves = [_save(home, tmp_path, step, b"w%d" % step) for step in (10, 20)]
+    catalog.set_stage(RUN, "main", phase=Phase.SUCCEEDED)
+    catalog.set_phase(RUN, Phase.SUCCEEDED)
+    return saves
+
+
+def test_gc_registers_a_succeeded_runs_model_once_and_never_brings_a_deleted_one_back(
+    home, tmp_path
+):
+    final = _succeeded_unregistered(home, tmp_path)[-1]
+    client = Client(home)
+    assert client.models() == []
+    report = client.gc()
+    assert report["errors"] == []
+    assert report["registered"] == [{"run": RUN, "model": "tiny:1", "snapshot": final.id}]
+    (version,) = client.models()
+    assert (version["ref"], version["step"], version["origin"], version["run_model"]) == (
+        "tiny:1",
+        20,
+        "run",
+        True,
+    )
+    assert client.gc()["registered"] == []  # idempotent: still the one version
+    assert [v["ref"] for v in client.models()] == ["tiny:1"]
+
+    client.delete_model("tiny:1")
+    assert client.gc()["registered"] == []  # a deletion is not undone by the next gc
+    assert client.models() == []
+
+
+def test_adoption_registers_the_model_no_machine_registered(home, tmp_path):
+    from nodus.runner.adoption import adopt_from_store
+    from nodus.runner.store_driving import publish_accepted
+
+    final = _succeeded_unregistered(home, tmp_path)[-1]
+    publish_accepted(Catalog(str(home)), _store(home), RUN)  # the record says SUCCEEDED
+    elsewhere = Catalog(str(tmp_path / "new-home"))
+    adopt_from_store(elsewhere, _store(home), RUN)
+    model = Registry(elsewhere.models).run_model(RUN)
+    assert model is not None and (model.ref, model.snapshot) == ("tiny:1", final.id)
+    # The version is in the store too: the first machine's catalog finds it under its number.
+    assert Client(home).gc()["registered"] == [
+        {"run": RUN, "model": "tiny:1", "snapshot": final.id}
+    ]
+    assert [v["ref"] for v in Client(home).models()] == ["tiny:1"]

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from runner_helpers import Project
@@ -161,3 +164,27 @@ def test_a_runner_whose_run_was_taken_over_elsewhere_commits_nothing_more(machin
     assert kept["driver"] == "f" * 16 and kept["phase"] == record["phase"]
     assert "ops@far-away" in store.storage.read(keys.lease_key(run_id)).decode()
     assert "lease_lost" in [e["type"] for e in a.get(run_id)["events"]]
+
+
+def test_a_run_another_machine_finished_brings_its_model_versions_along(machines, tmp_path):
+    a, b = machines
+    # A program that saves weights (the Trainer's file names), so the run has a model.
+    program = Path(__file__).parent / "programs" / "inplace_writer.py"
+    shutil.copy(program, a.root / "train.py")
+    command = [sys.executable, "train.py", "--steps", "60", "--save-every", "10"]
+    a.write(command=[*command, "--pause", "0", "--log", str(tmp_path / "writer.log")])
+    url = "file://" + str(tmp_path / "shared-store")
+    run_id = lost_run(a, url)
+    finished = b.nodus("--store", url, "runs", "resume", run_id)
+    assert finished.returncode == 0, finished.stderr
+    assert b.nodus("models", "alias", "counter", "1", "prod").returncode == 0
+
+    # A still has the run as its dead runner left it; driving it finds B's record ahead.
+    again = a.nodus("--store", url, "runs", "resume", run_id)
+    assert again.returncode == 0, again.stderr
+    assert a.get(run_id)["phase"] == "SUCCEEDED"
+    assert a.get(run_id)["model"]["ref"] == "counter:1"
+    prod = json.loads(a.nodus("models", "get", "counter@prod", "--json").stdout)
+    assert (prod["ref"], prod["run"], prod["run_model"]) == ("counter:1", run_id, True)
+    listed = json.loads(a.nodus("models", "list", "--json").stdout)
+    assert [v["ref"] for v in listed] == ["counter:1"]  # B's version, not a second one

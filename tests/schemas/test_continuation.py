@@ -8,8 +8,10 @@ from nodus.errors import WorkloadError
 from nodus.schemas.continuation import (
     apply_changes,
     continuation_problems,
+    epoch_save_problems,
     parse_setting,
     settings_table,
+    without_epoch_saves,
 )
 from nodus.schemas.loader import resolve_file
 
@@ -97,3 +99,22 @@ def test_a_managed_method_is_held_to_its_own_rules_too():
     assert continuation_problems(parent, same, "full-state") == []
     (kl,) = continuation_problems(parent, same, "full-state", parent_started_from_adapter=True)
     assert kl.path == "method.kl_beta" and "inherited adapter weights" in kl.render()
+
+
+def test_only_the_stage_continuing_a_full_state_parent_loses_its_epoch_saves(resolved):
+    pipeline = resolved(
+        'name = "w"\nintegration = "hf-trainer-v1"\n[execution]\nsave_each_epoch = true\n'
+        '[[stages]]\nname = "pre"\ncommand = ["python", "a.py"]\n'
+        '[[stages]]\nname = "main"\ncommand = ["python", "b.py"]\n'
+    )
+    (problem,) = epoch_save_problems(pipeline, "main", "full-state")
+    assert problem.path == "stages[1].execution.save_each_epoch"
+    assert "counted in updates, not epochs" in problem.render()
+    assert epoch_save_problems(pipeline, "main", "weights") == []  # a fresh start keeps them
+
+    branch, turned_off = without_epoch_saves(pipeline, "main", "full-state")
+    assert turned_off
+    assert [s["execution"]["save_each_epoch"] for s in branch["stages"]] == [True, False]
+    assert epoch_save_problems(branch, "main", "full-state") == []
+    assert pipeline["stages"][1]["execution"]["save_each_epoch"] is True  # a copy was changed
+    assert without_epoch_saves(pipeline, "main", "weights") == (pipeline, False)

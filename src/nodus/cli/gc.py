@@ -17,7 +17,8 @@ def register(commands, groups, common: argparse.ArgumentParser) -> None:
         "gc",
         parents=[common],
         help="expire finished runs' snapshots and free unreferenced space",
-        description="Expire the snapshots of runs that finished more than retention_days ago "
+        description="Register the model of a succeeded run whose runner was killed before "
+        "it did, expire the snapshots of runs that finished more than retention_days ago "
         "(unless held: the run's model, pins, epoch saves, runs started from them), finish "
         "deletions a killed process left half done, and sweep blobs no snapshot references. "
         "Safe to run from cron while runs capture.",
@@ -36,6 +37,8 @@ def _gc(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 1 if report["errors"] else 0
     would = "would remove" if report["dry_run"] else "removed"
+    for item in report["registered"]:
+        print(f"registered: {item['run']}'s model as {item['model']} ({item['snapshot']})")
     for item in report["expired"]:
         print(f"expired: {item['run']} step {item['step']} {item['kind']} ({item['snapshot']})")
     print(

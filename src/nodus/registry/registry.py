@@ -206,10 +206,17 @@ class Registry:
 
     def adopt(self, store: SnapshotStore, run_id: str) -> int:
         """Enter the versions ``store`` records for ``run_id`` into the catalog (a run rebuilt
-        from its store); how many were new here. Their aliases come along unless set here."""
+        from its store, or driven on by another machine since); how many were new here. Their
+        aliases come along unless set here; a version known here already takes the store's
+        run's-model mark (another machine marked it when the run succeeded there)."""
         added = 0
         for record in store.model_records.list():
-            if record.run != run_id or self.table.get(record.name, record.version):
+            if record.run != run_id:
+                continue
+            known = self.table.get(record.name, record.version)
+            if known is not None:
+                if record.run_model and known["snapshot"] == record.snapshot:
+                    self.table.mark_run_model(record.name, record.version)
                 continue
             self.table.insert(_row(record, store.url))
             added += 1

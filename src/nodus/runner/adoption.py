@@ -14,7 +14,11 @@ snapshot in the store. The run's model-registry versions are entered from their 
 too (:meth:`nodus.registry.Registry.adopt`), with their numbers and aliases.
 
 The same rows replace a catalog entry that is behind the store (another machine drove the run
-since), once the lease is held: the runner then continues from where that machine stopped.
+since), once the lease is held: the runner then continues from where that machine stopped, and
+the versions that machine registered come along the same way.
+
+A SUCCEEDED run whose model no machine registered (its runner was killed in between) gets it
+registered here (:func:`nodus.runner.run_models.catch_up`).
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ import json
 import re
 from typing import Any
 
-from nodus.errors import StoreError
+from nodus.errors import NodusError, StoreError
 from nodus.registry import Registry
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.locks import lock_name_for
 from nodus.runner.phases import Phase
+from nodus.runner.run_models import catch_up
 from nodus.store.run_records import RunRecords
 
 _RUN_ID = re.compile(r"^run_[0-9a-f]+$")  # what catalog.new_run_id makes; anything else: a key
@@ -94,23 +99,37 @@ def adopt_from_store(catalog: Catalog, store: Any, ref: str) -> Run | None:
     _write_rows(catalog, record, store.url)
     attempts = sum(len(stage["attempts"]) for stage in record["stages"])
     details = {"store": store.url, "phase": record["phase"], "attempts": attempts}
-    # Its model versions come along from their store records (numbers, aliases, run's model).
-    details["model_versions"] = Registry(catalog.models).adopt(store, record["id"])
+    details["model_versions"] = _adopt_versions(catalog, store, record["id"])
     catalog.add_event(record["id"], "adopted", details)
     return catalog.get_run(record["id"])
 
 
-def refresh(catalog: Catalog, records: RunRecords, run: Run) -> Run:
+def refresh(catalog: Catalog, store: Any, records: RunRecords, run: Run) -> Run:
     """``run`` as the store's record has it when that is ahead of the catalog, else as it is.
 
     Ahead means another machine drove it since: the record knows more attempts, or it finished.
+    The model versions that machine registered come along.
     """
     record = records.read(run.id)
     if record is None or not _ahead(record, run):
         return run
     _write_rows(catalog, record, run.store)
-    catalog.add_event(run.id, "adopted", {"store": run.store, "phase": record["phase"]})
+    details = {"store": run.store, "phase": record["phase"]}
+    details["model_versions"] = _adopt_versions(catalog, store, run.id)
+    catalog.add_event(run.id, "adopted", details)
     return catalog.get_run(run.id)
+
+
+def _adopt_versions(catalog: Catalog, store: Any, run_id: str) -> int:
+    """Enter the run's model versions from their store records (numbers, aliases, the run's
+    model) and register the run's model if no machine did; how many versions are new here."""
+    added = Registry(catalog.models).adopt(store, run_id)
+    try:
+        if catch_up(catalog, store, catalog.get_run(run_id), "adoption") is not None:
+            added += 1
+    except NodusError:
+        pass  # recorded as model_registration_failed; the next `nodus gc` tries again
+    return added
 
 
 def _ahead(record: dict[str, Any], run: Run) -> bool:

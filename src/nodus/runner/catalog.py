@@ -570,6 +570,13 @@ class Catalog:
         sql, params = _event_row(run_id, stage, attempt, type_, details or {})
         self._execute(sql, params)
 
+    def has_event(self, run_id: str, type_: str) -> bool:
+        """Whether ``run_id``'s log holds an event of ``type_`` (without reading the log)."""
+        rows = self._rows(
+            "SELECT 1 FROM events WHERE run_id = ? AND type = ? LIMIT 1", (run_id, type_)
+        )
+        return bool(rows)
+
     def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         rows = self._rows(
             "SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id", (run_id, after)

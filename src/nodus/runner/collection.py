@@ -3,6 +3,9 @@
 Rotation (:mod:`nodus.runner.rotation`) bounds a store while a run trains. What is left when the
 run has finished is collected here, from cron or by hand:
 
+0. **The run's model, caught up.** A SUCCEEDED run whose runner was killed before it registered
+   the run's model gets it registered now (:func:`nodus.runner.run_models.catch_up`), before
+   anything expires.
 1. **Expiry.** A finished run's snapshots expire ``retention_days`` after it finished (per stage,
    as resolved), unless something holds them: :func:`nodus.retention.policy.expiry` decides, over
    the holds :mod:`nodus.retention.holds` finds (the run's model, pins, epoch saves, runs branched
@@ -33,6 +36,7 @@ from nodus.retention.policy import Deletion, expiry
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.lineage import referencing_runs
 from nodus.runner.locks import RunLock
+from nodus.runner.run_models import catch_up
 from nodus.schemas import defaults
 from nodus.store import GcReport, SnapshotStore, open_store
 from nodus.store.run_records import RunRecords
@@ -45,6 +49,7 @@ class Collection:
     """What one ``nodus gc`` removed (or, with ``dry_run``, would remove): the ``--json`` shape."""
 
     dry_run: bool
+    registered: list[dict[str, Any]] = field(default_factory=list)  # run models caught up
     expired: list[dict[str, Any]] = field(default_factory=list)
     finished_deletions: int = 0
     removed_snapshots: int = 0
@@ -58,6 +63,7 @@ class Collection:
         return {
             "dry_run": self.dry_run,
             "stores": self.stores,
+            "registered": self.registered,
             "expired": self.expired,
             "finished_deletions": self.finished_deletions,
             "removed_snapshots": self.removed_snapshots,
@@ -86,7 +92,11 @@ def collect(
             store = open_store(url)
             for run in runs:
                 if run.store == url and run.phase.terminal:
-                    _expire(catalog, store, catalog.get_run(run.id), now, dry_run, report)
+                    run = catalog.get_run(run.id)
+                    manifests = store.list(run=run.id)
+                    if not dry_run:
+                        _register(catalog, store, run, manifests, report)
+                    _expire(catalog, store, run, manifests, now, dry_run, report)
             _sweep(store, dry_run, grace_s, report)
         except NodusError as error:  # an unreachable store must not stop the others
             report.errors.append(f"{url}: {error}")
@@ -99,12 +109,31 @@ def _store_urls(default_store: str, runs: Iterable[Run]) -> list[str]:
     return urls
 
 
+def _register(
+    catalog: Catalog, store: SnapshotStore, run: Run, manifests: list, report: Collection
+) -> None:
+    """A succeeded run's model that its runner never registered (killed just before)."""
+    try:
+        model = catch_up(catalog, store, run, "gc", manifests)
+    except NodusError as error:  # one run's registration must not stop the collection
+        report.errors.append(f"{run.id}: its model could not be registered: {error}")
+        return
+    if model is not None:
+        report.registered.append({"run": run.id, "model": model.ref, "snapshot": model.snapshot})
+
+
 def _expire(
-    catalog: Catalog, store: SnapshotStore, run: Run, now: float, dry_run: bool, report
+    catalog: Catalog,
+    store: SnapshotStore,
+    run: Run,
+    manifests: list,
+    now: float,
+    dry_run: bool,
+    report: Collection,
 ) -> None:
     if not run.phase.terminal:
         return  # a run that may still continue keeps everything a resume needs
-    for stage, deletion in _expired(catalog, store, run, now):
+    for stage, deletion in _expired(catalog, store, run, manifests, now):
         report.expired.append({"run": run.id, **_describe(deletion)})
         if not dry_run:
             _fold(
@@ -117,10 +146,10 @@ def _expire(
 
 
 def _expired(
-    catalog: Catalog, store: SnapshotStore, run: Run, now: float
+    catalog: Catalog, store: SnapshotStore, run: Run, manifests: list, now: float
 ) -> list[tuple[str, Deletion]]:
-    """(stage, deletion) of every kind of the run's checkpoints that has expired by ``now``."""
-    manifests = store.list(run=run.id)
+    """(stage, deletion) of every kind of ``run``'s checkpoints (``manifests``) that has
+    expired by ``now``."""
     held = retention_holds.run_holds(
         run, manifests, retention_holds.HoldIndex(store), referencing_runs(catalog, run)
     )

@@ -29,7 +29,7 @@ import signal
 import socket
 from typing import IO, Any
 
-from nodus.errors import NodusError, NotFoundError, StoreError
+from nodus.errors import NotFoundError, StoreError
 from nodus.protocol import WEIGHTS
 from nodus.runner.attempt import Outcome, Restore, RunContext
 from nodus.runner.backends import new_attempt
@@ -114,24 +114,11 @@ class Runner:
         return Phase.SUCCEEDED.exit_status
 
     def _register_model(self) -> None:
-        """The run's model becomes a version of its model (once; seed 001). A store that
-        fails now leaves an event: the run still succeeded, and its model stays held."""
-        from nodus.registry import Registry
-        from nodus.registry.registration import register_run_model, version_event
+        """The run's model becomes a version of its model (once; seed 001). A runner killed
+        before this is caught up by `nodus gc` or adoption (:mod:`nodus.runner.run_models`)."""
+        from nodus.runner.run_models import register_model
 
-        run = self.catalog.get_run(self.run.id)
-        try:
-            manifests = self.ctx.store.list(run=run.id)
-            model, made = register_run_model(
-                Registry(self.catalog.models), self.ctx.store, run, manifests
-            )
-        except NodusError as error:
-            self.ctx.event("model_registration_failed", {"error": str(error)})
-            return
-        for version in made:
-            self.ctx.event("model_version_registered", version_event(version))
-        if model is not None:
-            self.ctx.event("run_model_registered", version_event(model))
+        register_model(self.catalog, self.ctx.store, self.run.id)
 
     def _run_stage(
         self, stage: ResolvedStage, row: dict, restore: Restore | None, overlays: list[str]

@@ -95,16 +95,21 @@ def find_parent(
     return Source(run, manifest, store, parent)
 
 
-def check_continuation(catalog: Catalog, source: Source, child: dict[str, Any]) -> None:
-    """Refuse ``child`` (a resolved workload dict) where it may not continue the parent."""
-    from nodus.schemas.continuation import continuation_problems
+def check_continuation(
+    catalog: Catalog, source: Source, child: dict[str, Any], *, epoch_field: str | None = None
+) -> None:
+    """Refuse ``child`` (a resolved workload dict) where it may not continue the parent;
+    ``epoch_field`` names where a refused ``save_each_epoch`` came from (``--set …``)."""
+    from nodus.schemas.continuation import continuation_problems, epoch_save_problems
 
+    mode = source.parent.mode
     problems = continuation_problems(
         source.run.workload,
         child,
-        source.parent.mode,
+        mode,
         parent_started_from_adapter=started_from_weights(catalog, source.run),
     )
+    problems += epoch_save_problems(child, source.parent.stage, mode, epoch_field)
     if problems:
         raise WorkloadError(problems, f"continuing {source.parent.snapshot} of {source.run.id}")
 

@@ -35,7 +35,7 @@ from nodus.runner.locks import RunLock, lock_name_for
 from nodus.runner.phases import Phase
 from nodus.runner.store_driving import StoreDriving
 from nodus.schemas import defaults
-from nodus.schemas.continuation import apply_changes
+from nodus.schemas.continuation import apply_changes, without_epoch_saves
 from nodus.schemas.resolved import ResolvedWorkload
 from nodus.store import restorable
 
@@ -141,14 +141,23 @@ def claim_branch(
     source = find_parent(
         catalog, snapshot, field="SNAPSHOT", mode=mode, store_url=store_url, devices=devices
     )
-    child = apply_changes(source.run.workload, changes)
-    check_continuation(catalog, source, child)
+    # A full-state branch makes no epoch-end saves where it continues the parent (seed 001):
+    # the parent's true is turned off here, so the stored resolution says what happens.
+    inherited, turned_off = without_epoch_saves(source.run.workload, source.parent.stage, mode)
+    child = apply_changes(inherited, changes)
+    check_continuation(catalog, source, child, epoch_field="--set execution.save_each_epoch")
     workload = ResolvedWorkload.from_dict(child)
     _refuse_lineage_on_ray(workload, None, "runs branch")
     say(
         f"branching from {source.parent.snapshot} (step {source.parent.step} of "
         f"{source.run.id}, stage {source.parent.stage!r}) --from {mode}"
     )
+    if turned_off:
+        say(
+            f"stage {source.parent.stage!r} makes no epoch-end saves (the parent's "
+            "save_each_epoch = true is off): a full-state branch goes on from its parent's "
+            "position in the data, its length counted in updates"
+        )
     return _claim_new(
         home,
         catalog,

@@ -48,6 +48,7 @@ class StoreDriving:
     def __init__(self, catalog: Catalog, store: Any, run: Run) -> None:
         self.catalog = catalog
         self.run = run
+        self._store = store
         self._records = RunRecords(store.storage)
         self._leases = Leases(
             store.storage,
@@ -64,7 +65,7 @@ class StoreDriving:
     def __enter__(self) -> StoreDriving:
         self._lease = self._leases.take(self.run.id)
         try:
-            self.run = adoption.refresh(self.catalog, self._records, self.run)
+            self.run = adoption.refresh(self.catalog, self._store, self._records, self.run)
             self._write_record()
         except BaseException:
             self._leases.release(self.run.id, self._lease)

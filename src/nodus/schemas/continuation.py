@@ -23,6 +23,13 @@ learns a longer ``max_steps`` or more epochs), the ``[execution]`` table (save c
 retention, recoveries, grace period, resources). Anything else (``command``, ``code``,
 ``integration``, ``continuity``) is refused by ``--set`` naming the key.
 
+A ``full-state`` continuation makes no epoch-end saves in the stage that continues the parent
+(seed 001, "Epoch adapters"): it goes on from the parent's position in the data, and its length
+is counted in updates, not epochs. ``save_each_epoch = true`` there is refused
+(:func:`epoch_save_problems`); a branch's inherited true is turned off in its stored resolution
+(:func:`without_epoch_saves`), so the integration simply makes none. A ``weights`` branch is a
+fresh start and keeps them.
+
 Managed methods add their own rules (method, base model, dataset and its fingerprint, LoRA
 settings, gpu_count, reward functions, grpo's KL rules) in :mod:`nodus.schemas.method_rules`,
 called from :func:`continuation_problems`.
@@ -40,16 +47,25 @@ from nodus.protocol import CONTINUATION_MODES, FULL_STATE, WEIGHTS
 from nodus.schemas.method_rules import method_continuation_problems
 
 __all__ = [
+    "EPOCH_SAVES_RULE",
     "MAY_CHANGE",
     "apply_changes",
     "continuation_problems",
+    "epoch_save_problems",
     "parse_setting",
     "settings_table",
+    "without_epoch_saves",
 ]
 
 MAY_CHANGE = ("name", "outputs", "env", "execution")
 """Top-level keys a run may set differently from the run it continues (``--set`` accepts them:
 ``name``, ``outputs``, ``env.VAR``, ``execution.KEY``)."""
+
+EPOCH_SAVES_RULE = (
+    "a run that continues another's training state (resume_from, runs branch --from "
+    "full-state) makes no epoch-end saves in the stage that continues it: it goes on from the "
+    "parent's position in the data, and its length is counted in updates, not epochs"
+)
 
 # What each mode keeps equal, per stage: a branch from weights may run another program on them.
 _EQUAL_PER_STAGE = {FULL_STATE: ("command", "integration"), WEIGHTS: ("integration",)}
@@ -89,6 +105,46 @@ def _differs(path: str, parent_value: Any, child_value: Any) -> Problem:
         child_value,
         True,
     )
+
+
+# --- epoch-end saves ------------------------------------------------------------------------------
+
+
+def epoch_save_problems(
+    child: Mapping[str, Any], stage: str, mode: str, field: str | None = None
+) -> list[Problem]:
+    """``save_each_epoch = true`` in ``stage`` (the one continuing the parent) of a ``full-state``
+    continuation: refused naming the rule. ``field`` is where the user wrote it (default: the
+    resolved stage's path)."""
+    if mode != FULL_STATE:
+        return []  # a weights branch starts fresh: its epochs are its own
+    for index, resolved in enumerate(child["stages"]):
+        if resolved["name"] == stage and resolved["execution"].get("save_each_epoch"):
+            return [
+                Problem(
+                    field or f"stages[{index}].execution.save_each_epoch",
+                    f"{EPOCH_SAVES_RULE}; remove it (a branch --from weights keeps epoch saves)",
+                    True,
+                    True,
+                )
+            ]
+    return []
+
+
+def without_epoch_saves(
+    resolved: Mapping[str, Any], stage: str, mode: str
+) -> tuple[dict[str, Any], bool]:
+    """``resolved`` with ``stage``'s ``save_each_epoch`` off for a ``full-state`` continuation
+    (a branch inherits the parent's true); (the workload, whether a true was turned off)."""
+    child = copy.deepcopy(dict(resolved))
+    if mode != FULL_STATE:
+        return child, False
+    turned_off = False
+    for each in child["stages"]:
+        if each["name"] == stage and each["execution"].get("save_each_epoch"):
+            each["execution"]["save_each_epoch"] = False
+            turned_off = True
+    return child, turned_off
 
 
 # --- runs branch --set ---------------------------------------------------------------------------
