@@ -78,15 +78,27 @@ class Project:
         return runner
 
     def get(self) -> dict:
-        (run,) = json.loads(self.nodus_json("runs", "list"))
-        return json.loads(self.nodus_json("runs", "get", run["id"]))
+        """The project's one run, as `nodus runs get --json` shows it."""
+        return json.loads(self.nodus_json("runs", "get", self.run_id()))
+
+    def run_id(self) -> str:
+        """The project's one run (read from the catalog: one `nodus` start less per look)."""
+        catalog = Catalog(str(self.home))
+        try:
+            (run,) = catalog.list_runs()
+            return run.id
+        finally:
+            catalog.close()
 
     def nodus_json(self, *args: str) -> str:
-        proc = subprocess.run(
-            self.args(*args, "--json"), env=self.env(), capture_output=True, text=True, timeout=60
-        )
+        proc = self.nodus(*args, "--json")
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
+
+    def nodus(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            self.args(*args), env=self.env(), capture_output=True, text=True, timeout=300
+        )
 
     def committed(self) -> int:
         """Snapshots committed so far (the runner's catalog)."""
@@ -105,13 +117,18 @@ class Project:
         """The run's `out/result.json`, downloaded from its outputs in the store."""
         from nodus.store import open_store
 
-        run = self.get()
         store = open_store(self.store)
-        (outputs,) = store.list(run=run["id"], role="outputs")
+        (outputs,) = store.list(run=self.run_id(), role="outputs")
         return json.loads(store.read_file(outputs, "out/result.json"))
 
+    def steps(self) -> list[int]:
+        """Steps of the run's committed snapshots in the store, oldest first."""
+        from nodus.store import open_store
 
-def counter(steps: int, sleep: float, save_every: int = 5) -> list[str]:
+        return [m.step for m in open_store(self.store).list(run=self.run_id())]
+
+
+def counter(steps: int, sleep: float, save_every: int = 5, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -122,6 +139,7 @@ def counter(steps: int, sleep: float, save_every: int = 5) -> list[str]:
         str(save_every),
         "--sleep",
         str(sleep),
+        *extra,
     ]
 
 
@@ -208,9 +226,110 @@ def _snapshot_ranks(project: Project) -> set[int]:
 
     store = open_store(project.store)
     ranks = set()
-    for manifest in store.list(run=project.get()["id"]):
+    for manifest in store.list(run=project.run_id()):
         for entry in manifest.held_files():  # rotation took the older ones' state
             if entry.path.endswith("/state.json"):
                 ranks.add(json.loads(store.read_file(manifest, entry.path))["rank"])
     assert ranks, "no snapshot holds a checkpoint"
     return ranks
+
+
+def test_pause_at_a_save_reaches_the_node_and_resume_continues_on_the_cluster(cluster, project):
+    # 6 s of training: the pause lands mid-run even on a loaded machine
+    project.write(counter(60, 0.1, 5, "--save-on-term"))
+    runner = project.start()
+    wait_for(lambda: project.committed() >= 1, "a committed snapshot", runner)
+    run_id = project.run_id()
+    paused = project.nodus("runs", "pause", run_id, "--checkpoint", "save")
+    assert paused.returncode == 0, paused.stderr
+    assert runner.wait(timeout=120) == 3, Path(runner.log_path).read_text()[-3000:]
+
+    saved = _saved_on_sigterm(runner)  # the program on the node got the save request
+    view = project.get()
+    assert view["phase"] == "PAUSED" and view["exit_status"] == 3
+    assert (view["pause"]["state"], view["pause"]["save"]["step"]) == ("paused", saved)
+    assert project.steps()[-1] == saved
+    resumed = project.nodus("runs", "resume", run_id, "--ray-address", ADDRESS)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert project.result() == {"steps": 60, "value": expected_value(60)}  # as uninterrupted
+    first, second = project.get()["stages"][0]["attempts"]
+    assert first["outcome"] == "paused" and second["outcome"] == "succeeded"
+    assert second["restored_step"] == saved and "ray node" in second["host"]
+
+
+def test_cancel_reaches_the_node_and_leaves_no_process_of_the_attempt(cluster, project):
+    project.write(counter(600, 0.1))
+    runner = project.start()
+    wait_for(lambda: project.committed() >= 1, "a committed snapshot", runner)
+    run_id = project.run_id()
+    program = _program_pid(project, run_id)
+    assert _token_carriers(run_id), "the program on the node carries no attempt token"
+    cancelled = project.nodus("runs", "cancel", run_id)
+    assert cancelled.returncode == 0 and "CANCELLED" in cancelled.stdout, cancelled.stderr
+    assert runner.wait(timeout=120) == 4, Path(runner.log_path).read_text()[-3000:]
+    assert _token_carriers(run_id) == {}  # the program's whole tree on the node ended
+    assert not _alive(program)
+    view = project.get()
+    assert view["phase"] == "CANCELLED" and view["exit_status"] == 4
+    assert view["stages"][0]["attempts"][0]["outcome"] == "cancelled"
+
+
+def test_a_preemption_notice_reaches_the_node_program_which_saves(cluster, project):
+    project.write(counter(600, 0.1, 5, "--save-on-term"))
+    runner = project.start()
+    wait_for(lambda: project.committed() >= 1, "a committed snapshot", runner)
+    run_id = project.run_id()
+    runner.send_signal(signal.SIGTERM)  # the notice, to `nodus run` as for a local run
+    assert runner.wait(timeout=120) == 3, Path(runner.log_path).read_text()[-3000:]
+
+    saved = _saved_on_sigterm(runner)
+    view = project.get()
+    assert view["phase"] == "INTERRUPTED" and "preemption notice" in view["message"]
+    (attempt,) = view["stages"][0]["attempts"]
+    assert attempt["outcome"] == "preempted" and project.steps()[-1] == saved
+    assert _token_carriers(run_id) == {}
+
+
+def _saved_on_sigterm(runner: subprocess.Popen) -> int:
+    """The step the counter saved when SIGTERM reached it (its output, relayed to the runner)."""
+    marker = "counter: stopped by SIGTERM, saved checkpoint-"
+    log = Path(runner.log_path).read_text()
+    assert marker in log, f"the program never got SIGTERM:\n{log[-3000:]}"
+    return int(log.split(marker, 1)[1].split()[0])
+
+
+def _token_carriers(run_id: str) -> dict[int, str]:
+    """{pid: command line} of living processes carrying an attempt token of the run, on any
+    node (the namespace's /proc holds every node's processes): the test's own scan."""
+    from nodus.runner.processes.containment import TOKEN_VAR
+
+    marker = f"{TOKEN_VAR}={run_id}".encode()
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
+            command = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if any(e.startswith(marker) for e in environ) and _alive(int(name)):
+            found[int(name)] = command.decode(errors="replace")
+    return found
+
+
+def _program_pid(project: Project, run_id: str) -> int:
+    """The pid of the attempt's program on its node, as the runner's catalog recorded it."""
+    catalog = Catalog(str(project.home))
+    try:
+        return catalog.attempts(run_id, "main")[0]["pid"]
+    finally:
+        catalog.close()
+
+
+def _alive(pid: int) -> bool:
+    """True for a living process (a zombie is dead for this purpose)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False

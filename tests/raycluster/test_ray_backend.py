@@ -26,6 +26,9 @@ CASES = [
     "test_node_local_store_is_refused_at_submit",
     "test_a_lost_node_is_an_interruption",
     "test_two_node_stage_captures_rank_0_and_recovers_both",
+    "test_pause_at_a_save_reaches_the_node_and_resume_continues_on_the_cluster",
+    "test_cancel_reaches_the_node_and_leaves_no_process_of_the_attempt",
+    "test_a_preemption_notice_reaches_the_node_program_which_saves",
 ]
 
 

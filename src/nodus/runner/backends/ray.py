@@ -43,6 +43,7 @@ PLACEMENT_TIMEOUT_S = 600.0
 _RAY_LOOKUP = "auto"  # Ray's word for "the cluster this machine is a node of"; never a new one
 _POLL_TIMEOUT_S = 60.0  # an agent that does not answer a poll for this long is lost
 _RELAYED_CONTROLS = ("cancel", "pause")
+_NOTICE_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # the runner's preemption notice
 # The node pause's progress, as `runs pause` and `runs get` read it from the runner's row.
 _RELAYED_PAUSE = (
     "state",
@@ -64,6 +65,9 @@ def connect(address: str | None) -> None:
 
     if ray.is_initialized():
         return
+    # ray.init replaces the SIGTERM handler (its own exits the process at once); the runner's
+    # handlers take a signal as a preemption notice to relay to the nodes, so they are put back.
+    kept = {signum: signal.getsignal(signum) for signum in _NOTICE_SIGNALS}
     ray.init(
         address=address or os.environ.get("RAY_ADDRESS") or _RAY_LOOKUP,
         namespace="nodus",
@@ -71,6 +75,10 @@ def connect(address: str | None) -> None:
         log_to_driver=False,
         configure_logging=False,
     )
+    for signum, handler in kept.items():
+        # Ray sets its own only from the main thread; None: not set from Python, kept as it is
+        if handler is not None and signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
 
 
 class RayAttempt:
