@@ -194,6 +194,11 @@ def write_integration(
         integration=stage.integration,
         save_every=stage.execution.save_every,
         save_each_epoch=stage.execution.save_each_epoch,
+        max_save_overhead=(
+            stage.execution.max_save_overhead
+            if stage.execution.save_every == protocol.SAVE_EVERY_AUTO
+            else None
+        ),
         restored_step=restored,
         run_id=run_id,
         stage=stage.name,
