@@ -45,7 +45,7 @@ class Loop:
             if self.cadence.due(self.step):
                 self.now += stall_s
                 self.saves.append(self.step)
-                self.cadence.saved(self.step)
+                self.cadence.saved(self.step, stall_s)
                 self._writing = write_steps
 
 
@@ -87,6 +87,14 @@ def test_noise_does_not_retune_but_a_clearly_cheaper_save_does():
     assert [every for every, _, _ in loop.events] == [FIRST, 20]
     loop.train(200, stall_s=0.0, slowdown_s=0.0)  # saves cost nothing now: every 2 steps
     assert loop.events[-1][0] == 2
+
+
+def test_a_save_is_never_measured_as_cheaper_than_its_stall():
+    loop = Loop(bound=0.035)
+    # Noise makes the steps after the save look faster than the median: the intervals alone
+    # would say the 0.05 s stall cost 0.01 s.
+    loop.train(30, slowdown_s=-0.02)
+    assert loop.events[1][0] == 15  # 0.05 / (0.1 * 0.035) = 14.3: every 15 steps
 
 
 def test_a_resumed_attempt_counts_from_its_restored_step():

@@ -78,10 +78,11 @@ class AutoCadence:
         written (still measured means its write was in flight at this boundary)."""
         return self._measuring is None and step - self._anchor >= self.every
 
-    def saved(self, step: int) -> None:
-        """A save was taken at ``step``; its cost is measured until its write has finished."""
+    def saved(self, step: int, stall_s: float) -> None:
+        """A save was taken at ``step``, stalling training ``stall_s``; its cost is measured
+        until its write has finished."""
         self._anchor = step
-        self._measuring = _Measure(step)  # one still measured overlapped this one: dropped
+        self._measuring = _Measure(step, stall_s)  # one still measured overlapped: dropped
 
     def _measured(self, measure: _Measure, step: int) -> None:
         written_in = step - measure.step  # steps until the write had finished
@@ -89,7 +90,10 @@ class AutoCadence:
             self._choose(step, max(self.every, written_in), None)  # no step time to weigh by
             return
         step_s = statistics.median(self._undisturbed)
-        cost = max(0.0, sum(measure.intervals) - step_s * len(measure.intervals))
+        # The stall alone is timed directly: on a busy machine the intervals' excess can read
+        # as less than it, or as nothing, and a save is never free.
+        excess = sum(measure.intervals) - step_s * len(measure.intervals)
+        cost = max(measure.stall_s, excess)
         weight = defaults.HF_AUTO_COST_WEIGHT
         self._cost = cost if self._cost is None else weight * cost + (1 - weight) * self._cost
         within = max(1, math.ceil(self._cost / (self.bound * step_s) - 1e-9))
@@ -109,6 +113,7 @@ class AutoCadence:
 class _Measure:
     """One save being measured: the boundary intervals since it was taken."""
 
-    def __init__(self, step: int) -> None:
+    def __init__(self, step: int, stall_s: float) -> None:
         self.step = step
+        self.stall_s = stall_s
         self.intervals: list[float] = []

@@ -171,10 +171,11 @@ class Session:
     def _save(self, request_ids: list[int]) -> None:
         self.answered.update(request_ids)
         self.last_saved_step = self.trainer.state.global_step
+        started = time.perf_counter()
         self.writer.wait()  # the buffers are about to be reused: the previous write must be done
         self.writer.submit(capture(self.trainer, self.identity or {}, request_ids, self.buffers))
         if self.cadence is not None:
-            self.cadence.saved(self.last_saved_step)
+            self.cadence.saved(self.last_saved_step, time.perf_counter() - started)
 
     def _answer_saved(self, step: int, request_ids: list[int]) -> bool:
         self.writer.wait()  # the record of that save is written once its files are on disk
