@@ -218,7 +218,9 @@ class SnapshotStore:
         if candidate.target is not None or not self._storage.is_local:
             return _COPY
         for _ in range(2):  # a second time when the hash was known but its blob is gone
-            read = read_consistently(candidate.full, candidate.rel, None, self._files)
+            # Published whole and never written again: no wait for the file to be quiet (the
+            # link checks after the chmod that it is still the state hashed).
+            read = read_consistently(candidate.full, candidate.rel, None, self._files, settled=True)
             if read is None:
                 return None
             entry = self._entry(candidate, classify(candidate.rel), read)
