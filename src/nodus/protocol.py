@@ -27,7 +27,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+# Not `typing`'s (see nodus/__init__.py): annotations are strings here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # --- the working copy --------------------------------------------------------------------------
 
