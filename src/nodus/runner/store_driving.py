@@ -82,12 +82,15 @@ class StoreDriving:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._dirty.set()  # wakes the mirror, which writes what is left and ends
+        self._dirty.set()  # wakes the mirror, which ends
         for thread in (self._renewer, self._mirror):
             if thread is not None:
                 thread.join()
         for unhook in self._unhook:
             unhook()
+        if self._pending:  # a change after the mirror's last write: the record ends up to date
+            self._pending = False
+            self._write_if_held()
         assert self._lease is not None
         try:
             self._leases.release(self.run.id, self._lease)
