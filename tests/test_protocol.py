@@ -36,6 +36,7 @@ PROTOCOL_NAMES = {
     protocol.EVENT_UNPREPARED,
     protocol.EVENT_REFUSED,
     protocol.EVENT_SAVE_FAILED,
+    protocol.EVENT_SAVE_CADENCE,
 }
 STEP_FOLDER = protocol.checkpoint_folder(0)[:-1]  # "checkpoint-", inside any literal
 # (file relative to src/nodus, literal): why the same characters mean something else there
@@ -117,6 +118,9 @@ def test_the_documented_formats_round_trip_unchanged():
     }
     assert protocol.Settings.from_dict(settings).to_dict() == settings
     assert protocol.Settings.from_dict({**settings, "qualifying": True}).qualifying
+    auto = {**settings, "save_every": "auto", "max_save_overhead": 0.035}
+    assert protocol.Settings.from_dict(auto).to_dict() == auto
+    assert protocol.Settings.from_dict(auto).auto_cadence
     request = {"id": 3, "then": "stop"}
     assert protocol.SaveRequest.from_dict(request, 3).to_dict() == request
     record = {

@@ -8,9 +8,13 @@ runner and the store only when a :class:`Client` does something.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+# Not `typing`'s: every attempt's supervisor imports this package, and importing typing would
+# be a fifth of its start-up. Annotations are strings here (PEP 563).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from nodus.client import Client
     from nodus.schemas.loader import load_workload
     from nodus.schemas.models import Continuity, ContinuityMode, Integration, Stage, Workload

@@ -27,7 +27,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+# Not `typing`'s (see nodus/__init__.py): annotations are strings here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # --- the working copy --------------------------------------------------------------------------
 
@@ -245,6 +249,9 @@ INTEGRATION_HF_TRAINER_V1 = "hf-trainer-v1"
 INTEGRATIONS = (INTEGRATION_AUTO, INTEGRATION_HF_TRAINER_V1)
 """Stage integrations that get a control folder with settings and the bootstrap."""
 
+SAVE_EVERY_AUTO = "auto"
+"""``save_every = "auto"``: the integration picks its cadence, within ``max_save_overhead``."""
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -252,8 +259,9 @@ class Settings:
 
     integration: str
     """``auto`` runs a program outside the profile unprepared; ``hf-trainer-v1`` refuses it."""
-    save_every: int
-    """Optimizer steps between saves; 0 = only at the end and when the runner asks."""
+    save_every: int | str
+    """Optimizer steps between saves; 0 = only at the end and when the runner asks;
+    :data:`SAVE_EVERY_AUTO`: the integration measures its saves and picks the steps itself."""
     save_each_epoch: bool
     restored_step: int | None
     """The program resumes from ``state/checkpoint-<restored_step>``; None = from the source."""
@@ -271,6 +279,13 @@ class Settings:
     warm_start_step: int | None = None
     """``weights`` only: ``state/checkpoint-<warm_start_step>`` holds the weights to load into
     the model before training starts at step 0 (``restored_step`` is None then)."""
+    max_save_overhead: float | None = None
+    """With ``save_every = "auto"``: the share of training time the saves may cost (stall plus
+    the slowdown of steps while a save is written); None otherwise."""
+
+    @property
+    def auto_cadence(self) -> bool:
+        return self.save_every == SAVE_EVERY_AUTO
 
     @property
     def explicit(self) -> bool:
@@ -293,15 +308,19 @@ class Settings:
         if self.parent_mode is not None:  # optional: absent means none
             data["parent_mode"] = self.parent_mode
             data["warm_start_step"] = self.warm_start_step
+        if self.auto_cadence:  # present only with save_every = "auto"
+            data["max_save_overhead"] = self.max_save_overhead
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Settings:
         restored = data.get("restored_step")
         warm = data.get("warm_start_step")
+        every = data.get("save_every")
+        overhead = data.get("max_save_overhead")
         return cls(
             integration=str(data.get("integration", INTEGRATION_AUTO)),
-            save_every=int(data.get("save_every") or 0),
+            save_every=SAVE_EVERY_AUTO if every == SAVE_EVERY_AUTO else int(every or 0),
             save_each_epoch=bool(data.get("save_each_epoch", False)),
             restored_step=None if restored is None else int(restored),
             run_id=str(data.get("run_id", "")),
@@ -311,6 +330,7 @@ class Settings:
             qualifying=bool(data.get("qualifying", False)),
             parent_mode=data.get("parent_mode"),
             warm_start_step=None if warm is None else int(warm),
+            max_save_overhead=None if overhead is None else float(overhead),
         )
 
 
@@ -438,6 +458,10 @@ EVENT_WARM_START = "warm_start"
 """The integration loaded another run's weights: ``{"checkpoint", "weights"}`` (their hash)."""
 EVENT_CHECKPOINT_ALIGNED = "checkpoint_every_aligned"
 """grpo: ``{"asked", "used"}``, a step-count checkpoint_every moved to a generation boundary."""
+EVENT_SAVE_CADENCE = "save_cadence"
+"""``save_every = "auto"`` chose a cadence: ``{"every", "overhead", "step"}``. From ``step`` on,
+each periodic save comes ``every`` steps after the previous save; ``overhead`` is the share of
+training time it is expected to cost (null for the first, measuring cadence of an attempt)."""
 EVENT_UNNAMED = "program_event"
 """The type the runner records for an event that names none."""
 

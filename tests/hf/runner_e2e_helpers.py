@@ -51,11 +51,12 @@ class Project:
         env: dict | None = None,
         write_delay: str = WRITE_DELAY_S,
         integration: str = protocol.INTEGRATION_HF_TRAINER_V1,
-        save_every: int = SAVE_EVERY,
+        save_every: int | str = SAVE_EVERY,
         resume_on_interruption: bool = True,
         launcher: tuple[str, ...] = (),
         keep_recoverable: int = 100,  # recovery tests look at every save; retention's own tests
         keep_adapters: int = 100,  # (test_hf_retention) set these
+        execution: dict | None = None,  # more [execution] keys, replacing these
     ) -> None:
         self.root = root
         self.write_delay = write_delay
@@ -85,6 +86,7 @@ class Project:
                 "keep_adapters": keep_adapters,
                 "max_recoveries": 10,
                 "grace_period": GRACE_S,
+                **(execution or {}),
             },
         }
         if not resume_on_interruption:  # without automatic recovery the limit would do nothing

@@ -293,3 +293,40 @@ def _wait_until_no_new_commits(project, run_id: str, quiet_s: float = 1.5) -> No
         if now != seen:
             seen, since = now, time.monotonic()
         time.sleep(0.1)
+
+
+def test_a_recovery_takes_the_killed_programs_checkpoint_only_where_it_verifies(project):
+    """No copy of what is already on the disk, and never a byte the snapshot does not hold."""
+    project.write(
+        steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, extra_args=("--state-bytes", "65536")
+    )
+    runner = project.start("run", "workload.toml", "--key", "reuse")
+    run_id = wait_for(lambda: _run_id(project, "reuse"), what="the run")
+    wait_for(lambda: committed_steps(project, run_id), what="a snapshot")
+    program = running_attempt(project.catalog(), run_id)["pid"]
+    os.kill(program, signal.SIGSTOP)  # the newest snapshot stays the newest
+    _wait_until_no_new_commits(project, run_id)
+    newest = project.store().list(run=run_id, stage="main")[-1]
+    folder = (
+        project.home / "work" / run_id / "main" / "copy" / "state" / f"checkpoint-{newest.step}"
+    )
+    kept = os.stat(folder / "state.json").st_ino
+    weights = folder / "weights.bin"
+    original, stamp = weights.read_bytes(), os.stat(weights)
+    # Other bytes behind the capture's back (same size and mtime: nothing notices a change).
+    weights.write_bytes(b"X" * len(original))
+    os.utime(weights, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    os.kill(program, signal.SIGKILL)
+    wait_for(
+        lambda: (running_attempt(project.catalog(), run_id) or {}).get("number", 0) > 1,
+        what="the recovered attempt",
+    )
+    os.kill(running_attempt(project.catalog(), run_id)["pid"], signal.SIGSTOP)
+    assert os.stat(folder / "state.json").st_ino == kept  # verified and moved in, not copied
+    assert weights.read_bytes() == original  # not what was left there: the snapshot's bytes
+    os.kill(running_attempt(project.catalog(), run_id)["pid"], signal.SIGCONT)
+    runner.communicate(timeout=120)
+    assert runner.returncode == 0
+    run = project.get(run_id)
+    assert run["stages"][0]["attempts"][1]["restored_step"] == newest.step
+    assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}

@@ -83,6 +83,11 @@ def test_set_refuses_keys_that_may_not_change_and_bad_values(resolved):
         apply_changes(parent, {"execution": {"keep_recoverable": -1}})
     with pytest.raises(WorkloadError, match="has no effect in stage 'main': only an integr"):
         apply_changes(parent, {"execution": {"save_every": 5}})  # a directory-contract stage
+    integrated = resolved(BASE + 'integration = "auto"\n')
+    with pytest.raises(WorkloadError, match='only save_every = "auto" reads it'):
+        apply_changes(integrated, {"execution": {"max_save_overhead": 0.1}})
+    auto = apply_changes(integrated, {"execution": {"save_every": "auto"}})
+    assert auto["stages"][0]["execution"]["save_every"] == "auto"
     with pytest.raises(WorkloadError, match="give KEY=VALUE"):
         parse_setting("novalue")
 

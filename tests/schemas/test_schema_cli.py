@@ -110,6 +110,7 @@ def test_resolve_json_is_the_stored_shape(write, capsys):
             "max_recoveries": defaults.MAX_RECOVERIES,
             "grace_period": defaults.GRACE_PERIOD_S,
             "retention_days": defaults.RETENTION_DAYS,
+            "max_save_overhead": defaults.MAX_SAVE_OVERHEAD,
             "max_source_bytes": defaults.MAX_SOURCE_BYTES,
             "unrecorded_retry": defaults.UNRECORDED_RETRY_S,
             "backend": "local",

@@ -172,6 +172,38 @@ STAGE = '[[stages]]\nname = "s"\n'
             BASE + "[execution]\nmax_source_bytes = 0",
             "max_source_bytes: 0 — must be greater than 0",
         ),
+        # save_every = "auto" and its bound
+        (
+            BASE + '[execution]\nsave_every = "Auto"',
+            "execution.save_every: 'Auto' — must be an integer (optimizer steps) or \"auto\"",
+        ),
+        (
+            BASE + '[execution]\nsave_every = "auto"',
+            "execution.save_every: 'auto' — has no effect in stage 'main': only an integration",
+        ),
+        (
+            BASE + 'integration = "auto"\n[execution]\nmax_save_overhead = 0.05',
+            "execution.max_save_overhead: 0.05 — has no effect in stage 'main': only "
+            'save_every = "auto" reads it',
+        ),
+        (
+            BASE + 'integration = "auto"\n[execution]\nsave_every = 5\nmax_save_overhead = 0.1',
+            "execution.max_save_overhead: 0.1 — has no effect in stage 'main'",
+        ),
+        (
+            BASE + 'integration = "auto"\n[execution]\nsave_every = "auto"\n'
+            "max_save_overhead = 1.0",
+            "execution.max_save_overhead: 1.0 — must be less than 1",
+        ),
+        (
+            BASE + 'integration = "auto"\n[execution]\nsave_every = "auto"\nmax_save_overhead = 0',
+            "execution.max_save_overhead: 0 — must be greater than 0",
+        ),
+        (
+            BASE + 'integration = "auto"\n[execution]\nsave_every = "auto"\n'
+            'max_save_overhead = "5%"',
+            "execution.max_save_overhead: '5%' — must be a number",
+        ),
     ],
 )
 def test_refused_with_path_value_and_rule(refused, text, line):
@@ -196,6 +228,14 @@ def test_a_cadence_that_reaches_one_integrated_stage_is_accepted(resolved):
     prep, train = resolved(text).stages
     assert (prep.integration, train.integration) == (None, "hf-trainer-v1")
     assert train.execution.save_every == 5
+
+
+def test_auto_cadence_resolves_with_its_bound(resolved):
+    text = BASE + 'integration = "hf-trainer-v1"\n[execution]\nsave_every = "auto"\n'
+    execution = resolved(text).stages[0].execution
+    assert (execution.save_every, execution.max_save_overhead) == ("auto", 0.035)
+    bound = resolved(text + "max_save_overhead = 0.1").stages[0].execution.max_save_overhead
+    assert bound == 0.1
 
 
 @pytest.mark.parametrize(

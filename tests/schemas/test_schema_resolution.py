@@ -173,6 +173,15 @@ def test_resolved_round_trips_through_its_dict(resolved):
     assert type(workload).from_dict(data) == workload
     marked = resolved(BASE + '[continuity]\ncheckpoint_complete = "DONE"')
     assert type(marked).from_dict(marked.to_dict()) == marked
+    auto = resolved(BASE + 'integration = "auto"\n[execution]\nsave_every = "auto"')
+    assert type(auto).from_dict(auto.to_dict()) == auto
+
+
+def test_a_resolution_stored_before_max_save_overhead_existed_reads_the_default(resolved):
+    data = resolved(BASE).to_dict()
+    del data["stages"][0]["execution"]["max_save_overhead"]
+    stage = type(resolved(BASE)).from_dict(data).stages[0]
+    assert stage.execution.max_save_overhead == defaults.MAX_SAVE_OVERHEAD
 
 
 def test_a_resolution_stored_before_checkpoint_complete_existed_reads_as_none(resolved):

@@ -35,7 +35,13 @@ from nodus.runner.launch import Launch, device_count, python_version
 from nodus.runner.lineage import Parent
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.runner.processes.containment import attempt_token, kill_survivors, record_survivors
-from nodus.runner.processes.stage_process import CannotStartError, StageProcess, signal_name
+from nodus.runner.processes.stage_process import (
+    CannotStartError,
+    StageProcess,
+    Supervisor,
+    signal_name,
+    spawn_supervisor,
+)
 from nodus.runner.rotation import Rotation
 from nodus.runner.snapshotting import Capturer, fence
 from nodus.runner.uploading import Uploads, unrecorded_note
@@ -118,17 +124,30 @@ class Attempt:
     def run(self) -> Outcome:
         # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
         self._sweep()
-        restored = self._prepare()
-        rotation = self._rotation()
-        self.uploads = self._uploads(rotation)
-        unrecorded: list = []
+        # The supervisor's interpreter starts while the copy is laid out (after the sweep,
+        # which would take it for a survivor: it carries this attempt's token).
+        supervisor = self._early_supervisor()
         try:
-            outcome = self._run(restored, rotation)
+            restored = self._prepare()
+            rotation = self._rotation()
+            self.uploads = self._uploads(rotation)
+            unrecorded: list = []
+            try:
+                outcome = self._run(restored, rotation, supervisor)
+            finally:
+                if self.uploads is not None:  # its remote commits still ask rotation for passes
+                    unrecorded = self.uploads.finish()
+                rotation.close()  # while the attempt lasts, the run is unfinished: holds stay
         finally:
-            if self.uploads is not None:  # its remote commits still ask rotation for passes
-                unrecorded = self.uploads.finish()
-            rotation.close()  # while the attempt lasts, the run is unfinished: holds stay right
+            if supervisor is not None:
+                supervisor.discard()  # not handed on (the program never started): it exits
         return self._end(_with_unrecorded(outcome, unrecorded))
+
+    def _early_supervisor(self) -> Supervisor | None:
+        try:
+            return spawn_supervisor(self._token())
+        except CannotStartError:
+            return None  # tried again when the program starts, which then fails as it should
 
     def _sweep(self) -> None:
         """Kill whatever an earlier attempt of the run left running."""
@@ -164,7 +183,7 @@ class Attempt:
             guard=partial(fence, self.ctx.catalog, self.ctx.run_id, self.stage.name, self.number),
         )
 
-    def _run(self, restored, rotation: Rotation) -> Outcome:
+    def _run(self, restored, rotation: Rotation, supervisor: Supervisor | None) -> Outcome:
         """Start the program, supervise it and capture; how it ended."""
         capturer = self._capturer(restored, rotation)
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
@@ -182,7 +201,7 @@ class Attempt:
                 grace_s=self.stage.execution.grace_period,
                 terminal=self.ctx.terminal,
             )
-            self.process.start()
+            self.process.start(supervisor)
         except CannotStartError as error:
             return Outcome(AttemptOutcome.FAILED, str(error))
         self.ctx.catalog.update_attempt(
@@ -262,11 +281,19 @@ class Attempt:
         if not self.recovering:
             self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
         restored = None
-        for manifest in self._candidates():
+        candidates = self._candidates()
+        # What the last attempt left may serve the restore without a copy, once verified.
+        previous = self.ws.set_aside_copy() if candidates else None
+        for manifest in candidates:
             self._lay_source()
             try:
                 self.ctx.store.restore(
-                    manifest.id, self.ws.copy, kinds=self._kinds(manifest), overlay=True
+                    manifest.id,
+                    self.ws.copy,
+                    kinds=self._kinds(manifest),
+                    overlay=True,
+                    reuse=previous,
+                    link=self._linkable(manifest),
                 )
             except (StoreError, OSError) as error:
                 # A damaged snapshot is passed over, never half-applied: rebuild and try older.
@@ -281,6 +308,7 @@ class Attempt:
             break
         else:
             self._lay_source()
+        self.ws.discard_previous()
         self.ws.make_private_folders()
         self.warm_start = restored is not None and self._warm(restored)
         step = restored.step if restored and not self.warm_start else None
@@ -344,6 +372,13 @@ class Attempt:
         if self._warm(manifest):
             return [kind for kind in manifest.kinds if kind != "state"]
         return None
+
+    def _linkable(self, manifest) -> tuple[str, ...]:
+        """Folders a restore may lay out as links to their blobs: an integration's checkpoint,
+        which it never writes into (the directory contract allows writing in place)."""
+        if self.stage.integration is None or manifest.step is None:
+            return ()
+        return (f"{protocol.STATE_DIR}/{protocol.checkpoint_folder(manifest.step)}",)
 
     def _lay_source(self) -> None:
         self.ws.reset_copy()

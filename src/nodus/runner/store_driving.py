@@ -60,6 +60,9 @@ class StoreDriving:
         self._writing = threading.Lock()
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        self._dirty = threading.Event()  # wakes the mirror: a change, or the end of the drive
+        self._pending = False  # a change the record does not show yet
+        self._mirror: threading.Thread | None = None
         self._unhook: list = []
 
     def __enter__(self) -> StoreDriving:
@@ -73,14 +76,22 @@ class StoreDriving:
         self._unhook = [self.catalog.observe(self._changed), self.catalog.add_fence(self._fence)]
         self._renewer = threading.Thread(target=self._renew, name="nodus-lease", daemon=True)
         self._renewer.start()
+        self._mirror = threading.Thread(target=self._mirror_changes, name="nodus-record")
+        self._mirror.daemon = True
+        self._mirror.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        if self._renewer is not None:
-            self._renewer.join()
+        self._dirty.set()  # wakes the mirror, which ends
+        for thread in (self._renewer, self._mirror):
+            if thread is not None:
+                thread.join()
         for unhook in self._unhook:
             unhook()
+        if self._pending:  # a change after the mirror's last write: the record ends up to date
+            self._pending = False
+            self._write_if_held()
         assert self._lease is not None
         try:
             self._leases.release(self.run.id, self._lease)
@@ -90,7 +101,30 @@ class StoreDriving:
     # --- the record -------------------------------------------------------------------------
 
     def _changed(self, run_id: str) -> None:
-        if run_id != self.run.id or self._lost:
+        """A change of the run: the mirror thread writes the record, off the drive's path.
+
+        Each write is two fsyncs; on the path from a kill to the next attempt's program they
+        were most of the runner's own time. A record that lags by milliseconds fences nothing
+        wrongly: the fence reads what *other* runners wrote, and leaving the drive writes the
+        last change before the lease is given back.
+        """
+        if run_id == self.run.id:
+            self._pending = True
+            self._dirty.set()
+
+    def _mirror_changes(self) -> None:
+        while True:
+            self._dirty.wait()
+            self._dirty.clear()
+            if self._pending:  # the write reads the catalog then: it holds every change so far
+                self._pending = False
+                self._write_if_held()
+            if self._stop.is_set():
+                return
+
+    def _write_if_held(self) -> None:
+        run_id = self.run.id
+        if self._lost:
             return
         try:
             if not self._leases.holds(run_id, self._lease):  # type: ignore[arg-type]

@@ -6,6 +6,9 @@
                              out again for each attempt, always at this path
         copy/state/          NODUS_CHECKPOINT_DIR, whatever the selection
         copy/.nodus/         NODUS_CONTROL_DIR: the control files of nodus.protocol (never captured)
+        previous/            the last attempt's copy, set aside while the next one is laid out:
+                             its files that verify against the restored snapshot are moved in
+                             instead of copied; removed once the copy is laid out
         cache/               HF_HOME, HF_DATASETS_CACHE, XDG_CACHE_HOME, PIP_CACHE_DIR
         <attempt>/output.log everything the attempt's program printed
         <attempt>/tmp/       TMPDIR; runtime/ is for rebuildable installs, outside the selection
@@ -98,6 +101,26 @@ class Workspace:
     def private_path(self, *parts: str) -> str:
         return os.path.join(self.private, *parts)
 
+    @property
+    def previous(self) -> str:
+        return os.path.join(self.root, "previous")
+
+    def set_aside_copy(self) -> str | None:
+        """Move the last attempt's copy aside for a restore to take verified files from.
+
+        One rename, so a kill at any point leaves a copy or ``previous/`` that the next
+        attempt clears; a restore never takes a file from there without verifying it.
+        """
+        shutil.rmtree(self.previous, ignore_errors=True)
+        try:
+            os.rename(self.copy, self.previous)
+        except FileNotFoundError:
+            return None
+        return self.previous
+
+    def discard_previous(self) -> None:
+        shutil.rmtree(self.previous, ignore_errors=True)
+
     def reset_copy(self) -> None:
         """An empty copy folder (a failed restore must not leave half a snapshot behind)."""
         shutil.rmtree(self.copy, ignore_errors=True)
@@ -115,6 +138,7 @@ class Workspace:
     def discard_copy(self) -> None:
         """Free the disk of a paused stage; the caches and the attempt's log stay."""
         shutil.rmtree(self.copy, ignore_errors=True)
+        self.discard_previous()
         self.discard_tmp()
 
     def discard_tmp(self) -> None:
@@ -194,6 +218,11 @@ def write_integration(
         integration=stage.integration,
         save_every=stage.execution.save_every,
         save_each_epoch=stage.execution.save_each_epoch,
+        max_save_overhead=(
+            stage.execution.max_save_overhead
+            if stage.execution.save_every == protocol.SAVE_EVERY_AUTO
+            else None
+        ),
         restored_step=restored,
         run_id=run_id,
         stage=stage.name,

@@ -39,6 +39,10 @@ MAX_NAME_CHARS = 128
 SAVE_EVERY = 50
 """Optimizer steps between integration saves; 0 = only at the end (and when nodus asks)."""
 
+MAX_SAVE_OVERHEAD = 0.035
+"""``[execution] max_save_overhead``: with ``save_every = "auto"``, the share of training time
+the integration's saves may cost; 3.5% is the bound CheckFreq (FAST '21) holds."""
+
 SAVE_EACH_EPOCH = False
 KEEP_RECOVERABLE = 1
 """Newest unreferenced snapshots that keep training state."""
@@ -295,6 +299,21 @@ exactly at the end of epoch 0, inside epoch 2); one more kill lands in the middl
 HF_QUALIFY_WRITE_DELAY_S = 0.5
 """``nodus qualify`` holds each save this long before it is published: a kill after the save of
 step K then lands well before step K+1 is published, so the recovery resumes from exactly K."""
+
+HF_AUTO_FIRST_EVERY = 5
+"""``save_every = "auto"``: the first save of an attempt comes this many steps after its start
+(or its restored step), to measure what a save costs before the cadence is chosen."""
+
+HF_AUTO_STEP_SAMPLES = 32
+"""``save_every = "auto"``: the step time saves are weighed against is the median of this many
+recent steps trained without a save in flight (a median: logging and epoch ends are outliers)."""
+
+HF_AUTO_COST_WEIGHT = 0.5
+"""``save_every = "auto"``: weight of the newest save's measured cost in the running estimate."""
+
+HF_AUTO_RETUNE_MARGIN = 0.2
+"""``save_every = "auto"``: a cadence within the bound gives way to a more frequent one only
+when that is at least this share shorter, so measurement noise does not retune every save."""
 
 
 def nodus_home(explicit: str | None = None) -> str:

@@ -229,3 +229,28 @@ def _memory(value: Any) -> int:
 
 
 Memory = Annotated[int, BeforeValidator(_memory), Field(ge=0)]
+
+
+def _save_every(value: Any) -> Any:
+    """A number of optimizer steps (strict: ``"50"`` and ``50.0`` are not 50), or ``"auto"``."""
+    if value == protocol.SAVE_EVERY_AUTO:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f'must be an integer (optimizer steps) or "{protocol.SAVE_EVERY_AUTO}"')
+    if value < 0:
+        raise ValueError("must be at least 0")
+    return value
+
+
+SaveEvery = Annotated[
+    int | str,
+    BeforeValidator(_save_every),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"const": protocol.SAVE_EVERY_AUTO},
+            ]
+        }
+    ),
+]

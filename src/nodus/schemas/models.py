@@ -38,6 +38,7 @@ from nodus.schemas.fields import (
     Name,
     PathList,
     ResumeFrom,
+    SaveEvery,
 )
 from nodus.schemas.problems import problems_from
 
@@ -170,11 +171,19 @@ class Backend(str, Enum):
 class Execution(_Model):
     """Save cadence, retention and recovery limits."""
 
-    save_every: int = Field(
+    save_every: SaveEvery = Field(
         defaults.SAVE_EVERY,
-        ge=0,
         description="Optimizer steps between integration saves; 0 = only at the end and "
-        "whenever nodus asks.",
+        'whenever nodus asks; "auto" = the most frequent cadence whose saves cost at most '
+        "max_save_overhead of training time.",
+    )
+    max_save_overhead: float = Field(
+        defaults.MAX_SAVE_OVERHEAD,
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description='With save_every = "auto": the share of training time saves may cost '
+        "(the stall plus the slowdown of steps while a save is written).",
     )
     save_each_epoch: bool = Field(
         defaults.SAVE_EACH_EPOCH, description="Also save at the end of every epoch (integration)."

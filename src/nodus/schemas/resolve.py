@@ -198,6 +198,7 @@ def _execution(layers: Sequence[_StageFields]) -> ResolvedExecution:
     }
     values["grace_period"] = float(values["grace_period"])
     values["cpus"] = float(values["cpus"])
+    values["max_save_overhead"] = float(values["max_save_overhead"])
     values["backend"] = str(getattr(values["backend"], "value", values["backend"]))
     values["memory"] = int(values["memory"])
     return ResolvedExecution(**values)

@@ -23,13 +23,14 @@ class ResolvedContinuity:
 
 @dataclass(frozen=True)
 class ResolvedExecution:
-    save_every: int
+    save_every: int | str  # steps, or protocol.SAVE_EVERY_AUTO
     save_each_epoch: bool
     keep_recoverable: int
     keep_adapters: int
     max_recoveries: int
     grace_period: float
     retention_days: int
+    max_save_overhead: float = defaults.MAX_SAVE_OVERHEAD  # with save_every "auto"; absent before
     # absent from runs accepted before the setting existed; only acceptance reads it
     max_source_bytes: int = defaults.MAX_SOURCE_BYTES
     unrecorded_retry: float = defaults.UNRECORDED_RETRY_S  # seconds; absent from older runs

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from nodus import protocol
 from nodus.errors import Problem
 from nodus.schemas.models import Framework, Overrides, Workload
 from nodus.schemas.resolved import ResolvedStage
@@ -37,6 +38,16 @@ _NO_RECOVERY = (
 )
 
 
+def _auto_cadence(stage: ResolvedStage) -> bool:
+    return _integrated(stage) and stage.execution.save_every == protocol.SAVE_EVERY_AUTO
+
+
+_NO_AUTO_CADENCE = (
+    f'only save_every = "{protocol.SAVE_EVERY_AUTO}" reads it (the integration then picks the '
+    f'cadence within it); set save_every = "{protocol.SAVE_EVERY_AUTO}", or remove it'
+)
+
+
 def _on_ray(stage: ResolvedStage) -> bool:
     return stage.execution.backend == "ray"
 
@@ -50,6 +61,7 @@ _NO_CLUSTER = (
 _ACTS_ONLY_WHERE = {
     "save_every": (_integrated, _NO_CADENCE),
     "save_each_epoch": (_integrated, _NO_CADENCE),
+    "max_save_overhead": (_auto_cadence, _NO_AUTO_CADENCE),
     "max_recoveries": (_recovers, _NO_RECOVERY),
     "cpus": (_on_ray, _NO_CLUSTER),
     "memory": (_on_ray, _NO_CLUSTER),

@@ -32,11 +32,16 @@ def copy_hashing(
     hash is then taken of the very buffers that are copied (see ``_direct``). Otherwise the
     kernel copies (``copy_file_range``, as ``cp`` does) and the hash is taken of the copy itself,
     from the page cache. Either way the digest names exactly the bytes that were written,
-    whatever the source did meanwhile. Other files get one pass with one large reusable buffer
-    that hashes and writes each chunk, never reading the data twice.
+    whatever the source did meanwhile. Other files, and files under ``STORE_SMALL_FILE_BYTES``,
+    get one pass with one buffer (a small file's own size) that hashes and writes each chunk,
+    never reading the data twice.
     """
-    if sink is not None and _kernel_copy_possible(source, sink):
-        if direct and os.fstat(source.fileno()).st_size >= defaults.STORE_DIRECT_MIN_BYTES:
+    size = _size(source)
+    # A small file is read once into a buffer of its size and written from it: a kernel copy
+    # would start a hashing thread with a full-size buffer for a few bytes (milliseconds each).
+    large = size >= min(defaults.STORE_SMALL_FILE_BYTES, defaults.STORE_DIRECT_MIN_BYTES)
+    if sink is not None and large and _kernel_copy_possible(source, sink):
+        if direct and size >= defaults.STORE_DIRECT_MIN_BYTES:
             copy = direct_copy if direct == "write" else direct_read_copy
             try:
                 return copy(source.fileno(), sink.fileno())
@@ -49,7 +54,7 @@ def copy_hashing(
     digest = hasher()
     # A small file gets a buffer of its size (one byte more, to see its end in one read): a
     # source of a thousand small files must not allocate a thousand full-size buffers.
-    buffer = bytearray(min(defaults.STORE_CHUNK_BYTES, _size(source) + 1))
+    buffer = bytearray(min(defaults.STORE_CHUNK_BYTES, size + 1))
     view = memoryview(buffer)
     total = 0
     read = getattr(source, "readinto", None)

@@ -113,6 +113,9 @@ class FsspecStorage:
     def link_file(self, local_path: str, key: str, identity: tuple[int, ...]) -> bool | None:
         return None  # an object store has no links: the caller copies
 
+    def local_file(self, key: str) -> str | None:
+        return None  # no object is a file on this machine: a restore copies
+
     def adopt_file(self, local_path: str, key: str) -> bool:
         try:
             if self.exists(key):

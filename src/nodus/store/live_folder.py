@@ -228,6 +228,7 @@ def read_consistently(
     cache: FileCache,
     *,
     direct: bool = False,
+    settled: bool = False,
 ) -> ReadResult | None:
     """Hash (and copy to a spool file) one real state of ``full``; None if it vanished.
 
@@ -235,7 +236,10 @@ def read_consistently(
     where it lies, for a file that becomes the blob itself (``ReadResult.identity`` then says
     which state was hashed). ``direct``: the
     spool is the blob's final home on this disk, so large files may be written past the page
-    cache (a spool that is uploaded and removed is better left in memory).
+    cache (a spool that is uploaded and removed is better left in memory). ``settled``: the
+    file was published whole and is never written again (an integration's checkpoint), so a
+    read need not wait for it to have been left alone a while; one during which it changed is
+    still read again.
     """
     attempts = defaults.CAPTURE_READ_ATTEMPTS
     for attempt in range(attempts):
@@ -243,9 +247,8 @@ def read_consistently(
             # The last attempt takes any read during which the file it read did not change,
             # so a file the program touches every few milliseconds (a log) is still captured
             # as it stood during the read.
-            result = _read_once(
-                full, new_spool, cache, strict=attempt < attempts - 1, direct=direct
-            )
+            strict = attempt < attempts - 1 and not settled
+            result = _read_once(full, new_spool, cache, strict=strict, direct=direct)
         except FileNotFoundError:
             return None
         if result is not None:

@@ -142,6 +142,9 @@ class LocalStorage:
         fsync_dir(os.path.dirname(final))
         return True
 
+    def local_file(self, key: str) -> str | None:
+        return self.path(key)
+
     def _device(self) -> int:
         if self._dev is None:
             self._dev = os.stat(self.root).st_dev

@@ -1,27 +1,56 @@
 """Verified restore: every byte checked against its hash, no path allowed out of the target.
 
-Restore works in two phases. Files are first written under temporary names next to their final
-place, each hashed as it is copied; only when every one matched are they renamed into place and
-the symlinks made. A damaged snapshot therefore leaves the target as it was, and the caller can
-fall back to the next newest snapshot. Each file gets its captured permission bits and (when the
-manifest recorded it) modification time back.
+Restore works in two phases. Files are first laid out under temporary names next to their final
+place, each verified; only when every one matched are they renamed into place and the symlinks
+made. A damaged snapshot therefore leaves the target as it was, and the caller can fall back to
+the next newest snapshot. Each file gets its captured permission bits and (when the manifest
+recorded it) modification time back.
+
+A file's bytes come from the first of these that applies (:class:`Sources` says which may):
+
+1. ``reuse``: the file at the same path in a folder the caller set aside (the previous
+   attempt's working copy), moved here by a rename when it hashes to the entry; when it is the
+   blob's own inode (an integration's checkpoint, stored by a hard link) it is trusted as the
+   blob is, below.
+2. ``link``: under the folders named there (files that are never written in place), a hard
+   link to the blob itself when the store is a folder on the same file system and the blob's
+   read-only mode and mtime are the entry's: no byte is written. The blob is hashed through the
+   link unless ``trusted`` says this process hashed that very file, unchanged, before.
+3. A copy from the blob, hashed as it is written.
+
+A linked or reused blob file is shared with the store, so it keeps the blob's mode (the entry's
+without write permission) and is never written through; nothing is trusted without a hash
+taken by this process of the same, unchanged, unwritable file (:mod:`nodus.store.trust`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
 import secrets
+import stat
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from nodus.errors import SnapshotDamagedError, StoreError, UnsafePathError, UsageError
 from nodus.store import keys
-from nodus.store._io import copy_hashing
+from nodus.store._io import copy_hashing, hash_stream
 from nodus.store.manifest import FileEntry, Manifest
 from nodus.store.storage import Storage
+from nodus.store.trust import VerifiedBlobs, read_only
 
-__all__ = ["restore", "unsafe_reason", "write_verified"]
+__all__ = ["Sources", "restore", "unsafe_reason", "write_verified"]
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a restore may find a file's bytes without writing them (see the module's doc)."""
+
+    trusted: VerifiedBlobs
+    reuse: str | None = None  # a folder set aside, whose files may be moved in once verified
+    link: tuple[str, ...] = ()  # folders (relative, "/"-separated) whose files may be links
 
 
 def unsafe_reason(entry: FileEntry) -> str | None:
@@ -49,11 +78,13 @@ def restore(
     target: str,
     kinds: Sequence[str] | None = None,
     overlay: bool = False,
+    sources: Sources | None = None,
 ) -> None:
     entries = manifest.held_files(tuple(kinds) if kinds is not None else None)
     _refuse_unsafe(manifest, entries)
     _prepare_target(target, overlay)
-    write_verified(storage, manifest.id, [(entry, entry.path) for entry in entries], target)
+    pairs = [(entry, entry.path) for entry in entries]
+    write_verified(storage, manifest.id, pairs, target, sources=sources)
 
 
 def write_verified(
@@ -62,30 +93,37 @@ def write_verified(
     pairs: Sequence[tuple[FileEntry, str]],
     target: str,
     wrap: Callable[[BinaryIO], Any] | None = None,
+    sources: Sources | None = None,
 ) -> None:
     """Write each ``(entry, destination)`` under ``target``; nothing lands unless all verify.
 
     ``destination`` is a relative path checked like a manifest path; ``wrap`` may wrap each
     file being written (a progress counter) and then the plain, non-kernel copy is used.
+    ``sources``: where the bytes may come from without a copy (the module's doc).
     """
     root = os.path.realpath(target)
-    staged: list[tuple[str, str, FileEntry]] = []
+    staged: list[tuple[str, str, FileEntry, bool]] = []
     try:
         for entry, dest in pairs:
             if not entry.is_link:
                 final = _checked_destination(root, dest)
-                staged.append(_stage(storage, snapshot_id, entry, final, wrap))
+                temp = _temp_next_to(final)
+                shared = _without_copy(storage, snapshot_id, entry, dest, temp, sources)
+                if shared is None:
+                    _stage(storage, snapshot_id, entry, temp, wrap)
+                staged.append((temp, final, entry, bool(shared)))
     except BaseException:
-        for temp, _final, _entry in staged:
+        for temp, _final, _entry, _shared in staged:
             _remove(temp)
         raise
-    for temp, final, entry in staged:
+    for temp, final, entry, shared in staged:
         os.replace(temp, final)
-        os.chmod(final, entry.mode)
-        if entry.mtime_ns is not None:
-            # The captured time, so whatever keys on mtimes (a `datasets` fingerprint of a
-            # local file, make) sees the same file in every attempt.
-            os.utime(final, ns=(entry.mtime_ns, entry.mtime_ns))
+        if not shared:  # a blob's own file already has the entry's time and read-only mode
+            os.chmod(final, entry.mode)
+            if entry.mtime_ns is not None:
+                # The captured time, so whatever keys on mtimes (a `datasets` fingerprint of a
+                # local file, make) sees the same file in every attempt.
+                os.utime(final, ns=(entry.mtime_ns, entry.mtime_ns))
     for entry, dest in pairs:
         if entry.is_link:
             _link(entry.target, _checked_destination(root, dest))
@@ -112,11 +150,133 @@ def _prepare_target(target: str, overlay: bool) -> None:
         raise UsageError(f"restore target {target} is not empty (restore needs an empty folder)")
 
 
-def _stage(
-    storage: Storage, snapshot_id: str, entry: FileEntry, final: str, wrap
-) -> tuple[str, str, FileEntry]:
-    """Copy one blob next to its final place under a temporary name, checking its hash."""
-    temp = os.path.join(os.path.dirname(final), f".nodus-restore-{secrets.token_hex(6)}")
+def _temp_next_to(final: str) -> str:
+    return os.path.join(os.path.dirname(final), f".nodus-restore-{secrets.token_hex(6)}")
+
+
+def _without_copy(
+    storage: Storage,
+    snapshot_id: str,
+    entry: FileEntry,
+    dest: str,
+    temp: str,
+    sources: Sources | None,
+) -> bool | None:
+    """Lay the entry out at ``temp`` from a verified file already on this disk, if one is.
+
+    True: ``temp`` is the blob's own file (shared with the store); False: a verified file of
+    its own; None: nothing here serves, copy from the blob. A linked blob that does not hash
+    to its name is damage (SnapshotDamagedError), as a copy of it would be.
+    """
+    if sources is None:
+        return None
+    blob_path = storage.local_file(keys.blob_key(entry.hash))
+    blob = _stat(blob_path) if blob_path is not None else None
+    if sources.reuse is not None and blob is not None:
+        reused = _reuse(
+            snapshot_id, sources.reuse, dest, entry, temp, blob_path, blob, sources.trusted
+        )
+        if reused is not None:
+            return reused
+    linkable = any(dest.startswith(f"{folder}/") for folder in sources.link)
+    if not linkable or blob is None or not _fits(entry, blob):
+        return None
+    try:
+        os.link(blob_path, temp, follow_symlinks=False)
+    except OSError as error:
+        if error.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOENT):
+            return None  # another file system, links refused, or the blob just went: copy
+        raise
+    if _verified(temp, entry, blob, sources.trusted):
+        return True
+    _remove(temp)
+    raise SnapshotDamagedError(
+        f"snapshot {snapshot_id}: {entry.path}: contents do not match the manifest "
+        f"(blob {entry.hash} is altered)"
+    )
+
+
+def _reuse(
+    snapshot_id: str,
+    reuse: str,
+    dest: str,
+    entry: FileEntry,
+    temp: str,
+    blob_path: str,
+    blob: os.stat_result,
+    trusted: VerifiedBlobs,
+) -> bool | None:
+    """Move the file at ``dest`` under the set-aside folder ``reuse`` to ``temp`` when it holds
+    the entry's bytes; the blob is verified too (trusted, or hashed), so a damaged snapshot is
+    refused as a copy from it would be."""
+    found = os.path.join(reuse, *dest.split("/"))
+    try:
+        info = os.lstat(found)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_size != entry.size:
+        return None
+    if not _inside(os.path.dirname(found), reuse):
+        return None  # a symlinked folder of the old copy: never move a file from elsewhere
+    shared = (info.st_ino, info.st_dev) == (blob.st_ino, blob.st_dev)
+    if shared and not _fits(entry, info):
+        return None  # the blob's file, but its time or mode is not this entry's
+    if not shared and not _verified(blob_path, entry, blob, trusted):
+        # The snapshot is damaged even though this file is sound: another machine, or a
+        # later attempt without it, could not restore it (the caller falls back).
+        raise SnapshotDamagedError(
+            f"snapshot {snapshot_id}: {entry.path}: contents do not match the manifest "
+            f"(blob {entry.hash} is altered)"
+        )
+    os.rename(found, temp)  # the set-aside folder is the caller's, on the target's disk
+    if _verified(temp, entry, blob if shared else None, trusted):
+        return shared
+    _remove(temp)
+    return None
+
+
+def _inside(folder: str, root: str) -> bool:
+    real, real_root = os.path.realpath(folder), os.path.realpath(root)
+    return real == real_root or real.startswith(real_root + os.sep)
+
+
+def _fits(entry: FileEntry, info: os.stat_result) -> bool:
+    """A blob's file can stand for the entry: read-only, the entry's mode and mtime."""
+    mode = stat.S_IMODE(info.st_mode)
+    right_mode = read_only(info) and mode == entry.mode & ~0o222
+    return right_mode and entry.mtime_ns in (None, info.st_mtime_ns)
+
+
+def _verified(
+    path: str, entry: FileEntry, blob: os.stat_result | None, trusted: VerifiedBlobs
+) -> bool:
+    """Whether the file at ``path`` holds the entry's bytes; ``blob``: it is that blob's file.
+
+    A blob's file this process hashed before, unchanged and unwritable since, needs no read.
+    """
+    with open(path, "rb", buffering=0) as handle:
+        info = os.fstat(handle.fileno())
+        is_blob = blob is not None and (info.st_ino, info.st_dev) == (blob.st_ino, blob.st_dev)
+        if is_blob and trusted.trusts(entry.hash, info):
+            return True
+        digest, size = hash_stream(handle)
+        unchanged = os.fstat(handle.fileno()).st_mtime_ns == info.st_mtime_ns
+    if digest != entry.hash or size != entry.size or not unchanged:
+        return False
+    if is_blob:
+        trusted.note(entry.hash, info)
+    return True
+
+
+def _stat(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _stage(storage: Storage, snapshot_id: str, entry: FileEntry, temp: str, wrap) -> None:
+    """Copy one blob to ``temp`` (next to its final place), checking its hash."""
     try:
         with (
             storage.open(keys.blob_key(entry.hash)) as source,
@@ -140,7 +300,6 @@ def _stage(
             f"snapshot {snapshot_id}: {entry.path}: contents do not match the manifest "
             f"(expected xxh3-128 {entry.hash}, {entry.size} bytes; found {digest}, {size} bytes)"
         )
-    return temp, final, entry
 
 
 def _checked_destination(root: str, path: str) -> str:

@@ -99,6 +99,14 @@ class Storage(Protocol):
         """
         ...
 
+    def local_file(self, key: str) -> str | None:
+        """The file on this machine that holds the object ``key``, so a restore may link to it
+        instead of copying it; None where objects are not local files (a remote storage).
+
+        The file may be missing (a missing object). Nothing may ever write through this path.
+        """
+        ...
+
     def put_file(
         self, local_path: str, key: str, progress: Callable[[int], None] | None = None
     ) -> None:

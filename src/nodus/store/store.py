@@ -12,6 +12,7 @@ import dataclasses
 import json
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
@@ -33,9 +34,10 @@ from nodus.store.kinds import KINDS, classify
 from nodus.store.live_folder import Candidate, FileCache, ReadResult, read_consistently, select
 from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
 from nodus.store.model_records import ModelRecords, ModelVersion
+from nodus.store.restore import Sources, unsafe_reason, write_verified
 from nodus.store.restore import restore as _restore
-from nodus.store.restore import unsafe_reason, write_verified
 from nodus.store.storage import Storage, open_storage
+from nodus.store.trust import VerifiedBlobs
 from nodus.store.verify import MISSING, VerifyReport, verify_store
 
 __all__ = ["SnapshotStore", "open_store"]
@@ -67,6 +69,7 @@ class SnapshotStore:
         self._files = FileCache()
         self._manifests: dict[str, Manifest] = {}  # manifests never change once committed
         self._blobs: dict[str, dict[str, frozenset[str]]] = {}  # id -> kind -> its blobs
+        self._verified = VerifiedBlobs()  # blobs hashed here: a restore may link them unread
 
     @property
     def url(self) -> str:
@@ -158,7 +161,7 @@ class SnapshotStore:
             # writes back earlier copies while later ones are still being read (as `cp` + `sync`).
             for entry, spool in copied:
                 if spool is not None:
-                    self._storage.adopt_file(spool, keys.blob_key(entry.hash))
+                    self._adopt(entry, spool)
                 intent_written = renew_intent(self._storage, snapshot_id, intent_written)
             files = [entry for entry, _spool in copied]
             manifest = self._commit(snapshot_id, info, files, guard)
@@ -173,6 +176,16 @@ class SnapshotStore:
             time.monotonic() - started,
         )
         return manifest
+
+    def _adopt(self, entry: FileEntry, spool: str) -> None:
+        """Make a spool the entry's blob: read-only first (nothing writes a blob), and trusted
+        by later restores while its file stays as it is (the spool's bytes are the hashed ones)."""
+        os.chmod(spool, (entry.mode | stat.S_IRUSR) & ~_WRITABLE)
+        info = os.stat(spool)
+        if self._storage.adopt_file(spool, keys.blob_key(entry.hash)):
+            self._note_verified(
+                entry.hash, (info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev)
+            )
 
     def _read_one(self, candidate: Candidate) -> tuple[FileEntry, str | None] | None:
         """The entry for one candidate and its spool copy (None when the blob is already known)."""
@@ -205,7 +218,9 @@ class SnapshotStore:
         if candidate.target is not None or not self._storage.is_local:
             return _COPY
         for _ in range(2):  # a second time when the hash was known but its blob is gone
-            read = read_consistently(candidate.full, candidate.rel, None, self._files)
+            # Published whole and never written again: no wait for the file to be quiet (the
+            # link checks after the chmod that it is still the state hashed).
+            read = read_consistently(candidate.full, candidate.rel, None, self._files, settled=True)
             if read is None:
                 return None
             entry = self._entry(candidate, classify(candidate.rel), read)
@@ -216,8 +231,22 @@ class SnapshotStore:
                 self._files.forget(candidate.full)
                 continue
             linked = self._storage.link_file(candidate.full, key, read.identity)
+            if linked:
+                self._note_verified(read.digest, read.identity)
             return _COPY if linked is None else (entry, None)
         return _COPY
+
+    def _note_verified(self, digest: str, identity: tuple[int, ...]) -> None:
+        """The blob just linked is the very file hashed to ``digest``: trusted while unchanged."""
+        path = self._storage.local_file(keys.blob_key(digest))
+        try:
+            info = os.stat(path, follow_symlinks=False) if path is not None else None
+        except FileNotFoundError:
+            return
+        if info is not None and (info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev) == tuple(
+            identity
+        ):
+            self._verified.note(digest, info)
 
     @staticmethod
     def _entry(candidate: Candidate, kind: str, read: ReadResult) -> FileEntry:
@@ -335,11 +364,20 @@ class SnapshotStore:
         *,
         kinds: Sequence[str] | None = None,
         overlay: bool = False,
+        reuse: str | None = None,
+        link: Sequence[str] = (),
     ) -> None:
         """Restore into the empty folder ``target`` (or over it with ``overlay``), verified.
 
         Raises SnapshotDamagedError (missing or altered contents; the target is left as it
         was) or UnsafePathError; the caller falls back to the next newest snapshot.
+
+        Written without a copy where possible (``nodus.store.restore``), always verified:
+        ``reuse``, a folder set aside on the target's file system (the previous attempt's
+        copy) whose file at an entry's path is moved in when it hashes to the entry (whatever
+        is left there is the caller's to remove); ``link``, folders (relative,
+        ``/``-separated) whose files are never written in place, laid out as hard links to
+        their read-only blobs.
         """
         manifest = self.get(snapshot_id)
         wanted = tuple(kinds) if kinds is not None else manifest.kinds
@@ -347,7 +385,8 @@ class SnapshotStore:
         if gone:
             raise NotFoundError(f"snapshot {snapshot_id} no longer holds {', '.join(gone)}")
         started = time.monotonic()
-        _restore(self._storage, manifest, target, wanted, overlay)
+        sources = Sources(self._verified, reuse, tuple(link)) if reuse or link else None
+        _restore(self._storage, manifest, target, wanted, overlay, sources)
         log.info(
             "store: restored %s into %s in %.2fs", snapshot_id, target, time.monotonic() - started
         )
@@ -537,6 +576,7 @@ class SnapshotStore:
 
 
 _COPY = object()  # _link_one: this file is copied into the store after all
+_WRITABLE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
 
 def _remove_spools(spools) -> None:

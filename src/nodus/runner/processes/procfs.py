@@ -9,7 +9,6 @@ opened for.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -17,7 +16,9 @@ from dataclasses import dataclass
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+# The C library this interpreter is linked against, found by dlopen(NULL): importing
+# ctypes.util to look it up would cost every supervisor start about 10 ms.
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 @dataclass(frozen=True)

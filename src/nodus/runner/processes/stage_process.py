@@ -45,6 +45,50 @@ class CannotStartError(Exception):
     """The command could not be started at all (not found, not executable)."""
 
 
+class Supervisor:
+    """An attempt's supervisor process, started before its program is known.
+
+    Its interpreter takes about as long to start as the program's, so the runner starts it
+    while it lays the working copy out (:func:`spawn_supervisor`) and hands it to the
+    :class:`StageProcess` that starts the program; one never handed on is discarded, and a
+    supervisor whose socket closes before a start request exits without starting anything.
+    """
+
+    def __init__(self, process: subprocess.Popen, sock: socket.socket) -> None:
+        self.process = process
+        self.sock = sock
+        self.taken = False
+
+    def discard(self) -> None:
+        if not self.taken:
+            self.taken = True
+            self.sock.close()
+            self.process.stdout.close()
+            self.process.wait()
+
+
+def spawn_supervisor(token: str) -> Supervisor:
+    """Start an attempt's supervisor (from the main thread); CannotStartError if it cannot."""
+    ours, theirs = socket.socketpair()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nodus.runner.processes.supervisor", str(theirs.fileno())],
+            env={**os.environ, TOKEN_VAR: token},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(theirs.fileno(),),
+            start_new_session=True,
+            preexec_fn=procfs.die_with_parent(os.getpid(), signal.SIGTERM),
+        )
+    except OSError as error:
+        ours.close()
+        raise CannotStartError(f"the attempt's supervisor cannot start: {error}") from None
+    finally:
+        theirs.close()
+    return Supervisor(process, ours)
+
+
 class StageProcess:
     """A running stage program: signal it, poll it, end its tree, and let its output flow."""
 
@@ -77,27 +121,16 @@ class StageProcess:
         self.signals_sent: list[int] = []
         self._pump: threading.Thread | None = None
 
-    def start(self) -> None:
-        ours, theirs = socket.socketpair()
-        try:
-            self.supervisor = subprocess.Popen(
-                [sys.executable, "-m", "nodus.runner.processes.supervisor", str(theirs.fileno())],
-                env={**os.environ, TOKEN_VAR: self.token},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                pass_fds=(theirs.fileno(),),
-                start_new_session=True,
-                preexec_fn=procfs.die_with_parent(os.getpid(), signal.SIGTERM),
-            )
-        except OSError as error:
-            ours.close()
-            raise CannotStartError(f"the attempt's supervisor cannot start: {error}") from None
-        finally:
-            theirs.close()
+    def start(self, supervisor: Supervisor | None = None) -> None:
+        """Start the program under ``supervisor`` (one started earlier for this attempt's
+        token), or under a new one."""
+        if supervisor is None or supervisor.taken:
+            supervisor = spawn_supervisor(self.token)
+        supervisor.taken = True
+        self.supervisor = supervisor.process
         self._pump = threading.Thread(target=self._copy_output, daemon=True)
         self._pump.start()
-        self.channel = Channel(ours)
+        self.channel = Channel(supervisor.sock)
         start = Start(self.command, self.cwd, self.env, self.grace_s)
         self.channel.send({START: start.to_dict()})
         reply = self.channel.receive(None)

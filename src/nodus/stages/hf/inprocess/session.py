@@ -18,6 +18,7 @@ from nodus import protocol
 from nodus.protocol import Settings
 from nodus.schemas import defaults
 from nodus.stages.hf.inprocess import identity as identities
+from nodus.stages.hf.inprocess.cadence import AutoCadence
 from nodus.stages.hf.inprocess.control import ControlDir
 from nodus.stages.hf.inprocess.state_copy import Buffers, capture
 from nodus.stages.hf.inprocess.writer import CheckpointWriter, remove_older_checkpoints
@@ -45,11 +46,27 @@ class Session:
         # so no checkpoint falls between a generation and the steps that use its rollouts);
         # a request arriving in between is answered at the next such step.
         self.save_granularity = 1
+        self.cadence: AutoCadence | None = None  # save_every = "auto", from train() on
 
     # --- train() start ---------------------------------------------------------------------------
 
     def start(self) -> str | None:
         """Record this training's identities; return the checkpoint to resume from, if any."""
+        path = self._resume_point()
+        if self.settings.auto_cadence:
+            self.cadence = AutoCadence(
+                self.settings.max_save_overhead or defaults.MAX_SAVE_OVERHEAD,
+                anchor=self.last_saved_step or 0,
+                report=self._report_cadence,
+            )
+        return path
+
+    def _report_cadence(self, every: int, overhead: float | None, step: int) -> None:
+        self.control.write_event(
+            protocol.EVENT_SAVE_CADENCE, {"every": every, "overhead": overhead, "step": step}
+        )
+
+    def _resume_point(self) -> str | None:
         trainer = self.trainer
         self.identity = {
             **identities.compute(trainer),
@@ -118,6 +135,8 @@ class Session:
 
     def at_boundary(self) -> None:
         step = self.trainer.state.global_step
+        if self.cadence is not None:
+            self.cadence.boundary(step, self.writer.busy())
         if step % self.save_granularity:
             return
         requests = self.control.pending_requests(self.answered)
@@ -143,9 +162,11 @@ class Session:
         if not runtime.periodic_saves:
             self._say_saves_off(runtime.reason)
             return False  # the runner's disk guard: only the final save and requests remain
-        every = self.settings.save_every
         if self.epoch_ending:
             return self.settings.save_each_epoch
+        if self.cadence is not None:
+            return self.cadence.due(step)
+        every = int(self.settings.save_every)
         return every > 0 and step % every == 0
 
     def _say_saves_off(self, reason: str) -> None:
@@ -156,8 +177,11 @@ class Session:
     def _save(self, request_ids: list[int]) -> None:
         self.answered.update(request_ids)
         self.last_saved_step = self.trainer.state.global_step
+        started = time.perf_counter()
         self.writer.wait()  # the buffers are about to be reused: the previous write must be done
         self.writer.submit(capture(self.trainer, self.identity or {}, request_ids, self.buffers))
+        if self.cadence is not None:
+            self.cadence.saved(self.last_saved_step, time.perf_counter() - started)
 
     def _answer_saved(self, step: int, request_ids: list[int]) -> bool:
         self.writer.wait()  # the record of that save is written once its files are on disk

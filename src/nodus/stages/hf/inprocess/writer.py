@@ -41,6 +41,10 @@ class CheckpointWriter:
         )
         self._thread.start()
 
+    def busy(self) -> bool:
+        """A write is in flight (submitted and not finished yet)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def wait(self) -> None:
         if self._thread is not None:
             self._thread.join()

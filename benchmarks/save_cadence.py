@@ -1,0 +1,115 @@
+"""Benchmark: ``save_every = "auto"`` on the quick-start model, against no periodic saves.
+
+    .venv/bin/python benchmarks/save_cadence.py [--repeat 3] [--epochs 40]
+                                                [--max-save-overhead 0.035] [--dir SCRATCH]
+
+Each round runs the quick-start (examples/quickstart, 12 optimizer steps per epoch) under
+`nodus run` twice, one after the other: with ``save_every = 0`` (only the final save) and with
+``save_every = "auto"``; no epoch-end saves in either. The figure is the Trainer's own
+``train_runtime`` (the training loop: start-up and the final save, the same in both, are left
+out), so ``overhead = auto / none - 1`` is what the periodic saves cost training; target: at
+most ``max_save_overhead``. Also reported: the saves taken and the cadences chosen (the run's
+``save_cadence`` events). Medians over the rounds.
+
+The script drives the nodus next to it (``../src``), so a copy of it in another checkout
+measures that checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.join(HERE, "..", "src")
+QUICKSTART = os.path.join(HERE, "..", "examples", "quickstart")
+_EXECUTION = re.compile(r"^\[execution\].*", re.S | re.M)
+_RUNTIME = re.compile(r"\{'train_runtime':.*\}")
+
+
+def one_run(scratch: str, cadence: str, args) -> dict:
+    """The quick-start under `nodus run` with ``save_every = CADENCE``: its figures."""
+    folder = tempfile.mkdtemp(dir=scratch)
+    code = os.path.join(folder, "code")
+    shutil.copytree(QUICKSTART, code, ignore=shutil.ignore_patterns("out", "state", ".nodus"))
+    bound = f"max_save_overhead = {args.max_save_overhead}\n" if cadence == '"auto"' else ""
+    workload = os.path.join(code, "workload.toml")
+    with open(workload) as handle:
+        text = handle.read()
+    with open(workload, "w") as handle:  # the quick start's own file, with this cadence
+        handle.write(
+            _EXECUTION.sub(
+                f"[execution]\nsave_every = {cadence}\n{bound}keep_recoverable = 1\n", text
+            )
+        )
+    home = os.path.join(folder, "home")
+    env = dict(os.environ, NODUS_HOME=home, PYTHONPATH=SRC, QUICKSTART_EPOCHS=str(args.epochs))
+    # The workload says `python`: this interpreter's, with the training stack installed.
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    env.pop("NODUS_STORE", None)
+    nodus = [sys.executable, "-m", "nodus"]
+    proc = subprocess.run(
+        [*nodus, "run", "workload.toml", "--key", "bench"], cwd=code, env=env, capture_output=True
+    )
+    if proc.returncode != 0:
+        raise SystemExit(proc.stdout.decode()[-3000:] + proc.stderr.decode()[-3000:])
+    view = subprocess.run(
+        [*nodus, "runs", "get", "bench", "--json"], cwd=code, env=env, capture_output=True
+    )
+    run = json.loads(view.stdout)
+    log = run["stages"][0]["attempts"][0]["log_path"]
+    with open(log, errors="replace") as handle:
+        metrics = ast.literal_eval(_RUNTIME.findall(handle.read())[-1])
+    events = run["events"]
+    return {
+        "train_s": float(metrics["train_runtime"]),
+        "saves": sum(1 for e in events if e["type"] == "snapshot_committed"),
+        "cadences": [
+            (e["every"], e["overhead"], e["step"]) for e in events if e["type"] == "save_cadence"
+        ],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=40, help="quick-start epochs (12 steps)")
+    parser.add_argument("--max-save-overhead", type=float, default=0.035)
+    parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
+    args = parser.parse_args()
+    rounds = []
+    with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
+        for number in range(args.repeat):
+            none, auto = one_run(scratch, "0", args), one_run(scratch, '"auto"', args)
+            rounds.append((none, auto))
+            print(
+                f"round {number + 1}: none {none['train_s']:.2f} s, auto {auto['train_s']:.2f} s "
+                f"({auto['saves']} saves; cadences (every, overhead, step): {auto['cadences']})",
+                flush=True,
+            )
+    none_s = statistics.median(none["train_s"] for none, _ in rounds)
+    auto_s = statistics.median(auto["train_s"] for _, auto in rounds)
+    summary = {
+        "steps": args.epochs * 12,
+        "none_train_s": round(none_s, 3),
+        "auto_train_s": round(auto_s, 3),
+        "overhead": round(auto_s / none_s - 1, 4),
+        "bound": args.max_save_overhead,
+        "saves": statistics.median(auto["saves"] for _, auto in rounds),
+        "last_cadence": rounds[-1][1]["cadences"][-1][0],
+    }
+    print(json.dumps({"median": summary}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
