@@ -16,6 +16,7 @@ import time
 import pytest
 from runner_helpers import pid_alive, running_attempt
 
+from nodus.store import deletion
 from nodus.testing.counter import expected_value
 from polling import wait_for
 
@@ -63,10 +64,21 @@ def test_random_kills_of_program_and_runner_lose_nothing_committed(project):
     listed = {m.id for m in store.list(run=run_id, stage="main")}
     events = project.catalog().events(run_id)
     rotated = {e["details"]["snapshot"] for e in events if e["type"] == "snapshot_kind_deleted"}
+    # A runner killed inside a rotation pass leaves the kind marked (its tombstone names the
+    # reason) before the pass could record its event; the store finishes it at the next gc.
+    rotated |= {
+        snapshot
+        for snapshot in seen
+        if any(r["reason"] == "rotation" for r in deletion.records(store, snapshot).values())
+    }
     assert seen <= listed | rotated, "a committed snapshot vanished without rotation deleting it"
     assert not [e for e in events if e["type"] == "rotation_failed"]
     assert all(store.check(snapshot) == [] for snapshot in seen & listed)
-    attempts = {a["number"]: a for a in project.get(run_id)["stages"][0]["attempts"]}
+    attempts = project.get(run_id)["stages"][0]["attempts"]
     for number, floor in floors.items():
-        restored = attempts[number]["restored_step"] or 0
-        assert restored >= floor, (number, restored, floor)
+        # The first attempt after the kill that laid a copy out (its log_path is recorded with
+        # what it restored): a runner killed while the next attempt prepared leaves that one
+        # with nothing restored and no program, and the floor carries over to the one after.
+        prepared = [a for a in attempts if a["number"] >= number and a["log_path"]]
+        restored = prepared[0]["restored_step"] or 0
+        assert restored >= floor, (prepared[0]["number"], restored, floor)
