@@ -17,7 +17,10 @@ pytestmark = [pytest.mark.hf, pytest.mark.slow]
 
 
 def test_low_free_space_stops_periodic_saves_and_keeps_the_final_save(tmp_path, bare_hash):
-    project = Project(tmp_path, write_delay="0")
+    # Each save's write takes 0.5 s and the next save waits for it: the runner has seconds, not
+    # the few milliseconds of 30 tiny steps, to turn saves off after the first one even on a
+    # machine busy starting a Ray cluster (seen in CI with no delay).
+    project = Project(tmp_path, write_delay="0.5")
     proc = project.nodus("run", str(project.file), "--key", "g", env={"NODUS_FREE_BYTES": "1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "SUCCEEDED\n" in proc.stderr and "captures failed" not in proc.stderr
