@@ -561,16 +561,7 @@ class Attempt:
     def _end(self, outcome: Outcome) -> Outcome:
         if self.process is not None:  # what a lost supervisor left behind, killed by token
             record_survivors(self.ctx.catalog, self.ctx.run_id, self.process.survivors)
-        self.ctx.catalog.end_attempt(
-            self.ctx.run_id, self.stage.name, self.number, outcome.kind, outcome.detail
-        )
-        self.ctx.event(
-            "attempt_ended",
-            {"outcome": outcome.kind, "detail": outcome.detail},
-            self.stage.name,
-            self.number,
-        )
-        return outcome
+        return record_end(self.ctx, self.stage.name, self.number, outcome)
 
 
 def _with_unrecorded(outcome: Outcome, unrecorded: list) -> Outcome:
@@ -578,3 +569,10 @@ def _with_unrecorded(outcome: Outcome, unrecorded: list) -> Outcome:
     if not unrecorded:
         return outcome
     return replace(outcome, detail=f"{outcome.detail}; {unrecorded_note(unrecorded)}")
+
+
+def record_end(ctx: RunContext, stage: str, number: int, outcome: Outcome) -> Outcome:
+    """An attempt's end in the catalog and its ``attempt_ended`` event, wherever it ran."""
+    ctx.catalog.end_attempt(ctx.run_id, stage, number, outcome.kind, outcome.detail)
+    ctx.event("attempt_ended", {"outcome": outcome.kind, "detail": outcome.detail}, stage, number)
+    return outcome

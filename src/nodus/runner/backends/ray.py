@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nodus.runner.adoption import record_of
-from nodus.runner.attempt import Outcome, Restore, RunContext
+from nodus.runner.attempt import Outcome, Restore, RunContext, record_end
 from nodus.runner.backends.node import NodeAgent, forwarded_environment
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.runner.rotation import Rotation
@@ -361,16 +361,7 @@ class RayAttempt:
             ray.util.remove_placement_group(self._group)
 
     def _end(self, outcome: Outcome) -> Outcome:
-        self.ctx.catalog.end_attempt(
-            self.ctx.run_id, self.stage.name, self.number, outcome.kind, outcome.detail
-        )
-        self.ctx.event(
-            "attempt_ended",
-            {"outcome": outcome.kind, "detail": outcome.detail},
-            self.stage.name,
-            self.number,
-        )
-        return outcome
+        return record_end(self.ctx, self.stage.name, self.number, outcome)
 
 
 def _decide(ended: dict[int, Outcome], ranks: int, settled: bool) -> Outcome | None:
