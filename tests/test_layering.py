@@ -33,7 +33,7 @@ ALLOWED = {
     "store": {"schemas", *BASE},
     "stages": {"schemas", *BASE},
     "stages.hf.inprocess": {"stages", "schemas", *BASE},
-    "schemas": {"errors", "protocol"},
+    "schemas": {"errors", "protocol", "_atomic"},
     "testing": {"protocol"},
     "protocol": set(),
     "errors": set(),

@@ -70,3 +70,43 @@ def test_a_run_on_a_local_store_imports_no_fsspec_and_no_framework(folder, tmp_p
     status, modules = imported(folder, tmp_path / "home", "run", "nodus.toml")
     assert status == 0
     assert sorted(modules & (FRAMEWORKS | {"fsspec", "filelock", "asyncio"})) == []
+
+
+def test_a_workload_run_again_unchanged_is_not_checked_again(folder, tmp_path):
+    """The resolution is remembered (nodus.schemas.remembered): no pydantic the second time."""
+    status, modules = imported(folder, tmp_path / "home", "run", "nodus.toml")
+    assert status == 0 and "pydantic" in modules
+    status, modules = imported(folder, tmp_path / "home", "run", "nodus.toml")
+    assert status == 0
+    assert sorted(modules & {"pydantic", "nodus.schemas.models"}) == []
+
+
+def test_an_edited_workload_is_checked_again(folder, tmp_path):
+    home = tmp_path / "home"
+    assert imported(folder, home, "run", "nodus.toml")[0] == 0
+    text = (folder / "nodus.toml").read_text()
+    (folder / "nodus.toml").write_text(text + "max_recovries = 3\n")
+    refused = _nodus(folder, home, "run", "nodus.toml")
+    assert refused.returncode == 2
+    assert "max_recovries" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_remembered_workload_whose_code_folder_is_gone_is_refused(folder, tmp_path):
+    (folder / "src").mkdir()
+    (folder / "src" / "train.py").write_text('print("hello")\n')
+    workload = WORKLOAD.format(python=sys.executable) + 'code = "src"\n'
+    (folder / "nodus.toml").write_text(workload)
+    home = tmp_path / "home"
+    assert imported(folder, home, "run", "nodus.toml")[0] == 0
+    (folder / "src" / "train.py").unlink()
+    (folder / "src").rmdir()
+    refused = _nodus(folder, home, "run", "nodus.toml")
+    assert refused.returncode == 2
+    assert "the code folder does not exist" in refused.stderr
+
+
+def _nodus(folder, home, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NODUS_HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-m", "nodus", *argv], cwd=folder, env=env, capture_output=True, text=True
+    )

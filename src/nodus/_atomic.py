@@ -12,15 +12,21 @@ import os
 from typing import Any
 
 
-def write_json_atomic(path: str, data: Any) -> None:
-    """Write JSON to a temporary name, fsync it, rename it over ``path``, fsync the folder."""
+def write_json_atomic(path: str, data: Any, durable: bool = True) -> None:
+    """Write JSON to a temporary name, fsync it, rename it over ``path``, fsync the folder.
+
+    ``durable=False`` leaves out both fsyncs, for a file that a crash of the machine makes
+    moot: one an attempt's preparation writes anew each time (readers still never see it torn).
+    """
     temp = f"{path}.{os.getpid()}.tmp"
     with open(temp, "w", encoding="utf-8") as handle:
         json.dump(data, handle, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
     os.replace(temp, path)
-    fsync_dir(os.path.dirname(path) or ".")
+    if durable:
+        fsync_dir(os.path.dirname(path) or ".")
 
 
 def fsync_dir(path: str) -> None:

@@ -119,7 +119,7 @@ class Client:
         from nodus.runner.service import claim_workload
 
         _check_foreground(detach, "run")
-        resolved = _resolve(workload, base_dir, resume_from, backend)
+        resolved = _resolve(workload, base_dir, resume_from, backend, home=self.home)
         store_url = defaults.store_url(self.store, self.home)
         claim = claim_workload(
             self.home,
@@ -397,13 +397,14 @@ def _resolve(
     base_dir: str | os.PathLike[str] | None,
     resume_from: str | None = None,
     backend: str | None = None,
+    home: str | None = None,
 ) -> ResolvedWorkload:
     """The resolved workload; the command line's ``resume_from`` and ``backend`` win over the
-    file's (``backend`` over every stage's)."""
+    file's (``backend`` over every stage's). A file resolved before under ``home`` is not
+    resolved again (:mod:`nodus.schemas.remembered`)."""
     import dataclasses
 
     from nodus.schemas.resolved import ResolvedWorkload
-    from nodus.schemas.sdk import resolve
 
     if isinstance(workload, ResolvedWorkload):
         if resume_from is not None:
@@ -420,6 +421,12 @@ def _resolve(
         overrides["resume_from"] = resume_from
     if backend is not None:
         overrides["execution"] = {"backend": backend}
+    if home is not None and base_dir is None and isinstance(workload, (str, os.PathLike)):
+        from nodus.schemas.remembered import resolve_remembered
+
+        return resolve_remembered(os.fspath(workload), overrides or None, home)
+    from nodus.schemas.sdk import resolve  # pydantic
+
     folder = os.fspath(base_dir) if base_dir is not None else None
     return resolve(workload, base_dir=folder, overrides=overrides or None)
 

@@ -77,6 +77,8 @@ def _orphan_the_tree(project, runner, run_id: str) -> set[int]:
     runner.wait(timeout=60)
     os.kill(supervisor, signal.SIGKILL)
     wait_for(lambda: supervisor not in token_carriers(run_id), "the supervisor to die")
+    # The runner's spare supervisor had no program: it leaves with the runner by itself.
+    wait_for(lambda: not _spares(run_id), "the spare supervisor to leave with the runner")
     left = token_carriers(run_id)
     # The program may end by itself now (its output has no reader); the stubborn two cannot.
     stubborn = {pid for pid, command in left.items() if "sleep(3600)" in command}
@@ -85,8 +87,35 @@ def _orphan_the_tree(project, runner, run_id: str) -> set[int]:
 
 
 def _supervisor(run_id: str) -> int:
-    carriers = token_carriers(run_id).items()
-    return next(pid for pid, command in carriers if "nodus.runner.processes.supervisor" in command)
+    """The running attempt's supervisor: the parent of its program. (The runner's spare
+    supervisor, waiting for a next attempt, carries the run's token too, with no program.)"""
+    carriers = token_carriers(run_id)
+    supervisors = {pid for pid, command in carriers.items() if SUPERVISOR in command}
+    return next(
+        parent
+        for pid in carriers
+        if (parent := _parent(pid)) in supervisors and pid not in supervisors
+    )
+
+
+SUPERVISOR = "nodus.runner.processes.supervisor"
+
+
+def _spares(run_id: str) -> set[int]:
+    """Waiting supervisors (and their forked children): no process below them carries the
+    token of an attempt."""
+    carriers = token_carriers(run_id)
+    supervisors = {pid for pid, command in carriers.items() if SUPERVISOR in command}
+    busy = {_parent(pid) for pid in carriers if pid not in supervisors}
+    return {pid for pid in supervisors if pid not in busy and _parent(pid) not in busy}
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _result_is_uninterrupted(project, run_id: str) -> None:
@@ -95,6 +124,9 @@ def _result_is_uninterrupted(project, run_id: str) -> None:
 
 def test_a_sigkilled_runner_takes_the_whole_tree_along_and_run_key_recovers(project):
     runner, run_id = _started_tree(project, "k")
+    # The runner keeps a spare supervisor for the next attempt (with its forked child): it
+    # carries the run's spare token and must go too.
+    wait_for(lambda: len(_spares(run_id)) >= 2, "the spare supervisor")
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait(timeout=60)
     wait_for(lambda: not token_carriers(run_id), "every process of the attempt to end")

@@ -157,3 +157,41 @@ def test_stored_blobs_are_read_only(store_url, tmp_path):
     for entry in manifest.files:
         info = os.stat(store.storage.local_file(keys.blob_key(entry.hash)))
         assert stat.S_IMODE(info.st_mode) & 0o222 == 0, entry.path
+
+
+def _copied_capture(store_url, tmp_path):
+    """A store object and its capture (by copy, as a directory-contract program's checkpoint)
+    of a live working copy at ``tmp_path/copy``, which is then set aside as a recovery does."""
+    live = tmp_path / "copy"
+    write_tree(live, FILES)
+    past = time.time() - 10  # out of the capture's racy window
+    for folder, _dirs, names in os.walk(live):
+        for name in names:
+            os.utime(os.path.join(folder, name), (past, past))
+    store = open_store(store_url)
+    info = SnapshotInfo(run="run_a", stage="train", attempt=1, step=10)
+    manifest = store.capture(str(live), ["state"], info=info)
+    aside = tmp_path / "previous"
+    os.rename(live, aside)
+    return store, manifest, aside
+
+
+def test_a_file_this_store_captured_and_nobody_touched_since_is_moved_in(store_url, tmp_path):
+    store, manifest, aside = _copied_capture(store_url, tmp_path)
+    kept = os.stat(aside / WEIGHTS).st_ino
+    store.restore(manifest.id, str(tmp_path / "copy"), reuse=str(aside))
+    assert read_tree(tmp_path / "copy") == FILES
+    assert os.stat(tmp_path / "copy" / WEIGHTS).st_ino == kept
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["same-store-object", "fresh-store-object"])
+def test_a_captured_file_changed_with_its_size_and_mtime_put_back_is_not_taken(
+    store_url, tmp_path, fresh
+):
+    """What the capture hashed is known only while the file's whole state (its ctime too) is
+    the one hashed: a write since, whatever it put back, means the file is read again."""
+    store, manifest, aside = _copied_capture(store_url, tmp_path)
+    corrupt(str(aside / WEIGHTS), keep_mtime=True)
+    restoring = open_store(store_url) if fresh else store
+    restoring.restore(manifest.id, str(tmp_path / "copy"), reuse=str(aside))
+    assert read_tree(tmp_path / "copy") == FILES  # the snapshot's bytes, from the blob

@@ -12,9 +12,11 @@ exit status; anything else is a bug, reported in one line (``NODUS_DEBUG=1`` sho
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import os
 import sys
+import threading
 from collections.abc import Sequence
 
 from nodus.errors import NodusError
@@ -110,4 +112,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    sys.exit(main())
+    status = main()
+    if threading.active_count() == 1:
+        # Nothing left running: leave without the interpreter's teardown, which frees every
+        # object of every module one by one (tens of milliseconds after a `nodus run`). Exit
+        # handlers still run (logging's flush among them), and the output is flushed first.
+        atexit._run_exitfuncs()
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # a reader that went away: nothing more to tell it
+        os._exit(status)
+    sys.exit(status)  # a thread still runs: the interpreter waits for it as it always does

@@ -34,7 +34,12 @@ from nodus.runner.disk_guard import DiskGuard, staging_disk
 from nodus.runner.launch import Launch, device_count, python_version
 from nodus.runner.lineage import Parent
 from nodus.runner.phases import AttemptOutcome, Phase
-from nodus.runner.processes.containment import attempt_token, kill_survivors, record_survivors
+from nodus.runner.processes.containment import (
+    attempt_token,
+    kill_survivors,
+    record_survivors,
+    spare_token,
+)
 from nodus.runner.processes.stage_process import (
     CannotStartError,
     StageProcess,
@@ -73,6 +78,29 @@ class RunContext:
     qualifying: bool = False  # `nodus qualify` only: see protocol.Settings.qualifying
     backend: str | None = None  # `--backend` of this drive; None: each stage's own
     ray_address: str | None = None  # `--ray-address`; None: RAY_ADDRESS, else Ray's own lookup
+    spare: Supervisor | None = None  # started ahead of the next local attempt (containment)
+
+    def start_spare(self) -> None:
+        """Start a supervisor for the next attempt now (from the main thread), so a recovery
+        does not wait for an interpreter to start; the driver discards it when the drive ends."""
+        if self.spare is None or self.spare.taken:
+            try:
+                self.spare = spawn_supervisor(spare_token(self.run_id))
+            except CannotStartError:
+                self.spare = None  # the attempt starts one of its own, or says why it cannot
+
+    def take_spare(self) -> Supervisor | None:
+        spare, self.spare = self.spare, None
+        return spare if spare is not None and not spare.taken else None
+
+    def kept_pids(self) -> tuple[int, ...]:
+        """The runner's own spare, which no sweep may take for a survivor."""
+        return () if self.spare is None else (self.spare.process.pid,)
+
+    def discard_spare(self) -> None:
+        if self.spare is not None:
+            self.spare.discard()
+            self.spare = None
 
     def event(
         self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
@@ -91,6 +119,8 @@ class Restore:
 
 class Attempt:
     """One process lifetime of a stage; its number (allocated at once) is its fencing token."""
+
+    spares = True  # start the next attempt's supervisor while this one runs (RunContext.spare)
 
     def __init__(
         self,
@@ -124,9 +154,9 @@ class Attempt:
     def run(self) -> Outcome:
         # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
         self._sweep()
-        # The supervisor's interpreter starts while the copy is laid out (after the sweep,
-        # which would take it for a survivor: it carries this attempt's token).
-        supervisor = self._early_supervisor()
+        # A spare started earlier is ready; otherwise one starts while the copy is laid out
+        # (after the sweep, which would take it for a survivor: it carries this attempt's token).
+        supervisor = self.ctx.take_spare() or self._early_supervisor()
         try:
             restored = self._prepare()
             rotation = self._rotation()
@@ -151,7 +181,7 @@ class Attempt:
 
     def _sweep(self) -> None:
         """Kill whatever an earlier attempt of the run left running."""
-        kill_survivors(self.ctx.catalog, self.ctx.run_id)
+        kill_survivors(self.ctx.catalog, self.ctx.run_id, keep=self.ctx.kept_pids())
 
     def _token(self) -> str:
         """The token every process of this attempt carries (containment)."""
@@ -204,6 +234,8 @@ class Attempt:
             self.process.start(supervisor)
         except CannotStartError as error:
             return Outcome(AttemptOutcome.FAILED, str(error))
+        finally:
+            self.ws.discard_previous()  # what the restore did not take; off the program's path
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, pid=self.process.pid
         )
@@ -308,7 +340,6 @@ class Attempt:
             break
         else:
             self._lay_source()
-        self.ws.discard_previous()
         self.ws.make_private_folders()
         self.warm_start = restored is not None and self._warm(restored)
         step = restored.step if restored and not self.warm_start else None
@@ -326,7 +357,7 @@ class Attempt:
         )
         if step is not None and restored is not None:
             commit = protocol.CommitRecord(step=restored.step, snapshot=restored.id)
-            write_json_atomic(self.ws.control.committed, commit.to_dict())
+            write_json_atomic(self.ws.control.committed, commit.to_dict(), durable=False)
         self.ctx.catalog.update_attempt(
             self.ctx.run_id,
             self.stage.name,
@@ -405,7 +436,10 @@ class Attempt:
                 self.process.finish_output()
                 capturer.final_capture()
                 return self.classify(status)
-            self.process.wait(defaults.POLL_S)  # returns at once when the program ends
+            if self.process.wait(defaults.POLL_S) is None and self.spares:
+                # Still running a poll later: start the next attempt's supervisor now, so a
+                # recovery need not wait for one (a program that ends at once never pays).
+                self.ctx.start_spare()
 
     def take_cancel(self) -> bool:
         """True (and the request marked handled) if a cancel is pending: it wins over a pause."""

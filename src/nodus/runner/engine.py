@@ -32,7 +32,8 @@ from typing import IO, Any
 from nodus.errors import NotFoundError, StoreError
 from nodus.protocol import WEIGHTS
 from nodus.runner.attempt import Outcome, Restore, RunContext
-from nodus.runner.backends import new_attempt
+from nodus.runner.backends import backend_of, new_attempt
+from nodus.runner.backends.base import RAY
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.control import settle_open_pause
 from nodus.runner.launch import stored
@@ -89,6 +90,7 @@ class Runner:
             self.catalog.set_phase(self.run.id, Phase.FAILED, message=str(error))
             raise
         finally:
+            self.ctx.discard_spare()
             self.catalog.set_runner(self.run.id, None, None)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -101,6 +103,8 @@ class Runner:
             if row["phase"] == Phase.SUCCEEDED:
                 overlays += self._outputs_of(stage)
                 continue
+            if backend_of(self.ctx, stage) != RAY:  # its supervisor starts while it is prepared
+                self.ctx.start_spare()
             status = self._run_stage(stage, row, restore, overlays)
             if status != 0:
                 return status
@@ -191,7 +195,8 @@ class Runner:
 
     def _reap_lost_attempts(self, stage: ResolvedStage, row: dict) -> bool:
         """Attempts still marked running belong to a dead runner: kill leftovers, end them."""
-        kill_survivors(self.catalog, self.run.id)  # before anything is recorded or restarted
+        # before anything is recorded or restarted
+        kill_survivors(self.catalog, self.run.id, keep=self.ctx.kept_pids())
         lost = [a for a in row["attempts"] if a["outcome"] is None]
         for attempt in lost:
             self.catalog.end_attempt(

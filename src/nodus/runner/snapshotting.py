@@ -144,7 +144,10 @@ class Capturer:
         whole = self._newest_whole(steps)
         if steps and whole is None:
             return
-        self.capture(whole if whole is not None else (self.last_step or 0), reason="exit")
+        step = whole if whole is not None else (self.last_step or 0)
+        if whole is None and self._committed_id is None and not self._selection(step):
+            return  # nothing saved, restored or selected: an empty snapshot restores nothing
+        self.capture(step, reason="exit")
 
     def _laid_out(self, step: int) -> bool:
         """``step`` is the warm start's folder, as it was laid out (the program left it)."""

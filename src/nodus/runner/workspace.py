@@ -232,4 +232,5 @@ def write_integration(
         parent_mode=parent_mode,
         warm_start_step=warm_start_step,
     )
-    write_json_atomic(ws.control.settings, settings.to_dict())
+    # Written anew by every attempt's preparation: a crash of the machine ends the attempt.
+    write_json_atomic(ws.control.settings, settings.to_dict(), durable=False)

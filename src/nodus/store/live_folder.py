@@ -272,7 +272,7 @@ def _read_once(
     fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
     with os.fdopen(fd, "rb", buffering=0) as source:
         before = os.fstat(fd)
-        signature = _signature(before)
+        signature = file_signature(before)
         mode = stat_mod.S_IMODE(before.st_mode)
         digest = cache.get(full, signature)
         if digest is not None:
@@ -317,12 +317,12 @@ def _trusted(
     strict: bool,
 ) -> bool:
     """Whether what was read is one real state of the file (see :func:`_read_once`)."""
-    stable = _signature(os.fstat(fd)) == signature and count == before.st_size
+    stable = file_signature(os.fstat(fd)) == signature and count == before.st_size
     quiet = signature[1] <= started - int(defaults.CAPTURE_QUIET_S * 1e9)
     return stable and (not strict or (quiet and _same_file_at(full, before)))
 
 
-def _signature(info: os.stat_result) -> Signature:
+def file_signature(info: os.stat_result) -> Signature:
     return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
 
 

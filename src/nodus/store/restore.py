@@ -11,7 +11,10 @@ A file's bytes come from the first of these that applies (:class:`Sources` says 
 1. ``reuse``: the file at the same path in a folder the caller set aside (the previous
    attempt's working copy), moved here by a rename when it hashes to the entry; when it is the
    blob's own inode (an integration's checkpoint, stored by a hard link) it is trusted as the
-   blob is, below.
+   blob is, below. One that this store object's captures hashed at this very path (``known``,
+   the captures' own cache of file states: same size, mtime, ctime, inode and device, and not
+   modified within a timestamp tick of being read) is not hashed again: its state is the one
+   hashed, as a capture of the unchanged file would take it.
 2. ``link``: under the folders named there (files that are never written in place), a hard
    link to the blob itself when the store is a folder on the same file system and the blob's
    read-only mode and mtime are the entry's: no byte is written. The blob is hashed through the
@@ -37,6 +40,7 @@ from typing import Any, BinaryIO
 from nodus.errors import SnapshotDamagedError, StoreError, UnsafePathError, UsageError
 from nodus.store import keys
 from nodus.store._io import copy_hashing, hash_stream
+from nodus.store.live_folder import FileCache, file_signature
 from nodus.store.manifest import FileEntry, Manifest
 from nodus.store.storage import Storage
 from nodus.store.trust import VerifiedBlobs, read_only
@@ -51,6 +55,7 @@ class Sources:
     trusted: VerifiedBlobs
     reuse: str | None = None  # a folder set aside, whose files may be moved in once verified
     link: tuple[str, ...] = ()  # folders (relative, "/"-separated) whose files may be links
+    known: FileCache | None = None  # files captured here, by their path at the target
 
 
 def unsafe_reason(entry: FileEntry) -> str | None:
@@ -108,7 +113,7 @@ def write_verified(
             if not entry.is_link:
                 final = _checked_destination(root, dest)
                 temp = _temp_next_to(final)
-                shared = _without_copy(storage, snapshot_id, entry, dest, temp, sources)
+                shared = _without_copy(storage, snapshot_id, entry, dest, temp, sources, target)
                 if shared is None:
                     _stage(storage, snapshot_id, entry, temp, wrap)
                 staged.append((temp, final, entry, bool(shared)))
@@ -161,6 +166,7 @@ def _without_copy(
     dest: str,
     temp: str,
     sources: Sources | None,
+    target: str,
 ) -> bool | None:
     """Lay the entry out at ``temp`` from a verified file already on this disk, if one is.
 
@@ -173,9 +179,8 @@ def _without_copy(
     blob_path = storage.local_file(keys.blob_key(entry.hash))
     blob = _stat(blob_path) if blob_path is not None else None
     if sources.reuse is not None and blob is not None:
-        reused = _reuse(
-            snapshot_id, sources.reuse, dest, entry, temp, blob_path, blob, sources.trusted
-        )
+        at_target = os.path.join(target, *dest.split("/"))
+        reused = _reuse(snapshot_id, sources, dest, at_target, entry, temp, blob_path, blob)
         if reused is not None:
             return reused
     linkable = any(dest.startswith(f"{folder}/") for folder in sources.link)
@@ -198,17 +203,19 @@ def _without_copy(
 
 def _reuse(
     snapshot_id: str,
-    reuse: str,
+    sources: Sources,
     dest: str,
+    at_target: str,
     entry: FileEntry,
     temp: str,
     blob_path: str,
     blob: os.stat_result,
-    trusted: VerifiedBlobs,
 ) -> bool | None:
-    """Move the file at ``dest`` under the set-aside folder ``reuse`` to ``temp`` when it holds
-    the entry's bytes; the blob is verified too (trusted, or hashed), so a damaged snapshot is
-    refused as a copy from it would be."""
+    """Move the file at ``dest`` under the set-aside folder to ``temp`` when it holds the
+    entry's bytes; the blob is verified too (trusted, or hashed), so a damaged snapshot is
+    refused as a copy from it would be. ``at_target``: where the file was when captured."""
+    reuse, trusted = sources.reuse, sources.trusted
+    assert reuse is not None
     found = os.path.join(reuse, *dest.split("/"))
     try:
         info = os.lstat(found)
@@ -228,11 +235,26 @@ def _reuse(
             f"snapshot {snapshot_id}: {entry.path}: contents do not match the manifest "
             f"(blob {entry.hash} is altered)"
         )
+    # Known before the rename, which moves the file's ctime.
+    known = sources.known is not None and sources.known.get(at_target, file_signature(info))
     os.rename(found, temp)  # the set-aside folder is the caller's, on the target's disk
+    if not shared and known == entry.hash and _unmoved(temp, info):
+        return False
     if _verified(temp, entry, blob if shared else None, trusted):
         return shared
     _remove(temp)
     return None
+
+
+def _unmoved(path: str, before: os.stat_result) -> bool:
+    """The file renamed to ``path`` is the one ``before`` describes, unwritten since."""
+    now = os.lstat(path)
+    return (now.st_ino, now.st_dev, now.st_size, now.st_mtime_ns) == (
+        before.st_ino,
+        before.st_dev,
+        before.st_size,
+        before.st_mtime_ns,
+    )
 
 
 def _inside(folder: str, root: str) -> bool:

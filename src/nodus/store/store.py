@@ -385,7 +385,11 @@ class SnapshotStore:
         if gone:
             raise NotFoundError(f"snapshot {snapshot_id} no longer holds {', '.join(gone)}")
         started = time.monotonic()
-        sources = Sources(self._verified, reuse, tuple(link)) if reuse or link else None
+        sources = (
+            Sources(self._verified, reuse, tuple(link), known=self._files)
+            if reuse or link
+            else None
+        )
         _restore(self._storage, manifest, target, wanted, overlay, sources)
         log.info(
             "store: restored %s into %s in %.2fs", snapshot_id, target, time.monotonic() - started

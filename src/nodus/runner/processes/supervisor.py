@@ -1,9 +1,11 @@
 """The per-attempt supervisor: the parent of a stage program and of everything it starts.
 
-    python -m nodus.runner.processes.supervisor FD
+    python -m nodus.runner.processes.supervisor FD RUNNER_PID
 
-The runner starts one per attempt (:class:`.stage_process.StageProcess`) and talks to it
-over the socket ``FD`` (:mod:`.messages`).
+The runner starts one per attempt (:func:`.stage_process.spawn_supervisor`, often ahead of
+the attempt: a spare) and talks to it over the socket ``FD`` (:mod:`.messages`). While it waits
+for the start request it forks the program's process (:mod:`.prefork`), so the start is one
+``exec``.
 
 It marks itself child-subreaper, so every process below the program stays below it, a double
 fork + ``setsid`` included, and it is told of the runner's death (PDEATHSIG SIGTERM, and the
@@ -26,9 +28,9 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from nodus.runner.processes import procevents, procfs
 from nodus.runner.processes.messages import (
@@ -46,6 +48,7 @@ from nodus.runner.processes.messages import (
     Loss,
     Start,
 )
+from nodus.runner.processes.prefork import Prefork
 from nodus.runner.processes.tree import Member, Tree
 from nodus.schemas import defaults
 
@@ -61,6 +64,14 @@ program's requests and stop deadlines, and each turn's reads stay a few hundred 
 _AWAITED_KEPT = 64
 
 
+@dataclass
+class Program:
+    """The program's process (the supervisor's child; its group bears its pid)."""
+
+    pid: int
+    returncode: int | None = None
+
+
 class Supervisor:
     """One attempt's program and its tree, from start until every process is reaped."""
 
@@ -68,7 +79,7 @@ class Supervisor:
         self.channel = channel
         self.tree = Tree(os.getpid())
         self.grace = defaults.GRACE_PERIOD_S
-        self.program: subprocess.Popen | None = None
+        self.program: Program | None = None
         self.status: int | None = None  # the program's, once reaped
         self.ended_at: float | None = None
         self.oom = False
@@ -86,13 +97,13 @@ class Supervisor:
         self.awaited: dict[int, Member] = {}
 
     def serve(self) -> int:
+        ready = Prefork()  # forked while nobody waits: starting the program is one exec
         wakeup = self._catch_signals()
         request = self.channel.receive(None)
-        if (
-            request is None
-            or self.asked_to_stop
-            or not self._start(Start.from_dict(request[START]))
-        ):
+        if request is None or self.asked_to_stop:
+            ready.discard()
+            return 0
+        if not self._start(Start.from_dict(request[START]), ready):
             return 0
         try:
             while not (self.status is not None and self.childless):
@@ -152,23 +163,17 @@ class Supervisor:
 
     # --- start, requests, stopping --------------------------------------------------------
 
-    def _start(self, spec: Start) -> bool:
+    def _start(self, spec: Start, ready: Prefork) -> bool:
         self.grace = spec.grace
         self.events = procevents.open_events()  # before the program: no exit goes untold
         try:
-            self.program = subprocess.Popen(
-                spec.command,
-                cwd=spec.cwd,
-                env=spec.env,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own group: the runner's stop requests go to it
-                preexec_fn=procfs.die_with_parent(os.getpid(), signal.SIGKILL),
-            )
+            ready.exec(spec.command, spec.cwd, spec.env)
         except OSError as error:
             self._close_events()
-            why = CannotStart(error.errno, error.strerror or str(error))
+            why = CannotStart(error.errno or 0, error.strerror or str(error))
             self.channel.send({CANNOT_START: why.to_dict()})
             return False
+        self.program = Program(ready.pid)
         self.tree.scan()
         self.channel.send({STARTED: self.program.pid})
         return True
@@ -303,7 +308,8 @@ class Supervisor:
         self.status = self.program.returncode = os.waitstatus_to_exitcode(raw)
         self.ended_at = time.monotonic()
         self.oom = self.status == -signal.SIGKILL and self._oom_counted()
-        self._stop(self.grace)
+        if not self.childless:  # a subreaper without children has no tree left to stop
+            self._stop(self.grace)
 
     def _record(
         self, pid: int, member: Member | None, raw: int | None, evidence: str = PROCESS_STATUS
@@ -355,8 +361,10 @@ def _drain(fd: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    fd = int((argv if argv is not None else sys.argv[1:])[0])
+    fd, runner = (int(arg) for arg in (argv if argv is not None else sys.argv[1:])[:2])
     os.set_inheritable(fd, False)
+    # SIGTERM when the runner's thread that started it ends; exits at once if it already did.
+    procfs.die_with_parent(runner, signal.SIGTERM)()
     procfs.become_subreaper()
     channel = Channel(socket.socket(fileno=fd))
     return Supervisor(channel).serve()
