@@ -167,8 +167,13 @@ class Rotation:
         for snapshot_id, kind in sorted(self._unfreed):
             if self._abandoned:
                 return
-            report = self.store.delete_kind(snapshot_id, kind, reason="rotation")
-            if not report.deferred:
+            try:
+                deferred = self.store.delete_kind(snapshot_id, kind, reason="rotation").deferred
+            except NotFoundError:
+                # Removed meanwhile (its last kind went, or `nodus gc`, or `runs delete`), and
+                # its blobs freed with it: left in the set, every later pass would fail here.
+                deferred = False
+            if not deferred:
                 self._unfreed.discard((snapshot_id, kind))
 
     def _event(self, type_: str, details: dict[str, Any]) -> None:
