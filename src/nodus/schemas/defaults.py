@@ -308,6 +308,10 @@ HF_AUTO_STEP_SAMPLES = 32
 """``save_every = "auto"``: the step time saves are weighed against is the median of this many
 recent steps trained without a save in flight (a median: logging and epoch ends are outliers)."""
 
+HF_AUTO_COMMIT_WAIT_S = 60.0
+"""``save_every = "auto"``: once a save is written, its measurement waits at most this long for
+the runner's commit (a lost runner, a failed capture), so periodic saves never stop for one."""
+
 HF_AUTO_COST_WEIGHT = 0.5
 """``save_every = "auto"``: weight of the newest save's measured cost in the running estimate."""
 
