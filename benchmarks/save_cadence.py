@@ -9,11 +9,12 @@ Each round runs the quick-start (examples/quickstart, 12 optimizer steps per epo
 ``save_every = 0`` (only the final save) and with ``save_every = "auto"``; no epoch-end saves in
 either. ``--width``/``--layers`` make the quick-start's GPT-2 wider and deeper (the copy's
 config is edited; the defaults are the quick-start itself, whose steps take a few
-milliseconds: a 3.5 % bound is then smaller than the noise of a shared machine). The figure is the Trainer's own
-``train_runtime`` (the training loop: start-up and the final save, the same in both, are left
-out), so ``overhead = auto / none - 1`` is what the periodic saves cost training; target: at
-most ``max_save_overhead``. Also reported: the saves taken and the cadences chosen (the run's
-``save_cadence`` events). Medians over the rounds.
+milliseconds: a 3.5 % bound is then smaller than the noise of a shared machine). The figure is
+the Trainer's own ``train_runtime`` (the training loop: start-up and the final save, the same
+in both, are left out), so ``overhead = auto / none - 1`` is what the periodic saves cost
+training; target: at most ``max_save_overhead``. Also reported: the saves taken and the
+cadences chosen (the run's ``save_cadence`` events). Medians over the rounds. On a shared
+machine ``OMP_NUM_THREADS=1`` keeps torch's threads from spinning against other processes.
 
 The script drives the nodus next to it (``../src``), so a copy of it in another checkout
 measures that checkout.
