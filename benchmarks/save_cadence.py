@@ -51,9 +51,7 @@ def model_size(code: str, args) -> None:
     with open(path) as handle:
         text = handle.read()
     heads = max(2, args.width // 64)
-    edited, found = _WIDTH.subn(
-        rf"n_embd={args.width},\n\1n_layer=\2,\n\1n_head={heads},", text
-    )
+    edited, found = _WIDTH.subn(rf"n_embd={args.width},\n\1n_layer=\2,\n\1n_head={heads},", text)
     if found != 1:
         raise SystemExit(f"{path}: the model config is not where this script expects it")
     with open(path, "w") as handle:
