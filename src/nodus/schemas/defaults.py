@@ -305,8 +305,12 @@ HF_AUTO_FIRST_EVERY = 5
 (or its restored step), to measure what a save costs before the cadence is chosen."""
 
 HF_AUTO_STEP_SAMPLES = 32
-"""``save_every = "auto"``: the step time saves are weighed against is the median of this many
-recent steps trained without a save in flight (a median: logging and epoch ends are outliers)."""
+"""``save_every = "auto"``: the step time saves are weighed against is the mean of this many
+recent steps trained without a save in flight (``HF_AUTO_STEP_OUTLIER`` leaves some out)."""
+
+HF_AUTO_STEP_OUTLIER = 4.0
+"""``save_every = "auto"``: a step that took this many times the median step or more (an
+evaluation, the machine paused) is left out of the step time saves are weighed against."""
 
 HF_AUTO_COMMIT_WAIT_S = 60.0
 """``save_every = "auto"``: once a save is written, its measurement waits at most this long for

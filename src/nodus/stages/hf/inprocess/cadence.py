@@ -6,12 +6,12 @@ runs, and the slowdown while the runner captures what was written (in another pr
 the published files, links them into the store and commits; on a machine with fewer free cores
 than processes it takes them from training). All of it shows in the time between optimizer
 boundaries, so a save's cost is what the intervals from its boundary until the runner committed
-it (``committed.json``) took beyond the step time without a save in flight (the median of recent
-such intervals). With cost C and step time t, a save every k steps costs C / (k t) of training
-time: the cadence is the smallest k within the bound, and never shorter than a save took to be
-committed (one save is in flight at a time, so a save due before the previous one is committed
-waits for it). A runner that never commits (lost, or its capture failed) ends a measurement
-``HF_AUTO_COMMIT_WAIT_S`` after the write: saves never stop for it.
+it (``committed.json``) took beyond the step time without a save in flight (the mean of recent
+such intervals, far longer ones left out). With cost C and step time t, a save every k steps
+costs C / (k t) of training time: the cadence is the smallest k within the bound, and never
+shorter than a save took to be committed (one save is in flight at a time, so a save due before
+the previous one is committed waits for it). A runner that never commits (lost, or its capture
+failed) ends a measurement ``HF_AUTO_COMMIT_WAIT_S`` after the write: saves never stop for it.
 
 Every save's measurement updates a running estimate of C and the cadence is chosen again, so it
 follows the run as it goes; each change is a ``save_cadence`` event. The first save of an
@@ -108,7 +108,7 @@ class AutoCadence:
         if len(self._undisturbed) < _MIN_STEP_SAMPLES:
             self._choose(step, max(self.every, written_in), None)  # no step time to weigh by
             return
-        step_s = statistics.median(self._undisturbed)
+        step_s = self._step_time()
         # The stall alone is timed directly: on a busy machine the intervals' excess can read
         # as less than it, or as nothing, and a save is never free.
         excess = sum(measure.intervals) - step_s * len(measure.intervals)
@@ -122,6 +122,17 @@ class AutoCadence:
             best = self.every  # more frequent only when clearly so: noise must not retune
         first, self._chosen = not self._chosen, True
         self._choose(step, best, self._cost / (best * step_s), always=first)
+
+    def _step_time(self) -> float:
+        """What a step takes without a save in flight: the mean of the recent undisturbed
+        intervals, the rare far longer ones left out (an evaluation, the machine paused).
+
+        A mean, not a median: a save's intervals are weighed against it, and on a busy machine
+        the median step can be slower than the average one, which would hide part of a save's
+        cost (and on a quiet one faster, which would only overstate it)."""
+        typical = statistics.median(self._undisturbed)
+        usual = [s for s in self._undisturbed if s <= defaults.HF_AUTO_STEP_OUTLIER * typical]
+        return statistics.fmean(usual)
 
     def _paid_from(self, step_s: float) -> int:
         """The first step at which the training since the attempt started pays, within the
