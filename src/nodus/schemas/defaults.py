@@ -316,6 +316,11 @@ HF_AUTO_COMMIT_WAIT_S = 60.0
 """``save_every = "auto"``: once a save is written, its measurement waits at most this long for
 the runner's commit (a lost runner, a failed capture), so periodic saves never stop for one."""
 
+HF_AUTO_SETTLE_STEPS = 5
+"""``save_every = "auto"``: a save's measurement goes on this many steps after its commit,
+which costs training too: the integration then removes the older checkpoint folder and the
+runner's retention deletes older snapshots' files."""
+
 HF_AUTO_COST_WEIGHT = 0.5
 """``save_every = "auto"``: weight of the newest save's measured cost in the running estimate."""
 

@@ -6,7 +6,9 @@ runs, and the slowdown while the runner captures what was written (in another pr
 the published files, links them into the store and commits; on a machine with fewer free cores
 than processes it takes them from training). All of it shows in the time between optimizer
 boundaries, so a save's cost is what the intervals from its boundary until the runner committed
-it (``committed.json``) took beyond the step time without a save in flight (the mean of recent
+it (``committed.json``), and a few steps more (``HF_AUTO_SETTLE_STEPS``: right after a commit
+the integration removes the older checkpoint folder and the runner's retention deletes older
+snapshots' files), took beyond the step time without a save in flight (the mean of recent
 such intervals, far longer ones left out). With cost C and step time t, a save every k steps
 costs C / (k t) of training time: the cadence is the smallest k within the bound, and never
 shorter than a save took to be committed (one save is in flight at a time, so a save due before
@@ -85,9 +87,14 @@ class AutoCadence:
             return
         if measuring.written_at is None:
             measuring.written_at = now
-        waited = now - measuring.written_at
-        if committed >= measuring.step or waited >= defaults.HF_AUTO_COMMIT_WAIT_S:
-            self._measuring = None  # committed during this interval: its whole cost is known
+        if measuring.committed_at is None and committed >= measuring.step:
+            measuring.committed_at = step
+        settled = (
+            measuring.committed_at is not None
+            and step - measuring.committed_at >= defaults.HF_AUTO_SETTLE_STEPS
+        )
+        if settled or now - measuring.written_at >= defaults.HF_AUTO_COMMIT_WAIT_S:
+            self._measuring = None  # committed and settled: its whole cost is known
             self._measured(measuring, step)
 
     def due(self, step: int) -> bool:
@@ -158,3 +165,4 @@ class _Measure:
             self.stall_s += overlapped.stall_s
             self.intervals = overlapped.intervals
         self.written_at: float | None = None  # the boundary that found its write finished
+        self.committed_at: int | None = None  # the step whose boundary found it committed
