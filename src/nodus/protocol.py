@@ -408,7 +408,8 @@ class SaveRecord:
 
 @dataclass(frozen=True)
 class CommitRecord:
-    """The newest committed snapshot; the integration removes checkpoints older than its step."""
+    """The newest committed snapshot; the integration removes checkpoints older than its step,
+    and ``save_every = "auto"`` measures a save until its step is committed."""
 
     step: int
     snapshot: str

@@ -305,8 +305,21 @@ HF_AUTO_FIRST_EVERY = 5
 (or its restored step), to measure what a save costs before the cadence is chosen."""
 
 HF_AUTO_STEP_SAMPLES = 32
-"""``save_every = "auto"``: the step time saves are weighed against is the median of this many
-recent steps trained without a save in flight (a median: logging and epoch ends are outliers)."""
+"""``save_every = "auto"``: the step time saves are weighed against is the mean of this many
+recent steps trained without a save in flight (``HF_AUTO_STEP_OUTLIER`` leaves some out)."""
+
+HF_AUTO_STEP_OUTLIER = 4.0
+"""``save_every = "auto"``: a step that took this many times the median step or more (an
+evaluation, the machine paused) is left out of the step time saves are weighed against."""
+
+HF_AUTO_COMMIT_WAIT_S = 60.0
+"""``save_every = "auto"``: once a save is written, its measurement waits at most this long for
+the runner's commit (a lost runner, a failed capture), so periodic saves never stop for one."""
+
+HF_AUTO_SETTLE_STEPS = 5
+"""``save_every = "auto"``: a save's measurement goes on this many steps after its commit,
+which costs training too: the integration then removes the older checkpoint folder and the
+runner's retention deletes older snapshots' files."""
 
 HF_AUTO_COST_WEIGHT = 0.5
 """``save_every = "auto"``: weight of the newest save's measured cost in the running estimate."""

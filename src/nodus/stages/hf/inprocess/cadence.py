@@ -1,17 +1,28 @@
 """``save_every = "auto"``: measure what saves cost the training loop and pick the cadence.
 
-A save costs training twice: the stall at its boundary (the copy into memory, and any wait for
-the previous write) and the slowdown of the steps trained while the background writer runs (it
-competes for the CPU, memory bandwidth and the interpreter lock). Both show in the time between
-optimizer boundaries, so a save's cost is what the intervals from its boundary until its write
-has finished took beyond the step time without a save in flight (the median of recent such
-intervals). With cost C and step time t, a save every k steps costs C / (k t) of training time:
-the cadence is the smallest k within the bound, and never shorter than a write took (one write
-is in flight at a time, so a save due before the previous one is written would wait for it).
+A save costs training three times: the stall at its boundary (the copy into memory, and any
+wait for the previous write), the slowdown of the steps trained while the background writer
+runs, and the slowdown while the runner captures what was written (in another process it hashes
+the published files, links them into the store and commits; on a machine with fewer free cores
+than processes it takes them from training). All of it shows in the time between optimizer
+boundaries, so a save's cost is what the intervals from its boundary until the runner committed
+it (``committed.json``), and a few steps more (``HF_AUTO_SETTLE_STEPS``: right after a commit
+the integration removes the older checkpoint folder and the runner's retention deletes older
+snapshots' files), took beyond the step time without a save in flight (the mean of recent
+such intervals, far longer ones left out). With cost C and step time t, a save every k steps
+costs C / (k t) of training time: the cadence is the smallest k within the bound, and never
+shorter than a save took to be committed (one save is in flight at a time, so a save due before
+the previous one is committed waits for it). A runner that never commits (lost, or its capture
+failed) ends a measurement ``HF_AUTO_COMMIT_WAIT_S`` after the write: saves never stop for it.
 
 Every save's measurement updates a running estimate of C and the cadence is chosen again, so it
 follows the run as it goes; each change is a ``save_cadence`` event. The first save of an
 attempt comes a few steps after its start, to measure before anything is chosen.
+
+The bound holds over the whole attempt, not only between saves: every save counts (the first,
+measuring one, and those taken at epoch ends or on request), so the next periodic save waits
+until the training since the attempt started pays for all of them and for itself. After the
+measuring save that makes one longer gap; then the cadence alone keeps the account even.
 """
 
 from __future__ import annotations
@@ -45,6 +56,8 @@ class AutoCadence:
         self.bound = bound
         self.every = defaults.HF_AUTO_FIRST_EVERY
         self._anchor = anchor  # the step of the previous save, or where the attempt started
+        self._start = anchor  # where the attempt started: the bound's account begins here
+        self._spent = 0.0  # the measured cost of this attempt's saves so far, seconds
         self._report = report
         self._clock = clock or time.perf_counter
         self._last: tuple[int, float] | None = None  # (step, time) of the previous boundary
@@ -54,8 +67,9 @@ class AutoCadence:
         self._chosen = False  # still on the first, measuring cadence
         report(self.every, None, anchor)
 
-    def boundary(self, step: int, writing: bool) -> None:
-        """An optimizer boundary at ``step``; ``writing``: a save is being written right now."""
+    def boundary(self, step: int, writing: bool, committed: int) -> None:
+        """An optimizer boundary at ``step``; ``writing``: a save is being written right now;
+        ``committed``: the newest step the runner has committed (-1: none)."""
         now = self._clock()
         last = self._last
         if last is not None and last[0] == step:
@@ -69,39 +83,69 @@ class AutoCadence:
             self._undisturbed.append(interval)
             return
         measuring.intervals.append(interval)
-        if not writing:  # the write finished during this interval: its cost is known
-            self._measuring = None
+        if writing:
+            return
+        if measuring.written_at is None:
+            measuring.written_at = now
+        if measuring.committed_at is None and committed >= measuring.step:
+            measuring.committed_at = step
+        settled = (
+            measuring.committed_at is not None
+            and step - measuring.committed_at >= defaults.HF_AUTO_SETTLE_STEPS
+        )
+        if settled or now - measuring.written_at >= defaults.HF_AUTO_COMMIT_WAIT_S:
+            self._measuring = None  # committed and settled: its whole cost is known
             self._measured(measuring, step)
 
     def due(self, step: int) -> bool:
         """A periodic save is due: ``every`` steps since the previous save, and that save is
-        written (still measured means its write was in flight at this boundary)."""
+        committed (still measured means it was in flight at this boundary)."""
         return self._measuring is None and step - self._anchor >= self.every
 
     def saved(self, step: int, stall_s: float) -> None:
         """A save was taken at ``step``, stalling training ``stall_s``; its cost is measured
-        until its write has finished."""
+        until the runner has committed it."""
         self._anchor = step
-        self._measuring = _Measure(step, stall_s)  # one still measured overlapped: dropped
+        # One still measured (a save at an epoch end or on request came first) is measured
+        # together with this one: what both cost shows in the same intervals.
+        self._measuring = _Measure(step, stall_s, self._measuring)
 
     def _measured(self, measure: _Measure, step: int) -> None:
-        written_in = step - measure.step  # steps until the write had finished
+        written_in = step - measure.step  # steps until the save was committed
         if len(self._undisturbed) < _MIN_STEP_SAMPLES:
             self._choose(step, max(self.every, written_in), None)  # no step time to weigh by
             return
-        step_s = statistics.median(self._undisturbed)
+        step_s = self._step_time()
         # The stall alone is timed directly: on a busy machine the intervals' excess can read
         # as less than it, or as nothing, and a save is never free.
         excess = sum(measure.intervals) - step_s * len(measure.intervals)
         cost = max(measure.stall_s, excess)
+        self._spent += cost
         weight = defaults.HF_AUTO_COST_WEIGHT
         self._cost = cost if self._cost is None else weight * cost + (1 - weight) * self._cost
         within = max(1, math.ceil(self._cost / (self.bound * step_s) - 1e-9))
-        best = max(within, written_in)
+        best = max(within, written_in, self._paid_from(step_s) - measure.step)
         if self._chosen and self.every * (1 - defaults.HF_AUTO_RETUNE_MARGIN) < best < self.every:
             best = self.every  # more frequent only when clearly so: noise must not retune
         first, self._chosen = not self._chosen, True
         self._choose(step, best, self._cost / (best * step_s), always=first)
+
+    def _step_time(self) -> float:
+        """What a step takes without a save in flight: the mean of the recent undisturbed
+        intervals, the rare far longer ones left out (an evaluation, the machine paused).
+
+        A mean, not a median: a save's intervals are weighed against it, and on a busy machine
+        the median step can be slower than the average one, which would hide part of a save's
+        cost (and on a quiet one faster, which would only overstate it)."""
+        typical = statistics.median(self._undisturbed)
+        usual = [s for s in self._undisturbed if s <= defaults.HF_AUTO_STEP_OUTLIER * typical]
+        return statistics.fmean(usual)
+
+    def _paid_from(self, step_s: float) -> int:
+        """The first step at which the training since the attempt started pays, within the
+        bound, for every save so far and one more at the estimated cost."""
+        owed = (self._spent + (self._cost or 0.0)) / (self.bound * step_s)
+        return self._start + math.ceil(owed - 1e-9)
 
     def _choose(self, step: int, every: int, overhead: float | None, always: bool = False) -> None:
         """Take ``every`` from ``step`` on; a change (or the first measured choice) is reported."""
@@ -113,7 +157,12 @@ class AutoCadence:
 class _Measure:
     """One save being measured: the boundary intervals since it was taken."""
 
-    def __init__(self, step: int, stall_s: float) -> None:
+    def __init__(self, step: int, stall_s: float, overlapped: _Measure | None = None) -> None:
         self.step = step
         self.stall_s = stall_s
         self.intervals: list[float] = []
+        if overlapped is not None:
+            self.stall_s += overlapped.stall_s
+            self.intervals = overlapped.intervals
+        self.written_at: float | None = None  # the boundary that found its write finished
+        self.committed_at: int | None = None  # the step whose boundary found it committed

@@ -136,7 +136,7 @@ class Session:
     def at_boundary(self) -> None:
         step = self.trainer.state.global_step
         if self.cadence is not None:
-            self.cadence.boundary(step, self.writer.busy())
+            self.cadence.boundary(step, self.writer.busy(), self.control.committed_step())
         if step % self.save_granularity:
             return
         requests = self.control.pending_requests(self.answered)
