@@ -149,7 +149,8 @@ def recovery(args, scratch: str) -> float:
     log = os.path.join(
         home, "work", attempt["run_id"], "main", str(attempt["number"] + 1), "output.log"
     )
-    _poll(lambda: _restored_line(log), interval=0.002, runner=runner)
+    # Looked for every 0.5 ms (the cold start's first line is read from a pipe at once).
+    _poll(lambda: _restored_line(log), interval=0.0005, runner=runner)
     elapsed = time.perf_counter() - killed
     runner.send_signal(signal.SIGTERM)
     runner.wait()

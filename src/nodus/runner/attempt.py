@@ -150,6 +150,7 @@ class Attempt:
         self.process: StageProcess | None = None
         self._save_request = 0
         self.uploads: Uploads | None = None  # a remote store: the background uploads
+        self._settled = False  # the program ran a poll: the previous copy gone, a spare started
 
     def run(self) -> Outcome:
         # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
@@ -171,6 +172,7 @@ class Attempt:
         finally:
             if supervisor is not None:
                 supervisor.discard()  # not handed on (the program never started): it exits
+            self.ws.discard_previous()  # left if the program ended before it settled
         return self._end(_with_unrecorded(outcome, unrecorded))
 
     def _early_supervisor(self) -> Supervisor | None:
@@ -234,8 +236,6 @@ class Attempt:
             self.process.start(supervisor)
         except CannotStartError as error:
             return Outcome(AttemptOutcome.FAILED, str(error))
-        finally:
-            self.ws.discard_previous()  # what the restore did not take; off the program's path
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, pid=self.process.pid
         )
@@ -436,10 +436,16 @@ class Attempt:
                 self.process.finish_output()
                 capturer.final_capture()
                 return self.classify(status)
-            if self.process.wait(defaults.POLL_S) is None and self.spares:
-                # Still running a poll later: start the next attempt's supervisor now, so a
-                # recovery need not wait for one (a program that ends at once never pays).
-                self.ctx.start_spare()
+            if self.process.wait(defaults.POLL_S) is None and not self._settled:
+                self._settle()
+
+    def _settle(self) -> None:
+        """The program has run for a poll: now what its start need not wait for, nor compete
+        with for the cores."""
+        self._settled = True
+        self.ws.discard_previous()  # what the restore did not take
+        if self.spares:  # so a recovery need not wait for a supervisor to start
+            self.ctx.start_spare()
 
     def take_cancel(self) -> bool:
         """True (and the request marked handled) if a cancel is pending: it wins over a pause."""
