@@ -432,11 +432,13 @@ class Attempt:
                 return paused
             capturer.tick()
             status = self.process.poll()
-            if status is not None:
+            if status is None:
+                status = self.process.wait(defaults.POLL_S)  # returns when the program ends
+            if status is not None:  # straight on: the next attempt may be waiting for this
                 self.process.finish_output()
                 capturer.final_capture()
                 return self.classify(status)
-            if self.process.wait(defaults.POLL_S) is None and not self._settled:
+            if not self._settled:
                 self._settle()
 
     def _settle(self) -> None:
