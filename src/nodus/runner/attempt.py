@@ -44,6 +44,8 @@ from nodus.runner.processes.stage_process import (
     CannotStartError,
     StageProcess,
     Supervisor,
+    leaving_pids,
+    reap_leaving,
     signal_name,
     spawn_supervisor,
 )
@@ -94,13 +96,17 @@ class RunContext:
         return spare if spare is not None and not spare.taken else None
 
     def kept_pids(self) -> tuple[int, ...]:
-        """The runner's own spare, which no sweep may take for a survivor."""
-        return () if self.spare is None else (self.spare.process.pid,)
+        """The runner's own spare and the supervisors still exiting after their end report,
+        which no sweep may take for survivors."""
+        spare = () if self.spare is None else (self.spare.process.pid,)
+        return spare + leaving_pids()
 
     def discard_spare(self) -> None:
+        """The drive ends: the spare goes, and the supervisors still exiting are reaped."""
         if self.spare is not None:
             self.spare.discard()
             self.spare = None
+        reap_leaving()
 
     def event(
         self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
