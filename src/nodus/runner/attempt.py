@@ -44,6 +44,8 @@ from nodus.runner.processes.stage_process import (
     CannotStartError,
     StageProcess,
     Supervisor,
+    leaving_pids,
+    reap_leaving,
     signal_name,
     spawn_supervisor,
 )
@@ -94,13 +96,17 @@ class RunContext:
         return spare if spare is not None and not spare.taken else None
 
     def kept_pids(self) -> tuple[int, ...]:
-        """The runner's own spare, which no sweep may take for a survivor."""
-        return () if self.spare is None else (self.spare.process.pid,)
+        """The runner's own spare and the supervisors still exiting after their end report,
+        which no sweep may take for survivors."""
+        spare = () if self.spare is None else (self.spare.process.pid,)
+        return spare + leaving_pids()
 
     def discard_spare(self) -> None:
+        """The drive ends: the spare goes, and the supervisors still exiting are reaped."""
         if self.spare is not None:
             self.spare.discard()
             self.spare = None
+        reap_leaving()
 
     def event(
         self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
@@ -150,6 +156,7 @@ class Attempt:
         self.process: StageProcess | None = None
         self._save_request = 0
         self.uploads: Uploads | None = None  # a remote store: the background uploads
+        self._settled = False  # the program ran a poll: the previous copy gone, a spare started
 
     def run(self) -> Outcome:
         # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
@@ -171,6 +178,7 @@ class Attempt:
         finally:
             if supervisor is not None:
                 supervisor.discard()  # not handed on (the program never started): it exits
+            self.ws.discard_previous()  # left if the program ended before it settled
         return self._end(_with_unrecorded(outcome, unrecorded))
 
     def _early_supervisor(self) -> Supervisor | None:
@@ -234,8 +242,6 @@ class Attempt:
             self.process.start(supervisor)
         except CannotStartError as error:
             return Outcome(AttemptOutcome.FAILED, str(error))
-        finally:
-            self.ws.discard_previous()  # what the restore did not take; off the program's path
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, pid=self.process.pid
         )
@@ -432,14 +438,22 @@ class Attempt:
                 return paused
             capturer.tick()
             status = self.process.poll()
-            if status is not None:
+            if status is None:
+                status = self.process.wait(defaults.POLL_S)  # returns when the program ends
+            if status is not None:  # straight on: the next attempt may be waiting for this
                 self.process.finish_output()
                 capturer.final_capture()
                 return self.classify(status)
-            if self.process.wait(defaults.POLL_S) is None and self.spares:
-                # Still running a poll later: start the next attempt's supervisor now, so a
-                # recovery need not wait for one (a program that ends at once never pays).
-                self.ctx.start_spare()
+            if not self._settled:
+                self._settle()
+
+    def _settle(self) -> None:
+        """The program has run for a poll: now what its start need not wait for, nor compete
+        with for the cores."""
+        self._settled = True
+        self.ws.discard_previous()  # what the restore did not take
+        if self.spares:  # so a recovery need not wait for a supervisor to start
+            self.ctx.start_spare()
 
     def take_cancel(self) -> bool:
         """True (and the request marked handled) if a cancel is pending: it wins over a pause."""

@@ -106,6 +106,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="size of a weights.bin written with each checkpoint",
     )
     parser.add_argument("--result", default=os.path.join("out", "result.json"))
+    parser.add_argument(
+        "--clock", action="store_true", help="end the first line with the monotonic clock"
+    )
     parser.add_argument("--fail-at", type=int, default=None, help="exit 1 at this step")
     parser.add_argument(
         "--save-on-term", action="store_true", help="on SIGTERM save the current step, then exit"
@@ -122,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"counter: warm start from the weights of {checkpoint_folder(step)}", flush=True)
         step = 0  # the value is kept: fresh "optimizer", same "weights"
     # Which interpreter ran it, so a test can tell the venv's python from another one.
-    print(f"counter: starting at step {step} (python {sys.executable})", flush=True)
+    # `--clock`: when it printed this, on the clock every process shares (for benchmarks).
+    clock = f" at {time.monotonic():.6f}" if args.clock else ""
+    print(f"counter: starting at step {step} (python {sys.executable}){clock}", flush=True)
     stop = []
     if args.save_on_term:
         signal.signal(signal.SIGTERM, lambda *_: stop.append(True))

@@ -187,7 +187,10 @@ def _run_attempt(home: str, spec: dict[str, Any]) -> Outcome:
     attempt.rank = spec["rank"]
     if attempt.number != spec["number"]:  # the record was built for this very attempt
         raise RuntimeError(f"node attempt {attempt.number} is not the runner's {spec['number']}")
-    return attempt.run()
+    try:
+        return attempt.run()
+    finally:
+        ctx.discard_spare()  # no spare on a node; its supervisor is reaped before the report
 
 
 class _StoreFence:

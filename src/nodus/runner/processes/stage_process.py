@@ -131,11 +131,12 @@ class StageProcess:
             supervisor = spawn_supervisor(self.token)
         supervisor.taken = True
         self.supervisor = supervisor.process
-        self._pump = threading.Thread(target=self._copy_output, daemon=True)
-        self._pump.start()
         self.channel = Channel(supervisor.sock)
         start = Start(self.command, self.cwd, self.env, self.grace_s)
         self.channel.send({START: start.to_dict()})
+        # The output thread after the request: the pipe holds what the program says meanwhile.
+        self._pump = threading.Thread(target=self._copy_output, daemon=True)
+        self._pump.start()
         reply = self.channel.receive(None)
         if reply is None or STARTED not in reply:
             self._close()
@@ -199,8 +200,13 @@ class StageProcess:
             self.channel.send(request)
 
     def _ended(self, ending: Ending) -> None:
+        """The supervisor reported the tree gone and let go of the output; it exits now, and
+        is reaped later (:func:`leaving_pids`) rather than waited for on a recovery's path."""
         self.ending = ending
-        self._close()
+        assert self.supervisor is not None and self.channel is not None
+        self.channel.sock.close()
+        if self.supervisor.poll() is None:
+            _LEAVING.append(self.supervisor)
 
     def _supervisor_lost(self) -> None:
         """The supervisor died or hangs: kill it, then whatever carries the attempt's token."""
@@ -248,6 +254,26 @@ class StageProcess:
             self.terminal.flush()
         except (OSError, ValueError):
             pass  # a closed terminal must not stop the log file
+
+
+_LEAVING: list[subprocess.Popen] = []
+"""Supervisors that reported their end and are exiting (never waited for, see ``_ended``)."""
+
+
+def leaving_pids() -> tuple[int, ...]:
+    """This runner's supervisors still exiting after their end report (the rest reaped now):
+    a sweep must not take them for survivors of their attempt."""
+    _LEAVING[:] = [process for process in _LEAVING if process.poll() is None]
+    return tuple(process.pid for process in _LEAVING)
+
+
+def reap_leaving() -> None:
+    """Wait for the supervisors still exiting (a drive's end: nothing of it outlives it)."""
+    for process in _LEAVING:
+        if not _exited(process, defaults.KILL_WAIT_S):
+            process.kill()
+        process.wait()
+    _LEAVING.clear()
 
 
 def _exited(process: subprocess.Popen, timeout: float) -> bool:

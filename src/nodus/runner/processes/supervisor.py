@@ -113,6 +113,7 @@ class Supervisor:
             raise
         finally:
             self._close_events()
+        _let_output_go()  # the tree is gone: the runner's reader sees the end now, not at exit
         self.channel.send({ENDED: self._ending().to_dict()})
         self.tree.close()
         return 0
@@ -350,6 +351,16 @@ def _remember(kept: list[tuple[float, Loss]], loss: Loss) -> list[tuple[float, L
     now = time.monotonic()
     recent = [(at, old) for at, old in kept if at >= now - defaults.LAUNCHER_EXIT_WINDOW_S]
     return [*recent, (now, loss)][-_LOSSES_KEPT:]
+
+
+def _let_output_go() -> None:
+    """Close this process's end of the program's output pipe (stdout and stderr)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
 
 
 def _drain(fd: int) -> None:
