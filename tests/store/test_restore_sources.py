@@ -32,14 +32,19 @@ def captured(store_url, tmp_path):
     """A store object and the snapshot it took of a published checkpoint by hard links."""
     live = tmp_path / "live"
     write_tree(live, {**FILES, "train.py": "print('hi')\n"})
-    past = time.time() - 10  # out of the capture's racy window
-    for folder, _dirs, names in os.walk(live):
-        for name in names:
-            os.utime(os.path.join(folder, name), (past, past))
+    _age(live)
     store = open_store(store_url)
     info = SnapshotInfo(run="run_a", stage="train", attempt=1, step=10)
     manifest = store.capture(str(live), ["state"], info=info, immutable=[CHECKPOINT])
     return store, manifest
+
+
+def _age(folder) -> None:
+    """Every file's mtime 10 s back: out of the capture's racy window."""
+    past = time.time() - 10
+    for parent, _dirs, names in os.walk(folder):
+        for name in names:
+            os.utime(os.path.join(parent, name), (past, past))
 
 
 def blob_file(store, manifest, path: str) -> str:
@@ -164,10 +169,7 @@ def _copied_capture(store_url, tmp_path):
     of a live working copy at ``tmp_path/copy``, which is then set aside as a recovery does."""
     live = tmp_path / "copy"
     write_tree(live, FILES)
-    past = time.time() - 10  # out of the capture's racy window
-    for folder, _dirs, names in os.walk(live):
-        for name in names:
-            os.utime(os.path.join(folder, name), (past, past))
+    _age(live)
     store = open_store(store_url)
     info = SnapshotInfo(run="run_a", stage="train", attempt=1, step=10)
     manifest = store.capture(str(live), ["state"], info=info)
