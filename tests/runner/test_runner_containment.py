@@ -192,3 +192,21 @@ def test_a_sigkilled_supervisor_is_an_interruption_and_its_tree_is_swept(project
     first = run["stages"][0]["attempts"][0]
     assert first["outcome"] == "interrupted" and "supervisor" in first["detail"]
     assert {e["attempt"] for e in run["events"] if e["type"] == "survivor_killed"} == {1}
+
+
+def test_a_spare_killed_while_it_waited_does_not_cost_the_recovery(project):
+    """The next attempt starts a supervisor of its own; the run recovers as ever."""
+    project.write(steps=60, save_every=10, sleep=0.05)
+    runner = project.start("run", str(project.file), "--key", "p")
+    runner.log_path = os.devnull
+    run = wait_for(lambda: project.home.exists() and project.catalog().find_by_key("p"), "run")
+    wait_for(lambda: committed_steps(project, run.id), "a first snapshot")
+    for pid in wait_for(lambda: _spares(run.id), "the spare supervisor"):
+        os.kill(pid, signal.SIGKILL)  # the spare and its forked child
+    program = project.catalog().attempts(run.id, "main")[-1]["pid"]
+    os.kill(program, signal.SIGKILL)
+    _, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0, err
+    assert project.result(run.id) == {"steps": 60, "value": expected_value(60)}
+    outcomes = [a["outcome"] for a in project.get(run.id)["stages"][0]["attempts"]]
+    assert outcomes == ["interrupted", "succeeded"]

@@ -92,8 +92,14 @@ class RunContext:
                 self.spare = None  # the attempt starts one of its own, or says why it cannot
 
     def take_spare(self) -> Supervisor | None:
+        """The spare, if it is still there to take (one killed while it waited is not)."""
         spare, self.spare = self.spare, None
-        return spare if spare is not None and not spare.taken else None
+        if spare is None or spare.taken:
+            return None
+        if spare.process.poll() is not None:
+            spare.discard()  # the attempt starts one of its own
+            return None
+        return spare
 
     def kept_pids(self) -> tuple[int, ...]:
         """The runner's own spare and the supervisors still exiting after their end report,

@@ -15,8 +15,9 @@ A runner keeps one *spare* supervisor started ahead of the attempt that will use
 interpreter's start is then off the path from a kill to the restored program). Its environment
 was fixed before its attempt was known, so it carries the run's spare token
 ``<run>/~spare/0``: a sweep after the runner's death finds it like any other, and the runner's
-own sweeps leave the spare it holds alone (``keep``). The program it starts carries the token of
-its attempt, which comes with the start request.
+own sweeps leave the spare it holds alone (``keep``), as they do its supervisors still exiting
+after their end report. The program a spare starts carries the token of its attempt, which
+comes with the start request.
 """
 
 from __future__ import annotations
@@ -121,7 +122,8 @@ def kill_carriers(prefix: str, keep: Collection[int] = ()) -> list[Survivor]:
 def kill_survivors(catalog: Catalog, run_id: str, keep: Collection[int] = ()) -> list[Survivor]:
     """Kill what is left of any attempt of the run; each one is an event ``survivor_killed``.
 
-    ``keep``: the pids of this runner's spare supervisor, which is no survivor."""
+    ``keep``: this runner's own supervisors that are no survivors (its spare, and those still
+    exiting after their end report)."""
     survivors = kill_carriers(run_prefix(run_id), keep)
     record_survivors(catalog, run_id, survivors)
     return survivors
