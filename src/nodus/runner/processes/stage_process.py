@@ -66,7 +66,7 @@ class Supervisor:
             self.taken = True
             self.sock.close()
             self.process.stdout.close()
-            self.process.wait()
+            _reap(self.process)
 
 
 def spawn_supervisor(token: str) -> Supervisor:
@@ -222,9 +222,7 @@ class StageProcess:
     def _close(self) -> None:
         assert self.supervisor is not None and self.channel is not None
         self.channel.sock.close()
-        if not _exited(self.supervisor, defaults.KILL_WAIT_S):
-            self.supervisor.kill()
-        self.supervisor.wait()
+        _reap(self.supervisor)
 
     def _why_not(self, reply: dict | None) -> str:
         program = self.command[0]
@@ -270,10 +268,16 @@ def leaving_pids() -> tuple[int, ...]:
 def reap_leaving() -> None:
     """Wait for the supervisors still exiting (a drive's end: nothing of it outlives it)."""
     for process in _LEAVING:
-        if not _exited(process, defaults.KILL_WAIT_S):
-            process.kill()
-        process.wait()
+        _reap(process)
     _LEAVING.clear()
+
+
+def _reap(process: subprocess.Popen) -> None:
+    """Reap a supervisor that was told to go: its exit awaited ``KILL_WAIT_S`` at most, then
+    killed (a hung one must not hang the runner)."""
+    if not _exited(process, defaults.KILL_WAIT_S):
+        process.kill()
+    process.wait()
 
 
 def _exited(process: subprocess.Popen, timeout: float) -> bool:
