@@ -113,6 +113,10 @@ WORK_DIR = "work"
 LOCKS_DIR = "locks"
 """Run and ``--key`` locks (``flock``) live under ``$NODUS_HOME/locks``."""
 
+RESOLVED_DIR = os.path.join("cache", "resolved")
+"""Remembered workload resolutions live under ``$NODUS_HOME/cache/resolved``
+(:mod:`nodus.schemas.remembered`); deleting the folder is always safe."""
+
 KILL_WAIT_S = 10.0
 """After SIGKILL, how long the runner waits for an attempt's processes to be reaped."""
 

@@ -6,8 +6,9 @@ from cron is the same file every time. A resolution is a pure function of the fi
 where it lies (``code`` is relative to its folder), the command line's overrides, ``$HOME``,
 this code (the state of every module of :mod:`nodus.schemas`, which an upgrade rewrites), and
 one fact of the disk: each stage's code folder exists. So the resolved workload is kept under
-``$NODUS_HOME/cache/resolved/`` by a digest of all but the last, which is checked again on
-every use: a folder gone since is resolved afresh, to be refused in the usual words.
+``$NODUS_HOME/cache/resolved/`` (``defaults.RESOLVED_DIR``) by a digest of all but the last,
+which is checked again on every use: a folder gone since is resolved afresh, to be refused in
+the usual words.
 
 Managed-method workloads are never remembered: their resolution reads the base model and the
 dataset, whose contents are not in the digest. A cache entry that cannot be read is resolved
@@ -23,10 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodus._atomic import write_json_atomic
+from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedWorkload
-
-CACHE_DIR = os.path.join("cache", "resolved")
-"""Under ``$NODUS_HOME``."""
 
 _FORMAT = 1
 
@@ -41,7 +40,8 @@ def resolve_remembered(
             text = handle.read()
     except OSError:
         return _resolve(path, overrides)  # refused there, in the usual words
-    entry = os.path.join(home, CACHE_DIR, f"{_digest(path, source, text, overrides)}.json")
+    key = _digest(path, source, text, overrides)
+    entry = os.path.join(home, defaults.RESOLVED_DIR, f"{key}.json")
     remembered = _read(entry)
     if remembered is not None and all(os.path.isdir(s.code) for s in remembered.stages):
         return remembered
