@@ -143,6 +143,16 @@ def main() -> None:
         "overhead_of_round_ratios": round(
             statistics.median(auto["train_s"] / none["train_s"] for none, auto in rounds) - 1, 4
         ),
+        # How far single rounds scatter: on a shared 2-core machine the speed of the same
+        # program drifts by several percent within a minute, as much as the bound itself.
+        "round_ratio_quartiles": [
+            round(q, 3)
+            for q in statistics.quantiles(
+                [auto["train_s"] / none["train_s"] for none, auto in rounds], n=4
+            )
+        ]
+        if len(rounds) > 1
+        else None,
         "bound": args.max_save_overhead,
         "saves": statistics.median(auto["saves"] for _, auto in rounds),
         "last_cadence": rounds[-1][1]["cadences"][-1][0],

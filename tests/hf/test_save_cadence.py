@@ -19,6 +19,7 @@ from nodus.stages.hf.inprocess.cadence import AutoCadence
 
 FIRST = defaults.HF_AUTO_FIRST_EVERY
 SETTLE = defaults.HF_AUTO_SETTLE_STEPS
+FRESH = defaults.HF_AUTO_FRESH_STEPS
 
 
 class Loop:
@@ -98,10 +99,11 @@ def test_the_first_save_measures_then_the_most_frequent_cadence_within_the_bound
     # every k steps costs 0.07 / (0.1 k), within 3.5% from k = 20 on. The measuring save is
     # paid for first: the next save waits until the training since the start covers both.
     assert loop.events[0] == (FIRST, None, 0)
-    # Chosen once the first is committed (when its write ended) and settled.
-    assert loop.events[1][::2] == (40 - FIRST, FIRST + 2 + SETTLE)
+    # Chosen once the first is committed (when its write ended), settled, and FRESH steps
+    # without a save followed it to weigh it against.
+    assert loop.events[1][::2] == (40 - FIRST, FIRST + 2 + SETTLE + FRESH)
     every, overhead, step = loop.events[2]
-    assert (every, step) == (20, 42 + SETTLE)
+    assert (every, step) == (20, 42 + SETTLE + FRESH)
     assert overhead == pytest.approx(0.035)
     assert loop.saves == [FIRST, 40, *range(60, 201, 20)]
     assert paid_for(loop, cost=0.07)
@@ -114,7 +116,7 @@ def test_the_runners_capture_counts_until_the_save_is_committed():
     loop.train(400, commit_steps=3, capture_s=0.02)
     assert loop.events[-1][:2] == (38, pytest.approx(0.13 / 3.8, abs=1e-4))
     # Measured until the commit and SETTLE steps more, not until the write's end.
-    assert loop.events[1][2] == FIRST + 5 + SETTLE
+    assert loop.events[1][2] == FIRST + 5 + SETTLE + FRESH
     assert paid_for(loop, cost=0.13)
 
 
@@ -140,6 +142,28 @@ def test_a_far_longer_step_is_not_taken_for_the_step_time():
     assert evaluated.events[1][:2] == plain.events[1][:2] == (40 - FIRST, 0.02)
 
 
+def test_the_slower_first_steps_of_an_attempt_are_not_taken_for_the_step_time():
+    # Caches and allocations make an attempt's first steps slower; counted in the step time
+    # the first save is weighed against, they would make it look cheaper than its 0.07 s.
+    times = tuple(0.3 if step <= defaults.HF_AUTO_WARMUP_STEPS else 0.1 for step in range(100))
+    warming, plain = Loop(bound=0.035), Loop(bound=0.035)
+    warming.train(60, step_s=times)
+    plain.train(60)
+    assert warming.events[1][:2] == plain.events[1][:2] == (40 - FIRST, 0.02)
+
+
+def test_a_save_is_weighed_against_the_steps_on_both_sides_of_it():
+    # The machine gets faster while the first save is measured: the steps before it alone
+    # would make its intervals look cheaper than they were, and the save look almost free.
+    times = tuple(0.12 if step <= FIRST else 0.1 for step in range(400))
+    loop = Loop(bound=0.035)
+    loop.train(300, step_s=times)
+    # Weighed against 0.12 s it would read as its stall (0.05 s): every 15 steps, 4.7% of the
+    # training once the machine is at 0.1 s. The steps after it weigh it closer to its cost.
+    assert loop.events[1][0] >= 20
+    assert loop.now <= (1 + 0.035) * loop.undisturbed
+
+
 def test_costlier_saves_make_the_cadence_longer_as_the_run_goes():
     loop = Loop(bound=0.035)
     loop.train(60)
@@ -158,17 +182,19 @@ def test_costlier_saves_make_the_cadence_longer_as_the_run_goes():
 def test_a_cadence_is_never_shorter_than_a_save_takes_to_be_committed():
     loop = Loop(bound=0.5)  # the bound alone would allow a save every 2 steps
     loop.train(60, write_steps=4, commit_steps=3)
-    # The first save was committed 7 steps after it was taken, and measured SETTLE more.
-    assert loop.events[1][0] == 7 + SETTLE
+    # The first save was committed 7 steps after it was taken, measured SETTLE more, and
+    # weighed FRESH steps later.
+    assert loop.events[1][0] == 7 + SETTLE + FRESH
     gaps = {b - a for a, b in zip(loop.saves, loop.saves[1:], strict=False)}
-    assert gaps == {7 + SETTLE}
+    assert gaps == {7 + SETTLE + FRESH}
 
 
 def test_a_runner_that_never_commits_does_not_stop_the_saves():
     loop = Loop(bound=0.035)
     loop.train(2000, commits=False)
-    # Each measurement ends HF_AUTO_COMMIT_WAIT_S (600 steps of 0.1 s) after its write.
-    wait = int(defaults.HF_AUTO_COMMIT_WAIT_S / 0.1)
+    # Each measurement ends HF_AUTO_COMMIT_WAIT_S (600 steps of 0.1 s) after its write and is
+    # weighed FRESH steps later.
+    wait = int(defaults.HF_AUTO_COMMIT_WAIT_S / 0.1) + FRESH
     gaps = [b - a for a, b in zip(loop.saves, loop.saves[1:], strict=False)]
     assert len(gaps) >= 2 and all(wait <= gap <= wait + 3 for gap in gaps)
 
@@ -194,10 +220,10 @@ def test_noise_does_not_retune_but_a_clearly_cheaper_save_does():
     loop.train(60)
     loop.train(100, stall_s=0.045)  # a little cheaper: still 19 steps, kept at 20
     assert [every for every, _, _ in loop.events] == [FIRST, 40 - FIRST, 20]
-    # Saves cost nothing now: as often as one is committed (2 steps) and measured to the end,
-    # or (the retune margin) a little less often.
+    # Saves cost nothing now: as often as one is committed (2 steps), measured to the end and
+    # weighed, or (the retune margin) a little less often.
     loop.train(200, stall_s=0.0, slowdown_s=0.0)
-    fastest = 2 + SETTLE
+    fastest = 2 + SETTLE + FRESH
     assert fastest <= loop.events[-1][0] <= fastest / (1 - defaults.HF_AUTO_RETUNE_MARGIN)
 
 

@@ -312,6 +312,16 @@ HF_AUTO_STEP_SAMPLES = 32
 """``save_every = "auto"``: the step time saves are weighed against is the mean of this many
 recent steps trained without a save in flight (``HF_AUTO_STEP_OUTLIER`` leaves some out)."""
 
+HF_AUTO_WARMUP_STEPS = 3
+"""``save_every = "auto"``: the first steps of an attempt are slower than the rest (caches,
+allocations): the intervals that end within this many steps of its start are not step-time
+samples."""
+
+HF_AUTO_FRESH_STEPS = 8
+"""``save_every = "auto"``: a save is weighed once this many steps trained after its
+measurement ended without a save in flight, so the step time it is weighed against includes
+steps on both sides of it (the next periodic save waits for them)."""
+
 HF_AUTO_STEP_OUTLIER = 4.0
 """``save_every = "auto"``: a step that took this many times the median step or more (an
 evaluation, the machine paused) is left out of the step time saves are weighed against."""

@@ -9,11 +9,15 @@ boundaries, so a save's cost is what the intervals from its boundary until the r
 it (``committed.json``), and a few steps more (``HF_AUTO_SETTLE_STEPS``: right after a commit
 the integration removes the older checkpoint folder and the runner's retention deletes older
 snapshots' files), took beyond the step time without a save in flight (the mean of recent
-such intervals, far longer ones left out). With cost C and step time t, a save every k steps
+such intervals, far longer ones left out). That step time is taken on both sides of the save:
+it is weighed only once ``HF_AUTO_FRESH_STEPS`` more steps trained without one, so a machine
+that got faster or slower meanwhile does not make it look cheaper, and an attempt's first,
+slower steps are no samples at all. With cost C and step time t, a save every k steps
 costs C / (k t) of training time: the cadence is the smallest k within the bound, and never
-shorter than a save took to be committed (one save is in flight at a time, so a save due before
-the previous one is committed waits for it). A runner that never commits (lost, or its capture
-failed) ends a measurement ``HF_AUTO_COMMIT_WAIT_S`` after the write: saves never stop for it.
+shorter than a save took to be committed and weighed (one save is in flight at a time, so a
+save due before the previous one is weighed waits for it). A runner that never commits (lost,
+or its capture failed) ends a measurement ``HF_AUTO_COMMIT_WAIT_S`` after the write: saves never
+stop for it.
 
 Every save's measurement updates a running estimate of C and the cadence is chosen again, so it
 follows the run as it goes; each change is a ``save_cadence`` event. The first save of an
@@ -79,8 +83,8 @@ class AutoCadence:
             return  # the attempt's first boundary: no interval ended here
         interval = now - last[1]
         measuring = self._measuring
-        if measuring is None:
-            self._undisturbed.append(interval)
+        if measuring is None or measuring.ended_at is not None:
+            self._undisturbed_step(step, interval, measuring)
             return
         measuring.intervals.append(interval)
         if writing:
@@ -94,7 +98,19 @@ class AutoCadence:
             and step - measuring.committed_at >= defaults.HF_AUTO_SETTLE_STEPS
         )
         if settled or now - measuring.written_at >= defaults.HF_AUTO_COMMIT_WAIT_S:
-            self._measuring = None  # committed and settled: its whole cost is known
+            measuring.ended_at = step  # committed and settled: all it cost is in its intervals
+
+    def _undisturbed_step(self, step: int, interval: float, measuring: _Measure | None) -> None:
+        """A step trained with no save in flight: a sample of the step time (past the attempt's
+        first, slower steps). A save whose intervals ended is weighed once ``FRESH_STEPS`` such
+        samples followed it, so the step time brackets it instead of going stale before it."""
+        if step - self._start > defaults.HF_AUTO_WARMUP_STEPS:
+            self._undisturbed.append(interval)
+        if measuring is None:
+            return
+        measuring.fresh += 1
+        if measuring.fresh >= defaults.HF_AUTO_FRESH_STEPS:
+            self._measuring = None
             self._measured(measuring, step)
 
     def due(self, step: int) -> bool:
@@ -111,7 +127,7 @@ class AutoCadence:
         self._measuring = _Measure(step, stall_s, self._measuring)
 
     def _measured(self, measure: _Measure, step: int) -> None:
-        written_in = step - measure.step  # steps until the save was committed
+        written_in = step - measure.step  # steps until the save was committed and weighed
         if len(self._undisturbed) < _MIN_STEP_SAMPLES:
             self._choose(step, max(self.every, written_in), None)  # no step time to weigh by
             return
@@ -166,3 +182,5 @@ class _Measure:
             self.intervals = overlapped.intervals
         self.written_at: float | None = None  # the boundary that found its write finished
         self.committed_at: int | None = None  # the step whose boundary found it committed
+        self.ended_at: int | None = None  # the step from which its intervals are undisturbed
+        self.fresh = 0  # undisturbed steps trained since then

@@ -21,6 +21,7 @@ from nodus.stages.hf.inprocess import identity as identities
 from nodus.stages.hf.inprocess.cadence import AutoCadence
 from nodus.stages.hf.inprocess.control import ControlDir
 from nodus.stages.hf.inprocess.state_copy import Buffers, capture
+from nodus.stages.hf.inprocess.state_json import StateJson
 from nodus.stages.hf.inprocess.writer import CheckpointWriter, remove_older_checkpoints
 
 _ARGUMENTS_LABEL = identities.LABELS["training_arguments"]
@@ -42,6 +43,7 @@ class Session:
         self.epoch_ending = False  # set by NodusCallback: the boundary is an epoch end
         self.saves_off_said = False
         self.buffers = Buffers()
+        self.state_json = StateJson()
         # Saves happen only at steps that are multiples of this (grpo: generation boundaries,
         # so no checkpoint falls between a generation and the steps that use its rollouts);
         # a request arriving in between is answered at the next such step.
@@ -179,7 +181,10 @@ class Session:
         self.last_saved_step = self.trainer.state.global_step
         started = time.perf_counter()
         self.writer.wait()  # the buffers are about to be reused: the previous write must be done
-        self.writer.submit(capture(self.trainer, self.identity or {}, request_ids, self.buffers))
+        captured = capture(
+            self.trainer, self.identity or {}, request_ids, self.buffers, self.state_json
+        )
+        self.writer.submit(captured)
         if self.cadence is not None:
             self.cadence.saved(self.last_saved_step, time.perf_counter() - started)
 

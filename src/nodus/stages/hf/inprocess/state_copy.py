@@ -9,15 +9,15 @@ so the files are those a bare Trainer would have written at that step, RNG state
 from __future__ import annotations
 
 import copy
-import dataclasses
 import io
-import json
 import random
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+
+from nodus.stages.hf.inprocess.state_json import StateJson
 
 
 @dataclass
@@ -57,9 +57,16 @@ class Buffers:
 
 
 def capture(
-    trainer: Any, identity: dict[str, Any], requests: list[int], buffers: Buffers | None = None
+    trainer: Any,
+    identity: dict[str, Any],
+    requests: list[int],
+    buffers: Buffers | None = None,
+    state_json: StateJson | None = None,
 ) -> Captured:
+    """The checkpoint of this boundary; ``buffers`` and ``state_json`` are kept from one save
+    to the next by the session (fresh ones for a single save)."""
     buffers = buffers or Buffers()
+    state_json = state_json or StateJson()
     state = trainer.state
     trainer.store_flos()  # the Trainer does this before it saves; trainer_state.json matches
     _export_callback_states(trainer)
@@ -70,7 +77,7 @@ def capture(
         optimizer_state=_clone_tree(trainer.optimizer.state_dict(), buffers, "optimizer"),
         scheduler_state=copy.deepcopy(trainer.lr_scheduler.state_dict()),
         rng_state=_rng_state(trainer.args),
-        trainer_state_json=json.dumps(dataclasses.asdict(state), indent=2, sort_keys=True) + "\n",
+        trainer_state_json=state_json.text(state),
         training_args=_pickled(trainer.args),
         identity=identity,
         metrics=step_metrics(state),
@@ -81,12 +88,24 @@ def capture(
 def step_metrics(state: Any) -> dict[str, float]:
     """Loss, learning rate, epoch and grad norm logged at this step (merged log entries)."""
     metrics: dict[str, float] = {"epoch": float(state.epoch or 0.0)}
-    for entry in state.log_history:
-        if entry.get("step") == state.global_step:
-            metrics.update(
-                {k: v for k, v in entry.items() if k != "step" and isinstance(v, (int, float))}
-            )
+    for entry in _entries_of_step(state.log_history, state.global_step):
+        metrics.update(
+            {k: v for k, v in entry.items() if k != "step" and isinstance(v, (int, float))}
+        )
     return metrics
+
+
+def _entries_of_step(history: list[dict], step: int) -> list[dict]:
+    """The log entries of ``step``, oldest first: the history is in step order, so it is read
+    from its end back (its length grows with the run; a save must not)."""
+    found = []
+    for entry in reversed(history):
+        logged = entry.get("step")
+        if isinstance(logged, int) and logged < step:
+            break
+        if logged == step:
+            found.append(entry)
+    return found[::-1]
 
 
 def _clone_tensors(state: dict[str, torch.Tensor], buffers: Buffers) -> dict[str, torch.Tensor]:
