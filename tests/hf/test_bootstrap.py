@@ -9,11 +9,18 @@ import sys
 
 from nodus.stages.hf import BOOTSTRAP_DIR
 
-PROBE = (
-    "import sys, sitecustomize; "
-    "print(any(type(f).__name__ == '_TrainerFinder' for f in sys.meta_path)); "
-    "print(getattr(sitecustomize, 'SITE_MARK', 'none')); "
-    "print('transformers' in sys.modules)"
+HOOKED = "print(any(type(f).__name__ == '_TrainerFinder' for f in sys.meta_path))"
+PROBE = "; ".join(
+    [
+        "import sys, sitecustomize",
+        # At start-up: nothing loaded, not even the protocol (a program without transformers
+        # starts as fast as without nodus)...
+        HOOKED,
+        "print(sorted({'transformers', '_nodus_bootstrap_protocol'} & set(sys.modules)) or None)",
+        # ...and the hook in place once the program imports transformers.
+        "import transformers",
+        HOOKED,
+    ]
 )
 
 
@@ -43,12 +50,12 @@ def _probe(tmp_path, with_settings: bool) -> list[str]:
 
 
 def test_bootstrap_chains_to_the_next_sitecustomize_and_installs_the_hook(tmp_path):
-    hooked, _mark, heavy, site_ran = _probe(tmp_path, with_settings=True)
-    assert hooked == "True"
+    at_start, loaded, hooked, site_ran = _probe(tmp_path, with_settings=True)
     assert site_ran == "yes"  # the site's own sitecustomize still ran
-    assert heavy == "False"  # nothing heavy is imported before the program asks for it
+    # Nothing is imported before the program asks for transformers; then the hook is there.
+    assert (at_start, loaded, hooked) == ("False", "None", "True")
 
 
 def test_without_integration_settings_the_bootstrap_does_nothing(tmp_path):
-    hooked, _mark, _heavy, site_ran = _probe(tmp_path, with_settings=False)
-    assert hooked == "False" and site_ran == "yes"
+    at_start, _loaded, hooked, site_ran = _probe(tmp_path, with_settings=False)
+    assert at_start == hooked == "False" and site_ran == "yes"

@@ -13,9 +13,14 @@ user's script. It does two things, and nothing heavy:
 The settings are looked for with the runner's own ``nodus/protocol.py`` (the package this folder
 belongs to, loaded by its path: it imports nothing but the standard library), whatever ``nodus``
 the program's interpreter may or may not have installed.
+
+All of that waits for the program's first import of ``transformers``: loading the protocol
+(``dataclasses``, ``inspect``, ``re``...) costs a bare interpreter 15 ms, three times its own
+start, and a program that never imports transformers (``integration = "auto"`` is the default
+for every command) should not pay it on every start and every recovery. The hook only has to be
+in place before ``transformers.trainer`` loads, which always comes after its package.
 """
 
-import importlib.util
 import os
 import sys
 
@@ -42,8 +47,21 @@ def _chain_to_next_sitecustomize():
             sys.modules["sitecustomize"] = ours
 
 
+class _OnTransformers:
+    """A meta-path finder that finds nothing: the first import of ``transformers`` (or of one
+    of its modules) installs the hook, then this finder leaves the path."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "transformers" or fullname.startswith("transformers."):
+            sys.meta_path.remove(self)
+            _install_hook()
+        return None
+
+
 def _protocol():
     """``nodus/protocol.py`` next to this folder, as a private module of the bootstrap."""
+    import importlib.util
+
     path = os.path.join(_PACKAGES, "nodus", "protocol.py")
     spec = importlib.util.spec_from_file_location(_PROTOCOL, path)
     module = importlib.util.module_from_spec(spec)
@@ -66,4 +84,7 @@ def _install_hook():
 
 
 _chain_to_next_sitecustomize()
-_install_hook()
+if "transformers" in sys.modules:  # imported by a site's own start-up code already
+    _install_hook()
+else:
+    sys.meta_path.insert(0, _OnTransformers())
