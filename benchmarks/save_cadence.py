@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/save_cadence.py [--repeat 3] [--epochs 40]
                                                 [--width 32] [--layers 2]
                                                 [--max-save-overhead 0.035] [--dir SCRATCH]
+                                                [--cadence '"auto"' | N]
 
 Each round runs the quick-start (examples/quickstart, 12 optimizer steps per epoch) under
 `nodus run` twice, one after the other (the order alternates from round to round): with
@@ -15,6 +16,8 @@ in both, are left out), so ``overhead = auto / none - 1`` is what the periodic s
 training; target: at most ``max_save_overhead``. Also reported: the saves taken and the
 cadences chosen (the run's ``save_cadence`` events). Medians over the rounds. On a shared
 machine ``OMP_NUM_THREADS=1`` keeps torch's threads from spinning against other processes.
+``--cadence N`` measures a fixed ``save_every = N`` the same way (what a cadence costs, to set
+``auto``'s estimates against).
 
 The script drives the nodus next to it (``../src``), so a copy of it in another checkout
 measures that checkout.
@@ -112,17 +115,22 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=QUICKSTART_WIDTH, help="GPT-2 n_embd")
     parser.add_argument("--layers", type=int, default=2, help="GPT-2 n_layer")
     parser.add_argument("--max-save-overhead", type=float, default=0.035)
+    parser.add_argument(
+        "--cadence",
+        default='"auto"',
+        help='save_every on the measured side (default "auto"; a number: that fixed cadence)',
+    )
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
     args = parser.parse_args()
     rounds = []
     with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
         for number in range(args.repeat):
             if number % 2:  # alternate which goes first: a drift of the machine hits both
-                auto = one_run(scratch, '"auto"', args)
+                auto = one_run(scratch, args.cadence, args)
                 none = one_run(scratch, "0", args)
             else:
                 none = one_run(scratch, "0", args)
-                auto = one_run(scratch, '"auto"', args)
+                auto = one_run(scratch, args.cadence, args)
             rounds.append((none, auto))
             print(
                 f"round {number + 1}: none {none['train_s']:.2f} s, auto {auto['train_s']:.2f} s "
@@ -155,7 +163,7 @@ def main() -> None:
         else None,
         "bound": args.max_save_overhead,
         "saves": statistics.median(auto["saves"] for _, auto in rounds),
-        "last_cadence": rounds[-1][1]["cadences"][-1][0],
+        "last_cadence": (rounds[-1][1]["cadences"] or [(args.cadence,)])[-1][0],
     }
     print(json.dumps({"median": summary}, indent=2))
 

@@ -312,6 +312,10 @@ HF_AUTO_STEP_SAMPLES = 32
 """``save_every = "auto"``: the step time saves are weighed against is the mean of this many
 recent steps trained without a save in flight (``HF_AUTO_STEP_OUTLIER`` leaves some out)."""
 
+HF_AUTO_AIM = 0.8
+"""``save_every = "auto"``: the share of ``max_save_overhead`` the cadence is chosen for; the
+rest is room for the error of each save's measured cost (the bound is a ceiling)."""
+
 HF_AUTO_WARMUP_STEPS = 3
 """``save_every = "auto"``: the first steps of an attempt are slower than the rest (caches,
 allocations): the intervals that end within this many steps of its start are not step-time

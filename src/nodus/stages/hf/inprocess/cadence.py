@@ -23,6 +23,11 @@ Every save's measurement updates a running estimate of C and the cadence is chos
 follows the run as it goes; each change is a ``save_cadence`` event. The first save of an
 attempt comes a few steps after its start, to measure before anything is chosen.
 
+The bound is a ceiling, not a target: the cadence is chosen for ``HF_AUTO_AIM`` of it. Each
+cost is an estimate from a few dozen intervals of a shared machine (a fixed cadence measured
+against the same program without saves scatters by several percent from one run to the next),
+and a cadence chosen for the bound itself would exceed it about as often as not.
+
 The bound holds over the whole attempt, not only between saves: every save counts (the first,
 measuring one, and those taken at epoch ends or on request), so the next periodic save waits
 until the training since the attempt started pays for all of them and for itself. After the
@@ -58,6 +63,8 @@ class AutoCadence:
         self, bound: float, anchor: int, report: Report, clock: Callable[[], float] | None = None
     ) -> None:
         self.bound = bound
+        # What the cadence is chosen for: the bound is a ceiling, and each cost is an estimate.
+        self._aim = bound * defaults.HF_AUTO_AIM
         self.every = defaults.HF_AUTO_FIRST_EVERY
         self._anchor = anchor  # the step of the previous save, or where the attempt started
         self._start = anchor  # where the attempt started: the bound's account begins here
@@ -139,7 +146,7 @@ class AutoCadence:
         self._spent += cost
         weight = defaults.HF_AUTO_COST_WEIGHT
         self._cost = cost if self._cost is None else weight * cost + (1 - weight) * self._cost
-        within = max(1, math.ceil(self._cost / (self.bound * step_s) - 1e-9))
+        within = max(1, math.ceil(self._cost / (self._aim * step_s) - 1e-9))
         best = max(within, written_in, self._paid_from(step_s) - measure.step)
         if self._chosen and self.every * (1 - defaults.HF_AUTO_RETUNE_MARGIN) < best < self.every:
             best = self.every  # more frequent only when clearly so: noise must not retune
@@ -160,7 +167,7 @@ class AutoCadence:
     def _paid_from(self, step_s: float) -> int:
         """The first step at which the training since the attempt started pays, within the
         bound, for every save so far and one more at the estimated cost."""
-        owed = (self._spent + (self._cost or 0.0)) / (self.bound * step_s)
+        owed = (self._spent + (self._cost or 0.0)) / (self._aim * step_s)
         return self._start + math.ceil(owed - 1e-9)
 
     def _choose(self, step: int, every: int, overhead: float | None, always: bool = False) -> None:
