@@ -263,12 +263,15 @@ def test_a_resumed_attempt_counts_from_its_restored_step():
 @pytest.mark.hf
 @pytest.mark.slow
 def test_a_run_with_auto_records_its_cadences_and_saves_on_them(tmp_path):
-    bound = 0.5  # generous, so the 48 steps hold several saves whatever the machine's speed
+    bound = 0.5  # generous, so the 144 steps hold several saves whatever the machine's speed
     project = Project(
         tmp_path,
         save_every=protocol.SAVE_EVERY_AUTO,
         write_delay="0",
         execution={"save_each_epoch": False, "max_save_overhead": bound},
+        # Long enough for the first save to be committed and weighed on a fast machine too
+        # (the runner looks every 0.2 s; the quick-start's steps take a few milliseconds).
+        env={"QUICKSTART_EPOCHS": "12"},
     )
     proc = project.nodus("run", str(project.file), "--key", "auto", timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -280,7 +283,7 @@ def test_a_run_with_auto_records_its_cadences_and_saves_on_them(tmp_path):
     assert measured, "no cadence was chosen from a measured save"
     assert all(e["every"] >= 1 and 0 <= e["overhead"] <= bound for e in measured)
     steps = project.committed_steps("auto")
-    assert steps[0] == FIRST and steps[-1] == 48  # the final save ends the run
+    assert steps[0] == FIRST and steps[-1] == 144  # the final save ends the run
     for before, after in zip(steps, steps[1:-1], strict=False):
         in_force = [e["every"] for e in events if e["step"] <= after][-1]
         assert after - before == in_force, (steps, events)
