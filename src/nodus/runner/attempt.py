@@ -38,17 +38,15 @@ from nodus.runner.processes.containment import (
     attempt_token,
     kill_survivors,
     record_survivors,
-    spare_token,
 )
 from nodus.runner.processes.stage_process import (
     CannotStartError,
     StageProcess,
     Supervisor,
-    leaving_pids,
-    reap_leaving,
     signal_name,
     spawn_supervisor,
 )
+from nodus.runner.processes.standby import Standby
 from nodus.runner.rotation import Rotation
 from nodus.runner.snapshotting import Capturer, fence
 from nodus.runner.uploading import Uploads, unrecorded_note
@@ -80,39 +78,11 @@ class RunContext:
     qualifying: bool = False  # `nodus qualify` only: see protocol.Settings.qualifying
     backend: str | None = None  # `--backend` of this drive; None: each stage's own
     ray_address: str | None = None  # `--ray-address`; None: RAY_ADDRESS, else Ray's own lookup
-    spare: Supervisor | None = None  # started ahead of the next local attempt (containment)
+    # The spare supervisor and those exiting after their end report (containment).
+    standby: Standby = field(init=False)
 
-    def start_spare(self) -> None:
-        """Start a supervisor for the next attempt now (from the main thread), so a recovery
-        does not wait for an interpreter to start; the driver discards it when the drive ends."""
-        if self.spare is None or self.spare.taken:
-            try:
-                self.spare = spawn_supervisor(spare_token(self.run_id))
-            except CannotStartError:
-                self.spare = None  # the attempt starts one of its own, or says why it cannot
-
-    def take_spare(self) -> Supervisor | None:
-        """The spare, if it is still there to take (one killed while it waited is not)."""
-        spare, self.spare = self.spare, None
-        if spare is None or spare.taken:
-            return None
-        if spare.process.poll() is not None:
-            spare.discard()  # the attempt starts one of its own
-            return None
-        return spare
-
-    def kept_pids(self) -> tuple[int, ...]:
-        """The runner's own spare and the supervisors still exiting after their end report,
-        which no sweep may take for survivors."""
-        spare = () if self.spare is None else (self.spare.process.pid,)
-        return spare + leaving_pids()
-
-    def discard_spare(self) -> None:
-        """The drive ends: the spare goes, and the supervisors still exiting are reaped."""
-        if self.spare is not None:
-            self.spare.discard()
-            self.spare = None
-        reap_leaving()
+    def __post_init__(self) -> None:
+        self.standby = Standby(self.run_id)
 
     def event(
         self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
@@ -132,7 +102,7 @@ class Restore:
 class Attempt:
     """One process lifetime of a stage; its number (allocated at once) is its fencing token."""
 
-    spares = True  # start the next attempt's supervisor while this one runs (RunContext.spare)
+    spares = True  # start the next attempt's supervisor while this one runs (Standby)
 
     def __init__(
         self,
@@ -169,7 +139,7 @@ class Attempt:
         self._sweep()
         # A spare started earlier is ready; otherwise one starts while the copy is laid out
         # (after the sweep, which would take it for a survivor: it carries this attempt's token).
-        supervisor = self.ctx.take_spare() or self._early_supervisor()
+        supervisor = self.ctx.standby.take_spare() or self._early_supervisor()
         try:
             restored = self._prepare()
             rotation = self._rotation()
@@ -195,7 +165,7 @@ class Attempt:
 
     def _sweep(self) -> None:
         """Kill whatever an earlier attempt of the run left running."""
-        kill_survivors(self.ctx.catalog, self.ctx.run_id, keep=self.ctx.kept_pids())
+        kill_survivors(self.ctx.catalog, self.ctx.run_id, keep=self.ctx.standby.kept_pids())
 
     def _token(self) -> str:
         """The token every process of this attempt carries (containment)."""
@@ -244,6 +214,7 @@ class Attempt:
                 token=self._token(),
                 grace_s=self.stage.execution.grace_period,
                 terminal=self.ctx.terminal,
+                leaving=self.ctx.standby.leave,
             )
             self.process.start(supervisor)
         except CannotStartError as error:
@@ -459,7 +430,7 @@ class Attempt:
         self._settled = True
         self.ws.discard_previous()  # what the restore did not take
         if self.spares:  # so a recovery need not wait for a supervisor to start
-            self.ctx.start_spare()
+            self.ctx.standby.start_spare()
 
     def take_cancel(self) -> bool:
         """True (and the request marked handled) if a cancel is pending: it wins over a pause."""

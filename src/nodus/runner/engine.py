@@ -90,7 +90,7 @@ class Runner:
             self.catalog.set_phase(self.run.id, Phase.FAILED, message=str(error))
             raise
         finally:
-            self.ctx.discard_spare()
+            self.ctx.standby.close()
             self.catalog.set_runner(self.run.id, None, None)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -104,7 +104,7 @@ class Runner:
                 overlays += self._outputs_of(stage)
                 continue
             if backend_of(self.ctx, stage) != RAY:  # its supervisor starts while it is prepared
-                self.ctx.start_spare()
+                self.ctx.standby.start_spare()
             status = self._run_stage(stage, row, restore, overlays)
             if status != 0:
                 return status
@@ -196,7 +196,7 @@ class Runner:
     def _reap_lost_attempts(self, stage: ResolvedStage, row: dict) -> bool:
         """Attempts still marked running belong to a dead runner: kill leftovers, end them."""
         # before anything is recorded or restarted
-        kill_survivors(self.catalog, self.run.id, keep=self.ctx.kept_pids())
+        kill_survivors(self.catalog, self.run.id, keep=self.ctx.standby.kept_pids())
         lost = [a for a in row["attempts"] if a["outcome"] is None]
         for attempt in lost:
             self.catalog.end_attempt(

@@ -190,7 +190,7 @@ def _run_attempt(home: str, spec: dict[str, Any]) -> Outcome:
     try:
         return attempt.run()
     finally:
-        ctx.discard_spare()  # no spare on a node; its supervisor is reaped before the report
+        ctx.standby.close()  # no spare on a node; its supervisor is reaped before the report
 
 
 class _StoreFence:

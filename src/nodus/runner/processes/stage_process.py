@@ -21,7 +21,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
 from nodus.runner.processes.containment import TOKEN_VAR, Survivor, kill_carriers
@@ -66,7 +66,7 @@ class Supervisor:
             self.taken = True
             self.sock.close()
             self.process.stdout.close()
-            _reap(self.process)
+            reap_supervisor(self.process)
 
 
 def spawn_supervisor(token: str) -> Supervisor:
@@ -106,7 +106,10 @@ class StageProcess:
         token: str,
         grace_s: float,
         terminal: IO[str] | None = None,
+        leaving: Callable[[subprocess.Popen], None] | None = None,
     ) -> None:
+        """``leaving``: takes the supervisor once it reported the end, to reap it later (the
+        runner's :class:`~.standby.Standby`); without it, the supervisor is reaped at once."""
         self.command = list(command)
         self.cwd = cwd
         self.env = {**env, TOKEN_VAR: token}
@@ -115,6 +118,7 @@ class StageProcess:
         self.log_path = log_path
         self.prefix = prefix
         self.terminal = terminal if terminal is not None else sys.stdout
+        self.leaving = leaving
         self.supervisor: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.pid = 0  # the program's own pid (the catalog's attempts.pid)
@@ -201,12 +205,15 @@ class StageProcess:
 
     def _ended(self, ending: Ending) -> None:
         """The supervisor reported the tree gone and let go of the output; it exits now, and
-        is reaped later (:func:`leaving_pids`) rather than waited for on a recovery's path."""
+        is handed to ``leaving`` to be reaped later rather than waited for on a recovery's
+        path (:mod:`.standby`)."""
         self.ending = ending
         assert self.supervisor is not None and self.channel is not None
         self.channel.sock.close()
-        if self.supervisor.poll() is None:
-            _LEAVING.append(self.supervisor)
+        if self.leaving is not None:
+            self.leaving(self.supervisor)
+        else:
+            reap_supervisor(self.supervisor)
 
     def _supervisor_lost(self) -> None:
         """The supervisor died or hangs: kill it, then whatever carries the attempt's token."""
@@ -222,7 +229,7 @@ class StageProcess:
     def _close(self) -> None:
         assert self.supervisor is not None and self.channel is not None
         self.channel.sock.close()
-        _reap(self.supervisor)
+        reap_supervisor(self.supervisor)
 
     def _why_not(self, reply: dict | None) -> str:
         program = self.command[0]
@@ -254,25 +261,7 @@ class StageProcess:
             pass  # a closed terminal must not stop the log file
 
 
-_LEAVING: list[subprocess.Popen] = []
-"""Supervisors that reported their end and are exiting (never waited for, see ``_ended``)."""
-
-
-def leaving_pids() -> tuple[int, ...]:
-    """This runner's supervisors still exiting after their end report (the rest reaped now):
-    a sweep must not take them for survivors of their attempt."""
-    _LEAVING[:] = [process for process in _LEAVING if process.poll() is None]
-    return tuple(process.pid for process in _LEAVING)
-
-
-def reap_leaving() -> None:
-    """Wait for the supervisors still exiting (a drive's end: nothing of it outlives it)."""
-    for process in _LEAVING:
-        _reap(process)
-    _LEAVING.clear()
-
-
-def _reap(process: subprocess.Popen) -> None:
+def reap_supervisor(process: subprocess.Popen) -> None:
     """Reap a supervisor that was told to go: its exit awaited ``KILL_WAIT_S`` at most, then
     killed (a hung one must not hang the runner)."""
     if not _exited(process, defaults.KILL_WAIT_S):
