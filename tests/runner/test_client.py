@@ -17,7 +17,7 @@ from runner_helpers import FAST, committed_steps, running_attempt
 
 import nodus
 from nodus.errors import NodusError, NotFoundError, UsageError, WaitTimeoutError, WorkloadError
-from nodus.runner.source import human
+from nodus.schemas.units import human_bytes
 from nodus.testing.counter import expected_value
 from polling import wait_for
 
@@ -60,7 +60,7 @@ def test_a_file_run_through_the_client_answers_as_the_command_line_does(
     assert (run["phase"], run["exit_status"]) == ("SUCCEEDED", 0)
     assert "[main] counter: done at step 20" in output.getvalue()
     source = client.get("sdk")["stages"][0]["source_snapshot"]
-    size = human(project.store().get(source).total_bytes)
+    size = human_bytes(project.store().get(source).total_bytes)
     assert notes[0] == f"accepted {run['id']} under key 'sdk' (source {size} in 1 file)"
     assert notes[-1] == f"{run['id']} SUCCEEDED"
     assert project.result(run["id"]) == {"steps": 20, "value": expected_value(20)}

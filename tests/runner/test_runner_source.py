@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 
-from nodus.runner.source import human
 from nodus.schemas import defaults
+from nodus.schemas.units import human_bytes
 
 MIB = 1024 * 1024
 NEVER_SOURCE = [
@@ -93,7 +93,7 @@ def test_a_run_states_its_source_size_on_the_acceptance_line(project):
     files = len(manifest.files)
     assert files == 3  # the workload file, train.py, conf/model.json
     line = f"nodus: accepted {run['id']} under key 'sized' (source "
-    assert f"{line}{human(manifest.total_bytes)} in {files} files)\n" in said
+    assert f"{line}{human_bytes(manifest.total_bytes)} in {files} files)\n" in said
     (captured,) = [e for e in run["events"] if e["type"] == "source_captured"]
     assert (captured["bytes"], captured["files"]) == (manifest.total_bytes, files)
 

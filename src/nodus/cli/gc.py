@@ -30,7 +30,7 @@ def register(commands, groups, common: argparse.ArgumentParser) -> None:
 
 def _gc(args: argparse.Namespace) -> int:
     from nodus.client import Client
-    from nodus.inventory.progress import human_bytes
+    from nodus.schemas.units import human_bytes
 
     report = Client(args.home, args.store).gc(dry_run=args.dry_run)
     if args.json:

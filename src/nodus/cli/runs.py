@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+from nodus.schemas.units import human_bytes
+
 
 def register(commands, groups, common) -> None:
     run = commands.add_parser(
@@ -269,7 +271,8 @@ def _get(args) -> int:
             f"{child['step']} ({child['snapshot']}), --from {child['mode']}"
         )
     stored = data["stored"]
-    print(f"  store: {stored['snapshots']} snapshot(s), {_size(stored['bytes'])} ({data['store']})")
+    size = human_bytes(stored["bytes"])
+    print(f"  store: {stored['snapshots']} snapshot(s), {size} ({data['store']})")
     if data.get("model"):
         model = data["model"]
         print(f"  model: {model['ref']} (step {model['step']}, snapshot {model['snapshot']})")
@@ -314,12 +317,6 @@ def _capture_failure_line(data: dict) -> str | None:
     return line
 
 
-def _size(count: int) -> str:
-    from nodus.inventory.progress import human_bytes
-
-    return human_bytes(count)
-
-
 def _upload_line(upload: dict, bar: bool) -> str:
     """The upload queue to a remote store; with ``bar`` (a terminal) a progress bar too."""
     current = upload["uploading"]
@@ -328,7 +325,7 @@ def _upload_line(upload: dict, bar: bool) -> str:
     else:
         what = "outputs" if current["role"] == "outputs" else f"step {current['step']}"
         done, total = current["bytes_done"], current["bytes_total"]
-        now = f"uploading {what}: {_size(done)} of {_size(total)}"
+        now = f"uploading {what}: {human_bytes(done)} of {human_bytes(total)}"
         if bar:
             filled = int(20 * done / total) if total else 20
             now += f" [{'#' * filled}{'.' * (20 - filled)}] {100 * done // max(total, 1)}%"

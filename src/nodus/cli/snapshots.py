@@ -13,6 +13,8 @@ import json
 import sys
 from typing import Any
 
+from nodus.schemas.units import human_bytes
+
 __all__ = ["register"]
 
 _REF_HELP = "snapshot id (ckpt_…), RUN@STEP or RUN/STAGE@STEP (RUN: run id or key)"
@@ -187,7 +189,7 @@ def _detail_lines(data: dict[str, Any]) -> list[str]:
         held = "" if entry["held"] else "  (deleted by retention)"
         lines.append(
             f"    {entry['path']:<{width}}  {entry['kind']:<7}  "
-            f"{_human(entry['size']):>9}  {entry['hash'][:16] or 'symlink':<16}  "
+            f"{human_bytes(entry['size']):>9}  {entry['hash'][:16] or 'symlink':<16}  "
             f"{mark}{held}"
         )
     return lines
@@ -308,14 +310,8 @@ def _epoch(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _human(count: int) -> str:
-    from nodus.inventory.progress import human_bytes
-
-    return human_bytes(count)
-
-
 def _kinds(row: dict[str, Any]) -> str:
-    held = [f"{kind} {_human(size)}" for kind, size in row["bytes_by_kind"].items()]
+    held = [f"{kind} {human_bytes(size)}" for kind, size in row["bytes_by_kind"].items()]
     return ", ".join(held + [f"{kind} deleted" for kind in row["deleted_kinds"]])
 
 

@@ -10,18 +10,12 @@ import sys
 import time
 from typing import IO
 
+from nodus.schemas.units import human_bytes
+
 __all__ = ["Progress", "human_bytes"]
 
 REDRAW_S = 0.1
 WIDTH = 30
-
-
-def human_bytes(count: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if count < 1024 or unit == "GB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} TB"  # unreachable; keeps type checkers calm
 
 
 class Progress:

@@ -21,6 +21,7 @@ from nodus.runner.lineage import Parent, Source, inherited_stages
 from nodus.runner.locks import lock_name_for
 from nodus.runner.store_driving import publish_accepted
 from nodus.schemas.resolved import ResolvedWorkload
+from nodus.schemas.units import human_bytes
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Accepted:
         """What the acceptance line says of the source: ``source 12.0 KiB in 4 files``."""
         if self.shared_from is not None:
             return f"the source of {self.shared_from}"
-        size = source.human(sum(item.bytes for item in self.sources))
+        size = human_bytes(sum(item.bytes for item in self.sources))
         files = sum(item.files for item in self.sources)
         return f"source {size} in {files} file{'' if files == 1 else 's'}"
 

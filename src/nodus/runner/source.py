@@ -23,13 +23,13 @@ from typing import Any
 from nodus.errors import UsageError
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
+from nodus.schemas.units import human_bytes
 from nodus.store.live_folder import excluded, select
 
 __all__ = [
     "Source",
     "SourceFile",
     "excludes",
-    "human",
     "measure",
     "private_folders",
     "refusals",
@@ -60,8 +60,8 @@ class Source:
         if self.bytes <= self.limit:
             return None
         return (
-            f"the source {self.code} is {human(self.bytes)}, above [execution] "
-            f"max_source_bytes = {self.limit} ({human(self.limit)}): a run refuses it before "
+            f"the source {self.code} is {human_bytes(self.bytes)}, above [execution] "
+            f"max_source_bytes = {self.limit} ({human_bytes(self.limit)}): a run refuses it before "
             "copying anything. "
             + self._advice("or raise max_source_bytes in the workload if all of it is needed")
         )
@@ -70,14 +70,15 @@ class Source:
         """A note for a source large enough to surprise, or None."""
         if self.bytes <= defaults.SOURCE_WARN_BYTES or self.refusal():
             return None
+        limit = human_bytes(self.limit)
         return (
-            f"the source {self.code} is {human(self.bytes)}: it is kept with the run and copied "
-            "into every attempt's working copy. "
-            + self._advice(f"a run refuses a source above max_source_bytes ({human(self.limit)})")
+            f"the source {self.code} is {human_bytes(self.bytes)}: it is kept with the run and "
+            "copied into every attempt's working copy. "
+            + self._advice(f"a run refuses a source above max_source_bytes ({limit})")
         )
 
     def _advice(self, last: str) -> str:
-        shown = "\n".join(f"  {human(f.size):>10}  {f.path}" for f in self.largest)
+        shown = "\n".join(f"  {human_bytes(f.size):>10}  {f.path}" for f in self.largest)
         example = self.largest[0].path if self.largest else "data"
         return (
             f"Its largest files:\n{shown}\nLeave out what the program does not need with a line "
@@ -184,13 +185,3 @@ def refusals(found: Sequence[Source], stages: Sequence[ResolvedStage]) -> list[s
                     f"the folder back with a `!name` line in {defaults.IGNORE_FILE}"
                 )
     return texts
-
-
-def human(count: int) -> str:
-    """Bytes in binary units, as the limits are written (``256.0 MiB``, ``2.0 GiB``)."""
-    size = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
