@@ -49,6 +49,7 @@ class Session:
         # a request arriving in between is answered at the next such step.
         self.save_granularity = 1
         self.cadence: AutoCadence | None = None  # save_every = "auto", from train() on
+        self.pruned_through = -1  # the commit older checkpoint folders were last removed for
 
     # --- train() start ---------------------------------------------------------------------------
 
@@ -202,10 +203,13 @@ class Session:
             time.sleep(3600)
 
     def _prune(self, _published_step: int | None = None) -> None:
-        """Older local checkpoints go once a newer snapshot is committed (never before)."""
+        """Older local checkpoints go once a newer snapshot is committed (never before): once
+        per commit, not by listing the folder at every step (a cost of saving that no save's
+        measurement would see)."""
         committed = self.control.committed_step()
-        if committed > 0:
+        if committed > max(self.pruned_through, 0):
             remove_older_checkpoints(self.control.state_dir, committed)
+            self.pruned_through = committed
 
 
 def refuse(control: ControlDir, reasons: list[str], kind: str = protocol.EVENT_REFUSED) -> NoReturn:
