@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/save_cadence.py [--repeat 3] [--epochs 40]
                                                 [--width 32] [--layers 2]
                                                 [--max-save-overhead 0.035] [--dir SCRATCH]
-                                                [--cadence '"auto"' | N]
+                                                [--cadence '"auto"' | N] [--side-by-side]
 
 Each round runs the quick-start (examples/quickstart, 12 optimizer steps per epoch) under
 `nodus run` twice, one after the other (the order alternates from round to round): with
@@ -17,7 +17,14 @@ training; target: at most ``max_save_overhead``. Also reported: the saves taken 
 cadences chosen (the run's ``save_cadence`` events). Medians over the rounds. On a shared
 machine ``OMP_NUM_THREADS=1`` keeps torch's threads from spinning against other processes.
 ``--cadence N`` measures a fixed ``save_every = N`` the same way (what a cadence costs, to set
-``auto``'s estimates against).
+``auto``'s estimates against); ``--cadence 0`` measures the benchmark's own noise.
+
+``--side-by-side`` runs the two at once, each with everything it starts pinned to one of the
+first two cores (the order they start in and the cores swapped from round to round). One
+after the other, the same program's speed drifts by several percent within a minute on a
+shared virtual machine, as much as the bound itself; side by side, a drift hits both. Each
+run's saves then cost it on its own core (the runner's capture cannot use a free one), so
+what ``auto`` measures, and what it costs, is a one-core machine's.
 
 The script drives the nodus next to it (``../src``), so a copy of it in another checkout
 measures that checkout.
@@ -43,6 +50,7 @@ _EXECUTION = re.compile(r"^\[execution\].*", re.S | re.M)
 _RUNTIME = re.compile(r"\{'train_runtime':.*\}")
 _WIDTH = re.compile(r"n_embd=\d+,\n(\s*)n_layer=(.*),\n\s*n_head=\d+,")
 QUICKSTART_WIDTH = 32
+NODUS = [sys.executable, "-m", "nodus"]
 
 
 def model_size(code: str, args) -> None:
@@ -63,6 +71,12 @@ def model_size(code: str, args) -> None:
 
 def one_run(scratch: str, cadence: str, args) -> dict:
     """The quick-start under `nodus run` with ``save_every = CADENCE``: its figures."""
+    code, env = project(scratch, cadence, args)
+    return figures(code, env, launch(code, env))
+
+
+def project(scratch: str, cadence: str, args) -> tuple[str, dict]:
+    """A copy of the quick-start with this cadence, and the environment to run it in."""
     folder = tempfile.mkdtemp(dir=scratch)
     code = os.path.join(folder, "code")
     shutil.copytree(QUICKSTART, code, ignore=shutil.ignore_patterns("out", "state", ".nodus"))
@@ -83,14 +97,37 @@ def one_run(scratch: str, cadence: str, args) -> dict:
     # The workload says `python`: this interpreter's, with the training stack installed.
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     env.pop("NODUS_STORE", None)
-    nodus = [sys.executable, "-m", "nodus"]
-    proc = subprocess.run(
-        [*nodus, "run", "workload.toml", "--key", "bench"], cwd=code, env=env, capture_output=True
+    return code, env
+
+
+def launch(code: str, env: dict, cpu: int | None = None) -> subprocess.Popen:
+    """`nodus run` of the copy; with ``cpu``, it and everything it starts on that core only."""
+    pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+    # What it says goes to a file: a pipe read only once the other run ended would fill and
+    # stop this one's runner, and then its program, until then.
+    said = open(os.path.join(code, "said.txt"), "w+b")
+    proc = subprocess.Popen(
+        [*NODUS, "run", "workload.toml", "--key", "bench"],
+        cwd=code,
+        env=env,
+        stdout=said,
+        stderr=subprocess.STDOUT,
+        preexec_fn=pin,
     )
+    proc.said = said
+    return proc
+
+
+def figures(code: str, env: dict, proc: subprocess.Popen) -> dict:
+    """Once the run ended: its training time, saves and chosen cadences."""
+    proc.wait()
+    proc.said.seek(0)
+    said = proc.said.read().decode(errors="replace")
+    proc.said.close()
     if proc.returncode != 0:
-        raise SystemExit(proc.stdout.decode()[-3000:] + proc.stderr.decode()[-3000:])
+        raise SystemExit(said[-6000:])
     view = subprocess.run(
-        [*nodus, "runs", "get", "bench", "--json"], cwd=code, env=env, capture_output=True
+        [*NODUS, "runs", "get", "bench", "--json"], cwd=code, env=env, capture_output=True
     )
     run = json.loads(view.stdout)
     log = run["stages"][0]["attempts"][0]["log_path"]
@@ -106,6 +143,22 @@ def one_run(scratch: str, cadence: str, args) -> dict:
     }
 
 
+def side_by_side(scratch: str, number: int, args) -> tuple[dict, dict]:
+    """Both runs at once, each pinned to one of the first two cores. Which one starts first
+    alternates every round (the first trains while the other still imports: 2% faster or
+    slower), and which core each gets every two rounds."""
+    cpus = (0, 1) if number // 2 % 2 == 0 else (1, 0)
+    none_code, none_env = project(scratch, "0", args)
+    auto_code, auto_env = project(scratch, args.cadence, args)
+    if number % 2:
+        auto_proc = launch(auto_code, auto_env, cpus[1])
+        none_proc = launch(none_code, none_env, cpus[0])
+    else:
+        none_proc = launch(none_code, none_env, cpus[0])
+        auto_proc = launch(auto_code, auto_env, cpus[1])
+    return figures(none_code, none_env, none_proc), figures(auto_code, auto_env, auto_proc)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -116,6 +169,11 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2, help="GPT-2 n_layer")
     parser.add_argument("--max-save-overhead", type=float, default=0.035)
     parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="run both at once, each pinned to a core of its own (see the description)",
+    )
+    parser.add_argument(
         "--cadence",
         default='"auto"',
         help='save_every on the measured side (default "auto"; a number: that fixed cadence)',
@@ -125,7 +183,9 @@ def main() -> None:
     rounds = []
     with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
         for number in range(args.repeat):
-            if number % 2:  # alternate which goes first: a drift of the machine hits both
+            if args.side_by_side:
+                none, auto = side_by_side(scratch, number, args)
+            elif number % 2:  # alternate which goes first: a drift of the machine hits both
                 auto = one_run(scratch, args.cadence, args)
                 none = one_run(scratch, "0", args)
             else:
