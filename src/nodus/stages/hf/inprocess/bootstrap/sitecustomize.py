@@ -16,8 +16,8 @@ the program's interpreter may or may not have installed.
 
 All of that waits for the program's first import of ``transformers``: loading the protocol
 (``dataclasses``, ``inspect``, ``re``...) costs a bare interpreter 15 ms, three times its own
-start, and a program that never imports transformers (``integration = "auto"`` is the default
-for every command) should not pay it on every start and every recovery. The hook only has to be
+start, and a program that never imports transformers (``integration = "auto"`` may be set for
+any command) should not pay it on every start and every recovery. The hook only has to be
 in place before ``transformers.trainer`` loads, which always comes after its package.
 """
 
