@@ -22,12 +22,15 @@ _POSITION = re.compile(r"^(?P<what>.*?) \(at line (?P<line>\d+), column (?P<colu
 _AT_END = " (at end of document)"
 
 
-def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The TOML document in ``path``; syntax errors name the line and column."""
+def read_document(path: str | os.PathLike[str], data: bytes | None = None) -> dict[str, Any]:
+    """The TOML document in ``path``; syntax errors name the line and column. ``data``: the
+    file's bytes when the caller has read them already (what is checked is what it read)."""
     source = os.fspath(path)
     try:
-        with open(source, "rb") as handle:
-            text = handle.read().decode("utf-8")
+        if data is None:
+            with open(source, "rb") as handle:
+                data = handle.read()
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise _refused(source, "no such file") from None
     except IsADirectoryError:
@@ -78,15 +81,19 @@ def workload_from_document(document: Mapping[str, Any], source: str | None = Non
     return workload
 
 
-def load_workload(path: str | os.PathLike[str]) -> Workload:
-    """The workload in the TOML file at ``path``, checked but not resolved (omission kept)."""
+def load_workload(path: str | os.PathLike[str], data: bytes | None = None) -> Workload:
+    """The workload in the TOML file at ``path`` (or its bytes ``data``, read already),
+    checked but not resolved (omission kept)."""
     source = os.fspath(path)
-    return workload_from_document(read_document(source), source)
+    return workload_from_document(read_document(source, data), source)
 
 
 def resolve_file(
-    path: str | os.PathLike[str], overrides: Overrides | Mapping[str, Any] | None = None
+    path: str | os.PathLike[str],
+    overrides: Overrides | Mapping[str, Any] | None = None,
+    data: bytes | None = None,
 ) -> ResolvedWorkload:
-    """Read, check and resolve the workload file at ``path`` (what a run stores at submit)."""
-    workload = load_workload(path)
+    """Read, check and resolve the workload file at ``path`` (what a run stores at submit);
+    ``data``: its bytes, when the caller has read them already."""
+    workload = load_workload(path, data)
     return resolve(workload, base_dir=os.path.dirname(os.path.abspath(path)), overrides=overrides)

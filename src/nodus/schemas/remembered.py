@@ -45,16 +45,18 @@ def resolve_remembered(
     remembered = _read(entry)
     if remembered is not None and all(os.path.isdir(s.code) for s in remembered.stages):
         return remembered
-    resolved = _resolve(path, overrides)
+    resolved = _resolve(path, overrides, text)  # what the digest names, not a newer text
     if not resolved.framework:
         _write(entry, resolved)
     return resolved
 
 
-def _resolve(source: str, overrides: Mapping[str, Any] | None) -> ResolvedWorkload:
+def _resolve(
+    source: str, overrides: Mapping[str, Any] | None, text: bytes | None = None
+) -> ResolvedWorkload:
     from nodus.schemas.loader import resolve_file  # pydantic: only when not remembered
 
-    return resolve_file(source, overrides=overrides)
+    return resolve_file(source, overrides=overrides, data=text)
 
 
 def _digest(path: str, source: str, text: bytes, overrides: Mapping[str, Any] | None) -> str:

@@ -90,7 +90,7 @@ class AutoCadence:
             return  # the attempt's first boundary: no interval ended here
         interval = now - last[1]
         measuring = self._measuring
-        if measuring is None or measuring.ended_at is not None:
+        if measuring is None or measuring.ended:
             self._undisturbed_step(step, interval, measuring)
             return
         measuring.intervals.append(interval)
@@ -105,7 +105,7 @@ class AutoCadence:
             and step - measuring.committed_at >= defaults.HF_AUTO_SETTLE_STEPS
         )
         if settled or now - measuring.written_at >= defaults.HF_AUTO_COMMIT_WAIT_S:
-            measuring.ended_at = step  # committed and settled: all it cost is in its intervals
+            measuring.ended = True  # committed and settled: all it cost is in its intervals
 
     def _undisturbed_step(self, step: int, interval: float, measuring: _Measure | None) -> None:
         """A step trained with no save in flight: a sample of the step time (past the attempt's
@@ -189,5 +189,5 @@ class _Measure:
             self.intervals = overlapped.intervals
         self.written_at: float | None = None  # the boundary that found its write finished
         self.committed_at: int | None = None  # the step whose boundary found it committed
-        self.ended_at: int | None = None  # the step from which its intervals are undisturbed
+        self.ended = False  # its intervals are over: the steps since are undisturbed
         self.fresh = 0  # undisturbed steps trained since then

@@ -49,7 +49,7 @@ class Session:
         # a request arriving in between is answered at the next such step.
         self.save_granularity = 1
         self.cadence: AutoCadence | None = None  # save_every = "auto", from train() on
-        self.pruned_through = -1  # the commit older checkpoint folders were last removed for
+        self.pruned_through = 0  # the commit older checkpoint folders were last removed for
 
     # --- train() start ---------------------------------------------------------------------------
 
@@ -207,7 +207,7 @@ class Session:
         per commit, not by listing the folder at every step (a cost of saving that no save's
         measurement would see)."""
         committed = self.control.committed_step()
-        if committed > max(self.pruned_through, 0):
+        if committed > self.pruned_through:
             remove_older_checkpoints(self.control.state_dir, committed)
             self.pruned_through = committed
 
