@@ -74,3 +74,38 @@ def test_a_deferred_deletion_whose_snapshot_is_gone_leaves_rotation_working(tmp_
 
 def _events(catalog: Catalog, run_id: str, type_: str) -> list[dict]:
     return [e for e in catalog.events(run_id) if e["type"] == type_]
+
+
+def test_a_hurried_close_finishes_what_was_asked_and_leaves_an_idle_worker_to_end(tmp_path):
+    """A recovery closes its attempt's rotation in a hurry: a pass asked for still runs whole
+    before the close returns; a worker with nothing to do is not waited for, and ends alone."""
+    (tmp_path / "workload.toml").write_text(WORKLOAD)
+    resolved = resolve_file(tmp_path / "workload.toml")
+    store = open_store(f"file://{tmp_path / 'store'}")
+    catalog = Catalog(str(tmp_path / "home"))
+    run_id = catalog.create_run(
+        name="rotation",
+        workload=resolved.to_dict(),
+        store=f"file://{tmp_path / 'store'}",
+        key=None,
+        lock_name="rotation",
+        stage_names=["main"],
+    )
+    copy = tmp_path / "copy"
+    rotation = Rotation(
+        store=store, catalog=catalog, run_id=run_id, stage=resolved.stages[0], attempt=1
+    )
+    for step in (1, 2, 3):
+        _commit(store, copy, run_id, step)
+    rotation.request()
+    rotation.close(hurry=True)  # asked for: done before the close returns
+    assert [m.step for m in store.list(run=run_id)] == [2, 3]  # as the first test keeps two
+
+    idle = Rotation(
+        store=store, catalog=catalog, run_id=run_id, stage=resolved.stages[0], attempt=2
+    )
+    idle.request()
+    wait_for(lambda: not idle._passing and not idle._asked, "the pass")
+    idle.close(hurry=True)
+    wait_for(lambda: not idle._thread.is_alive(), "the idle worker's end", timeout=10)
+    assert not _events(catalog, run_id, "rotation_failed")

@@ -18,6 +18,7 @@ import textwrap
 
 from runner_helpers import committed_steps, token_carriers
 
+from nodus.protocol import ENV_ATTEMPT_TOKEN as TOKEN_VAR
 from nodus.testing.counter import expected_value
 from polling import wait_for
 
@@ -210,3 +211,40 @@ def test_a_spare_killed_while_it_waited_does_not_cost_the_recovery(project):
     assert project.result(run.id) == {"steps": 60, "value": expected_value(60)}
     outcomes = [a["outcome"] for a in project.get(run.id)["stages"][0]["attempts"]]
     assert outcomes == ["interrupted", "succeeded"]
+
+
+def test_a_recovery_starts_after_the_killed_attempts_whole_tree_is_gone(project):
+    """The program killed, its stubborn child and daemon go with the attempt before the next
+    one starts: the supervisor stops and reaps the whole tree before it reports, so the
+    recovery has nothing left to sweep (and skips the sweep)."""
+    runner, run_id = _started_tree(project, "k")
+    first = project.catalog().attempts(run_id, "main")[-1]
+    os.kill(first["pid"], signal.SIGKILL)
+    wait_for(
+        lambda: (a := project.catalog().attempts(run_id, "main")) and len(a) == 2 and a[1]["pid"],
+        "the next attempt's program",
+    )
+    assert _carrying(f"{run_id}/main/1") == {}
+    _, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0, err
+    _result_is_uninterrupted(project, run_id)
+    assert token_carriers(run_id) == {}
+    assert not [e for e in project.get(run_id)["events"] if e["type"] == "survivor_killed"]
+
+
+def _carrying(token: str) -> dict[int, str]:
+    """{pid: command} of the living processes carrying exactly ``token``."""
+    wanted = f"{TOKEN_VAR}={token}".encode()
+    return {
+        pid: command
+        for pid, command in token_carriers(token.split("/")[0]).items()
+        if wanted in _environ(pid)
+    }
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return handle.read().split(b"\0")
+    except OSError:
+        return []

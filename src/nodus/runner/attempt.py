@@ -80,6 +80,8 @@ class RunContext:
     ray_address: str | None = None  # `--ray-address`; None: RAY_ADDRESS, else Ray's own lookup
     # The spare supervisor and those exiting after their end report (containment).
     standby: Standby = field(init=False)
+    # The last attempt's supervisor saw its whole tree end: no sweep can find anything of it.
+    tree_gone: bool = False
 
     def __post_init__(self) -> None:
         self.standby = Standby(self.run_id)
@@ -136,7 +138,11 @@ class Attempt:
 
     def run(self) -> Outcome:
         # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
-        self._sweep()
+        # After an attempt of this runner whose supervisor reported its tree gone, nothing
+        # can (a subreaper outlives every process below it), and a recovery skips the scan.
+        if not self.ctx.tree_gone:
+            self._sweep()
+        self.ctx.tree_gone = False
         # A spare started earlier is ready; otherwise one starts while the copy is laid out
         # (after the sweep, which would take it for a survivor: it carries this attempt's token).
         supervisor = self.ctx.standby.take_spare() or self._early_supervisor()
@@ -145,12 +151,16 @@ class Attempt:
             rotation = self._rotation()
             self.uploads = self._uploads(rotation)
             unrecorded: list = []
+            outcome = None
             try:
                 outcome = self._run(restored, rotation, supervisor)
             finally:
                 if self.uploads is not None:  # its remote commits still ask rotation for passes
                     unrecorded = self.uploads.finish()
-                rotation.close()  # while the attempt lasts, the run is unfinished: holds stay
+                # While the attempt lasts, the run is unfinished: holds stay. A recovery may
+                # follow at once: it need not wait for an idle worker to go.
+                interrupted = outcome is not None and outcome.kind == AttemptOutcome.INTERRUPTED
+                rotation.close(hurry=interrupted)
         finally:
             if supervisor is not None:
                 supervisor.discard()  # not handed on (the program never started): it exits
@@ -586,6 +596,7 @@ class Attempt:
     def _end(self, outcome: Outcome) -> Outcome:
         if self.process is not None:  # what a lost supervisor left behind, killed by token
             record_survivors(self.ctx.catalog, self.ctx.run_id, self.process.survivors)
+            self.ctx.tree_gone = self.process.tree_gone
         return record_end(self.ctx, self.stage.name, self.number, outcome)
 
 

@@ -58,6 +58,7 @@ class Rotation:
         self.attempt = attempt
         self._wake = threading.Condition()
         self._asked = False
+        self._passing = False  # the worker is in a pass (set and read under ``_wake``)
         self._closing = False
         self._abandoned = False  # the attempt stopped waiting: stop before the next deletion
         self._thread: threading.Thread | None = None
@@ -76,12 +77,20 @@ class Rotation:
                 self._thread.start()
             self._wake.notify()
 
-    def close(self, timeout: float = defaults.ROTATION_STOP_S) -> None:
-        """Finish what was asked (at most ``timeout`` seconds), then stop the worker."""
+    def close(self, timeout: float = defaults.ROTATION_STOP_S, *, hurry: bool = False) -> None:
+        """Finish what was asked (at most ``timeout`` seconds), then stop the worker.
+
+        ``hurry``: a recovery's next attempt waits on this. An idle worker is then neither
+        woken nor joined (its wake-up and teardown would cost that start most of a millisecond,
+        the interpreter lock changing hands between cores): with nothing left to do, it sees
+        the end at its next timed look (``ROTATION_IDLE_S``) and returns.
+        """
         with self._wake:
             self._closing = True
             if self._unfreed:  # one more try at what a deferred sweep left
                 self._asked = True
+            if hurry and not (self._asked or self._passing):
+                return
             self._wake.notify()
         if self._thread is None:
             return
@@ -96,11 +105,16 @@ class Rotation:
         while True:
             with self._wake:
                 while not (self._asked or self._closing):
-                    self._wake.wait()
+                    self._wake.wait(defaults.ROTATION_IDLE_S)
                 if not self._asked:
                     return  # closing, and nothing more was asked
                 self._asked = False
-            self._pass()
+                self._passing = True
+            try:
+                self._pass()
+            finally:
+                with self._wake:
+                    self._passing = False
 
     def _pass(self) -> None:
         try:

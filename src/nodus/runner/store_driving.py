@@ -18,6 +18,7 @@ the same number in the record is its own.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from nodus.errors import StaleAttemptError, StoreError
@@ -62,6 +63,7 @@ class StoreDriving:
         self._renewer: threading.Thread | None = None
         self._dirty = threading.Event()  # wakes the mirror: a change, or the end of the drive
         self._pending = False  # a change the record does not show yet
+        self._last_change = 0.0  # when the newest change came (monotonic)
         self._mirror: threading.Thread | None = None
         self._unhook: list = []
 
@@ -109,18 +111,34 @@ class StoreDriving:
         last change before the lease is given back.
         """
         if run_id == self.run.id:
+            self._last_change = time.monotonic()
             self._pending = True
-            self._dirty.set()
+            self._dirty.set()  # wakes nothing while the mirror awaits quiet (on ``_stop``)
 
     def _mirror_changes(self) -> None:
         while True:
             self._dirty.wait()
+            self._await_quiet()
             self._dirty.clear()
             if self._pending:  # the write reads the catalog then: it holds every change so far
                 self._pending = False
                 self._write_if_held()
             if self._stop.is_set():
                 return
+
+    def _await_quiet(self) -> None:
+        """Wait out a burst of changes (an attempt ends, a recovery's next one starts): the
+        record is written once, after it, and the mirror is not woken within it. Built and
+        written in the burst, it held the interpreter lock the next attempt's start was
+        waiting for (a millisecond and more).
+        """
+        latest = time.monotonic() + defaults.RECORD_QUIET_MAX_S
+        while not self._stop.is_set():
+            due = min(self._last_change + defaults.RECORD_QUIET_S, latest)
+            left = due - time.monotonic()
+            if left <= 0:
+                return
+            self._stop.wait(left)
 
     def _write_if_held(self) -> None:
         run_id = self.run.id

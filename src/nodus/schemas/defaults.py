@@ -124,6 +124,10 @@ ROTATION_STOP_S = 60.0
 """At the end of an attempt, how long the runner waits for its rotation (retention after each
 commit) to finish; what it leaves undone, the next rotation or ``nodus gc`` completes."""
 
+ROTATION_IDLE_S = 1.0
+"""How often an idle rotation worker looks whether its attempt has ended; one that had nothing
+left to do is not woken at the end (that would delay a recovery's next attempt)."""
+
 TREE_SCAN_S = 0.2
 """How often an attempt's supervisor looks for new processes in its tree (each one's end it
 sees at once); longer where one look at ``/proc`` costs more than 2 % of this."""
@@ -242,6 +246,12 @@ up to ``UPLOAD_RETRY_MAX_S`` between tries, for as long as the stage runs (and t
 UPLOAD_PROGRESS_S = 0.5
 """How often the upload queue a run's ``runs get`` shows is rewritten while bytes move."""
 
+
+RECORD_QUIET_S = 0.05
+RECORD_QUIET_MAX_S = 1.0
+"""A run's record in the store is written once its catalog has had no change for
+``RECORD_QUIET_S`` (a burst of changes is one write, after it), and at most
+``RECORD_QUIET_MAX_S`` after the first change it shows."""
 
 RUN_LEASE_S = 60.0
 """How long a runner's lease on a run (``leases/<run>.json`` in the store) lasts unless renewed;

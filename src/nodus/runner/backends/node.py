@@ -75,7 +75,7 @@ class _NoRotation:
     def request(self) -> None:
         pass
 
-    def close(self, timeout: float = 0.0) -> None:
+    def close(self, timeout: float = 0.0, *, hurry: bool = False) -> None:
         pass
 
 

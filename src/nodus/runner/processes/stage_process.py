@@ -187,6 +187,12 @@ class StageProcess:
         """Nothing of the program may outlive the attempt (a no-op once its tree is gone)."""
         self.kill()
 
+    @property
+    def tree_gone(self) -> bool:
+        """The supervisor reported the program and every process below it ended (not so for
+        a lost supervisor, whose leftovers were killed by token as far as they could be)."""
+        return self.ending is not None and self.supervisor_lost is None
+
     def interruption(self) -> Loss | None:
         """The process whose death by a signal nodus did not send ended a launcher non-zero."""
         assert self.ending is not None

@@ -1,0 +1,69 @@
+"""The run's record in the store follows the catalog without standing in the drive's way: a
+burst of changes (an attempt ends, a recovery's next one starts) is one write after it, and the
+last change is in the record before the drive gives its lease back.
+
+Real store, real catalog, the drive's real mirror thread; the writes are counted at the
+record's writer (a seam of ours).
+"""
+
+from __future__ import annotations
+
+import time
+
+from nodus.runner.catalog import Catalog
+from nodus.runner.phases import Phase
+from nodus.runner.store_driving import StoreDriving
+from nodus.schemas import defaults
+from nodus.schemas.loader import resolve_file
+from nodus.store import open_store
+from nodus.store.run_records import RunRecords
+from polling import wait_for
+
+WORKLOAD = 'name = "mirror"\ncommand = ["python", "-c", "pass"]\n'
+
+
+def _run(tmp_path):
+    (tmp_path / "workload.toml").write_text(WORKLOAD)
+    url = f"file://{tmp_path / 'store'}"
+    catalog = Catalog(str(tmp_path / "home"))
+    run_id = catalog.create_run(
+        name="mirror",
+        workload=resolve_file(tmp_path / "workload.toml").to_dict(),
+        store=url,
+        key=None,
+        lock_name="mirror",
+        stage_names=["main"],
+    )
+    return catalog, open_store(url), run_id
+
+
+def _counting_writes(driving: StoreDriving) -> list[str]:
+    phases: list[str] = []
+    write = driving._records.write
+
+    def counted(record: dict) -> None:
+        phases.append(record["phase"])
+        write(record)
+
+    driving._records.write = counted
+    return phases
+
+
+def test_a_burst_of_changes_is_written_once_after_it(tmp_path):
+    catalog, store, run_id = _run(tmp_path)
+    with StoreDriving(catalog, store, catalog.get_run(run_id)) as driving:
+        written = _counting_writes(driving)
+        for phase in (Phase.PREPARING, Phase.RUNNING, Phase.RECOVERING, Phase.RUNNING):
+            catalog.set_phase(run_id, phase, stage="main")
+        wait_for(lambda: written, "the record written after the burst")
+        time.sleep(defaults.RECORD_QUIET_S * 4)  # a later write would have come by now
+        assert written == [Phase.RUNNING]
+        assert RunRecords(store.storage).read(run_id)["phase"] == Phase.RUNNING
+
+
+def test_the_last_change_is_in_the_record_when_the_drive_ends(tmp_path):
+    catalog, store, run_id = _run(tmp_path)
+    with StoreDriving(catalog, store, catalog.get_run(run_id)):
+        catalog.set_phase(run_id, Phase.RUNNING, stage="main")
+        catalog.set_phase(run_id, Phase.RECOVERING, stage="main")  # left within the quiet wait
+    assert RunRecords(store.storage).read(run_id)["phase"] == Phase.RECOVERING
