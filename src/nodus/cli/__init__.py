@@ -113,11 +113,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     status = main()
-    if threading.active_count() == 1:
+    # CPython's own runner of the exit handlers; the normal exit where an interpreter lacks it.
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if threading.active_count() == 1 and run_exit_handlers is not None:
         # Nothing left running: leave without the interpreter's teardown, which frees every
         # object of every module one by one (tens of milliseconds after a `nodus run`). Exit
-        # handlers still run (logging's flush among them), and the output is flushed first.
-        atexit._run_exitfuncs()
+        # handlers still run (logging's flush, weakref finalizers such as a temporary folder's
+        # removal), and the output is flushed first.
+        run_exit_handlers()
         try:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -117,6 +117,9 @@ RESOLVED_DIR = os.path.join("cache", "resolved")
 """Remembered workload resolutions live under ``$NODUS_HOME/cache/resolved``
 (:mod:`nodus.schemas.remembered`); deleting the folder is always safe."""
 
+RESOLVED_KEEP = 256
+"""How many remembered resolutions the cache keeps: those used most recently."""
+
 KILL_WAIT_S = 10.0
 """After SIGKILL, how long the runner waits for an attempt's processes to be reaped."""
 

@@ -12,7 +12,9 @@ the usual words.
 
 Managed-method workloads are never remembered: their resolution reads the base model and the
 dataset, whose contents are not in the digest. A cache entry that cannot be read is resolved
-afresh and written again; it is written without fsync, as a crash can only lose it.
+afresh and written again; it is written without fsync, as a crash can only lose it. The cache
+keeps the ``defaults.RESOLVED_KEEP`` entries used most recently (a use touches its entry; a new
+one removes the least recently used beyond that), so a home that ran many files stays small.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def resolve_remembered(
     entry = os.path.join(home, defaults.RESOLVED_DIR, f"{key}.json")
     remembered = _read(entry)
     if remembered is not None and all(os.path.isdir(s.code) for s in remembered.stages):
+        _touch(entry)
         return remembered
     resolved = _resolve(path, overrides, text)  # what the digest names, not a newer text
     if not resolved.framework:
@@ -93,8 +96,35 @@ def _read(entry: str) -> ResolvedWorkload | None:
 
 
 def _write(entry: str, resolved: ResolvedWorkload) -> None:
+    folder = os.path.dirname(entry)
     try:
-        os.makedirs(os.path.dirname(entry), exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
         write_json_atomic(entry, resolved.to_dict(), durable=False)
+        _prune(folder, defaults.RESOLVED_KEEP)
     except OSError:
         pass  # a cache: the next run resolves again
+
+
+def _touch(entry: str) -> None:
+    """Mark ``entry`` used now, so pruning keeps it over entries not used since."""
+    try:
+        os.utime(entry)
+    except OSError:
+        pass  # removed meanwhile by another nodus's pruning: written again on a miss
+
+
+def _prune(folder: str, keep: int) -> None:
+    """Remove all but the ``keep`` entries used most recently (their modification times)."""
+    entries = []
+    with os.scandir(folder) as found:
+        for item in found:
+            try:
+                entries.append((item.stat().st_mtime_ns, item.path))
+            except OSError:
+                continue  # removed meanwhile
+    entries.sort(reverse=True)
+    for _, path in entries[keep:]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
