@@ -12,6 +12,7 @@ import pytest
 from nodus.errors import CatalogError, NotFoundError
 from nodus.runner import catalog as catalog_module
 from nodus.runner.catalog import SCHEMA_VERSION, Catalog
+from nodus.runner.phases import Phase
 
 WORKLOAD = {"name": "w", "stages": []}
 
@@ -36,6 +37,18 @@ def test_runs_are_found_by_id_or_key_and_unknown_names_are_refused(tmp_path):
     assert catalog.get_run(run_id).stages[0]["name"] == "main"
     with pytest.raises(NotFoundError, match="no run with id or key 'nope'"):
         catalog.get_run("nope")
+
+
+def test_unfinished_runs_leave_out_only_those_stopped_for_good(tmp_path):
+    """What a rotation pass asks for every commit: paused and interrupted runs may go on."""
+    catalog = Catalog(str(tmp_path))
+    phases = [Phase.RUNNING, Phase.SUCCEEDED, Phase.PAUSED, Phase.FAILED, Phase.INTERRUPTED]
+    runs = {}
+    for phase in phases + [Phase.CANCELLED]:
+        runs[phase] = make_run(catalog)
+        catalog.set_phase(runs[phase], phase)
+    unfinished = {run.phase: run.id for run in catalog.unfinished_runs()}
+    assert unfinished == {p: runs[p] for p in (Phase.RUNNING, Phase.PAUSED, Phase.INTERRUPTED)}
 
 
 def test_attempt_numbers_are_never_shared_between_processes(tmp_path):

@@ -416,6 +416,17 @@ class Catalog:
         rows = self._rows("SELECT * FROM runs ORDER BY created_at DESC, id LIMIT ?", (bound,))
         return [self._run(row, with_stages=False) for row in rows]
 
+    def unfinished_runs(self) -> list[Run]:
+        """The runs not stopped for good (``Phase.final``), newest first, without their stages:
+        found by SQLite, so a home of many finished runs costs a caller nothing per run."""
+        final = [phase.value for phase in Phase if phase.final]
+        marks = ", ".join("?" * len(final))
+        rows = self._rows(
+            f"SELECT * FROM runs WHERE phase NOT IN ({marks}) ORDER BY created_at DESC, id",
+            tuple(final),
+        )
+        return [self._run(row, with_stages=False) for row in rows]
+
     def children(self, run_id: str) -> list[Run]:
         """The runs started from a snapshot of ``run_id``, oldest first (without stages)."""
         rows = self._rows(

@@ -280,9 +280,7 @@ def referencing_runs(catalog: Catalog, run: Run) -> dict[Any, tuple[tuple[str, s
     each of ``run``'s snapshots.
     """
     found: dict[Any, tuple[tuple[str, str], ...]] = {}
-    for other in catalog.list_runs(limit=SCAN):
-        if other.phase.final:
-            continue
+    for other in catalog.unfinished_runs():  # asked at every rotation pass: never every run
         held = _held_by(catalog, other, run)
         if held is not None:
             key, mode = held
