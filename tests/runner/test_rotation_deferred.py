@@ -34,7 +34,8 @@ def _commit(store, copy: Path, run_id: str, step: int) -> str:
     return store.capture(str(copy), [f"state/checkpoint-{step}"], info=info).id
 
 
-def test_a_deferred_deletion_whose_snapshot_is_gone_leaves_rotation_working(tmp_path):
+def _run(tmp_path):
+    """A run's resolved workload, store, catalog and id, and the folder its commits come from."""
     (tmp_path / "workload.toml").write_text(WORKLOAD)
     resolved = resolve_file(tmp_path / "workload.toml")
     store = open_store(f"file://{tmp_path / 'store'}")
@@ -47,7 +48,11 @@ def test_a_deferred_deletion_whose_snapshot_is_gone_leaves_rotation_working(tmp_
         lock_name="rotation",
         stage_names=["main"],
     )
-    copy = tmp_path / "copy"
+    return resolved, store, catalog, run_id, tmp_path / "copy"
+
+
+def test_a_deferred_deletion_whose_snapshot_is_gone_leaves_rotation_working(tmp_path):
+    resolved, store, catalog, run_id, copy = _run(tmp_path)
     ids = [_commit(store, copy, run_id, step) for step in (1, 2, 3, 4)]
     rotation = Rotation(
         store=store, catalog=catalog, run_id=run_id, stage=resolved.stages[0], attempt=1
@@ -79,19 +84,7 @@ def _events(catalog: Catalog, run_id: str, type_: str) -> list[dict]:
 def test_a_hurried_close_finishes_what_was_asked_and_leaves_an_idle_worker_to_end(tmp_path):
     """A recovery closes its attempt's rotation in a hurry: a pass asked for still runs whole
     before the close returns; a worker with nothing to do is not waited for, and ends alone."""
-    (tmp_path / "workload.toml").write_text(WORKLOAD)
-    resolved = resolve_file(tmp_path / "workload.toml")
-    store = open_store(f"file://{tmp_path / 'store'}")
-    catalog = Catalog(str(tmp_path / "home"))
-    run_id = catalog.create_run(
-        name="rotation",
-        workload=resolved.to_dict(),
-        store=f"file://{tmp_path / 'store'}",
-        key=None,
-        lock_name="rotation",
-        stage_names=["main"],
-    )
-    copy = tmp_path / "copy"
+    resolved, store, catalog, run_id, copy = _run(tmp_path)
     rotation = Rotation(
         store=store, catalog=catalog, run_id=run_id, stage=resolved.stages[0], attempt=1
     )
