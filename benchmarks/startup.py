@@ -2,6 +2,7 @@
 unchanged folder, and the answer time of `nodus validate` and `nodus runs list`.
 
     .venv/bin/python benchmarks/startup.py [--repeat 5] [--files 1000] [--dir SCRATCH]
+                                           [--b OTHER_CHECKOUT/src]
 
 - run overhead: wall of `nodus run` of a workload whose program prints one line (a small folder:
   the program and the workload file), minus the wall of the same program run bare; target
@@ -12,8 +13,13 @@ unchanged folder, and the answer time of `nodus validate` and `nodus runs list`.
   an earlier run; target <= 0.1 s.
 - `nodus validate` and `nodus runs list` (a catalog of REPEAT + 1 runs); target < 0.3 s each.
 
-Every command is a fresh interpreter with its bytecode cache written (as an installed nodus);
-medians of REPEAT.
+Every command is a fresh interpreter with its bytecode cache written (as an installed nodus).
+The run overheads are taken round by round (the bare program, then each `nodus run`, one after
+the other) and their medians reported, so a drift of the machine's speed hits both sides of a
+difference alike; the other figures are medians of REPEAT. With ``--b``, each round also runs
+the `nodus run`s of another checkout (its ``src``, made with ``git worktree add``, with a home
+of its own), the two in alternating order: its overheads and the median of the rounds'
+differences are reported beside.
 """
 
 from __future__ import annotations
@@ -56,20 +62,38 @@ def median_of(repeat: int, command: list[str], cwd: str, env: dict[str, str]) ->
     return statistics.median(timed(command, cwd, env) for _ in range(repeat))
 
 
-def first_runs(repeat: int, command: list[str], cwd: str, env: dict[str, str]) -> float:
-    """Median time of ``nodus run`` of a workload file never run before (its text changed by a
-    comment each time): checked and resolved anew, nothing remembered."""
+def first_run(command: list[str], cwd: str, env: dict[str, str]) -> float:
+    """Time of ``nodus run`` of a workload file never run before (its text changed by a
+    comment): checked and resolved anew, nothing remembered."""
     path = os.path.join(cwd, "nodus.toml")
     with open(path) as handle:
         text = handle.read()
-    times = []
-    for index in range(repeat):
-        with open(path, "w") as handle:
-            handle.write(f"{text}# round {index} {time.time_ns()}\n")
-        times.append(timed(command, cwd, env))
     with open(path, "w") as handle:
-        handle.write(text)
-    return statistics.median(times)
+        handle.write(f"{text}# {time.time_ns()}\n")
+    try:
+        return timed(command, cwd, env)
+    finally:
+        with open(path, "w") as handle:
+            handle.write(text)
+
+
+def run_overheads(
+    repeat: int, folder: str, envs: dict[str, dict[str, str]]
+) -> dict[str, dict[str, list[float]]]:
+    """Per checkout, each round's overhead of `nodus run` (the same file again, and a new
+    file) over the bare program of the same round."""
+    nodus = [sys.executable, "-m", "nodus", "run", "nodus.toml"]
+    bare_command = [sys.executable, "train.py"]
+    found = {name: {"again": [], "new": []} for name in envs}
+    for env in envs.values():
+        timed(nodus, folder, env)  # warm: bytecode written, the resolution remembered
+    for number in range(repeat):
+        bare = timed(bare_command, folder, next(iter(envs.values())))
+        order = list(envs) if number % 2 == 0 else list(reversed(envs))
+        for name in order:
+            found[name]["again"].append(timed(nodus, folder, envs[name]) - bare)
+            found[name]["new"].append(first_run(nodus, folder, envs[name]) - bare)
+    return found
 
 
 def source_capture(scratch: str, files: int, repeat: int) -> float:
@@ -98,6 +122,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
+    parser.add_argument("--b", default=None, help="src folder of another checkout to compare")
     args = parser.parse_args()
     scratch = tempfile.mkdtemp(prefix="nodus-startup-", dir=args.dir)
     try:
@@ -108,10 +133,12 @@ def main() -> None:
         with open(os.path.join(folder, "nodus.toml"), "w") as handle:
             handle.write(WORKLOAD.format(python=sys.executable))
         env = environment(os.path.join(scratch, "home"))
+        envs = {"A": env}
+        if args.b:
+            envs["B"] = {**environment(os.path.join(scratch, "home-b")), "PYTHONPATH": args.b}
         nodus = [sys.executable, "-m", "nodus"]
         bare = median_of(args.repeat, [sys.executable, "train.py"], folder, env)
-        run = median_of(args.repeat, [*nodus, "run", "nodus.toml"], folder, env)
-        first = first_runs(args.repeat, [*nodus, "run", "nodus.toml"], folder, env)
+        overheads = run_overheads(args.repeat, folder, envs)
         validate = median_of(args.repeat, [*nodus, "validate", "nodus.toml"], folder, env)
         listing = median_of(args.repeat, [*nodus, "runs", "list"], folder, env)
         capture = source_capture(scratch, args.files, args.repeat)
@@ -119,13 +146,18 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     report = {
         "bare_program_s": round(bare, 3),
-        "nodus_run_s": round(run, 3),
-        "run_overhead_s": round(run - bare, 3),
-        "run_overhead_new_workload_s": round(first - bare, 3),
+        "run_overhead_s": round(statistics.median(overheads["A"]["again"]), 3),
+        "run_overhead_new_workload_s": round(statistics.median(overheads["A"]["new"]), 3),
         f"source_capture_unchanged_{args.files}_files_s": round(capture, 4),
         "validate_s": round(validate, 3),
         "runs_list_s": round(listing, 3),
     }
+    if args.b:
+        for kind in ("again", "new"):
+            a, b = overheads["A"][kind], overheads["B"][kind]
+            report[f"b_run_overhead_{kind}_s"] = round(statistics.median(b), 3)
+            paired = statistics.median(x - y for x, y in zip(a, b, strict=True))
+            report[f"a_minus_b_{kind}_s"] = round(paired, 3)
     print(json.dumps(report, indent=1))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -189,3 +190,32 @@ def test_a_background_runner_leaves_alone_a_run_dealt_with_before_it_started(pro
     )
     assert late.returncode == 1 and "not driving it" in late.stdout
     assert client.get(failed["id"]) == failed  # no new attempt, not even a phase event
+
+
+def test_a_run_refused_or_found_finished_leaves_no_process_behind(project, client, tmp_path):
+    """A run's first supervisor starts before its workload is even read: one no run took ends
+    with the call (a refused workload, a key's finished run), the program's never starts."""
+    (tmp_path / "bad.toml").write_text('name = "bad"\n')
+    with pytest.raises(WorkloadError):
+        client.run(tmp_path / "bad.toml")
+    assert _children() == {}
+    project.write(steps=5, save_every=5)
+    first = client.run(project.file, key="once")
+    assert _children() == {}
+    again = client.run(project.file, key="once")
+    assert again["id"] == first["id"] and len(again["stages"][0]["attempts"]) == 1
+    assert _children() == {}
+
+
+def _children() -> dict[int, str]:
+    """{pid: state and command line} of this process's children, reaped or not."""
+    found = {}
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        with open(f"/proc/{os.getpid()}/task/{task}/children") as handle:
+            for pid in handle.read().split():
+                try:
+                    with open(f"/proc/{pid}/stat") as stat, open(f"/proc/{pid}/cmdline") as line:
+                        found[int(pid)] = stat.read().rsplit(")", 1)[1].split()[0] + line.read()
+                except OSError:
+                    continue  # gone meanwhile
+    return found

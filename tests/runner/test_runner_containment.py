@@ -248,3 +248,18 @@ def _environ(pid: int) -> list[bytes]:
             return handle.read().split(b"\0")
     except OSError:
         return []
+
+
+def test_a_runs_first_supervisor_carries_the_runs_token_from_its_start(project):
+    """`nodus run` starts its first supervisor before the run is accepted (beside the runner's
+    own start-up), with the run's id chosen for it: a sweep after the runner's death finds it
+    like any later one."""
+    program = "import os; print(open(f'/proc/{os.getppid()}/environ', 'rb').read().hex())"
+    project.write(command=[sys.executable, "-c", program])
+    proc = project.nodus("run", "workload.toml", "--key", "t")
+    assert proc.returncode == 0, proc.stderr
+    run_id = project.catalog().find_by_key("t").id
+    printed = next(line for line in proc.stdout.splitlines() if line.startswith("[main] "))
+    environ = bytes.fromhex(printed.removeprefix("[main] ")).split(b"\0")
+    assert f"{TOKEN_VAR}={run_id}/~spare/0".encode() in environ
+    assert token_carriers(run_id) == {}

@@ -58,7 +58,37 @@ def _common_options() -> argparse.ArgumentParser:
     return common
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``: only the parser of the command it names is built (argparse
+    builds each of tens of commands' parsers otherwise, to use one: most of a short command's
+    start-up). Every command's, when the line names none of them or asks for the overview."""
+    words = _command_words(sys.argv[1:] if argv is None else argv)
+    return _build(words) or _build(())
+
+
+def _command_words(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command (and a group's subcommand) ``argv`` names, read as argparse will: past
+    ``--home``/``--store`` and their values; any other option before it, and we do not guess."""
+    words: list[str] = []
+    values_follow = False
+    for token in argv:
+        if values_follow:
+            values_follow = False
+        elif token in _COMMON_OPTIONS:
+            values_follow = True
+        elif token.startswith("-"):
+            if token.split("=", 1)[0] not in _COMMON_OPTIONS:
+                break
+        else:
+            words.append(token)
+            if words[0] not in _GROUPS or len(words) == 2:
+                break
+    return tuple(words)
+
+
+def _build(words: tuple[str, ...]) -> argparse.ArgumentParser | None:
+    """The parser with the commands ``words`` names (all, without words); None when a word
+    names no command (the full parser then says so, listing them)."""
     common = _common_options()
     parser = argparse.ArgumentParser(
         prog="nodus",
@@ -68,12 +98,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
-    groups = {}
+    wanted = words[0] if words else None
+    groups: dict = {}
+    subcommands = None
     for name, help_text in _GROUPS.items():
+        if wanted not in (None, name):
+            groups[name] = _SKIPPED
+            continue
         group = commands.add_parser(name, help=help_text, description=help_text, parents=[common])
-        sub = group.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
-        sub.required = True
-        groups[name] = sub
+        subcommands = group.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
+        subcommands.required = True
+        groups[name] = _Only(subcommands, words[1] if len(words) == 2 else None)
     for module_name in _COMMAND_MODULES:
         try:
             module = importlib.import_module(module_name)
@@ -81,12 +116,44 @@ def build_parser() -> argparse.ArgumentParser:
             if error.name == module_name:  # a command module not written yet
                 continue
             raise
-        module.register(commands, groups, common)
+        module.register(_Only(commands, wanted), groups, common)
+    if wanted is not None and wanted not in commands.choices:
+        return None
+    if len(words) == 2 and words[1] not in subcommands.choices:
+        return None
     return parser
 
 
+class _Only:
+    """A subparsers action that adds the parser of one command (``wanted``; every command's
+    when None) and skips the others'."""
+
+    def __init__(self, action, wanted: str | None) -> None:
+        self._action = action
+        self._wanted = wanted
+
+    def add_parser(self, name: str, **kwargs):
+        if self._wanted in (None, name):
+            return self._action.add_parser(name, **kwargs)
+        return _SKIPPED
+
+
+class _Skipped:
+    """What registering a skipped command is given: it takes every call and does nothing."""
+
+    def __getattr__(self, name: str):
+        return self._ignore
+
+    def _ignore(self, *args, **kwargs):
+        return self
+
+
+_SKIPPED = _Skipped()
+_COMMON_OPTIONS = ("--home", "--store")  # the options _common_options adds, each with a value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     args.home = getattr(args, "home", None)
     args.store = getattr(args, "store", None)

@@ -16,9 +16,10 @@ from typing import Any
 
 from nodus.errors import UsageError
 from nodus.runner import launch, source
-from nodus.runner.catalog import Catalog, new_run_id
+from nodus.runner.catalog import Catalog
 from nodus.runner.lineage import Parent, Source, inherited_stages
 from nodus.runner.locks import lock_name_for
+from nodus.runner.run_ids import new_run_id
 from nodus.runner.store_driving import publish_accepted
 from nodus.schemas.resolved import ResolvedWorkload
 from nodus.schemas.units import human_bytes
@@ -50,12 +51,14 @@ def accept(
     environ: Mapping[str, str] = os.environ,
     say: Callable[[str], None] | None = None,
     parent: Parent | None = None,
+    run_id: str | None = None,
 ) -> Accepted:
     """Capture each stage's code folder and record the run.
 
     ``environ`` is the caller's environment: its PATH is where the stages' executables are found.
     ``say`` hears about a source large enough to surprise, before it is copied. ``parent`` is
-    the snapshot the run starts from (``resume_from``), checked by the caller.
+    the snapshot the run starts from (``resume_from``), checked by the caller. ``run_id`` is the
+    new run's id when the caller chose it already (its early spare carries it), else a new one.
     """
     from nodus.store.manifest import SnapshotInfo
 
@@ -68,7 +71,7 @@ def accept(
         warning = item.warning()
         if warning and say is not None:
             say(warning)
-    run_id = new_run_id()
+    run_id = run_id or new_run_id()
     snapshots: dict[str, str] = {}  # code folder -> source snapshot id (stages often share one)
     for item in found:
         info = SnapshotInfo(run=run_id, stage=None, attempt=0, step=None, role="source")

@@ -24,7 +24,6 @@ registered here (:func:`nodus.runner.run_models.catch_up`).
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from nodus.errors import NodusError, StoreError
@@ -32,10 +31,9 @@ from nodus.registry import Registry
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.locks import lock_name_for
 from nodus.runner.phases import Phase
+from nodus.runner.run_ids import RUN_ID
 from nodus.runner.run_models import catch_up
 from nodus.store.run_records import RunRecords
-
-_RUN_ID = re.compile(r"^run_[0-9a-f]+$")  # what catalog.new_run_id makes; anything else: a key
 
 # What the record keeps of the catalog's rows: enough for `runs get`, for a resume to find the
 # source and the newest snapshot, and for attempt numbers to go on where they stopped. Paths
@@ -90,7 +88,7 @@ def adopt_from_store(catalog: Catalog, store: Any, ref: str) -> Run | None:
     The adopted run keeps its snapshots in ``store``, by the URL this machine reaches it with.
     """
     records = RunRecords(store.storage)
-    record = records.read(ref) if _RUN_ID.match(ref) else None
+    record = records.read(ref) if RUN_ID.match(ref) else None
     if record is None:  # a key, which may look like a run id
         run_id = records.run_of_key(ref)
         record = records.read(run_id) if run_id is not None else None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import sqlite3
 import threading
 import time
@@ -26,6 +25,7 @@ from nodus.errors import CatalogError, NotFoundError
 from nodus.registry.table import SCHEMA as MODEL_REGISTRY_SCHEMA
 from nodus.registry.table import ModelTable
 from nodus.runner.phases import AttemptOutcome, Phase
+from nodus.runner.run_ids import new_run_id
 from nodus.schemas import defaults
 
 _MIGRATIONS = {
@@ -127,10 +127,6 @@ SCHEMA_VERSION = max(_MIGRATIONS)
 def now() -> str:
     """UTC timestamp with milliseconds, sortable as text."""
     return _stamp(datetime.now(UTC))
-
-
-def new_run_id() -> str:
-    return "run_" + secrets.token_hex(6)
 
 
 @dataclass
