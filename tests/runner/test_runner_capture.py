@@ -79,6 +79,39 @@ def test_a_snapshot_holds_its_own_checkpoint_folder_and_the_other_selected_paths
     assert committed == {"step": 20, "snapshot": snapshot}
 
 
+@pytest.mark.parametrize("paths", [("state", "progress.json"), (".",), ("./state/",)])
+def test_the_state_folder_is_narrowed_to_the_step_and_keeps_all_else_in_it(setup, paths):
+    """However the selection names ``state/``: the step's folder and the rest of state/, never
+    another checkpoint folder; a non-numbered ``checkpoint-best`` is the program's own file."""
+    catalog, run_id, store, ws = setup
+    for step in (10, 20, 30):
+        checkpoint(ws, step)
+    os.makedirs(os.path.join(ws.state, "checkpoint-best"))
+    for name in ("checkpoint-best/weights.bin", "notes.txt"):
+        with open(os.path.join(ws.state, name), "w") as handle:
+            handle.write(name)
+    with open(os.path.join(ws.copy, "progress.json"), "w") as handle:
+        handle.write("{}")
+    capture = capturer(setup, stage=stage(paths))
+    snapshot = capture.capture(20, reason="settled")
+    files = sorted(entry.path for entry in store.get(snapshot).files)
+    kept = ["state/checkpoint-20/state.json", "state/checkpoint-best/weights.bin"]
+    whole = ["progress.json", *kept, "state/notes.txt"]
+    assert files == (whole if paths != ("./state/",) else whole[1:])
+    assert capture.capture(20, reason="exit") == snapshot  # the same selection: no new one
+
+
+def test_a_state_folder_linked_outside_the_copy_is_never_followed(setup, tmp_path):
+    catalog, run_id, store, ws = setup
+    os.rmdir(ws.state)
+    os.makedirs(tmp_path / "elsewhere" / "checkpoint-10")
+    (tmp_path / "elsewhere" / "checkpoint-10" / "secret.txt").write_text("not the run's")
+    os.symlink(tmp_path / "elsewhere", ws.state)
+    snapshot = capturer(setup).capture(10, reason="save")
+    assert [entry.path for entry in store.get(snapshot).files] == []
+    assert "capture_symlink_refused" in [event["type"] for event in catalog.events(run_id)]
+
+
 def test_a_stale_attempt_can_never_commit(setup):
     catalog, run_id, store, ws = setup
     stale = capturer(setup)

@@ -56,12 +56,14 @@ def test_a_worker_sigkilled_under_sh_c_is_recovered_like_a_direct_kill(project):
     "them a worker that accelerate launch reaps at once cannot be told from a failing one",
 )
 def test_a_worker_sigkilled_under_accelerate_launch_is_recovered_like_a_direct_kill(project):
-    # Its launcher blocks in waitpid: it reaps the worker at once and exits 1; only the
-    # kernel's exit event tells that the worker was killed.
+    # Its launcher blocks in waitpid: it reaps the worker at once and exits 1; the kernel's
+    # exit event tells that the worker was killed. (On a loaded machine the supervisor's scan
+    # may read the worker's zombie first, before the launcher reaps it: the same wait status.)
     options = ["--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no"]
     launcher = [str(ACCELERATE), "launch", *options, "--dynamo_backend", "no", *COUNTER]
     events = _recovers_after_the_worker_is_killed(project, launcher, "accelerate")
-    assert events[0]["evidence"] == "process_events" and events[0]["exit_status"] == 1
+    assert events[0]["evidence"] in ("process_events", "process_status")
+    assert events[0]["exit_status"] == 1
 
 
 def _recovers_after_the_worker_is_killed(project, launcher: list[str], key: str) -> list[dict]:

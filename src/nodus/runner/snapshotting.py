@@ -35,6 +35,7 @@ from nodus.protocol import checkpoint_folder, checkpoint_steps
 from nodus.runner.catalog import Catalog
 from nodus.runner.disk_guard import DiskGuard
 from nodus.runner.rotation import Rotation
+from nodus.runner.selection import appeared, fingerprint, narrowed
 from nodus.runner.uploading import Uploads
 from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
@@ -201,9 +202,10 @@ class Capturer:
     ) -> str | None:
         from nodus.store.manifest import SnapshotInfo
 
-        present = set(checkpoint_steps(self.ws.state))
-        excludes = self._other_checkpoints(step)
-        state = self._selection(step)
+        paths, excludes, listed = narrowed(
+            self.ws.copy, self.stage.continuity.checkpoint_paths, step
+        )
+        state = fingerprint(self.ws.copy, paths, excludes)
         if state == self._committed_state:
             return self._committed_id  # the newest snapshot already holds exactly this
         folder = os.path.join(self.ws.state, checkpoint_folder(step))
@@ -234,9 +236,9 @@ class Capturer:
         try:
             manifest = into.capture(
                 self.ws.copy,
-                list(self.stage.continuity.checkpoint_paths),
+                paths,
                 info=info,
-                guard=lambda: self._guard_folder(folder, before, present),
+                guard=lambda: self._guard_folder(folder, before, listed),
                 excludes=excludes,
                 on_event=self.event,
                 immutable=immutable,
@@ -297,27 +299,20 @@ class Capturer:
         if self.uploads is not None:
             self.uploads.finish()
 
-    def _guard_folder(self, folder: str, before: tuple, present: set[int]) -> None:
+    def _guard_folder(self, folder: str, before: tuple, listed: frozenset[str]) -> None:
         """Fencing, then: the step's checkpoint folder is still whole, as it was at the start,
-        and no checkpoint folder appeared that the excludes, listed at the start, left in."""
+        and no checkpoint folder appeared since ``state/`` was ``listed`` (the selection,
+        narrowed then, could hold it)."""
         self.guard()
         if _folder_state(folder) != before:
             raise _FolderChanged(folder)
-        if set(checkpoint_steps(self.ws.state)) - present:
+        if appeared(self.ws.copy, listed):
             raise _NewerCheckpoint()
 
     def _selection(self, step: int) -> tuple:
         """The fingerprint of what a capture at ``step`` would take."""
-        return _selection_state(
-            self.ws.copy, self.stage.continuity.checkpoint_paths, self._other_checkpoints(step)
-        )
-
-    def _other_checkpoints(self, step: int) -> list[str]:
-        return [
-            f"{protocol.STATE_DIR}/{checkpoint_folder(other)}"
-            for other in checkpoint_steps(self.ws.state)
-            if other != step
-        ]
+        paths, excludes, _ = narrowed(self.ws.copy, self.stage.continuity.checkpoint_paths, step)
+        return fingerprint(self.ws.copy, paths, excludes)
 
     # --- events -----------------------------------------------------------------------------
 
@@ -367,38 +362,6 @@ class _NewerCheckpoint(Exception):
 def _folder_state(folder: str) -> tuple:
     """Fingerprint of one checkpoint folder (the watcher's signature); empty when it is gone."""
     return signature(folder) or ()
-
-
-def _selection_state(root: str, paths: tuple[str, ...], excludes: list[str]) -> tuple:
-    """A cheap fingerprint (names, sizes, mtimes) of what a capture would take.
-
-    The excluded checkpoint folders are pruned where the walk meets them, never entered, so
-    the cost is that of the selection alone however many earlier folders the program keeps.
-    """
-    skipped = set(excludes)
-    entries = []
-    for rel in paths:
-        top = os.path.normpath(os.path.join(root, rel))
-        for folder, dirs, files in os.walk(top) if os.path.isdir(top) else [("", [], [top])]:
-            inside = os.path.relpath(folder, root) if folder else ""
-            dirs[:] = sorted(
-                d for d in dirs if d != protocol.CONTROL_DIR and _joined(inside, d) not in skipped
-            )
-            for name in sorted(files):
-                path = os.path.join(folder, name)
-                relative = os.path.relpath(path, root)
-                if relative in skipped:
-                    continue
-                try:
-                    stat = os.stat(path)
-                except OSError:
-                    continue
-                entries.append((relative, stat.st_size, stat.st_mtime_ns))
-    return tuple(entries)
-
-
-def _joined(folder: str, name: str) -> str:
-    return name if folder in ("", ".") else f"{folder}/{name}"
 
 
 def _version(path: str) -> tuple[int, int] | None:

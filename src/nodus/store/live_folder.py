@@ -109,14 +109,15 @@ def _walk(
 def _walk_dir(root: str, rel: str, patterns: Patterns, on_event: EventSink) -> Iterator[Candidate]:
     full = root if rel == "." else os.path.join(root, rel)
     try:
-        names = sorted(os.listdir(full))
+        names = os.listdir(full)
     except (FileNotFoundError, NotADirectoryError):
         return  # removed while we walked (an older checkpoint being cleaned up)
-    for name in names:
-        child = name if rel == "." else f"{rel}/{name}"
-        # The folders above were judged on the way down: only the child's own name is new.
-        if not patterns.leaves_out(child, name):
-            yield from _walk(root, child, patterns, on_event, judged=True)
+    prefix = "" if rel == "." else f"{rel}/"
+    # The folders above were judged on the way down: only the child's own name is new. Judged
+    # before the sort: a folder of many checkpoints keeps one.
+    kept = [name for name in names if not patterns.leaves_out(prefix + name, name)]
+    for name in sorted(kept):
+        yield from _walk(root, prefix + name, patterns, on_event, judged=True)
 
 
 def excluded(rel: str, patterns: Sequence[str] | Patterns) -> bool:

@@ -1,0 +1,126 @@
+"""What a capture at one step takes: the stage's selection with ``state/`` narrowed to that
+step's checkpoint folder, and a cheap fingerprint of it.
+
+A program may keep every checkpoint folder it ever wrote, thousands of them; a capture must
+cost the same whatever number lies beside the one it takes. So ``state/`` is listed once
+(:func:`narrowed`): a selected ``state`` is walked as its entries, the other checkpoint
+folders not among them, and only a selection that holds ``state/`` deeper (``.``) leaves them
+out by exclude patterns. The same listing is the baseline of the capture's guard, which lists
+again just before the commit to catch a folder published meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat as stat_mod
+
+from nodus import protocol
+from nodus.protocol import checkpoint_folder, checkpoint_step
+
+__all__ = ["appeared", "fingerprint", "narrowed"]
+
+
+def narrowed(
+    root: str, paths: tuple[str, ...], step: int
+) -> tuple[list[str], list[str], frozenset[str]]:
+    """The paths a capture at ``step`` walks under ``root``, the paths it leaves out, and the
+    names ``state/`` held when it was listed (for :func:`appeared`)."""
+    listing = _state_listing(os.path.join(root, protocol.STATE_DIR))
+    if listing is None:  # not a folder of its own (missing, a link): narrowed by excludes
+        steps = protocol.checkpoint_steps(os.path.join(root, protocol.STATE_DIR))
+        listed = frozenset(checkpoint_folder(other) for other in steps)
+        return list(paths), _others(steps, step), listed
+    steps, names = listing
+    listed = frozenset(names).union(checkpoint_folder(other) for other in steps)
+    walked: list[str] = []
+    wider = False
+    for rel in paths:
+        normal = posixpath.normpath(rel)
+        if normal == protocol.STATE_DIR:
+            walked += [f"{protocol.STATE_DIR}/{name}" for name in names]
+            if step in steps:
+                walked.append(f"{protocol.STATE_DIR}/{checkpoint_folder(step)}")
+        else:
+            walked.append(rel)
+            wider = wider or normal == "."
+    return walked, _others(steps, step) if wider else [], listed
+
+
+def appeared(root: str, listed: frozenset[str]) -> bool:
+    """Whether ``state/`` holds a checkpoint folder now that it did not hold when ``listed``:
+    only the names that are new are looked at."""
+    state = os.path.join(root, protocol.STATE_DIR)
+    try:
+        names = os.listdir(state)
+    except OSError:
+        return False
+    return any(
+        name not in listed
+        and checkpoint_step(name) is not None
+        and os.path.isdir(os.path.join(state, name))
+        for name in names
+    )
+
+
+def fingerprint(root: str, paths: list[str], excludes: list[str]) -> tuple:
+    """Names, sizes and mtimes of what a capture of ``paths`` would take, in path order (so
+    the same files give the same fingerprint however the paths were narrowed).
+
+    The excluded checkpoint folders are pruned where the walk meets them, never entered.
+    """
+    skipped = set(excludes)
+    entries = []
+    for rel in paths:
+        top = os.path.normpath(os.path.join(root, rel))
+        for folder, dirs, files in os.walk(top) if os.path.isdir(top) else [("", [], [top])]:
+            inside = os.path.relpath(folder, root) if folder else ""
+            dirs[:] = [
+                d for d in dirs if d != protocol.CONTROL_DIR and _joined(inside, d) not in skipped
+            ]
+            for name in files:
+                path = os.path.join(folder, name)
+                relative = os.path.relpath(path, root)
+                if relative in skipped:
+                    continue
+                try:
+                    stat = os.stat(path)
+                except OSError:
+                    continue
+                entries.append((relative, stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(set(entries)))
+
+
+def _state_listing(state: str) -> tuple[list[int], list[str]] | None:
+    """The steps of ``state``'s checkpoint folders and the names of all else in it, from one
+    listing; None when ``state`` is not a folder (a link to one is walked as a link)."""
+    try:
+        if not stat_mod.S_ISDIR(os.lstat(state).st_mode):
+            return None
+        steps, names = [], []
+        with os.scandir(state) as entries:
+            for entry in entries:
+                step = checkpoint_step(entry.name)
+                if step is not None and _is_folder(entry):
+                    steps.append(step)
+                else:
+                    names.append(entry.name)
+    except OSError:
+        return None
+    return sorted(steps), sorted(names)
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()  # through a symlink, as protocol.checkpoint_steps
+    except OSError:
+        return False
+
+
+def _others(steps: list[int], step: int) -> list[str]:
+    """The checkpoint folders of ``steps`` but ``step``'s, as paths a capture excludes."""
+    return [f"{protocol.STATE_DIR}/{checkpoint_folder(other)}" for other in steps if other != step]
+
+
+def _joined(folder: str, name: str) -> str:
+    return name if folder in ("", ".") else f"{folder}/{name}"
