@@ -101,6 +101,17 @@ def test_the_state_folder_is_narrowed_to_the_step_and_keeps_all_else_in_it(setup
     assert capture.capture(20, reason="exit") == snapshot  # the same selection: no new one
 
 
+def test_a_selected_path_inside_another_steps_folder_is_left_out(setup):
+    catalog, run_id, store, ws = setup
+    checkpoint(ws, 10)
+    checkpoint(ws, 20)
+    with open(os.path.join(ws.copy, "progress.json"), "w") as handle:
+        handle.write("{}")
+    capture = capturer(setup, stage=stage(("state/checkpoint-10", "progress.json")))
+    snapshot = capture.capture(20, reason="settled")
+    assert [entry.path for entry in store.get(snapshot).files] == ["progress.json"]
+
+
 def test_a_state_folder_linked_outside_the_copy_is_never_followed(setup, tmp_path):
     catalog, run_id, store, ws = setup
     os.rmdir(ws.state)

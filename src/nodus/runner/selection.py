@@ -4,9 +4,10 @@ step's checkpoint folder, and a cheap fingerprint of it.
 A program may keep every checkpoint folder it ever wrote, thousands of them; a capture must
 cost the same whatever number lies beside the one it takes. So ``state/`` is listed once
 (:func:`narrowed`): a selected ``state`` is walked as its entries, the other checkpoint
-folders not among them, and only a selection that holds ``state/`` deeper (``.``) leaves them
-out by exclude patterns. The same listing is the baseline of the capture's guard, which lists
-again just before the commit to catch a folder published meanwhile.
+folders not among them; a selection that holds ``state/`` whole in another way (``.``), or a
+path inside it, leaves them out by exclude patterns. The same listing is the baseline of the
+capture's guard, which lists again just before the commit to catch a folder published
+meanwhile.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def narrowed(
                 walked.append(f"{protocol.STATE_DIR}/{checkpoint_folder(step)}")
         else:
             walked.append(rel)
-            wider = wider or normal == "."
+            # "." holds state/ whole; a path inside it may hold another step's folder
+            wider = wider or normal == "." or normal.startswith(f"{protocol.STATE_DIR}/")
     return walked, _others(steps, step) if wider else [], listed
 
 
@@ -64,8 +66,8 @@ def appeared(root: str, listed: frozenset[str]) -> bool:
 
 
 def fingerprint(root: str, paths: list[str], excludes: list[str]) -> tuple:
-    """Names, sizes and mtimes of what a capture of ``paths`` would take, in path order (so
-    the same files give the same fingerprint however the paths were narrowed).
+    """Names, sizes and mtimes of what a capture of ``paths`` would take, sorted (the same
+    files give the same fingerprint however the paths were narrowed).
 
     The excluded checkpoint folders are pruned where the walk meets them, never entered.
     """
