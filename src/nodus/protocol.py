@@ -123,23 +123,30 @@ def checkpoint_step(name: str) -> int | None:
 
 
 def checkpoint_steps(state_dir: str) -> list[int]:
-    """Steps of the checkpoint folders in ``state_dir`` now, ascending.
+    """Steps of the checkpoint folders in ``state_dir`` now, ascending."""
+    return checkpoint_listing(state_dir)[0]
+
+
+def checkpoint_listing(state_dir: str) -> tuple[list[int], list[str]]:
+    """The steps of the checkpoint folders in ``state_dir`` now (ascending) and the names of
+    everything else in it (sorted); both empty when it cannot be listed.
 
     One listing, its entries' types read with it (no ``stat`` of each: a program that keeps
     every checkpoint folder has thousands)."""
-    steps = []
+    steps, others = [], []
     skip = len(_CHECKPOINT_PREFIX)
     try:
         with os.scandir(state_dir) as entries:
             for entry in entries:  # checkpoint_step's test, inline: thousands of names
                 name = entry.name
-                if name.startswith(_CHECKPOINT_PREFIX):
-                    number = name[skip:]
-                    if number.isdigit() and number.isascii() and _is_folder(entry):
-                        steps.append(int(number))
+                number = name[skip:] if name.startswith(_CHECKPOINT_PREFIX) else ""
+                if number.isdigit() and number.isascii() and _is_folder(entry):
+                    steps.append(int(number))
+                else:
+                    others.append(name)
     except OSError:
-        return []
-    return sorted(steps)
+        return [], []
+    return sorted(steps), sorted(others)
 
 
 def _is_folder(entry: os.DirEntry) -> bool:

@@ -64,12 +64,17 @@ def checkpoint(ws: Workspace, step: int) -> None:
         json.dump({"step": step}, handle)
 
 
+def progress(ws: Workspace) -> None:
+    """The selected file outside state/ (the stage's ``progress.json``)."""
+    with open(os.path.join(ws.copy, "progress.json"), "w") as handle:
+        handle.write("{}")
+
+
 def test_a_snapshot_holds_its_own_checkpoint_folder_and_the_other_selected_paths(setup):
     catalog, run_id, store, ws = setup
     checkpoint(ws, 10)
     checkpoint(ws, 20)
-    with open(os.path.join(ws.copy, "progress.json"), "w") as handle:
-        handle.write("{}")
+    progress(ws)
     with open(os.path.join(ws.copy, "unselected.txt"), "w") as handle:
         handle.write("x")
     snapshot = capturer(setup).capture(20, reason="settled")
@@ -90,8 +95,7 @@ def test_the_state_folder_is_narrowed_to_the_step_and_keeps_all_else_in_it(setup
     for name in ("checkpoint-best/weights.bin", "notes.txt"):
         with open(os.path.join(ws.state, name), "w") as handle:
             handle.write(name)
-    with open(os.path.join(ws.copy, "progress.json"), "w") as handle:
-        handle.write("{}")
+    progress(ws)
     capture = capturer(setup, stage=stage(paths))
     snapshot = capture.capture(20, reason="settled")
     files = sorted(entry.path for entry in store.get(snapshot).files)
@@ -105,8 +109,7 @@ def test_a_selected_path_inside_another_steps_folder_is_left_out(setup):
     catalog, run_id, store, ws = setup
     checkpoint(ws, 10)
     checkpoint(ws, 20)
-    with open(os.path.join(ws.copy, "progress.json"), "w") as handle:
-        handle.write("{}")
+    progress(ws)
     capture = capturer(setup, stage=stage(("state/checkpoint-10", "progress.json")))
     snapshot = capture.capture(20, reason="settled")
     assert [entry.path for entry in store.get(snapshot).files] == ["progress.json"]
@@ -360,8 +363,7 @@ def test_the_exit_capture_leaves_out_a_folder_the_program_left_half_written(setu
 def test_with_no_whole_folder_the_exit_capture_commits_nothing(setup):
     catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=stage(paths=("state", "progress.json")))
-    with open(os.path.join(ws.copy, "progress.json"), "w") as handle:
-        handle.write("{}")
+    progress(ws)
     trainer_checkpoint(ws, 10, "v1", last=False)  # killed in the middle of its first save
     capture.final_capture()
     assert store.list(run=run_id) == []

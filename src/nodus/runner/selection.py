@@ -94,29 +94,14 @@ def fingerprint(root: str, paths: list[str], excludes: list[str]) -> tuple:
 
 
 def _state_listing(state: str) -> tuple[list[int], list[str]] | None:
-    """The steps of ``state``'s checkpoint folders and the names of all else in it, from one
-    listing; None when ``state`` is not a folder (a link to one is walked as a link)."""
+    """:func:`protocol.checkpoint_listing` of ``state``; None when ``state`` is not a folder
+    (a link to one is walked as a link)."""
     try:
         if not stat_mod.S_ISDIR(os.lstat(state).st_mode):
             return None
-        steps, names = [], []
-        with os.scandir(state) as entries:
-            for entry in entries:
-                step = checkpoint_step(entry.name)
-                if step is not None and _is_folder(entry):
-                    steps.append(step)
-                else:
-                    names.append(entry.name)
     except OSError:
         return None
-    return sorted(steps), sorted(names)
-
-
-def _is_folder(entry: os.DirEntry) -> bool:
-    try:
-        return entry.is_dir()  # through a symlink, as protocol.checkpoint_steps
-    except OSError:
-        return False
+    return protocol.checkpoint_listing(state)
 
 
 def _others(steps: list[int], step: int) -> list[str]:
