@@ -1,7 +1,8 @@
 """Recovery of two checkouts of nodus, round by round: which one recovers faster.
 
     .venv/bin/python benchmarks/recovery_ab.py --b /path/to/other/checkout/src [--a SRC]
-                                               [--repeat 15]
+                                               [--repeat 15] [--source-files 0]
+                                               [--source-kib 4]
 
 Each round takes a cold start of the counter (as ``benchmarks/runner.py --recovery-only`` does)
 and a recovery under each checkout (``PYTHONPATH`` names its ``src``; the order alternates from
@@ -31,8 +32,16 @@ def main() -> None:
     parser.add_argument("--a", default=HERE_SRC, help="src folder of checkout A")
     parser.add_argument("--b", required=True, help="src folder of checkout B")
     parser.add_argument("--repeat", type=int, default=15)
+    bench.add_source_options(parser)
     args = parser.parse_args()
-    work = argparse.Namespace(steps=400, sleep=0.025, save_every=50, state_mib=64)
+    work = argparse.Namespace(
+        steps=400,
+        sleep=0.025,
+        save_every=50,
+        state_mib=64,
+        source_files=args.source_files,
+        source_kib=args.source_kib,
+    )
     ratios: dict[str, list[float]] = {"A": [], "B": []}
     with tempfile.TemporaryDirectory() as scratch:
         for number in range(args.repeat):

@@ -2,9 +2,11 @@
 
     .venv/bin/python benchmarks/runner.py [--steps 400] [--sleep 0.025] [--save-every 50]
                                           [--state-mib 64] [--repeat 3] [--dir SCRATCH]
+                                          [--source-files 0] [--source-kib 4]
 
 The program is the shipped directory-contract counter, saving a STATE_MIB checkpoint every
-SAVE_EVERY steps of SLEEP seconds. Reported (median of REPEAT):
+SAVE_EVERY steps of SLEEP seconds, in a project of SOURCE_FILES more files of SOURCE_KIB KiB
+(the source every attempt's copy holds). Reported (median of REPEAT):
 
 - overhead: wall of `nodus run` (acceptance, working copy, supervision, every capture, outputs,
   rotation after every commit at the default retention) over wall of the bare program on the
@@ -72,6 +74,7 @@ KEEP_ALL = "keep_recoverable = 1000000\nkeep_adapters = 1000000\n"
 
 def project(args, scratch: str, execution: str = "") -> tuple[str, dict]:
     folder = tempfile.mkdtemp(dir=scratch)
+    write_source(folder, getattr(args, "source_files", 0), getattr(args, "source_kib", 4))
     with open(os.path.join(folder, "workload.toml"), "w") as handle:
         handle.write(
             f'name = "bench"\ncommand = {json.dumps([*COUNTER, *program_args(args)])}\n'
@@ -80,6 +83,15 @@ def project(args, scratch: str, execution: str = "") -> tuple[str, dict]:
     env = dict(os.environ, NODUS_HOME=folder + "-home")
     env.pop("NODUS_STORE", None)
     return folder, env
+
+
+def write_source(folder: str, files: int, kib: int) -> None:
+    """``files`` files of ``kib`` KiB beside the workload file: a project's code and data."""
+    for number in range(files):
+        path = os.path.join(folder, "src", f"{number % 20:02d}", f"file{number}.py")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as handle:
+            handle.write(os.urandom(kib << 10))
 
 
 def under_nodus(args, scratch: str, execution: str = "") -> float:
@@ -218,6 +230,13 @@ def _poll(predicate, interval: float = 0.01, timeout: float = 300, runner=None):
     raise TimeoutError("benchmark step did not happen")
 
 
+def add_source_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--source-files", type=int, default=0, help="files of the project beside its workload"
+    )
+    parser.add_argument("--source-kib", type=int, default=4, help="the size of each")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -231,6 +250,7 @@ def main() -> None:
     parser.add_argument(
         "--recovery-only", action="store_true", help="only the cold start and the recovery"
     )
+    add_source_options(parser)
     args = parser.parse_args()
     measures = [
         ("bare_s", bare),

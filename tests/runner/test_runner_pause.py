@@ -90,6 +90,7 @@ def test_pause_save_under_the_directory_contract_then_resume_from_an_earlier_ste
     # The counter saved the step it was at when SIGTERM came: the pause acknowledged that one.
     assert pause["state"] == "paused" and pause["save"]["step"] == steps[-1] > 10
     assert not (project.home / "work" / run_id / "main" / "copy").exists()
+    assert not (project.home / "work" / run_id / "main" / "next").exists()
 
     missing = project.nodus("runs", "resume", run_id, "--step", "15")
     assert missing.returncode == 2 and "no committed snapshot at step 15" in missing.stderr

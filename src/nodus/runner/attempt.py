@@ -29,6 +29,7 @@ from typing import IO, Any
 from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import NotFoundError, StaleAttemptError, StoreError
+from nodus.runner.ahead import Ahead, lay_ahead, lay_source
 from nodus.runner.catalog import Catalog
 from nodus.runner.disk_guard import DiskGuard, staging_disk
 from nodus.runner.launch import Launch, device_count, python_version
@@ -82,6 +83,8 @@ class RunContext:
     standby: Standby = field(init=False)
     # The last attempt's supervisor saw its whole tree end: no sweep can find anything of it.
     tree_gone: bool = False
+    # What the stage's ``next/`` holds, laid out by this drive for its next attempt (ahead).
+    ahead: Ahead | None = None
 
     def __post_init__(self) -> None:
         self.standby = Standby(self.run_id)
@@ -104,7 +107,9 @@ class Restore:
 class Attempt:
     """One process lifetime of a stage; its number (allocated at once) is its fencing token."""
 
-    spares = True  # start the next attempt's supervisor while this one runs (Standby)
+    # The stage's next attempt is this runner's: while this one runs, start its supervisor
+    # (Standby) and lay its copy out (ahead).
+    prepares_next = True
 
     def __init__(
         self,
@@ -134,7 +139,8 @@ class Attempt:
         self.process: StageProcess | None = None
         self._save_request = 0
         self.uploads: Uploads | None = None  # a remote store: the background uploads
-        self._settled = False  # the program ran a poll: the previous copy gone, a spare started
+        # the program ran a poll: the previous copy gone, the next attempt prepared
+        self._settled = False
 
     def run(self) -> Outcome:
         # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
@@ -405,10 +411,15 @@ class Attempt:
         return (f"{protocol.STATE_DIR}/{protocol.checkpoint_folder(manifest.step)}",)
 
     def _lay_source(self) -> None:
+        # What the last attempt laid out ahead is taken once: a second try lays out anew.
+        laid, self.ctx.ahead = self.ctx.ahead, None
+        if laid == self._ahead() and self.ws.take_next():
+            return
         self.ws.reset_copy()
-        self.ctx.store.restore(self.source, self.ws.copy)
-        for snapshot in self.overlays:
-            self.ctx.store.restore(snapshot, self.ws.copy, overlay=True)
+        lay_source(self.ctx.store, self.ws.copy, self.source, self.overlays)
+
+    def _ahead(self) -> Ahead:
+        return Ahead(self.stage.name, self.source, self.overlays)
 
     # --- supervision ------------------------------------------------------------------------
 
@@ -439,8 +450,10 @@ class Attempt:
         with for the cores."""
         self._settled = True
         self.ws.discard_previous()  # what the restore did not take
-        if self.spares:  # so a recovery need not wait for a supervisor to start
+        if self.prepares_next:  # so a recovery waits for neither a supervisor nor a source
             self.ctx.standby.start_spare()
+            ahead = self._ahead()
+            self.ctx.ahead = ahead if lay_ahead(self.ctx.store, self.ws, ahead) else None
 
     def take_cancel(self) -> bool:
         """True (and the request marked handled) if a cancel is pending: it wins over a pause."""
@@ -609,6 +622,5 @@ def _with_unrecorded(outcome: Outcome, unrecorded: list) -> Outcome:
 
 def record_end(ctx: RunContext, stage: str, number: int, outcome: Outcome) -> Outcome:
     """An attempt's end in the catalog and its ``attempt_ended`` event, wherever it ran."""
-    ctx.catalog.end_attempt(ctx.run_id, stage, number, outcome.kind, outcome.detail)
-    ctx.event("attempt_ended", {"outcome": outcome.kind, "detail": outcome.detail}, stage, number)
+    ctx.catalog.end_attempt(ctx.run_id, stage, number, outcome.kind, outcome.detail, announce=True)
     return outcome

@@ -550,17 +550,27 @@ class Catalog:
         return number
 
     def update_attempt(self, run_id: str, stage: str, number: int, **values: Any) -> None:
-        columns = ", ".join(f"{name} = ?" for name in values)
-        self._execute(
-            f"UPDATE attempts SET {columns} WHERE run_id = ? AND stage = ? AND number = ?",
-            (*values.values(), run_id, stage, number),
-        )
+        self._execute(*_attempt_update(run_id, stage, number, values))
 
     def end_attempt(
-        self, run_id: str, stage: str, number: int, outcome: AttemptOutcome, detail: str
+        self,
+        run_id: str,
+        stage: str,
+        number: int,
+        outcome: AttemptOutcome,
+        detail: str,
+        *,
+        announce: bool = False,
     ) -> None:
+        """Record how the attempt ended; ``announce``: with its ``attempt_ended`` event, in the
+        same transaction (never one without the other)."""
         outcome = AttemptOutcome(outcome)
-        self.update_attempt(run_id, stage, number, outcome=outcome, detail=detail, ended_at=now())
+        values = {"outcome": outcome, "detail": detail, "ended_at": now()}
+        statements = [_attempt_update(run_id, stage, number, values)]
+        if announce:
+            details = {"outcome": outcome, "detail": detail}
+            statements.append(_event_row(run_id, stage, number, "attempt_ended", details))
+        self._transaction(statements)
         self._changed(run_id)
 
     # --- events -----------------------------------------------------------------------------
@@ -660,6 +670,16 @@ def _pause(row: sqlite3.Row) -> dict[str, Any]:
     pause["timed_out"] = bool(pause["timed_out"])
     pause["resources_released"] = bool(pause["resources_released"])
     return pause
+
+
+def _attempt_update(
+    run_id: str, stage: str, number: int, values: dict[str, Any]
+) -> tuple[str, tuple]:
+    columns = ", ".join(f"{name} = ?" for name in values)
+    return (
+        f"UPDATE attempts SET {columns} WHERE run_id = ? AND stage = ? AND number = ?",
+        (*values.values(), run_id, stage, number),
+    )
 
 
 def _event_row(

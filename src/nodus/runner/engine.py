@@ -136,6 +136,21 @@ class Runner:
             if restore.by_hand and restore.step is None:
                 restore = Restore(newest=_checkpointed(stage), by_hand=True)
             outcome = None
+        try:
+            return self._attempts(stage, row, restore, overlays, outcome, recoveries)
+        finally:
+            self._nothing_ahead(stage)
+
+    def _attempts(
+        self,
+        stage: ResolvedStage,
+        row: dict,
+        restore: Restore,
+        overlays: list[str],
+        outcome: Outcome | None,
+        recoveries: int,
+    ) -> int:
+        """Attempts of ``stage`` until one ends it: recovered while continuity allows."""
         while True:
             recovering = outcome is not None
             if recovering:  # an interruption: continuity decides what follows
@@ -282,6 +297,13 @@ class Runner:
             owner = self.parent.run
         manifests = self.ctx.store.list(run=owner, stage=stage.name, role="outputs")
         return [manifests[-1].id] if manifests else []
+
+    def _nothing_ahead(self, stage: ResolvedStage) -> None:
+        """The stage's drive ends: the copy laid out for a next attempt goes (ahead)."""
+        from nodus.runner.workspace import Workspace
+
+        self.ctx.ahead = None
+        Workspace.of(self.ctx.home, self.run.id, stage.name, 1).discard_next()
 
     def _discard_older_attempts(self, stage: ResolvedStage, keep_from: int) -> None:
         """Only the newest attempt's temp folder stays; logs and the stage's caches always do.

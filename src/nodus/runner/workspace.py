@@ -9,6 +9,9 @@
         previous/            the last attempt's copy, set aside while the next one is laid out:
                              its files that verify against the restored snapshot are moved in
                              instead of copied; removed once the copy is laid out
+        next/                the next attempt's copy but its checkpoint, laid out while this
+                             one trains (:mod:`nodus.runner.ahead`); a recovery renames it
+                             into place
         cache/               HF_HOME, HF_DATASETS_CACHE, XDG_CACHE_HOME, PIP_CACHE_DIR
         <attempt>/output.log everything the attempt's program printed
         <attempt>/tmp/       TMPDIR; runtime/ is for rebuildable installs, outside the selection
@@ -121,29 +124,57 @@ class Workspace:
     def discard_previous(self) -> None:
         shutil.rmtree(self.previous, ignore_errors=True)
 
+    @property
+    def next(self) -> str:
+        return os.path.join(self.root, "next")
+
     def reset_copy(self) -> None:
         """An empty copy folder (a failed restore must not leave half a snapshot behind)."""
         shutil.rmtree(self.copy, ignore_errors=True)
         os.makedirs(self.attempt_folder, exist_ok=True)
 
+    def take_next(self) -> bool:
+        """The copy laid out ahead in ``next/`` becomes the copy, by one rename; False (and
+        the copy reset) when there is none."""
+        self.reset_copy()
+        try:
+            os.rename(self.next, self.copy)
+        except FileNotFoundError:
+            return False
+        return True
+
     def make_private_folders(self) -> None:
         for folder in (
-            self.state,
-            *self.control.runner_folders(),
+            *_copy_folders(self.copy),
             os.path.join(self.tmp, protocol.RUNTIME_DIR),
             *(os.path.join(self.cache, name) for name in protocol.CACHE_VARIABLES.values()),
         ):
             os.makedirs(folder, exist_ok=True)
 
+    def make_next_folders(self) -> None:
+        """The folders a copy needs before its program starts, in ``next/``."""
+        for folder in _copy_folders(self.next):
+            os.makedirs(folder, exist_ok=True)
+
+    def discard_next(self) -> None:
+        shutil.rmtree(self.next, ignore_errors=True)
+
     def discard_copy(self) -> None:
         """Free the disk of a paused stage; the caches and the attempt's log stay."""
         shutil.rmtree(self.copy, ignore_errors=True)
         self.discard_previous()
+        self.discard_next()
         self.discard_tmp()
 
     def discard_tmp(self) -> None:
         """Free what a finished attempt left in its temp folder; its log stays."""
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _copy_folders(copy: str) -> tuple[str, ...]:
+    """The folders of a copy at ``copy`` that exist before its program starts."""
+    control = protocol.ControlPaths(os.path.join(copy, protocol.CONTROL_DIR))
+    return (os.path.join(copy, protocol.STATE_DIR), *control.runner_folders())
 
 
 def _private_folder(path: str) -> bool:

@@ -97,6 +97,11 @@ def settle_s() -> float:
 POLL_S = 0.2
 """How often the supervisor looks at the program and its state folder."""
 
+LAY_AHEAD_MAX_BYTES = 64 * 1024**2
+"""A stage's source and earlier outputs up to this size are laid out for its next attempt while
+an attempt trains (:mod:`nodus.runner.ahead`), so a recovery need not copy them; larger ones
+are restored by the recovery, rather than held on disk twice."""
+
 DISK_GUARD_SNAPSHOTS = 3
 """Periodic saves stay on while this many snapshots fit in the staging disk's free space
 (:mod:`nodus.runner.disk_guard`); the final save always happens."""

@@ -88,7 +88,7 @@ class NodeAttempt(Attempt):
     """
 
     rank = 0  # set by the node runner before the attempt runs
-    spares = False  # one attempt per node runner: the runner's next attempt is another's
+    prepares_next = False  # one attempt per node runner: the runner's next attempt is another's
 
     def _scope(self) -> str:
         return f"{self.ctx.run_id}:rank{self.rank}"
