@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodus.errors import StoreError
+from nodus.errors import NodusError
 from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
 
@@ -51,7 +51,7 @@ def lay_ahead(store: Any, ws: Workspace, ahead: Ahead) -> bool:
             return False
         lay_source(store, ws.next, ahead.source, ahead.overlays)
         ws.make_next_folders()
-    except (StoreError, OSError):
+    except (NodusError, OSError):  # damaged, gone or unreachable, a full disk: not ahead
         ws.discard_next()
         return False
     return True
