@@ -15,6 +15,11 @@ import textwrap
 
 from runner_helpers import pid_alive, running_attempt
 
+from nodus.runner.ahead import Ahead, lay_ahead
+from nodus.runner.workspace import Workspace
+from nodus.schemas import defaults
+from nodus.store import open_store
+from nodus.store.manifest import SnapshotInfo
 from polling import wait_for
 
 DATA = "a data file the program must always see as captured\n"
@@ -125,8 +130,6 @@ def test_a_copy_laid_out_by_a_runner_that_died_is_never_taken(project):
 
 
 def _snapshot(store, folder, files: dict[str, bytes], role: str) -> str:
-    from nodus.store.manifest import SnapshotInfo
-
     folder.mkdir()
     for name, data in files.items():
         (folder / name).write_bytes(data)
@@ -135,9 +138,6 @@ def _snapshot(store, folder, files: dict[str, bytes], role: str) -> str:
 
 
 def test_lay_ahead_holds_the_source_under_the_outputs_with_the_copys_folders(tmp_path):
-    from nodus.runner.ahead import Ahead, lay_ahead
-    from nodus.runner.workspace import Workspace
-    from nodus.store import open_store
 
     store = open_store("file://" + str(tmp_path / "store"))
     source = _snapshot(store, tmp_path / "src", {"a.txt": b"source", "b.txt": b"b"}, "source")
@@ -159,10 +159,6 @@ def test_lay_ahead_holds_the_source_under_the_outputs_with_the_copys_folders(tmp
 
 
 def test_a_source_too_large_to_hold_twice_is_not_laid_out_ahead(tmp_path, monkeypatch):
-    from nodus.runner.ahead import Ahead, lay_ahead
-    from nodus.runner.workspace import Workspace
-    from nodus.schemas import defaults
-    from nodus.store import open_store
 
     store = open_store("file://" + str(tmp_path / "store"))
     source = _snapshot(store, tmp_path / "src", {"big.bin": b"x" * 4096}, "source")
@@ -175,9 +171,6 @@ def test_a_source_too_large_to_hold_twice_is_not_laid_out_ahead(tmp_path, monkey
 
 
 def test_a_source_the_store_cannot_restore_is_not_laid_out_ahead(tmp_path):
-    from nodus.runner.ahead import Ahead, lay_ahead
-    from nodus.runner.workspace import Workspace
-    from nodus.store import open_store
 
     store = open_store("file://" + str(tmp_path / "store"))
     source = _snapshot(store, tmp_path / "src", {"a.txt": b"a", "b.txt": b"b"}, "source")

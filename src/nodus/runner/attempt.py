@@ -413,9 +413,9 @@ class Attempt:
     def _lay_source(self) -> None:
         # What the last attempt laid out ahead is taken once: a second try lays out anew.
         laid, self.ctx.ahead = self.ctx.ahead, None
+        self.ws.reset_copy()
         if laid == self._ahead() and self.ws.take_next():
             return
-        self.ws.reset_copy()
         lay_source(self.ctx.store, self.ws.copy, self.source, self.overlays)
 
     def _ahead(self) -> Ahead:

@@ -303,7 +303,7 @@ class Runner:
         from nodus.runner.workspace import Workspace
 
         self.ctx.ahead = None
-        Workspace.of(self.ctx.home, self.run.id, stage.name, 1).discard_next()
+        Workspace.of(self.ctx.home, self.run.id, stage.name).discard_next()
 
     def _discard_older_attempts(self, stage: ResolvedStage, keep_from: int) -> None:
         """Only the newest attempt's temp folder stays; logs and the stage's caches always do.

@@ -55,7 +55,7 @@ class Workspace:
     attempt: int = 1
 
     @classmethod
-    def of(cls, home: str, run_id: str, stage: str, attempt: int) -> Workspace:
+    def of(cls, home: str, run_id: str, stage: str, attempt: int = 1) -> Workspace:
         return cls(os.path.join(home, defaults.WORK_DIR, run_id, stage), attempt)
 
     @property
@@ -134,9 +134,8 @@ class Workspace:
         os.makedirs(self.attempt_folder, exist_ok=True)
 
     def take_next(self) -> bool:
-        """The copy laid out ahead in ``next/`` becomes the copy, by one rename; False (and
-        the copy reset) when there is none."""
-        self.reset_copy()
+        """The copy laid out ahead in ``next/`` becomes the (reset, absent) copy by one rename;
+        False when there is none."""
         try:
             os.rename(self.next, self.copy)
         except FileNotFoundError:
