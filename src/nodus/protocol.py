@@ -52,6 +52,10 @@ ENV_TMPDIR = "TMPDIR"
 ENV_ATTEMPT_TOKEN = "NODUS_ATTEMPT_TOKEN"
 """``<run>/<stage>/<attempt>``, in every process of an attempt's tree (inherited): how the runner
 finds what an attempt left behind. Programs never need to read it."""
+ENV_RESTORED_STEP = "NODUS_RESTORED_STEP"
+ENV_RESTORED_CHECKPOINT = "NODUS_RESTORED_CHECKPOINT"
+"""On an attempt that restored one of the run's snapshots: its step and the path of its
+checkpoint in the working copy (see :data:`RESUME_ARG_FIELDS`); absent on a fresh start."""
 RUNTIME_DIR = "runtime"
 """``$TMPDIR/runtime`` exists: rebuildable installs go there, outside the selection."""
 
@@ -154,6 +158,48 @@ def _is_folder(entry: os.DirEntry) -> bool:
         return entry.is_dir()  # through a symlink, as os.path.isdir
     except OSError:
         return False
+
+
+STEP_NAME_FIELDS = ("step", "epoch")
+"""The placeholders of ``[continuity] checkpoint_name`` (``"model_{step}.pt"``): the step,
+which the name must hold once, and an epoch, matched and ignored."""
+
+
+def checked_step_name(template: str) -> str:
+    """``checkpoint_name`` as given, or ValueError saying what is wrong with it."""
+    import re
+
+    if "/" in template:
+        raise ValueError("names one file or folder: no '/' (it is matched at any depth)")
+    names = re.findall(r"\{(\w*)\}", template)
+    if names.count("step") != 1:
+        raise ValueError("must hold {step} exactly once, e.g. 'step_{step}' or 'model-{step}.pt'")
+    unknown = sorted(set(names) - set(STEP_NAME_FIELDS))
+    if unknown:
+        raise ValueError(f"knows only {{step}} and {{epoch}}, not {{{unknown[0]}}}")
+    return template
+
+
+RESUME_ARG_FIELDS = ("checkpoint", "step")
+"""The placeholders of ``[continuity] resume_args``: the restored checkpoint's path in the
+working copy (the folder or file whose name carries its step, a ``checkpoint-<step>`` folder, or
+the one selected path) and its step."""
+
+
+def checked_resume_arg(argument: str) -> str:
+    """One ``resume_args`` entry as given, or ValueError naming an unknown placeholder."""
+    import re
+
+    unknown = sorted(set(re.findall(r"\{(\w*)\}", argument)) - set(RESUME_ARG_FIELDS))
+    if unknown:
+        raise ValueError(f"knows only {{checkpoint}} and {{step}}, not {{{unknown[0]}}}")
+    return argument
+
+
+def resume_arguments(arguments: tuple[str, ...], checkpoint: str, step: int | None) -> list[str]:
+    """``resume_args`` with their placeholders filled in for one restored attempt."""
+    step_text = "" if step is None else str(step)
+    return [a.replace("{checkpoint}", checkpoint).replace("{step}", step_text) for a in arguments]
 
 
 def building_folder(step: int, token: int) -> str:

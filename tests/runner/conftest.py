@@ -12,3 +12,20 @@ def project(tmp_path) -> Project:
     root = tmp_path / "project"
     root.mkdir()
     return Project(root, tmp_path / "home")
+
+
+@pytest.fixture
+def setup(tmp_path):
+    """A capture loop's surroundings: a catalog with one run, a local store, a working copy."""
+    from nodus.runner.catalog import Catalog
+    from nodus.runner.workspace import Workspace
+    from nodus.store import open_store
+
+    catalog = Catalog(str(tmp_path / "home"))
+    run_id = catalog.create_run(
+        name="w", workload={}, store="", key=None, lock_name="l", stage_names=["main"]
+    )
+    store = open_store("file://" + str(tmp_path / "store"))
+    ws = Workspace(str(tmp_path / "attempt"))
+    ws.make_private_folders()
+    return catalog, run_id, store, ws

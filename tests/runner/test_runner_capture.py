@@ -11,11 +11,11 @@ import shutil
 import pytest
 
 from nodus.errors import StaleAttemptError
-from nodus.runner.catalog import Catalog
 from nodus.runner.snapshotting import Capturer
 from nodus.runner.workspace import Workspace
 from nodus.schemas.resolved import ResolvedContinuity, ResolvedExecution, ResolvedStage
-from nodus.store import keys, open_store, restorable
+from nodus.store import keys, restorable
+from whole_files import read_whole, write_whole
 
 
 def stage(paths=("state", "progress.json"), integration=None) -> ResolvedStage:
@@ -29,18 +29,6 @@ def stage(paths=("state", "progress.json"), integration=None) -> ResolvedStage:
         continuity=ResolvedContinuity("checkpointed", True, tuple(paths)),
         execution=ResolvedExecution(50, False, 1, 3, 10, 5.0, 7),
     )
-
-
-@pytest.fixture
-def setup(tmp_path):
-    catalog = Catalog(str(tmp_path / "home"))
-    run_id = catalog.create_run(
-        name="w", workload={}, store="", key=None, lock_name="l", stage_names=["main"]
-    )
-    store = open_store("file://" + str(tmp_path / "store"))
-    ws = Workspace(str(tmp_path / "attempt"))
-    ws.make_private_folders()
-    return catalog, run_id, store, ws
 
 
 def capturer(setup, **kwargs) -> Capturer:
@@ -284,10 +272,9 @@ def trainer_checkpoint(ws: Workspace, step: int, version: str, last: bool = True
     """A Trainer-layout folder written in place; without ``last`` its state is not written yet."""
     folder = os.path.join(ws.state, f"checkpoint-{step}")
     os.makedirs(folder, exist_ok=True)
-    names = ["model.safetensors", "optimizer.pt"] + (["trainer_state.json"] if last else [])
-    for name in names:
-        with open(os.path.join(folder, name), "w") as handle:
-            handle.write(f"{name} {version}")
+    names = ["model.safetensors", "optimizer.pt", "rng_state.pth"]
+    for name in names + (["trainer_state.json"] if last else []):
+        write_whole(os.path.join(folder, name), f"{name} {version}")
     return folder
 
 
@@ -320,6 +307,7 @@ def test_a_settled_folder_without_its_last_file_is_not_committed_until_it_has_it
     assert {e.path.rsplit("/", 1)[1] for e in manifest.files} == {
         "model.safetensors",
         "optimizer.pt",
+        "rng_state.pth",
         "trainer_state.json",
     }
 
@@ -344,7 +332,7 @@ def test_a_folder_rewritten_after_its_capture_is_captured_again_and_the_newer_is
     target = tmp_path / "restored"
     store.restore(restorable.newest_first(store.list(run=run_id))[0].id, str(target))
     restored = target / "state" / "checkpoint-10"
-    assert (restored / "model.safetensors").read_text() == "model.safetensors v2, rewritten"
+    assert read_whole(str(restored / "model.safetensors")) == "model.safetensors v2, rewritten"
     assert (restored / "trainer_state.json").read_text() == "trainer_state.json v2, rewritten"
 
 
@@ -376,8 +364,7 @@ def test_the_checkpoint_complete_marker_decides_for_a_layout_of_its_own(setup, n
     folder = os.path.join(ws.state, "checkpoint-10")
     os.makedirs(folder)
     for name in ("model.safetensors", "progress.json"):  # no trainer_state.json in this layout
-        with open(os.path.join(folder, name), "w") as handle:
-            handle.write(name)
+        write_whole(os.path.join(folder, name), name)
     settle(capture)
     assert store.list(run=run_id) == []
     with open(os.path.join(folder, "DONE"), "w") as handle:

@@ -83,10 +83,12 @@ def _model_then_arguments(files: list[str], order: list[str]) -> bool:
     [
         [*TRAINER, "trainer_state.json"],  # Transformers' Trainer._save_checkpoint
         ["config.json", *TRAINER[:1], "training_args.bin", *TRAINER[1:], "trainer_state.json"],
-        ["adapter_config.json", "adapter_model.safetensors", "optimizer.pt", "trainer_state.json"],
+        # a PEFT model's: adapter weights, the training arguments, the optimizer, the state
+        ["adapter_config.json", "adapter_model.safetensors", "training_args.bin", "optimizer.pt"]
+        + ["trainer_state.json"],
         [*ACCELERATE, "random_states_0.pkl"],  # accelerate's save_accelerator_state
         ["model.safetensors", "model_1.safetensors", "optimizer_1.bin", "random_states_3.pkl"],
-        ["__0_0.distcp", "__1_0.distcp", ".metadata.tmp", ".metadata"],  # torch DCP
+        ["__0_0.distcp", "__1_0.distcp", ".metadata"],  # torch DCP
         ["__0_0.distcp", "__0.metadata"],  # DCP without rank coordination
         # FSDP's sharded state dict: DCP folders, then the Trainer's (or Accelerate's) files
         [*FSDP, "scheduler.pt", "rng_state_0.pth", "trainer_state.json"],

@@ -54,7 +54,11 @@ def nodus(*args: str, cwd=None) -> subprocess.CompletedProcess:
 def test_validate_accepts_a_good_file(write):
     path = write(WORKLOAD)
     proc = nodus("validate", str(path))
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"{path}: ok (2 stages)\n", "")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout.startswith(f"{path}: ok (2 stages)\n")
+    # then, per stage, when its selection is captured and how the step is found
+    assert "  train: captures state, progress.json (checkpointed)\n" in proc.stdout
+    assert "hf-trainer-v1 saves state/checkpoint-<step> every 10 steps" in proc.stdout
 
 
 def test_validate_refuses_with_one_line_per_problem_and_exit_2(write):
@@ -101,6 +105,8 @@ def test_resolve_json_is_the_stored_shape(write, capsys):
             "resume_on_interruption": True,
             "checkpoint_paths": ["state", "progress.json"],
             "checkpoint_complete": None,
+            "checkpoint_name": None,
+            "resume_args": [],
         },
         "execution": {
             "save_every": 10,
@@ -135,8 +141,9 @@ def test_resolve_toml_prints_the_same_values(write, capsys):
     assert "integration" not in as_toml["stages"][1]
     as_toml["stages"][1]["integration"] = None
     for stage in as_toml["stages"]:
-        assert "checkpoint_complete" not in stage["continuity"]
-        stage["continuity"]["checkpoint_complete"] = None
+        for key in ("checkpoint_complete", "checkpoint_name"):
+            assert key not in stage["continuity"]
+            stage["continuity"][key] = None
     assert as_toml["stages"] == as_json["stages"]
 
 

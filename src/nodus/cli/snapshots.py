@@ -133,7 +133,7 @@ def _list(args) -> int:
             (row["id"],)
             + ((row["stage"],) if multi else ())
             + (
-                _text(row["step"]),
+                _text(row["step"]) + (" !" if row["suspect"] else ""),
                 _epoch(row["epoch"]),
                 str(row["attempt"]),
                 _kinds(row),
@@ -143,6 +143,10 @@ def _list(args) -> int:
             )
         )
     _table(table)
+    for row in rows:
+        if row["suspect"]:
+            said = row["suspect"]["error"] or row["suspect"]["exit"]
+            print(f"! step {row['step']} ({row['id']}) is suspect, restores pass over it: {said}")
     return 0
 
 
@@ -168,6 +172,9 @@ def _detail_lines(data: dict[str, Any]) -> list[str]:
         f"  metrics: {_metrics(data['metrics']) or '-'}",
         f"  hashes:  {verdict}",
     ]
+    if data.get("suspect"):  # a restored attempt failed before it saved
+        said = data["suspect"]["error"] or data["suspect"]["exit"]
+        lines.append(f"  suspect: restores pass over it ({said})")
     lines += [f"    {problem}" for problem in data["problems"]]
     holds = data["holds"]
     lines.append(

@@ -56,9 +56,16 @@ def register(commands: Any, groups: dict[str, Any], common: argparse.ArgumentPar
 
 def _validate(args: argparse.Namespace) -> int:
     from nodus.schemas.loader import resolve_file
+    from nodus.stages.directory import capture_plan
 
-    count = len(resolve_file(args.file).stages)
+    stages = resolve_file(args.file).stages
+    count = len(stages)
     print(f"{args.file}: ok ({count} stage{'' if count == 1 else 's'})")
+    for stage in stages:  # when its snapshots are taken, and at which step
+        paths = ", ".join(stage.continuity.checkpoint_paths)
+        print(f"  {stage.name}: captures {paths} ({stage.continuity.mode})")
+        for line in capture_plan(stage):
+            print(f"    {line}")
     return 0
 
 

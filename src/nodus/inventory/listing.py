@@ -16,6 +16,8 @@ from nodus.inventory.refs import Located, Lookup
 from nodus.retention.holds import HoldIndex
 from nodus.retention.holds import run_holds as _run_holds
 from nodus.runner.lineage import referencing_runs
+from nodus.runner.suspects import EVENT as SUSPECT
+from nodus.runner.suspects import suspected
 from nodus.store.restorable import current
 
 __all__ = ["describe", "list_run", "run_holds", "sort_snapshots"]
@@ -46,7 +48,8 @@ def list_run(
     manifests = current(m for m in all_stages if stage is None or m.stage == stage)
     holds = run_holds(lookup, run, all_stages, HoldIndex(store))
     ordered = sort_snapshots([m for m in manifests if m.kinds], sort, descending)
-    return run, [_row(m, holds[m.id]) for m in ordered]
+    marks = suspected(lookup.catalog.events(run.id, types=(SUSPECT,)))
+    return run, [_row(m, holds[m.id], marks.get(m.id)) for m in ordered]
 
 
 def run_holds(
@@ -87,7 +90,8 @@ def describe(lookup: Lookup, located: Located, verify: bool = True) -> dict[str,
         holds = run_holds(lookup, run, store.list(run=manifest.run), index)
     else:  # a source or outputs snapshot, or a run this catalog never saw: stored holds only
         holds = run_holds(lookup, None, [manifest], index)
-    data = _row(manifest, holds.get(manifest.id, []))
+    marks = {} if run is None else suspected(lookup.catalog.events(run.id, types=(SUSPECT,)))
+    data = _row(manifest, holds.get(manifest.id, []), marks.get(manifest.id))
     verdicts: dict[str, str | None] = {}
     problems = store.check(manifest.id, verdicts) if verify else []
     data.update(
@@ -114,7 +118,7 @@ def _file(entry: Any, verdicts: dict, verify: bool, deleting: frozenset) -> dict
     return data
 
 
-def _row(manifest: Any, holds: list[Any]) -> dict[str, Any]:
+def _row(manifest: Any, holds: list[Any], suspect: dict | None = None) -> dict[str, Any]:
     return {
         "id": manifest.id,
         "run": manifest.run,
@@ -131,7 +135,13 @@ def _row(manifest: Any, holds: list[Any]) -> dict[str, Any]:
         "pinned": any(hold.type == "pin" for hold in holds),
         "model": any(hold.type == "model" for hold in holds),
         "holds": [hold.to_dict() for hold in holds],
+        # a restored attempt failed before it saved: restores pass over it (runner.suspects)
+        "suspect": None if suspect is None else _suspect(suspect),
     }
+
+
+def _suspect(details: dict[str, Any]) -> dict[str, Any]:
+    return {"error": details.get("error"), "exit": details.get("exit")}
 
 
 def _deleted_kinds(manifest: Any) -> list[str]:

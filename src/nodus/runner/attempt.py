@@ -29,6 +29,7 @@ from typing import IO, Any
 from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import NotFoundError, StaleAttemptError, StoreError
+from nodus.runner import suspects
 from nodus.runner.ahead import Ahead, lay_ahead, lay_source
 from nodus.runner.catalog import Catalog
 from nodus.runner.disk_guard import DiskGuard, staging_disk
@@ -54,6 +55,7 @@ from nodus.runner.uploading import Uploads, unrecorded_note
 from nodus.runner.workspace import Workspace, stage_environment, write_integration
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
+from nodus.stages.directory import restored_checkpoint
 from nodus.store import restorable
 
 
@@ -63,6 +65,9 @@ class Outcome:
 
     kind: AttemptOutcome
     detail: str
+    # failed: the program's own non-zero exit, which a bad restored snapshot can cause
+    # (the runner then may step back to an older one: nodus.runner.suspects)
+    program_failed: bool = False
 
 
 @dataclass
@@ -219,8 +224,10 @@ class Attempt:
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
         if self.warm_start:
             env[protocol.ENV_WARM_START] = "1"
+        env.update(self._restored_environment(restored))
         try:
             command, env = self._as_accepted(env)
+            command += self._resume_args(restored)
             self.process = StageProcess(
                 command,
                 cwd=self.ws.copy,
@@ -249,6 +256,36 @@ class Attempt:
             raise
         self.process.finish_output()
         return outcome
+
+    def _restored_checkpoint(self, restored) -> str | None:
+        """Where the restored snapshot's checkpoint lies in the copy; None on a fresh start."""
+        if restored is None or self.warm_start or restored.step is None:
+            return None
+        relative = restored_checkpoint(
+            (entry.path for entry in restored.files),
+            restored.step,
+            self.stage.continuity.checkpoint_paths,
+            self.stage.continuity.checkpoint_name,
+        )
+        return os.path.join(self.ws.copy, relative)
+
+    def _restored_environment(self, restored) -> dict[str, str]:
+        checkpoint = self._restored_checkpoint(restored)
+        if checkpoint is None:
+            return {}
+        return {
+            protocol.ENV_RESTORED_STEP: str(restored.step),
+            protocol.ENV_RESTORED_CHECKPOINT: checkpoint,
+        }
+
+    def _resume_args(self, restored) -> list[str]:
+        """``[continuity] resume_args`` with the restored checkpoint, on a restored attempt."""
+        checkpoint = self._restored_checkpoint(restored)
+        if checkpoint is None or not self.stage.continuity.resume_args:
+            return []
+        return protocol.resume_arguments(
+            self.stage.continuity.resume_args, checkpoint, restored.step
+        )
 
     def _capturer(self, restored, rotation: Rotation) -> Capturer:
         return Capturer(
@@ -380,9 +417,12 @@ class Attempt:
         if not wanted and self.inherited is None:
             return []
         manifests = self.ctx.store.list(run=self.ctx.run_id, stage=self.stage.name)
-        if self.restore.step is not None:
+        if self.restore.step is not None:  # by hand: even a suspect one
             return restorable.at_step(manifests, self.restore.step)
-        own = restorable.newest_first(manifests)
+        passed = suspects.suspected(
+            self.ctx.catalog.events(self.ctx.run_id, types=(suspects.EVENT,)), self.stage.name
+        )
+        own = [m for m in restorable.newest_first(manifests) if m.id not in passed]
         if self.inherited is None or own:
             return own if self.restore.newest else []
         try:
@@ -439,8 +479,9 @@ class Attempt:
             if status is None:
                 status = self.process.wait(defaults.POLL_S)  # returns when the program ends
             if status is not None:  # straight on: the next attempt may be waiting for this
+                died_at = self.died_at(status)
                 self.process.finish_output()
-                capturer.final_capture()
+                capturer.final_capture(died_at)
                 return self.classify(status)
             if not self._settled:
                 self._settle()
@@ -454,6 +495,14 @@ class Attempt:
             self.ctx.standby.start_spare()
             ahead = self._ahead()
             self.ctx.ahead = ahead if lay_ahead(self.ctx.store, self.ws, ahead) else None
+
+    def died_at(self, status: int) -> float | None:
+        """Now, when the program that just ended with ``status`` died by a signal, or a process
+        of its tree did; None after an exit of its own (what it wrote is all taken)."""
+        assert self.process is not None
+        if status < 0 or (status > 0 and self.process.interruption() is not None):
+            return time.time()
+        return None
 
     def take_cancel(self) -> bool:
         """True (and the request marked handled) if a cancel is pending: it wins over a pause."""
@@ -506,8 +555,9 @@ class Attempt:
         program = self.stage.command[0]
         loss = self.process.interruption()
         if loss is None:
-            detail = f"{program} exited with status {status}{self._refusal()}"
-            return Outcome(AttemptOutcome.FAILED, detail)
+            refusal = self._refusal()
+            detail = f"{program} exited with status {status}{refusal}"
+            return Outcome(AttemptOutcome.FAILED, detail, program_failed=not refusal)
         name = signal_name(loss.signal)
         self.ctx.event(
             "process_killed",
@@ -550,13 +600,14 @@ class Attempt:
             self.stage.name,
             self.number,
         )
+        died_at = None
         if self.stage.integration is not None and capturer.watch_folders is False:
             self._await_stop_save(capturer, grace)
             self.process.kill()
         else:
-            self.process.stop(signal.SIGTERM, grace)
+            died_at = self.died_at(self.process.stop(signal.SIGTERM, grace))
         self.process.finish_output()
-        capturer.final_capture()
+        capturer.final_capture(died_at)
         return Outcome(AttemptOutcome.PREEMPTED, f"runner received {signame} (preemption notice)")
 
     def request_save(self, then: str) -> int:

@@ -594,10 +594,14 @@ class Catalog:
         )
         return bool(rows)
 
-    def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
-        rows = self._rows(
-            "SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id", (run_id, after)
-        )
+    def events(
+        self, run_id: str, after: int = 0, types: tuple[str, ...] = ()
+    ) -> list[dict[str, Any]]:
+        """The run's events after ``after``, oldest first; only ``types`` when given."""
+        sql = "SELECT * FROM events WHERE run_id = ? AND id > ?"
+        if types:
+            sql += f" AND type IN ({', '.join('?' * len(types))})"
+        rows = self._rows(f"{sql} ORDER BY id", (run_id, after, *types))
         return [{**dict(row), "details": json.loads(row["details"])} for row in rows]
 
     # --- control requests -------------------------------------------------------------------

@@ -4,7 +4,7 @@ The runner holds the run's lock for as long as it drives it. For each stage that
 succeeded it starts attempts until one ends the stage:
 
     succeeded    → next stage (its outputs are laid over the next stage's copy)
-    failed       → run FAILED, exit 1
+    failed       → run FAILED, exit 1 (after a restore that failed: an older snapshot first)
     preempted    → run INTERRUPTED, exit 3 (resumable by hand)
     paused       → run PAUSED, exit 3 (``nodus runs resume``)
     cancelled    → run CANCELLED, exit 4
@@ -16,6 +16,10 @@ The phase and exit status of each come from :mod:`nodus.runner.phases`.
 
 A runner that finds an attempt still marked running (its runner died) treats it as an
 interruption of that attempt, after making sure nothing of it is left alive.
+
+A restored attempt whose program fails before it commits anything marks the snapshot it
+restored suspect, and the stage continues from the next older one, within a bound
+(:mod:`nodus.runner.suspects`).
 
 A checkpointed stage never quietly starts over: when it committed snapshots but none holds
 training state any more, or when ``nodus runs resume`` finds that earlier attempts trained
@@ -31,6 +35,7 @@ from typing import IO, Any
 
 from nodus.errors import NotFoundError, StoreError
 from nodus.protocol import WEIGHTS
+from nodus.runner import suspects
 from nodus.runner.attempt import Outcome, Restore, RunContext
 from nodus.runner.backends import backend_of, new_attempt
 from nodus.runner.backends.base import RAY
@@ -150,15 +155,17 @@ class Runner:
         outcome: Outcome | None,
         recoveries: int,
     ) -> int:
-        """Attempts of ``stage`` until one ends it: recovered while continuity allows."""
+        """Attempts of ``stage`` until one ends it: recovered while continuity allows, and
+        stepped back past a snapshot the program could not continue from (suspects)."""
+        recovering = outcome is not None
         while True:
-            recovering = outcome is not None
-            if recovering:  # an interruption: continuity decides what follows
+            if outcome is not None:  # an interruption: continuity decides what follows
                 verdict = self._after_interruption(stage, outcome, recoveries)
                 if verdict is not None:
                     return verdict
                 recoveries += 1
                 restore = Restore(newest=_checkpointed(stage))
+                recovering = True
             lost_state = self._lost_training_state(stage, restore) or self._parent_gone(stage)
             if lost_state:
                 return self._stop(stage, Outcome(AttemptOutcome.FAILED, lost_state))
@@ -176,8 +183,51 @@ class Runner:
             if outcome.kind == AttemptOutcome.SUCCEEDED:
                 self.catalog.set_stage(self.run.id, stage.name, phase=Phase.SUCCEEDED)
                 return Phase.SUCCEEDED.exit_status
-            if outcome.kind != AttemptOutcome.INTERRUPTED:
-                return self._stop(stage, outcome)
+            if outcome.kind == AttemptOutcome.INTERRUPTED:
+                continue
+            final = self._step_back(stage, attempt.number, outcome, recoveries)
+            if final is not None:
+                return self._stop(stage, final)
+            recoveries += 1
+            restore, outcome, recovering = Restore(newest=True), None, True
+
+    def _step_back(
+        self, stage: ResolvedStage, number: int, outcome: Outcome, recoveries: int
+    ) -> Outcome | None:
+        """None to restore an older snapshot after a restored attempt whose program failed
+        before it committed anything (its snapshot is marked suspect); else how the stage
+        ends (:mod:`nodus.runner.suspects`)."""
+        if not (outcome.program_failed and _checkpointed(stage)):
+            return outcome
+        attempts = self.catalog.attempts(self.run.id, stage.name)
+        attempt = next(a for a in attempts if a["number"] == number)
+        snapshot = attempt["restored_snapshot"]
+        parent = self._inherited(stage)
+        if snapshot is None or (parent is not None and snapshot == parent.snapshot):
+            return outcome  # a fresh start, or another run's snapshot: not ours to judge
+        manifests = self.ctx.store.list(run=self.run.id, stage=stage.name)
+        if any(m.attempt == number for m in manifests):
+            return outcome  # it continued from the snapshot, and failed later
+        events = self.catalog.events(self.run.id, types=suspects.ROW_EVENTS)
+        details = {
+            "snapshot": snapshot,
+            "step": attempt["restored_step"],
+            "error": suspects.last_error_line(attempt["log_path"]),
+            "exit": outcome.detail,
+        }
+        passed = {*suspects.suspected(events, stage.name), snapshot}
+        older = [m for m in newest_first(manifests) if m.id not in passed]
+        decision = suspects.decide(
+            events, stage.name, details, older, recoveries, stage.execution.max_recoveries
+        )
+        self.ctx.event(suspects.EVENT, details, stage.name, number)
+        if not decision.go_on:
+            return Outcome(AttemptOutcome.FAILED, f"{outcome.detail}; {decision.why}")
+        self.catalog.set_stage(self.run.id, stage.name, recoveries=recoveries + 1)
+        self.catalog.set_phase(
+            self.run.id, Phase.RECOVERING, message=decision.why, stage=stage.name
+        )
+        return None
 
     def _after_interruption(self, stage: ResolvedStage, outcome: Outcome, recoveries: int):
         """None to recover with a new attempt, else the exit status the run stops with."""

@@ -136,8 +136,9 @@ class PauseDriver:
         return None
 
     def _exited(self, status: int, signalled: bool) -> Outcome | None:
+        died_at = self.attempt.died_at(status)
         self.process.finish_output()
-        self.capturer.final_capture()
+        self.capturer.final_capture(died_at)
         if status == 0:
             self._end_pause("completed", failure="the program finished before it could pause")
             return self.attempt.classify(status)
@@ -153,7 +154,7 @@ class PauseDriver:
 
     def _acknowledge(self, detail: str) -> Outcome:
         self.process.finish_output()
-        self.capturer.final_capture()
+        self.capturer.final_capture(died_at=time.time())  # killed: what it wrote last may be cut
         return self._acknowledge_captured(detail)
 
     def _acknowledge_captured(self, detail: str) -> Outcome:

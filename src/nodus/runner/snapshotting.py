@@ -8,10 +8,16 @@ state folder narrowed to the one checkpoint folder of that step, so a restore ne
 generations of state. Each commit asks the attempt's rotation (:mod:`nodus.runner.rotation`)
 for a pass, which runs beside this loop.
 
-An integration publishes each folder whole. A directory-contract folder is committed only once
-it is whole too (:mod:`nodus.stages.layouts`: a known layout's last-written file, or the
-``checkpoint_complete`` marker): a folder still being written is never a snapshot, so it can
-never be a restore target; a ``checkpoint_incomplete`` event says what it lacks.
+An integration publishes each folder whole. A directory-contract capture is committed only once
+what it takes is whole too: a checkpoint folder has its layout's last-written file or the
+``checkpoint_complete`` marker (:mod:`nodus.stages.layouts`), every file passes its format's
+check and none is a temporary file (:mod:`nodus.stages.formats`), and after a death by signal
+nothing changed within the settle window before it. A capture that fails is never a snapshot,
+so it can never be a restore target; a ``checkpoint_incomplete`` event says what failed.
+
+A selection without ``checkpoint-<step>`` folders (``ckpt.pt``, Accelerate's ``step_N``,
+Lightning's ``*.ckpt``) is captured whole each time it settles in a new form, with the step its
+names carry (:mod:`nodus.stages.step_names`) or else the capture's sequence.
 
 With a remote store each capture commits into the local staging store instead and is handed
 to the attempt's :class:`~nodus.runner.uploading.Uploads`: ``snapshot_staged`` is recorded now,
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from nodus import protocol
@@ -40,7 +47,8 @@ from nodus.runner.uploading import Uploads
 from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
-from nodus.stages.directory import DirectoryWatcher, signature
+from nodus.stages import formats, layouts, step_names
+from nodus.stages.directory import DirectoryWatcher, Entry, signature, step_folders
 from nodus.stages.layouts import Verdict
 
 
@@ -97,6 +105,18 @@ class Capturer:
         self.watcher = DirectoryWatcher(
             ws.state, marker=stage.continuity.checkpoint_complete, seen=seen
         )
+        self.template = stage.continuity.checkpoint_name
+        self._custom = 0  # objects registered for checkpointing in the run's Accelerate folders
+        # Only what this attempt's program wrote can be half written: what was laid out
+        # (source, restore) keeps its captured mtime. A second of margin for coarse clocks.
+        self._since_ns = time.time_ns() - 1_000_000_000
+        # A selection without checkpoint folders, watched whole: its form pending since when,
+        # the form last reported, and when it was last looked at (a walk of the selection).
+        self._pending: tuple[tuple, float] | None = None
+        self._reported: tuple | None = None
+        self._looked = float("-inf")
+        if self._committed_state:
+            self._count_custom(self._committed_state)
         # With an integration the save records drive captures; the watcher only takes over
         # when the integration reports that it left the program unprepared.
         self.watch_folders = stage.integration is None
@@ -110,6 +130,24 @@ class Capturer:
         if self.watch_folders:
             for step in self.watcher.poll():
                 self.capture(step, reason="settled")
+            if not self.watcher.folders:
+                self._poll_selection()
+
+    def _poll_selection(self) -> None:
+        """Capture the selection once it settled in a form not captured before. A walk of it
+        costs more than a listing of ``state/``: once per half settle time is enough."""
+        now = self.watcher.clock()
+        if now - self._looked < max(defaults.POLL_S, self.watcher.settle_s / 2):
+            return
+        self._looked = now
+        current = self._selection_entries()
+        if not current or current in (self._committed_state, self._reported):
+            return
+        if self._pending is None or self._pending[0] != current:
+            self._pending = (current, now)
+        elif now - self._pending[1] >= self.watcher.settle_s:
+            self._reported, self._pending = current, None
+            self.capture_selection("settled")
 
     def capture_save_records(self) -> None:
         for number, path in protocol.numbered_records(self.ws.control.saves):
@@ -132,23 +170,28 @@ class Capturer:
             if saved:
                 self.answered.update(record.requests)
 
-    def final_capture(self) -> None:
+    def final_capture(self, died_at: float | None = None) -> None:
         """The selection once more after the program exited (skipped if nothing changed).
 
         It holds the newest whole checkpoint folder; newer ones the program left half written
         (it was killed in the middle of a save) are left out, and with no whole one there is
-        nothing to capture that a restore could continue from.
+        nothing to capture that a restore could continue from. ``died_at`` (wall clock): the
+        program, or a process of its tree, died by a signal then; what changed within the
+        settle window before it may be half written and is not taken.
         """
         self.ingest_events()
         self.capture_save_records()
         steps = [step for step in checkpoint_steps(self.ws.state) if not self._laid_out(step)]
-        whole = self._newest_whole(steps)
+        if self.watch_folders and not steps:
+            self.capture_selection("exit", died_at)
+            return
+        whole = self._newest_whole(steps, died_at)
         if steps and whole is None:
             return
         step = whole if whole is not None else (self.last_step or 0)
         if whole is None and self._committed_id is None and not self._selection(step):
             return  # nothing saved, restored or selected: an empty snapshot restores nothing
-        self.capture(step, reason="exit")
+        self.capture(step, reason="exit", died_at=died_at)
 
     def _laid_out(self, step: int) -> bool:
         """``step`` is the warm start's folder, as it was laid out (the program left it)."""
@@ -156,14 +199,22 @@ class Capturer:
             return False
         return signature(self.watcher.folder(step)) == self._inherited[1]
 
-    def _newest_whole(self, steps: list[int]) -> int | None:
+    def _newest_whole(self, steps: list[int], died_at: float | None) -> int | None:
         for step in reversed(steps):
             if not self.watch_folders:
                 return step  # the integration publishes whole folders only
-            verdict = self.watcher.verdict(step, signature(self.watcher.folder(step)) or ())
-            if verdict.complete:
+            entries = signature(self.watcher.folder(step)) or ()
+            verdict = self.watcher.verdict(step, entries)
+            if not verdict.complete:
+                self._incomplete(step, verdict, "exit")
+                continue
+            inside = f"{protocol.STATE_DIR}/{checkpoint_folder(step)}"
+            problems = self._problems(
+                [(f"{inside}/{path}", size, mtime) for path, size, mtime in entries], died_at
+            )
+            if not problems:
                 return step
-            self._incomplete(step, verdict, "exit")
+            self._torn(step, problems, "exit")
         return None
 
     # --- capture ----------------------------------------------------------------------------
@@ -176,6 +227,7 @@ class Capturer:
         metrics: dict[str, Any] | None = None,
         reason: str,
         requested: bool = False,
+        died_at: float | None = None,
     ) -> str | None:
         """Commit one snapshot at ``step`` (``requested``: a save the runner asked for).
 
@@ -191,17 +243,20 @@ class Capturer:
         # As often as a changing file is read again (defaults.CAPTURE_READ_ATTEMPTS).
         for _ in range(defaults.CAPTURE_READ_ATTEMPTS):
             try:
-                return self._capture_once(step, epoch, metrics, reason)
+                return self._capture_once(step, epoch, metrics, reason, died_at)
             except _NewerCheckpoint:
                 continue  # it may be in this copy: take the selection again, excluding it
         self.event("capture_skipped", {"step": step, "reason": "newer checkpoints kept coming"})
         return None
 
     def _capture_once(
-        self, step: int, epoch: float | None, metrics: dict[str, Any] | None, reason: str
+        self,
+        step: int,
+        epoch: float | None,
+        metrics: dict[str, Any] | None,
+        reason: str,
+        died_at: float | None,
     ) -> str | None:
-        from nodus.store.manifest import SnapshotInfo
-
         paths, excludes, listed = narrowed(
             self.ws.copy, self.stage.continuity.checkpoint_paths, step
         )
@@ -218,6 +273,78 @@ class Capturer:
             if not verdict.complete:
                 self._incomplete(step, verdict, reason)
                 return None
+            problems = self._problems(state, died_at)
+            if problems:
+                self._torn(step, problems, reason)
+                return None
+        # An integration publishes each folder whole and never writes into it again, so the
+        # store may take its files as they lie (hard links): the save is written once.
+        immutable = (
+            () if self.watch_folders else (f"{protocol.STATE_DIR}/{checkpoint_folder(step)}",)
+        )
+        manifest = self._commit(
+            step,
+            paths,
+            excludes,
+            guard=lambda: self._guard_folder(folder, before, listed),
+            epoch=epoch,
+            metrics=metrics,
+            reason=reason,
+            immutable=immutable,
+        )
+        if manifest is None:
+            return None
+        self.watcher.handled(step, before)
+        return self._committed(manifest, step, state, reason)
+
+    def capture_selection(self, reason: str, died_at: float | None = None) -> str | None:
+        """Commit the selection whole (it holds no checkpoint folders), with the step its names
+        carry or else the next of the capture's sequence; None when nothing was committed."""
+        paths = list(self.stage.continuity.checkpoint_paths)
+        entries = self._selection_entries()
+        if not entries:
+            return None
+        if entries == self._committed_state:
+            return self._committed_id
+        problems = self._problems(entries, died_at) + self._folder_problems(entries)
+        if problems:
+            self._torn(None, problems, reason)
+            return None
+        named = step_names.step_of((path for path, _size, _mtime in entries), self.template)
+        step = named.step if named is not None else (self.last_step or 0) + 1
+        periodic = reason == "settled"
+        if self.disk_guard is not None and not self.disk_guard.admits(
+            periodic, lambda: sum(entry[1] for entry in entries)
+        ):
+            return None
+        manifest = self._commit(
+            step,
+            paths,
+            [],
+            guard=lambda: self._guard_selection(entries),
+            reason=reason,
+        )
+        if manifest is None:
+            return None
+        self._count_custom(entries)
+        return self._committed(manifest, step, entries, reason)
+
+    def _commit(
+        self,
+        step: int,
+        paths: list[str],
+        excludes: list[str],
+        *,
+        guard,
+        reason: str,
+        epoch: float | None = None,
+        metrics: dict[str, Any] | None = None,
+        immutable: tuple[str, ...] = (),
+    ):
+        """The store's capture of ``paths`` at ``step``: its manifest, or None (an event says
+        why) when the files changed meanwhile or the store failed."""
+        from nodus.store.manifest import SnapshotInfo
+
         info = SnapshotInfo(
             run=self.run_id,
             stage=self.stage.name,
@@ -228,35 +355,32 @@ class Capturer:
             role="checkpoint",
         )
         into = self.store if self.uploads is None else self.uploads.staging
-        # An integration publishes each folder whole and never writes into it again, so the
-        # store may take its files as they lie (hard links): the save is written once.
-        immutable = (
-            () if self.watch_folders else (f"{protocol.STATE_DIR}/{checkpoint_folder(step)}",)
-        )
         try:
-            manifest = into.capture(
+            return into.capture(
                 self.ws.copy,
                 paths,
                 info=info,
-                guard=lambda: self._guard_folder(folder, before, listed),
+                guard=guard,
                 excludes=excludes,
                 on_event=self.event,
                 immutable=immutable,
             )
         except StaleAttemptError:
             raise
-        except _FolderChanged:
-            # The program removed (pruned) or rewrote the checkpoint while it was copied: the
-            # copy may be missing files, so it is never committed; a newer save follows.
-            self.event("capture_skipped", {"step": step, "reason": f"{folder} changed"})
+        except _FolderChanged as changed:
+            # The program removed (pruned) or rewrote what was copied: the copy may be missing
+            # files, so it is never committed; a newer save follows.
+            self.event("capture_skipped", {"step": step, "reason": f"{changed} changed"})
             return None
         except (StoreError, OSError) as error:
             self.event("capture_failed", {"step": step, "reason": reason, "error": str(error)})
             return None
+
+    def _committed(self, manifest, step: int, state: tuple, reason: str) -> str:
+        """What follows a commit: the run's record of it, retention, the program's notice."""
         self._committed_state = state
         self._committed_id = manifest.id
         self.last_step = step
-        self.watcher.handled(step, before)
         if self.uploads is not None:
             # The final save is never skipped for a newer one, and the attempt waits for it.
             self.uploads.submit(manifest, reason, keep=reason == "exit")
@@ -273,6 +397,8 @@ class Capturer:
         details = {
             "step": step,
             "reason": reason,
+            "path": f"{protocol.STATE_DIR}/{checkpoint_folder(step)}",
+            "why": f"lacks {verdict.missing}",
             "layout": verdict.layout,
             "missing": verdict.missing,
         }
@@ -282,6 +408,68 @@ class Capturer:
                 "[continuity] checkpoint_complete"
             )
         self.event("checkpoint_incomplete", details)
+
+    def _torn(self, step: int | None, problems: list[tuple[str, str]], reason: str) -> None:
+        """A capture left out because what it would take is not whole: the first file or
+        folder that failed, and how many did."""
+        path, why = problems[0]
+        details: dict[str, Any] = {"step": step, "reason": reason, "path": path, "why": why}
+        if len(problems) > 1:
+            details["others"] = len(problems) - 1
+        self.event("checkpoint_incomplete", details)
+
+    def _problems(self, entries, died_at: float | None) -> list[tuple[str, str]]:
+        """The files of ``entries`` (relative to the copy) that fail their format's check or,
+        after a death by signal at ``died_at``, changed within the settle window before it."""
+        if not self.watch_folders:
+            return []  # an integration publishes whole folders only
+        # The death is seen up to a poll after it happened.
+        since = None if died_at is None else died_at - self.watcher.settle_s - defaults.POLL_S
+        problems = []
+        for path, _size, mtime in entries:
+            if mtime < self._since_ns:
+                continue
+            why = formats.torn(os.path.join(self.ws.copy, path), path)
+            if why is None and since is not None and mtime / 1e9 >= since:
+                ago = max(0.0, died_at - mtime / 1e9)
+                why = f"written {ago:.1f} s before the program died by a signal: maybe cut off"
+            if why is not None:
+                problems.append((path, why))
+        return problems
+
+    def _folder_problems(self, entries) -> list[tuple[str, str]]:
+        """Folders of a selection whose names carry a step and are not whole checkpoints
+        (:func:`nodus.stages.layouts.judge`), and torch distributed checkpoints anywhere in it
+        without their metadata."""
+        marker = self.stage.continuity.checkpoint_complete
+        # A folder laid out whole and left as it was (the source's, a restored one) is whole.
+        written = {path for path, _size, mtime in entries if mtime >= self._since_ns}
+        problems = []
+        for folder, files in step_folders(entries, self.template).items():
+            if not any(f"{folder}/{name}" in written for name in files):
+                continue
+            verdict = layouts.judge(files, marker, custom=self._custom)
+            if not verdict.complete:
+                problems.append((folder, f"lacks {verdict.missing}"))
+        dcp = layouts.distributed([path for path, _size, _mtime in entries])
+        if written and dcp is not None and not dcp.complete:
+            problems.append((str(dcp.missing), "a torch distributed checkpoint, not finished"))
+        return problems
+
+    def _count_custom(self, entries) -> None:
+        """Remember how many registered objects the run's Accelerate folders hold."""
+        for files in step_folders(entries, self.template).values():
+            self._custom = max(self._custom, layouts.custom_objects(files))
+
+    def _selection_entries(self) -> tuple[Entry, ...]:
+        """Names, sizes and mtimes of the whole selection now."""
+        return fingerprint(self.ws.copy, list(self.stage.continuity.checkpoint_paths), [])
+
+    def _guard_selection(self, entries: tuple) -> None:
+        """Fencing, then: the selection is as it was when its files were checked."""
+        self.guard()
+        if self._selection_entries() != entries:
+            raise _FolderChanged("the selection")
 
     def guard(self) -> None:
         """Attempt fencing: called by the store just before the commit.

@@ -94,6 +94,10 @@ def settle_s() -> float:
     return float(os.environ.get("NODUS_SETTLE_S") or SETTLE_S)
 
 
+MAX_STEP_BACK = 2
+"""Snapshots a stage steps past in a row when restored attempts fail before committing
+anything (nodus.runner.suspects); the next such failure ends the run."""
+
 POLL_S = 0.2
 """How often the supervisor looks at the program and its state folder."""
 

@@ -96,6 +96,20 @@ def check_file_name(value: str) -> str:
     return value
 
 
+def check_step_name(value: str) -> str:
+    """``checkpoint_name``: a name pattern holding ``{step}``."""
+    _check_characters_and_size(value, "names")
+    return protocol.checked_step_name(value)
+
+
+def check_resume_args(values: list[str]) -> list[str]:
+    """``resume_args``: arguments added to the command of a restored attempt."""
+    for value in values:
+        _check_characters_and_size(value, "arguments")
+        protocol.checked_resume_arg(value)
+    return values
+
+
 def normal_path(value: str) -> str:
     """``./state/`` and ``state`` select the same thing; resolution stores the short form."""
     return posixpath.normpath(value)
@@ -189,6 +203,13 @@ PathList = Annotated[
     Field(max_length=defaults.MAX_CHECKPOINT_PATHS),
 ]
 FileName = Annotated[str, AfterValidator(check_file_name)]
+StepNameTemplate = Annotated[str, AfterValidator(check_step_name)]
+ResumeArgs = Annotated[
+    list[str],
+    BeforeValidator(_list_from_tuple),
+    Field(max_length=defaults.MAX_CHECKPOINT_PATHS),
+    AfterValidator(check_resume_args),
+]
 Code = Annotated[str, AfterValidator(check_code)]
 Command = Annotated[
     list[str],

@@ -37,8 +37,10 @@ from nodus.schemas.fields import (
     Memory,
     Name,
     PathList,
+    ResumeArgs,
     ResumeFrom,
     SaveEvery,
+    StepNameTemplate,
 )
 from nodus.schemas.problems import problems_from
 
@@ -124,7 +126,8 @@ def _continuity_input(value: Any) -> Any:
         if value not in modes:
             raise ValueError(
                 "must be 'checkpointed' or 'restartable', or a table with mode, "
-                "resume_on_interruption, checkpoint_paths and checkpoint_complete"
+                "resume_on_interruption, checkpoint_paths, checkpoint_complete, "
+                "checkpoint_name and resume_args"
             )
         return {"mode": ContinuityMode(value)}
     return value
@@ -154,6 +157,19 @@ class Continuity(_Model):
         description="A file the program writes last into each checkpoint folder: a folder "
         "is captured only once it is there (directory contract; omitted = known layouts by "
         "their own last file, others once settled).",
+    )
+    checkpoint_name: StepNameTemplate | None = Field(
+        None,
+        description="The name pattern that carries the step in a selection without step "
+        "folders of the protocol's naming, e.g. 'model_{step}.pt' (directory contract; omitted "
+        "= the known names such as step_N, checkpoint_N, epoch=E-step=S, else the capture's "
+        "sequence).",
+    )
+    resume_args: ResumeArgs | None = Field(
+        None,
+        description="Arguments added to the command of an attempt that restored a snapshot, "
+        "with {checkpoint} (its path in the working copy) and {step}, e.g. "
+        "['--resume_from_checkpoint', '{checkpoint}'] (directory contract).",
     )
 
 
@@ -351,7 +367,7 @@ class _StageFields(_Model):
     continuity: ContinuityInput = Field(
         None,
         description="A mode string, or a table with mode, resume_on_interruption, "
-        "checkpoint_paths and checkpoint_complete.",
+        "checkpoint_paths, checkpoint_complete, checkpoint_name and resume_args.",
     )
     execution: Execution | None = Field(
         None, description="Save cadence, retention and recovery limits."
@@ -419,9 +435,14 @@ def _policy(continuity: Continuity | None) -> dict[str, Any]:
         table["resume_on_interruption"] = defaults.RESUME_ON_INTERRUPTION[mode.value]
     if continuity is not None and continuity.checkpoint_paths is not None:
         table["checkpoint_paths"] = list(continuity.checkpoint_paths)
-    if continuity is not None and continuity.given("checkpoint_complete"):
-        table["checkpoint_complete"] = continuity.checkpoint_complete
+    for key in _CONTRACT_KEYS:
+        if continuity is not None and continuity.given(key):
+            table[key] = getattr(continuity, key)
     return table
+
+
+_CONTRACT_KEYS = ("checkpoint_complete", "checkpoint_name", "resume_args")
+"""The ``[continuity]`` keys of the directory contract, kept only where written."""
 
 
 class Overrides(_StageFields):

@@ -15,10 +15,10 @@ stage never hides what the workload says. Per field:
   level that sets it, except that a level setting a mode without a flag takes that mode's default
   (``checkpointed`` → true, ``restartable`` → false); ``checkpoint_paths`` from the highest
   level with a non-empty list, else ``["state"]`` — even when the stage sets its own mode;
-  ``checkpoint_complete`` key by key (default none).
+  ``checkpoint_complete``, ``checkpoint_name`` and ``resume_args`` key by key (default none).
 
 Rules that need the resolved values (an integration needs checkpointed continuity and the state
-folder; ``checkpoint_complete`` does nothing under ``hf-trainer-v1``) are checked here too;
+folder; the directory contract's keys do nothing under ``hf-trainer-v1``) are checked here too;
 every problem of the file is reported at once.
 """
 
@@ -221,6 +221,8 @@ def _continuity(layers: Sequence[_StageFields]) -> ResolvedContinuity:
         bool(resume),
         tuple(normal_path(p) for p in paths),
         _pick(tables, "checkpoint_complete", None),
+        _pick(tables, "checkpoint_name", None),
+        tuple(_pick(tables, "resume_args", None) or ()),
     )
 
 
@@ -266,27 +268,31 @@ def _unused_marker(
     integration: Integration,
     continuity: ResolvedContinuity,
 ) -> list[Problem]:
-    """``checkpoint_complete`` guides captures of folders a program writes itself; under
-    ``hf-trainer-v1`` the integration publishes every folder whole (``auto`` may leave a program
-    unprepared, and then it counts)."""
-    if integration is not Integration.HF_TRAINER_V1 or continuity.checkpoint_complete is None:
+    """``checkpoint_complete``, ``checkpoint_name`` and ``resume_args`` guide captures and
+    resumes of folders a program writes itself; under ``hf-trainer-v1`` the integration
+    publishes every folder whole and resumes the Trainer (``auto`` may leave a program
+    unprepared, and then they count)."""
+    if integration is not Integration.HF_TRAINER_V1:
         return []
-    field = "continuity.checkpoint_complete"
-    written = next(
-        layer
-        for layer in layers
-        if layer.given("continuity") and layer.continuity.given("checkpoint_complete")
-    )
-    return [
-        Problem(
-            _path_in(prefix, layers, written, field),
-            f"has no effect in stage '{stage}': integration 'hf-trainer-v1' publishes each "
-            "checkpoint whole; remove it, set it only in stages that write their own "
-            "checkpoints, or use integration 'auto'",
-            continuity.checkpoint_complete,
-            True,
+    problems = []
+    for key in ("checkpoint_complete", "checkpoint_name", "resume_args"):
+        value = getattr(continuity, key)
+        if not value:
+            continue
+        written = next(
+            layer for layer in layers if layer.given("continuity") and layer.continuity.given(key)
         )
-    ]
+        problems.append(
+            Problem(
+                _path_in(prefix, layers, written, f"continuity.{key}"),
+                f"has no effect in stage '{stage}': integration 'hf-trainer-v1' publishes each "
+                "checkpoint whole and resumes the Trainer itself; remove it, set it only in "
+                "stages that write their own checkpoints, or use integration 'auto'",
+                value if isinstance(value, str) else list(value),
+                True,
+            )
+        )
+    return problems
 
 
 def overridden_stage(stage: Mapping[str, Any], overrides: Overrides) -> dict[str, Any]:

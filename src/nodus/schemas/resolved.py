@@ -19,6 +19,8 @@ class ResolvedContinuity:
     resume_on_interruption: bool
     checkpoint_paths: tuple[str, ...]
     checkpoint_complete: str | None = None  # file written last into each checkpoint folder
+    checkpoint_name: str | None = None  # the name that carries the step ("model_{step}.pt")
+    resume_args: tuple[str, ...] = ()  # added to a restored attempt's command
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ class ResolvedWorkload:
                     checkpoint_paths=tuple(s["continuity"]["checkpoint_paths"]),
                     # absent from runs accepted before the setting existed
                     checkpoint_complete=s["continuity"].get("checkpoint_complete"),
+                    checkpoint_name=s["continuity"].get("checkpoint_name"),
+                    resume_args=tuple(s["continuity"].get("resume_args") or ()),
                 ),
                 execution=ResolvedExecution(**s["execution"]),
             )

@@ -11,17 +11,27 @@ A folder that changes after it was captured is reported again: the program rewro
 and the newer capture supersedes the older. A rewritten folder of a known layout counts as
 complete again only once its last-written file was rewritten too, since the previous save's
 last file stays there while the new weights are written next to it.
+
+A selection without such folders is watched whole by the runner's capture loop; here is what
+it needs of it: which of its folders are checkpoints by their names (:func:`step_folders`).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
-from nodus.protocol import checkpoint_folder, checkpoint_steps
+from nodus.protocol import (
+    INTEGRATION_HF_TRAINER_V1,
+    STATE_DIR,
+    checkpoint_folder,
+    checkpoint_steps,
+)
 from nodus.schemas import defaults
-from nodus.stages.layouts import Verdict, judge
+from nodus.schemas.resolved import ResolvedStage
+from nodus.stages import step_names
+from nodus.stages.layouts import Verdict, custom_objects, judge
 
 Entry = tuple[str, int, int]
 """One file of a folder's signature: (relative ``/``-path, size, mtime in ns)."""
@@ -58,7 +68,9 @@ class DirectoryWatcher:
         self.state_dir = state_dir
         self.settle_s = defaults.settle_s() if settle_s is None else settle_s
         self.marker = marker  # [continuity] checkpoint_complete
-        self._clock = clock
+        self.clock = clock
+        self.folders = False  # state/ held checkpoint folders at the last poll
+        self.custom = 0  # objects registered for checkpointing in the folders captured
         self._pending: dict[int, tuple[tuple | None, float]] = {}
         self._reported: dict[int, tuple] = {}  # the form each step was last reported in
         self._captured: dict[int, tuple] = {}  # the form each step was last captured in
@@ -68,14 +80,16 @@ class DirectoryWatcher:
     def poll(self) -> list[int]:
         """Steps whose folder has settled in a form not reported before, ascending."""
         settled = []
-        for step in checkpoint_steps(self.state_dir):
+        steps = checkpoint_steps(self.state_dir)
+        self.folders = bool(steps)
+        for step in steps:
             current = signature(self.folder(step))
             if not current or current == self._reported.get(step):
                 continue
             previous = self._pending.get(step)
             if previous is None or previous[0] != current:
-                self._pending[step] = (current, self._clock())
-            elif self._clock() - previous[1] >= self.settle_s:
+                self._pending[step] = (current, self.clock())
+            elif self.clock() - previous[1] >= self.settle_s:
                 settled.append(step)
                 self._reported[step] = current
                 del self._pending[step]
@@ -84,7 +98,7 @@ class DirectoryWatcher:
     def verdict(self, step: int, entries: Iterable[Entry]) -> Verdict:
         """Whether the folder of ``step``, holding ``entries``, is a whole checkpoint."""
         entries = tuple(entries)
-        found = judge((path for path, _size, _mtime in entries), self.marker)
+        found = judge((path for path, _size, _mtime in entries), self.marker, self.custom)
         earlier = self._captured.get(step)
         if not found.complete or earlier is None or earlier == entries:
             return found
@@ -103,6 +117,7 @@ class DirectoryWatcher:
         entries = tuple(entries)
         self._captured[step] = self._reported[step] = entries
         self._pending.pop(step, None)
+        self.custom = max(self.custom, custom_objects(path for path, _s, _m in entries))
 
     def folder(self, step: int) -> str:
         return os.path.join(self.state_dir, checkpoint_folder(step))
@@ -110,3 +125,59 @@ class DirectoryWatcher:
 
 def _files(entries: tuple[Entry, ...]) -> dict[str, tuple[int, int]]:
     return {path: (size, mtime) for path, size, mtime in entries}
+
+
+def step_folders(entries: Iterable[Entry], template: str | None = None) -> dict[str, list[str]]:
+    """The folders among ``entries``' paths whose own name carries a step (``step_20``,
+    ``checkpoint_3``, ``checkpoint_name``'s pattern), each with its files relative to it."""
+    expression = step_names.pattern(template)
+    found: dict[str, list[str]] = {}
+    for path, _size, _mtime in entries:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            name = parts[depth - 1]
+            named = expression.fullmatch(name) if template else expression.search(name)
+            if named:
+                found.setdefault("/".join(parts[:depth]), []).append("/".join(parts[depth:]))
+    return found
+
+
+def restored_checkpoint(
+    files: Iterable[str], step: int, selected: Sequence[str], template: str | None = None
+) -> str:
+    """Where a snapshot at ``step`` holding ``files`` has its checkpoint, relative to the copy:
+    its ``checkpoint-<step>`` folder, else the folder or file whose name carries the step,
+    else the one selected path (``ckpt.pt``), else the state folder."""
+    files = list(files)
+    folder = f"{STATE_DIR}/{checkpoint_folder(step)}"
+    if any(path.startswith(f"{folder}/") for path in files):
+        return folder
+    named = step_names.step_of(files, template)
+    if named is not None and named.step == step:
+        return named.path
+    return selected[0] if len(selected) == 1 and selected[0] != "." else STATE_DIR
+
+
+def capture_plan(stage: ResolvedStage, settle_s: float | None = None) -> list[str]:
+    """When a stage's selection is captured and how its step is found, line by line
+    (``nodus validate``)."""
+    settle = defaults.settle_s() if settle_s is None else settle_s
+    folder = f"{STATE_DIR}/{checkpoint_folder('<step>')}"  # type: ignore[arg-type]
+    every = stage.execution.save_every
+    epochs = ", at each epoch end" if stage.execution.save_each_epoch else ""
+    saves = f"{stage.integration} saves {folder} every {every} steps{epochs}, captured at once"
+    if stage.integration == INTEGRATION_HF_TRAINER_V1:
+        return [saves]
+    named = stage.continuity.checkpoint_name
+    steps = f"checkpoint_name {named!r}" if named else step_names.KNOWN_NAMES
+    lines = [
+        f"each {folder} folder once unchanged for {settle:g} s and whole (step: its name)",
+        f"without such folders, the whole selection once unchanged for {settle:g} s and whole "
+        f"(step: {steps}; else the capture's sequence)",
+        "once more when the program exits",
+    ]
+    if stage.continuity.resume_args:
+        lines.append("a restored attempt adds " + " ".join(stage.continuity.resume_args))
+    if stage.integration is not None:  # auto: the directory contract when it is unprepared
+        return [saves, "a program outside its profile:", *(f"  {line}" for line in lines)]
+    return lines

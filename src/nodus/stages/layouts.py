@@ -6,10 +6,13 @@ weights, then gathers the optimizer state (minutes for a big model), then writes
 Each layout below is recognised by the names of its files and is complete once the file its
 writer writes last is there:
 
-- a Transformers Trainer checkpoint (model or adapter weights, ``optimizer.pt``,
-  ``scheduler.pt``, ``rng_state*.pth`` at the top of the folder): ``trainer_state.json``;
+- a Transformers Trainer checkpoint, told by files only the Trainer writes
+  (``trainer_state.json``, ``training_args.bin``, ``rng_state*.pth``; an ``optimizer.pt`` is
+  anybody's): ``trainer_state.json``;
 - an Accelerate ``save_state`` folder (``optimizer*.bin``, ``scheduler*.bin``, ``sampler*.bin``,
-  ``random_states_*.pkl``): ``random_states_<rank>.pkl``;
+  ``random_states_*.pkl``): ``random_states_<rank>.pkl``, then one ``custom_checkpoint_<i>.pkl``
+  per object registered for checkpointing, numbered from 0 without a gap, as many as the
+  run's earlier folders held (Accelerate writes them after the RNG states);
 - a torch distributed checkpoint (``*.distcp`` in any folder of the checkpoint): the
   ``.metadata`` next to them.
 
@@ -29,7 +32,10 @@ watches the installed libraries save to keep them honest.
 
 A program with a layout of its own names its last-written file with ``[continuity]
 checkpoint_complete``; that file alone then decides, and the known layouts are not consulted
-(a custom folder may well hold a ``model.safetensors``).
+(a custom folder may well hold a ``model.safetensors``). Any other folder is whole once settled,
+unless it is empty or holds a temporary file a writer has yet to rename into place
+(:func:`nodus.stages.formats.temporary`); the files' bytes are checked separately
+(:mod:`nodus.stages.formats`).
 
 Every function here is pure over the folder's file list (relative ``/``-separated paths).
 """
@@ -41,7 +47,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Verdict", "judge"]
+from nodus.stages.formats import temporary
+
+__all__ = ["Verdict", "custom_objects", "distributed", "judge"]
 
 
 @dataclass(frozen=True)
@@ -65,26 +73,32 @@ _WEIGHTS = re.compile(
 _SHARD = re.compile(r"-\d+-of-\d+\.")
 _FSDP_FOLDER = re.compile(r"pytorch_model_fsdp_\d+|optimizer_\d+")
 _CONFIGS = frozenset({"config.json", "generation_config.json", "adapter_config.json"})
-_TRAINER = re.compile(
-    r"optimizer\.pt|scheduler\.pt|rng_state(_\d+)?\.pth|training_args\.bin|trainer_state\.json"
-)
+# Only the Trainer writes these; optimizer.pt and scheduler.pt are any program's names.
+_TRAINER = re.compile(r"rng_state(_\d+)?\.pth|training_args\.bin|trainer_state\.json")
 _TRAINER_LAST = "trainer_state.json"
 _ACCELERATE = re.compile(
     r"(optimizer|scheduler|sampler|dl_state_dict)(_\d+)?\.bin|random_states_\d+\.pkl"
     r"|custom_checkpoint_\d+\.pkl|(model|pytorch_model)_\d+\.(safetensors|bin)"
 )
 _ACCELERATE_LAST = re.compile(r"random_states_\d+\.pkl")
+_ACCELERATE_CUSTOM = re.compile(r"custom_checkpoint_(\d+)\.pkl")
 _DCP_DATA = re.compile(r".*\.distcp")
 # The coordinator's global file, or each rank's own when ranks do not coordinate.
 _DCP_METADATA = re.compile(r"(__\d+)?\.metadata")
 
 
-def judge(files: Iterable[str], marker: str | None = None) -> Verdict:
-    """The verdict on a folder holding ``files``; ``marker`` is ``checkpoint_complete``."""
+def judge(files: Iterable[str], marker: str | None = None, custom: int = 0) -> Verdict:
+    """The verdict on a folder holding ``files``; ``marker`` is ``checkpoint_complete``;
+    ``custom``: how many registered objects the run's earlier Accelerate folders held."""
     files = list(files)
+    if not files:
+        return Verdict(None, "any file: the folder is empty (created, not yet written)")
+    pending = sorted(name for name in files if temporary(name))
+    if pending:
+        return Verdict(None, f"{pending[0]} to be renamed into place (a write is under way)")
     if marker is not None:
         return _marker(files, marker)
-    verdicts = [v for v in (_top_level(files), _distributed(files)) if v is not None]
+    verdicts = [v for v in (_top_level(files, custom), distributed(files)) if v is not None]
     if not verdicts:
         return Verdict()
     layout = " with ".join(v.layout for v in verdicts if v.layout)
@@ -100,14 +114,17 @@ def _marker(files: list[str], marker: str) -> Verdict:
     return Verdict(layout, f"{marker} (checkpoint_complete: the program writes it last)")
 
 
-def _top_level(files: list[str]) -> Verdict | None:
+def custom_objects(files: Iterable[str]) -> int:
+    """How many objects registered for checkpointing an Accelerate folder holds."""
+    return sum(1 for name in files if "/" not in name and _ACCELERATE_CUSTOM.fullmatch(name))
+
+
+def _top_level(files: list[str], custom: int) -> Verdict | None:
     """A Trainer or Accelerate folder: both write their files at the top of the folder."""
     top = [name for name in files if "/" not in name]
     folders = {name.split("/", 1)[0] for name in files if "/" in name}
     if _any(_ACCELERATE, top):
-        last = tuple(name for name in top if _ACCELERATE_LAST.fullmatch(name))
-        missing = None if last else "random_states_<rank>.pkl (Accelerate writes it last)"
-        return Verdict("an Accelerate save_state folder", missing, last)
+        return _accelerate(top, custom)
     if _any(_TRAINER, top):
         if _TRAINER_LAST in top:
             return Verdict("a Transformers Trainer checkpoint", None, (_TRAINER_LAST,))
@@ -125,6 +142,25 @@ def _top_level(files: list[str]) -> Verdict | None:
     return None
 
 
+def _accelerate(top: list[str], custom: int) -> Verdict:
+    """Weights, optimizers, schedulers, samplers, RNG states, then the registered objects."""
+    layout = "an Accelerate save_state folder"
+    last = tuple(name for name in top if _ACCELERATE_LAST.fullmatch(name))
+    if not last:
+        return Verdict(layout, "random_states_<rank>.pkl (Accelerate writes it after the model)")
+    numbers = sorted(
+        int(found.group(1)) for found in map(_ACCELERATE_CUSTOM.fullmatch, top) if found
+    )
+    expected = max(custom, len(numbers))
+    gap = next((i for i in range(expected) if i not in numbers), None)
+    if gap is not None:
+        held = f"the run's earlier saves held {custom}" if custom > len(numbers) else "a gap"
+        missing = f"custom_checkpoint_{gap}.pkl (objects registered for checkpointing: {held})"
+        return Verdict(layout, missing, last)
+    customs = tuple(f"custom_checkpoint_{i}.pkl" for i in numbers)
+    return Verdict(layout, None, last + customs)
+
+
 def _saved_model(top: list[str], folders: set[str]) -> bool:
     """``save_pretrained`` output: weights with their config, shards with their index."""
     weights = [name for name in top if _WEIGHTS.fullmatch(name)]
@@ -138,7 +174,7 @@ def _saved_model(top: list[str], folders: set[str]) -> bool:
     return not sharded or any(name.endswith(".index.json") for name in weights)
 
 
-def _distributed(files: list[str]) -> Verdict | None:
+def distributed(files: list[str]) -> Verdict | None:
     """torch distributed checkpoints: every folder with ``.distcp`` data needs its metadata."""
     folders = sorted({posixpath.dirname(name) for name in files if _DCP_DATA.fullmatch(name)})
     if not folders:

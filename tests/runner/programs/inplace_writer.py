@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
+import struct
 import sys
 import time
+import zipfile
 
 FILES = {
     "trainer": ("model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth"),
@@ -97,18 +100,44 @@ def resume(state_dir: str, layout: str, log) -> tuple[int, tuple]:
 
 
 def _write(path: str, text: str) -> None:
-    with open(path, "w") as handle:
-        handle.write(text)
+    """The text in the file's format, whole (tests/whole_files.py writes the same way)."""
+    with open(path, "wb") as handle:
+        handle.write(_encode(os.path.basename(path), text))
         handle.flush()
         os.fsync(handle.fileno())
 
 
 def _read(path: str) -> str | None:
     try:
-        with open(path) as handle:
-            return handle.read()
+        with open(path, "rb") as handle:
+            return _decode(os.path.basename(path), handle.read())
     except FileNotFoundError:
         return None
+
+
+def _encode(name: str, text: str) -> bytes:
+    if name.endswith(".safetensors"):  # a header with no tensors, the text as metadata
+        header = json.dumps({"__metadata__": {"text": text}}).encode()
+        return struct.pack("<Q", len(header)) + header
+    if name.endswith(_ZIPPED):  # what torch.save writes: a zip archive
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr("archive/data.txt", text)
+        return buffer.getvalue()
+    return text.encode()
+
+
+def _decode(name: str, data: bytes) -> str:
+    if name.endswith(".safetensors"):
+        (length,) = struct.unpack("<Q", data[:8])
+        return json.loads(data[8 : 8 + length])["__metadata__"]["text"]
+    if name.endswith(_ZIPPED):
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return archive.read("archive/data.txt").decode()
+    return data.decode()
+
+
+_ZIPPED = (".pt", ".pth", ".bin", ".ckpt", ".pkl")
 
 
 def main() -> int:

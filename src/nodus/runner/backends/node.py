@@ -113,7 +113,7 @@ class _NoCapture:
     def tick(self) -> None:
         pass
 
-    def final_capture(self) -> None:
+    def final_capture(self, died_at: float | None = None) -> None:
         pass
 
     def finish_uploads(self) -> None:

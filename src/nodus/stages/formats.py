@@ -1,0 +1,169 @@
+"""Whether a checkpoint file's bytes are whole: the formats checkpoints are made of.
+
+A program that dies in the middle of a save leaves a prefix of a file behind, and a program
+that writes in place (``torch.save(state, "ckpt.pt")``) leaves it under the name of a good one.
+The settle time cannot tell a prefix from a file (a big save pauses), so before a capture of a
+directory-contract program every file it takes is checked here against its format. Each check
+reads a few bytes at the head or the tail, which the capture reads again anyway:
+
+- a zip archive (what ``torch.save`` writes: ``.pt``, ``.pth``, ``.bin``, ``.ckpt``, and
+  Accelerate's ``.pkl`` files) ends with its central directory, written after every member;
+- a ``.safetensors`` file is an 8-byte header length, the JSON header, then every tensor's bytes:
+  its size is exactly what the header says;
+- a pickle (``.pkl``, ``.pickle``, a torch distributed checkpoint's ``.metadata``) ends with the
+  STOP opcode;
+- a hidden temporary file (``.tmp*``, ``*.tmp``, ``*.partial``, ``*~``: safetensors, fsspec and
+  editors write them and rename them into place) means a write is under way.
+
+Any other file passes: its format is the program's own, and the settle time and the time rule
+(nothing that changed just before a death by signal) are what protect it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import struct
+
+__all__ = ["CHECKED_SUFFIXES", "temporary", "torn"]
+
+ZIP_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt", ".tar", ".pkl", ".pickle"})
+PICKLE_SUFFIXES = frozenset({".pkl", ".pickle"})
+SAFETENSORS_SUFFIX = ".safetensors"
+CHECKED_SUFFIXES = ZIP_SUFFIXES | {SAFETENSORS_SUFFIX}
+"""Files whose bytes are checked (by name: reading every file of a selection to find its
+format would cost a read of each; checkpoint files carry these suffixes)."""
+_DCP_METADATA = ".metadata"
+
+_ZIP_LOCAL = b"PK\x03\x04"
+_ZIP_END = b"PK\x05\x06"
+_ZIP_CENTRAL = b"PK\x01\x02"
+_ZIP64_LOCATOR = b"PK\x06\x07"
+_ZIP64_END = b"PK\x06\x06"
+_ZIP_END_SIZE = 22
+_ZIP_MAX_COMMENT = 0xFFFF
+_PICKLE_STOP = b"."
+_SAFETENSORS_MAX_HEADER = 100 * 1024 * 1024  # the format's own limit
+
+
+def temporary(name: str) -> bool:
+    """Whether a file name is a temporary file a writer renames into place when it is done."""
+    base = posixpath.basename(name)
+    return (
+        base.startswith(".tmp")
+        or base.endswith((".tmp", ".partial", "~"))
+        or ".tmp." in base  # `x.tmp.1234`, as some writers number them
+    )
+
+
+def torn(path: str, name: str | None = None) -> str | None:
+    """Why the file at ``path`` (named ``name`` in its checkpoint) is not whole; None if it is
+    or its format is not one checked here."""
+    name = name or os.path.basename(path)
+    if temporary(name):
+        return "a temporary file: a write was under way"
+    base = posixpath.basename(name)
+    suffix = os.path.splitext(base)[1].lower()
+    if suffix not in CHECKED_SUFFIXES and base != _DCP_METADATA:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size == 0:
+                return "empty"
+            head = handle.read(8)
+            if head.startswith(_ZIP_LOCAL) or _ZIP_LOCAL.startswith(head):
+                return _zip(handle, size)
+            if suffix == SAFETENSORS_SUFFIX:
+                return _safetensors(handle, head, size)
+            if suffix in PICKLE_SUFFIXES or base == _DCP_METADATA:
+                return _pickle(handle, size)
+    except OSError as error:
+        return f"unreadable ({error.strerror or error})"
+    return None  # e.g. a raw `.bin` that is no archive: a format of the program's own
+
+
+def _zip(handle, size: int) -> str | None:
+    """A zip archive is whole once its end record points at a central directory before it."""
+    tail_size = min(size, _ZIP_END_SIZE + _ZIP_MAX_COMMENT)
+    handle.seek(size - tail_size)
+    tail = handle.read(tail_size)
+    at = tail.rfind(_ZIP_END)
+    while at >= 0:
+        end = size - tail_size + at
+        verdict = _zip_end(handle, tail[at:], end, size)
+        if verdict is None:
+            return None
+        at = tail.rfind(_ZIP_END, 0, at)
+    return "a zip archive (torch.save) without its central directory: cut off while written"
+
+
+def _zip_end(handle, record: bytes, end: int, size: int) -> str | None:
+    """None when the end record at offset ``end`` closes the file and its directory is there."""
+    if len(record) < _ZIP_END_SIZE:
+        return "short end record"
+    entries, directory_size, directory_at, comment = struct.unpack("<HII H", record[10:22])
+    if end + _ZIP_END_SIZE + comment != size:
+        return "the end record does not close the file"
+    directory_end = end
+    # torch writes a zip64 end record before the classic one even for small archives; the
+    # classic fields are saturated only when the values need 64 bits.
+    found = _zip64(handle, end)
+    if found is not None:
+        directory_size, directory_at, directory_end = found
+    elif directory_at == 0xFFFFFFFF or directory_size == 0xFFFFFFFF or entries == 0xFFFF:
+        return "zip64 end record missing"
+    if directory_at + directory_size != directory_end:
+        return "the central directory is not where the end record says"
+    if directory_size == 0:
+        return None
+    handle.seek(directory_at)
+    return None if handle.read(4) == _ZIP_CENTRAL else "no central directory at its offset"
+
+
+def _zip64(handle, end: int) -> tuple[int, int, int] | None:
+    """(directory size, directory offset, zip64 end record offset) of a zip64 archive."""
+    if end < 20:
+        return None
+    handle.seek(end - 20)
+    locator = handle.read(20)
+    if not locator.startswith(_ZIP64_LOCATOR):
+        return None
+    (record_at,) = struct.unpack("<Q", locator[8:16])
+    handle.seek(record_at)
+    record = handle.read(56)
+    if len(record) < 56 or not record.startswith(_ZIP64_END):
+        return None
+    directory_size, directory_at = struct.unpack("<QQ", record[40:56])
+    return directory_size, directory_at, record_at
+
+
+def _safetensors(handle, head: bytes, size: int) -> str | None:
+    """The header's length, the header, and exactly the tensors' bytes after it."""
+    if len(head) < 8:
+        return "shorter than its header length"
+    (length,) = struct.unpack("<Q", head)
+    if length > _SAFETENSORS_MAX_HEADER or 8 + length > size:
+        return "the header is cut off"
+    try:
+        header = json.loads(handle.read(length))
+    except ValueError:
+        return "the header is not whole JSON"
+    if not isinstance(header, dict):
+        return "the header is not a table of tensors"
+    ends = [
+        value["data_offsets"][1]
+        for key, value in header.items()
+        if key != "__metadata__" and isinstance(value, dict) and "data_offsets" in value
+    ]
+    data = size - 8 - length
+    need = max(ends, default=0)
+    if not isinstance(need, int) or data < need:
+        return f"the tensors' bytes are cut off ({data} of {need})"
+    return None
+
+
+def _pickle(handle, size: int) -> str | None:
+    handle.seek(size - 1)
+    return None if handle.read(1) == _PICKLE_STOP else "a pickle that does not end in STOP"
