@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -c constraints.txt $(TORCH)
-	$(PIP) install -q -c constraints.txt -e '.[hf,methods,s3,plot,ray,test]'
+	$(PIP) install -q -c constraints.txt -e '.[hf,methods,s3,plot,ray,lightning,test]'
 	touch $(STAMP)
 
 venv: $(STAMP)

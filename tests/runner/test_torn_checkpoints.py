@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+import re
 import time
 
 import pytest
@@ -332,3 +333,59 @@ def test_the_last_error_line_is_the_programs_last_words(tmp_path):
     log.write_text("step 1\nTraceback:\n  ...\nRuntimeError: failed finding central directory\n\n")
     assert suspects.last_error_line(str(log)).startswith("RuntimeError: failed finding")
     assert suspects.last_error_line(str(tmp_path / "missing")) == ""
+
+
+class _Snapshot:
+    def __init__(self, id_, step):
+        self.id, self.step, self.attempt, self.kinds = id_, step, 1, ("files",)
+        self.created, self.role = f"2026-01-01T00:00:{step:02d}", "checkpoint"
+        self.files = [None]
+
+
+def test_restores_pass_over_suspects_and_a_step_back_never_steps_forward(monkeypatch):
+    snapshots = [_Snapshot(f"ckpt_{step}", step) for step in (10, 20, 30)]
+    monkeypatch.setattr(suspects, "newest_first", lambda ms: sorted(ms, key=lambda m: -m.step))
+    marked = [_event(suspects.EVENT, "main", snapshot="ckpt_30", step=30)]
+    assert [m.step for m in suspects.usable(snapshots, marked, "main")] == [20, 10]
+    assert [m.step for m in suspects.usable(snapshots, [], "other")] == [30, 20, 10]
+    # `runs resume --step 10` failed: stepping back from 10 finds nothing, not 30
+    assert suspects.usable(snapshots, [], "main", older_than="ckpt_10") == []
+    assert [m.step for m in suspects.usable(snapshots, [], "main", older_than="ckpt_30")] == [
+        20,
+        10,
+    ]
+
+
+@pytest.mark.parametrize(
+    "continuity, refusal",
+    [
+        ('checkpoint_name = "model.pt"', "{step} exactly once"),
+        ('checkpoint_name = "a/{step}"', "no '/'"),
+        ('checkpoint_name = "m{step}{rank}"', "not {rank}"),
+        ('resume_args = ["--from", "{path}"]', "not {path}"),
+    ],
+)
+def test_the_directory_contracts_keys_are_checked_when_the_file_is_read(
+    tmp_path, continuity, refusal
+):
+    from nodus.errors import WorkloadError
+    from nodus.schemas.loader import resolve_file
+
+    path = tmp_path / "w.toml"
+    path.write_text(f'name = "w"\ncommand = ["python", "t.py"]\n[continuity]\n{continuity}\n')
+    with pytest.raises(WorkloadError, match=re.escape(refusal)):
+        resolve_file(str(path))
+
+
+@pytest.mark.parametrize("integration", ["auto", "hf-trainer-v1"])
+def test_resume_args_are_refused_where_an_integration_resumes_the_program(tmp_path, integration):
+    from nodus.errors import WorkloadError
+    from nodus.schemas.loader import resolve_file
+
+    path = tmp_path / "w.toml"
+    path.write_text(
+        f'name = "w"\ncommand = ["python", "t.py"]\nintegration = "{integration}"\n'
+        '[continuity]\nresume_args = ["--resume", "{checkpoint}"]\n'
+    )
+    with pytest.raises(WorkloadError, match="continuity.resume_args.*has no effect"):
+        resolve_file(str(path))

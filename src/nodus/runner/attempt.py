@@ -107,6 +107,7 @@ class Restore:
     newest: bool = False
     step: int | None = None
     by_hand: bool = False  # ``nodus runs resume``: continue from the newest, or fail loudly
+    older_than: str | None = None  # newest only among those older than this suspect snapshot
 
 
 class Attempt:
@@ -419,10 +420,8 @@ class Attempt:
         manifests = self.ctx.store.list(run=self.ctx.run_id, stage=self.stage.name)
         if self.restore.step is not None:  # by hand: even a suspect one
             return restorable.at_step(manifests, self.restore.step)
-        passed = suspects.suspected(
-            self.ctx.catalog.events(self.ctx.run_id, types=(suspects.EVENT,)), self.stage.name
-        )
-        own = [m for m in restorable.newest_first(manifests) if m.id not in passed]
+        events = self.ctx.catalog.events(self.ctx.run_id, types=(suspects.EVENT,))
+        own = suspects.usable(manifests, events, self.stage.name, self.restore.older_than)
         if self.inherited is None or own:
             return own if self.restore.newest else []
         try:

@@ -185,16 +185,16 @@ class Runner:
                 return Phase.SUCCEEDED.exit_status
             if outcome.kind == AttemptOutcome.INTERRUPTED:
                 continue
-            final = self._step_back(stage, attempt.number, outcome, recoveries)
-            if final is not None:
-                return self._stop(stage, final)
+            back = self._step_back(stage, attempt.number, outcome, recoveries)
+            if isinstance(back, Outcome):
+                return self._stop(stage, back)
             recoveries += 1
-            restore, outcome, recovering = Restore(newest=True), None, True
+            restore, outcome, recovering = back, None, True
 
     def _step_back(
         self, stage: ResolvedStage, number: int, outcome: Outcome, recoveries: int
-    ) -> Outcome | None:
-        """None to restore an older snapshot after a restored attempt whose program failed
+    ) -> Outcome | Restore:
+        """The restore of an older snapshot after a restored attempt whose program failed
         before it committed anything (its snapshot is marked suspect); else how the stage
         ends (:mod:`nodus.runner.suspects`)."""
         if not (outcome.program_failed and _checkpointed(stage)):
@@ -215,8 +215,7 @@ class Runner:
             "error": suspects.last_error_line(attempt["log_path"]),
             "exit": outcome.detail,
         }
-        passed = {*suspects.suspected(events, stage.name), snapshot}
-        older = [m for m in newest_first(manifests) if m.id not in passed]
+        older = suspects.usable(manifests, events, stage.name, older_than=snapshot)
         decision = suspects.decide(
             events, stage.name, details, older, recoveries, stage.execution.max_recoveries
         )
@@ -227,7 +226,7 @@ class Runner:
         self.catalog.set_phase(
             self.run.id, Phase.RECOVERING, message=decision.why, stage=stage.name
         )
-        return None
+        return Restore(newest=True, older_than=snapshot)
 
     def _after_interruption(self, stage: ResolvedStage, outcome: Outcome, recoveries: int):
         """None to recover with a new attempt, else the exit status the run stops with."""

@@ -26,10 +26,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from nodus import protocol
+from nodus.runner import suspects
 from nodus.runner.catalog import now
 from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.schemas import defaults
-from nodus.store import restorable
 
 if TYPE_CHECKING:
     from nodus.runner.attempt import Attempt, Outcome
@@ -186,10 +186,12 @@ class PauseDriver:
         return self.attempt.stage.integration is not None and not self.capturer.watch_folders
 
     def _newest_restorable(self):
-        store = self.attempt.ctx.store
-        manifests = store.list(run=self.attempt.ctx.run_id, stage=self.attempt.stage.name)
-        usable = restorable.newest_first(manifests)
-        return usable[0] if usable else None
+        """What a resume will restore: the newest snapshot, suspects passed over."""
+        ctx, stage = self.attempt.ctx, self.attempt.stage.name
+        manifests = ctx.store.list(run=ctx.run_id, stage=stage)
+        events = ctx.catalog.events(ctx.run_id, types=(suspects.EVENT,))
+        found = suspects.usable(manifests, events, stage)
+        return found[0] if found else None
 
     def _report_progress(self) -> None:
         """Bytes of the checkpoint being written (integration) or of the state folder."""

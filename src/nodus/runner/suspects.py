@@ -25,8 +25,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodus.schemas import defaults
+from nodus.store.restorable import newest_first
 
-__all__ = ["EVENT", "ROW_EVENTS", "StepBack", "decide", "last_error_line", "suspected"]
+__all__ = [
+    "EVENT",
+    "ROW_EVENTS",
+    "StepBack",
+    "decide",
+    "last_error_line",
+    "suspected",
+    "usable",
+]
 
 EVENT = "snapshot_suspect"
 _COMMITTED = "snapshot_committed"
@@ -52,6 +61,23 @@ def suspected(events: Iterable[dict[str, Any]], stage: str | None = None) -> dic
         for event in events
         if event["type"] == EVENT and (stage is None or event["stage"] == stage)
     }
+
+
+def usable(
+    manifests: Iterable[Any],
+    events: Iterable[dict[str, Any]],
+    stage: str,
+    older_than: str | None = None,
+) -> list:
+    """The restorable snapshots of ``stage`` newest first, suspects passed over (what an
+    automatic recovery, ``runs resume`` and ``runs pause --checkpoint latest`` may use); with
+    ``older_than`` (a suspect's id) only those a restore ranks below it: a step back never
+    steps forward (after ``runs resume --step 10`` failed, a step 30 is no way back)."""
+    passed = suspected(events, stage)
+    ranked = newest_first(manifests)
+    order = [m.id for m in ranked]
+    below = order.index(older_than) + 1 if older_than in order else 0
+    return [m for m in ranked[below:] if m.id not in passed and m.id != older_than]
 
 
 def decide(

@@ -270,14 +270,13 @@ def _unused_marker(
 ) -> list[Problem]:
     """``checkpoint_complete``, ``checkpoint_name`` and ``resume_args`` guide captures and
     resumes of folders a program writes itself; under ``hf-trainer-v1`` the integration
-    publishes every folder whole and resumes the Trainer (``auto`` may leave a program
-    unprepared, and then they count)."""
-    if integration is not Integration.HF_TRAINER_V1:
-        return []
+    publishes every folder whole and resumes the Trainer. ``auto`` may leave a program
+    unprepared, and then the first two count; ``resume_args`` would reach a prepared Trainer
+    program too, which the integration resumes itself, so it is refused under both."""
     problems = []
     for key in ("checkpoint_complete", "checkpoint_name", "resume_args"):
         value = getattr(continuity, key)
-        if not value:
+        if not value or (key != "resume_args" and integration is not Integration.HF_TRAINER_V1):
             continue
         written = next(
             layer for layer in layers if layer.given("continuity") and layer.continuity.given(key)
@@ -285,9 +284,9 @@ def _unused_marker(
         problems.append(
             Problem(
                 _path_in(prefix, layers, written, f"continuity.{key}"),
-                f"has no effect in stage '{stage}': integration 'hf-trainer-v1' publishes each "
-                "checkpoint whole and resumes the Trainer itself; remove it, set it only in "
-                "stages that write their own checkpoints, or use integration 'auto'",
+                f"has no effect in stage '{stage}': integration '{integration.value}' "
+                "publishes each checkpoint whole and resumes the Trainer itself; remove it, or "
+                "set it only in stages that write and load their own checkpoints",
                 value if isinstance(value, str) else list(value),
                 True,
             )

@@ -9,9 +9,10 @@ reads a few bytes at the head or the tail, which the capture reads again anyway:
 - a zip archive (what ``torch.save`` writes: ``.pt``, ``.pth``, ``.bin``, ``.ckpt``, and
   Accelerate's ``.pkl`` files) ends with its central directory, written after every member;
 - a ``.safetensors`` file is an 8-byte header length, the JSON header, then every tensor's bytes:
-  its size is exactly what the header says;
-- a pickle (``.pkl``, ``.pickle``, a torch distributed checkpoint's ``.metadata``) ends with the
-  STOP opcode;
+  it holds at least as many bytes as the header says;
+- a pickle of protocol 2 or later (``.pkl``, ``.pickle``, a torch distributed checkpoint's
+  ``.metadata``: they begin with the PROTO opcode) ends with the STOP opcode; a ``.pkl`` of
+  another format (a compressed ``joblib.dump``) is the program's own;
 - a hidden temporary file (``.tmp*``, ``*.tmp``, ``*.partial``, ``*~``: safetensors, fsspec and
   editors write them and rename them into place) means a write is under way.
 
@@ -44,6 +45,7 @@ _ZIP64_END = b"PK\x06\x06"
 _ZIP_END_SIZE = 22
 _ZIP_MAX_COMMENT = 0xFFFF
 _PICKLE_STOP = b"."
+_PICKLE_PROTO = b"\x80"
 _SAFETENSORS_MAX_HEADER = 100 * 1024 * 1024  # the format's own limit
 
 
@@ -77,7 +79,7 @@ def torn(path: str, name: str | None = None) -> str | None:
                 return _zip(handle, size)
             if suffix == SAFETENSORS_SUFFIX:
                 return _safetensors(handle, head, size)
-            if suffix in PICKLE_SUFFIXES or base == _DCP_METADATA:
+            if (suffix in PICKLE_SUFFIXES or base == _DCP_METADATA) and head[:1] == _PICKLE_PROTO:
                 return _pickle(handle, size)
     except OSError as error:
         return f"unreadable ({error.strerror or error})"

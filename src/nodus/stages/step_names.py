@@ -21,15 +21,17 @@ from nodus.protocol import checkpoint_folder
 __all__ = ["KNOWN_NAMES", "StepName", "pattern", "step_of"]
 
 KNOWN_NAMES = ", ".join(
-    (checkpoint_folder(0)[:-1] + "N", "checkpoint_N", "step_N", "stepN", "global_stepN")
-    + ("epoch=E-step=S", "iter_N")
+    (checkpoint_folder(0)[:-1] + "N", "checkpoint_N", "ckpt_N", "step_N", "stepN")
+    + ("global_stepN", "epoch=E-step=S", "iter_N", "iteration_N")
 )
 """The names that carry a step without a ``checkpoint_name``, in words (validate, docs)."""
 
-# One name part: the word, an optional separator, the number, then the part's end or a
-# separator (`step_20`, `epoch=0-step=20.ckpt`, `global_step100`, `iter_0000100`).
+# One name part: the word at the name's start or after `-`, `=` or `.` (never after `_`:
+# Accelerate's `custom_checkpoint_1.pkl` names an object, not a step), an optional separator,
+# the number, then the part's end or a separator (`step_20`, `epoch=0-step=20.ckpt`,
+# `global_step100`, `iter_0000100`).
 _KNOWN = re.compile(
-    r"(?:^|(?<=[^A-Za-z0-9]))(?:checkpoint|ckpt|global_step|step|iter|iteration)[-_=]?"
+    r"(?:^|(?<=[-=.]))(?:checkpoint|ckpt|global_step|step|iteration|iter)[-_=]?"
     r"(?P<step>\d+)(?=$|[^0-9A-Za-z])",
     re.IGNORECASE,
 )

@@ -1,0 +1,99 @@
+"""What the format checks add to a directory-contract capture: their time against the capture's.
+
+    .venv/bin/python benchmarks/format_checks.py [--mib 256] [--files 4] [--rounds 7] [--dir SCRATCH]
+
+Builds a checkpoint folder the way programs write one: FILES ``torch.save`` archives (a state
+dict of float32 tensors), one ``.safetensors`` file and a pickle, MIB in all, in the page cache
+(a checkpoint the program has just written). Each round, in alternating order:
+
+- the capture of the folder into a fresh ``file://`` store (hash, copy, fsync, manifest), as
+  the runner's capture loop makes it;
+- the checks the capture loop runs first on every file (``nodus.stages.formats.torn``: a zip
+  archive's end records, a safetensors header, a pickle's last byte).
+
+Reports the medians and their ratio; target: the checks cost at most 5% of the capture.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+from nodus.stages import formats  # noqa: E402
+from nodus.store import SnapshotInfo, open_store  # noqa: E402
+
+
+def make_checkpoint(folder: str, mib: int, count: int) -> list[str]:
+    import torch
+    from safetensors.torch import save_file
+
+    os.makedirs(folder)
+    floats = mib * 2**20 // 4 // (count + 1)
+    for index in range(count):
+        state = {f"layer{i}": torch.randn(floats // 8) for i in range(8)}
+        torch.save(state, os.path.join(folder, f"shard-{index}.pt"))
+    save_file({"weight": torch.randn(floats)}, os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "progress.pkl"), "wb") as handle:
+        pickle.dump({"step": 100, "history": list(range(10_000))}, handle)
+    subprocess.run(["sync"], check=True)
+    return sorted(os.listdir(folder))
+
+
+def time_capture(folder: str, scratch: str, round_: int) -> float:
+    store_dir = os.path.join(scratch, f"store-{round_}")
+    store = open_store("file://" + store_dir)
+    info = SnapshotInfo(run="run_bench", stage="main", attempt=1, step=round_, role="checkpoint")
+    started = time.perf_counter()
+    store.capture(os.path.dirname(folder), [os.path.basename(folder)], info=info)
+    elapsed = time.perf_counter() - started
+    shutil.rmtree(store_dir)
+    return elapsed
+
+
+def time_checks(folder: str, names: list[str]) -> float:
+    started = time.perf_counter()
+    for name in names:
+        assert formats.torn(os.path.join(folder, name), name) is None, name
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=256)
+    parser.add_argument("--files", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
+    args = parser.parse_args()
+    scratch = tempfile.mkdtemp(prefix="nodus-format-bench-", dir=args.dir)
+    try:
+        folder = os.path.join(scratch, "copy", "state")
+        names = make_checkpoint(folder, args.mib, args.files)
+        captures, checks = [], []
+        for round_ in range(args.rounds):
+            if round_ % 2:
+                checks.append(time_checks(folder, names))
+                captures.append(time_capture(folder, scratch, round_))
+            else:
+                captures.append(time_capture(folder, scratch, round_))
+                checks.append(time_checks(folder, names))
+        capture, check = statistics.median(captures), statistics.median(checks)
+        print(f"checkpoint: {len(names)} files, {args.mib} MiB; {args.rounds} rounds")
+        print(f"capture (median): {capture * 1000:.1f} ms")
+        print(f"format checks (median): {check * 1000:.3f} ms")
+        print(f"checks / capture: {check / capture:.4%} (target <= 5%)")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

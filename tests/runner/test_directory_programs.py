@@ -1,0 +1,395 @@
+"""Programs as people write them, under real SIGKILLs: each run ends equal to an uninterrupted one.
+
+The programs in ``programs/`` are written in the shapes people use outside the Trainer: plain
+PyTorch overwriting ``ckpt.pt`` in place, Accelerate's ``save_state`` (named by step, by
+``checkpoint-<step>``, and automatically) with objects registered for checkpointing, a plain
+folder of ``model.pt``/``optimizer.pt`` published by rename, and Lightning's
+``ModelCheckpoint``. Each is run once bare (no nodus) for the uninterrupted result, then under
+``nodus run`` with kills at random moments, many of them in the middle of a save.
+
+What must hold: the run succeeds with the bare run's result; no restore ever failed (no
+attempt failed, no snapshot was suspect: every restore target was whole); every file of every
+snapshot left in the store passes its format check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from runner_helpers import commits, pid_alive, running_attempt
+
+from nodus.stages import formats
+from nodus.store.manifest import SnapshotInfo
+from polling import wait_for
+
+PROGRAMS = Path(__file__).parent / "programs"
+SEED = int(os.environ.get("NODUS_TEST_SEED") or random.randrange(1 << 30))
+
+
+@pytest.fixture
+def rng():
+    print(f"kill timings: NODUS_TEST_SEED={SEED}")
+    return random.Random(SEED)
+
+
+# --- running the programs --------------------------------------------------------------------
+
+
+class Bare:
+    """The program run once without nodus, in a folder of its own, in the background."""
+
+    def __init__(self, tmp_path: Path, program: str, args: list[str]) -> None:
+        self.folder = tmp_path / f"bare-{program}"
+        self.folder.mkdir()
+        shutil.copy(PROGRAMS / program, self.folder / "train.py")
+        env = dict(os.environ, NODUS_CHECKPOINT_DIR=str(self.folder / "state"))
+        env["TMPDIR"] = str(self.folder)  # plain_folder.py renames from there into state/
+        self.proc = subprocess.Popen(
+            [sys.executable, "train.py", *args],
+            cwd=self.folder,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def result(self) -> dict:
+        _out, err = self.proc.communicate(timeout=600)
+        assert self.proc.returncode == 0, err[-3000:]
+        return json.loads((self.folder / "out" / "result.json").read_text())
+
+
+def start(project, program: str, args: list[str], log: Path, continuity: str, key: str):
+    """`nodus run` of the program in the background, with ``continuity`` as its table's body."""
+    shutil.copy(PROGRAMS / program, project.root / "train.py")
+    command = [sys.executable, "train.py", *args, "--log", str(log)]
+    body = f"[continuity]\n{continuity}\n[execution]\nmax_recoveries = 60\n"
+    project.write(command=command, body=body)
+    runner = project.start("run", "workload.toml", "--key", key)
+    run_id = wait_for(lambda: _run_id(project, key), what="the run")
+    return runner, run_id
+
+
+def _run_id(project, key: str) -> str | None:
+    if not (project.home / "nodus.db").exists():
+        return None
+    run = project.catalog().find_by_key(key)
+    return run.id if run else None
+
+
+def lines(log: Path, pid: int | None = None) -> list[str]:
+    """The program's log lines (``<pid> <event> …``), of one process when ``pid`` is given."""
+    try:
+        text = log.read_text()
+    except FileNotFoundError:
+        return []
+    found = [line.split(" ", 1) for line in text.splitlines() if " " in line]
+    return [event for who, event in found if pid is None or who == str(pid)]
+
+
+def next_program(project, run_id: str, log: Path, after: int) -> dict:
+    """The running attempt numbered above ``after``, once its program has started training."""
+    catalog = project.catalog()
+
+    def started():
+        attempt = running_attempt(catalog, run_id)
+        if attempt is None or attempt["number"] <= after:
+            return None
+        return attempt if lines(log, attempt["pid"]) else None
+
+    return wait_for(started, what=f"an attempt after {after} that started training")
+
+
+def kill_randomly(project, run_id: str, log: Path, kills: int, rng: random.Random) -> None:
+    """SIGKILL the program ``kills`` times, each at a random moment of its training."""
+    number = 0
+    for _ in range(kills):
+        attempt = next_program(project, run_id, log, number)
+        number = attempt["number"]
+        time.sleep(rng.uniform(0.2, 1.5))
+        if pid_alive(attempt["pid"]):
+            os.kill(attempt["pid"], signal.SIGKILL)
+
+
+def finish(runner: subprocess.Popen) -> None:
+    _out, err = runner.communicate(timeout=600)
+    assert runner.returncode == 0, err[-3000:]
+
+
+def outputs_result(project, run_id: str) -> dict:
+    return project.result(run_id)
+
+
+def assert_no_restore_failed(project, run_id: str) -> list[dict]:
+    """Every attempt was interrupted or succeeded: each restore was a whole checkpoint."""
+    run = project.get(run_id)
+    attempts = run["stages"][0]["attempts"]
+    assert {a["outcome"] for a in attempts[:-1]} <= {"interrupted"}, attempts
+    assert attempts[-1]["outcome"] == "succeeded"
+    assert not [e for e in run["events"] if e["type"] == "snapshot_suspect"]
+    return attempts
+
+
+def assert_store_whole(project, run_id: str, tmp_path: Path) -> int:
+    """Every file of every snapshot of the run left in the store passes its format check."""
+    store = project.store()
+    checked = 0
+    for manifest in store.list(run=run_id):
+        if not manifest.kinds:
+            continue
+        target = tmp_path / "walk" / manifest.id
+        store.restore(manifest.id, str(target), kinds=list(manifest.kinds))
+        for path in target.rglob("*"):
+            if path.is_file():
+                relative = path.relative_to(target).as_posix()
+                assert formats.torn(str(path), relative) is None, (manifest.step, relative)
+                checked += 1
+        shutil.rmtree(target)
+    return checked
+
+
+def settled_commits(project, run_id: str) -> list[int]:
+    """Steps committed while a program trained (not at its exit)."""
+    return [c["step"] for c in commits(project, run_id) if c["reason"] == "settled"]
+
+
+# --- plain PyTorch, torch.save in place ------------------------------------------------------
+
+INPLACE = ["--steps", "200", "--save-every", "10", "--sleep", "0.08", "--mb", "100"]
+
+
+def test_torch_save_in_place_killed_fifteen_times_half_mid_write_ends_as_uninterrupted(
+    project, tmp_path, rng
+):
+    """~100 MiB written in place with ``torch.save(state, "ckpt.pt")``: at least 15 kills, at
+    least half of them while the file is being written (seen cut short at the kill)."""
+    reference = Bare(tmp_path, "torch_inplace.py", INPLACE)
+    log = tmp_path / "inplace.log"
+    runner, run_id = start(
+        project, "torch_inplace.py", INPLACE, log, 'checkpoint_paths = ["ckpt.pt"]', "inplace"
+    )
+    copy = project.home / "work" / run_id / "main" / "copy" / "ckpt.pt"
+    kills = mid_write = 0
+    number = 0
+    while kills < 15 or mid_write < 8:
+        assert kills < 40, f"only {mid_write} of {kills} kills landed mid-write"
+        attempt = next_program(project, run_id, log, number)
+        number, pid = attempt["number"], attempt["pid"]
+        if kills % 2 == 0:  # in the middle of the next save
+            wait_for_save(log, pid)
+            time.sleep(rng.uniform(0.0, 0.05))
+        else:  # anywhere
+            time.sleep(rng.uniform(0.3, 2.0))
+        os.kill(pid, signal.SIGKILL)
+        kills += 1
+        if _cut_short(copy):
+            mid_write += 1
+    finish(runner)
+
+    assert outputs_result(project, run_id) == reference.result()
+    attempts = assert_no_restore_failed(project, run_id)
+    assert len(attempts) == kills + 1
+    assert settled_commits(project, run_id), "snapshots are taken while it trains"
+    events = project.get(run_id)["events"]
+    torn = [e for e in events if e["type"] == "checkpoint_incomplete" and e["path"] == "ckpt.pt"]
+    assert torn, "a torn ckpt.pt was seen and left out"
+    assert assert_store_whole(project, run_id, tmp_path) >= 1
+
+
+def wait_for_save(log: Path, pid: int) -> None:
+    """Until the program ``pid`` begins a save it has not begun yet."""
+    begun = saves_begun(log, pid)
+    wait_for(lambda: saves_begun(log, pid) > begun, what="a save to begin", timeout=120)
+
+
+def saves_begun(log: Path, pid: int) -> int:
+    return len([e for e in lines(log, pid) if e.startswith("save-begin")])
+
+
+def _cut_short(path: Path) -> bool:
+    """Whether the file a kill just left is shorter than a whole checkpoint of this size."""
+    try:
+        return formats.torn(str(path)) is not None
+    except OSError:
+        return False
+
+
+# --- Accelerate's save_state ------------------------------------------------------------------
+
+ACCELERATE = ["--steps", "60", "--save-every", "5", "--sleep", "0.05"]
+
+
+@pytest.mark.parametrize(
+    "naming, continuity",
+    [
+        ("checkpoint", 'checkpoint_paths = ["state"]'),  # checkpoint-<step>, registered objects
+        ("automatic", 'checkpoint_paths = ["state"]'),  # checkpoints/checkpoint_<i>
+        ("step", 'checkpoint_paths = ["state"]\nresume_args = ["--resume-from", "{checkpoint}"]'),
+    ],
+)
+def test_accelerate_save_state_killed_at_random_ends_as_uninterrupted(
+    project, tmp_path, rng, naming, continuity
+):
+    args = [*ACCELERATE, "--naming", naming]
+    reference = Bare(tmp_path, "accelerate_state.py", args)
+    log = tmp_path / "accelerate.log"
+    runner, run_id = start(project, "accelerate_state.py", args, log, continuity, naming)
+    kill_randomly(project, run_id, log, 3, rng)
+    finish(runner)
+
+    assert outputs_result(project, run_id) == reference.result()
+    attempts = assert_no_restore_failed(project, run_id)
+    assert settled_commits(project, run_id), "snapshots are taken while it trains"
+    assert assert_store_whole(project, run_id, tmp_path) >= 1
+    restored = [a["restored_step"] for a in attempts[1:] if a["restored_step"]]
+    if naming == "step":  # nodus told the program where to resume: the restored folder
+        copy = project.home / "work" / run_id / "main" / "copy"
+        told = [e for e in lines(log) if e.startswith(f"resume {copy}/state/step_")]
+        assert len(told) == len(restored)
+
+
+# --- a plain folder published by rename -------------------------------------------------------
+
+
+def test_a_plain_folder_of_model_and_optimizer_files_is_captured_while_it_trains(
+    project, tmp_path, rng
+):
+    """``checkpoint-N/{model,optimizer,trainer}.pt``: not taken for a Trainer's checkpoint."""
+    args = ["--steps", "80", "--save-every", "10", "--sleep", "0.05"]
+    reference = Bare(tmp_path, "plain_folder.py", args)
+    log = tmp_path / "plain.log"
+    runner, run_id = start(
+        project, "plain_folder.py", args, log, 'checkpoint_paths = ["state"]', "plain"
+    )
+    kill_randomly(project, run_id, log, 3, rng)
+    finish(runner)
+
+    assert outputs_result(project, run_id) == reference.result()
+    attempts = assert_no_restore_failed(project, run_id)
+    assert any(a["restored_step"] for a in attempts[1:])
+    events = project.get(run_id)["events"]
+    incomplete = [e for e in events if e["type"] == "checkpoint_incomplete"]
+    assert not [e for e in incomplete if "trainer_state.json" in e["why"]]
+    # only the time rule, at a kill: a folder renamed into place just before it is not taken
+    assert all(e["reason"] == "exit" and "signal" in e["why"] for e in incomplete)
+    assert settled_commits(project, run_id)
+    assert_store_whole(project, run_id, tmp_path)
+
+
+# --- Lightning's ModelCheckpoint ---------------------------------------------------------------
+
+
+def test_lightning_model_checkpoint_with_ckpt_path_last_ends_as_uninterrupted(
+    project, tmp_path, rng
+):
+    pytest.importorskip("lightning")
+    args = ["--steps", "60", "--save-every", "7", "--sleep", "0.05"]
+    reference = Bare(tmp_path, "lightning_ckpt.py", args)
+    log = tmp_path / "lightning.log"
+    runner, run_id = start(
+        project, "lightning_ckpt.py", args, log, 'checkpoint_paths = ["checkpoints"]', "lit"
+    )
+    kill_randomly(project, run_id, log, 2, rng)
+    finish(runner)
+
+    assert outputs_result(project, run_id) == reference.result()
+    assert_no_restore_failed(project, run_id)
+    steps = settled_commits(project, run_id)
+    assert steps and all(step % 7 == 0 for step in steps)  # epoch=E-step=S.ckpt names the step
+    assert_store_whole(project, run_id, tmp_path)
+
+
+# --- a torn snapshot, the runner killed --------------------------------------------------------
+
+# No name carries a step: snapshots are numbered by the capture's sequence.
+SMALL = ["--steps", "80", "--save-every", "10", "--sleep", "0.05", "--mb", "1"]
+
+
+def _torn_snapshot(project, run_id: str, after: int, step: int) -> str:
+    """Commit a snapshot whose ckpt.pt is cut short: its blob verifies, its bytes are torn."""
+    store = project.store()
+    newest = max(store.list(run=run_id), key=lambda m: m.step)
+    good = project.root.parent / f"good-{step}"
+    store.restore(newest.id, str(good))
+    data = (good / "ckpt.pt").read_bytes()
+    torn = project.root.parent / f"torn-{step}"
+    torn.mkdir()
+    (torn / "ckpt.pt").write_bytes(data[: len(data) // 2])
+    info = SnapshotInfo(run=run_id, stage="main", attempt=after, step=step, role="checkpoint")
+    return store.capture(str(torn), ["ckpt.pt"], info=info).id
+
+
+def _runner_killed_after_a_commit(project, tmp_path, key: str, commits_: int):
+    log = tmp_path / f"{key}.log"
+    runner, run_id = start(
+        project, "torch_inplace.py", SMALL, log, 'checkpoint_paths = ["ckpt.pt"]', key
+    )
+    wait_for(
+        lambda: len(settled_commits(project, run_id)) >= commits_,
+        what=f"{commits_} snapshots taken while it trains",
+    )
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.communicate(timeout=60)
+    wait_for(lambda: running_attempt(project.catalog(), run_id) is None, what="the program gone")
+    return run_id, log
+
+
+def test_a_killed_runner_resumes_from_a_snapshot_taken_while_the_program_trained(project, tmp_path):
+    reference = Bare(tmp_path, "torch_inplace.py", SMALL)
+    run_id, log = _runner_killed_after_a_commit(project, tmp_path, "runner-killed", 2)
+    taken = max(settled_commits(project, run_id))
+    proc = project.nodus("run", "workload.toml", "--key", "runner-killed", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+    assert outputs_result(project, run_id) == reference.result()
+    attempts = project.get(run_id)["stages"][0]["attempts"]
+    assert attempts[1]["restored_step"] >= taken >= 2
+    assert any(e.startswith("resume step=") for e in lines(log))  # not "start fresh"
+
+
+def test_a_torn_snapshot_is_stepped_past_and_the_run_succeeds(project, tmp_path):
+    reference = Bare(tmp_path, "torch_inplace.py", SMALL)
+    run_id, _log = _runner_killed_after_a_commit(project, tmp_path, "torn", 2)
+    attempt = project.get(run_id)["stages"][0]["attempts"][-1]["number"]
+    newest = max(m.step for m in project.store().list(run=run_id))
+    torn = _torn_snapshot(project, run_id, attempt, newest + 1)
+    proc = project.nodus("run", "workload.toml", "--key", "torn", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+    assert outputs_result(project, run_id) == reference.result()
+    run = project.get(run_id)
+    (suspect,) = [e for e in run["events"] if e["type"] == "snapshot_suspect"]
+    assert suspect["snapshot"] == torn and suspect["step"] == newest + 1
+    assert "central directory" in suspect["error"] or "zip" in suspect["error"]
+    outcomes = [a["outcome"] for a in run["stages"][0]["attempts"]]
+    assert outcomes[-2:] == ["failed", "succeeded"]
+    listed = json.loads(project.nodus("runs", "snapshots", run_id, "--json").stdout)
+    marked = {row["id"]: row["suspect"] for row in listed}
+    if torn in marked:  # retention may have removed it since
+        assert marked[torn] and marked[torn]["error"] == suspect["error"]
+
+
+def test_stepping_back_is_bounded_and_the_run_names_the_snapshots_it_tried(project, tmp_path):
+    run_id, _log = _runner_killed_after_a_commit(project, tmp_path, "bound", 1)
+    attempt = project.get(run_id)["stages"][0]["attempts"][-1]["number"]
+    newest = max(m.step for m in project.store().list(run=run_id))
+    torn = [_torn_snapshot(project, run_id, attempt, newest + i) for i in (1, 2, 3)]
+    proc = project.nodus("run", "workload.toml", "--key", "bound", timeout=300)
+    assert proc.returncode == 1
+
+    run = project.get(run_id)
+    assert run["phase"] == "FAILED"
+    suspects = [e["snapshot"] for e in run["events"] if e["type"] == "snapshot_suspect"]
+    assert suspects == list(reversed(torn))  # newest first, three in a row, then no further
+    for snapshot in torn:
+        assert snapshot in run["message"]
+    assert "at most 2 are stepped past" in run["message"]
