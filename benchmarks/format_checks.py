@@ -1,6 +1,7 @@
 """What the format checks add to a directory-contract capture: their time against the capture's.
 
-    .venv/bin/python benchmarks/format_checks.py [--mib 256] [--files 4] [--rounds 7] [--dir SCRATCH]
+    .venv/bin/python benchmarks/format_checks.py [--mib 256] [--files 4] [--rounds 7]
+                                                  [--dir SCRATCH]
 
 Builds a checkpoint folder the way programs write one: FILES ``torch.save`` archives (a state
 dict of float32 tensors), one ``.safetensors`` file and a pickle, MIB in all, in the page cache
