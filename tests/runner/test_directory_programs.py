@@ -129,6 +129,18 @@ def outputs_result(project, run_id: str) -> dict:
     return project.result(run_id)
 
 
+def killed_at_random(project, tmp_path, rng, program, args, continuity, kills) -> tuple:
+    """The program under `nodus run`, SIGKILLed ``kills`` times at random, against its bare
+    run: the run ends equal to it, and no restore failed. The run's id and attempts."""
+    reference = Bare(tmp_path, program, args)
+    log = tmp_path / "program.log"
+    runner, run_id = start(project, program, args, log, continuity, program)
+    kill_randomly(project, run_id, log, kills, rng)
+    finish(runner)
+    assert outputs_result(project, run_id) == reference.result()
+    return run_id, assert_no_restore_failed(project, run_id), log
+
+
 def assert_no_restore_failed(project, run_id: str) -> list[dict]:
     """Every attempt was interrupted or succeeded: each restore was a whole checkpoint."""
     run = project.get(run_id)
@@ -240,14 +252,9 @@ def test_accelerate_save_state_killed_at_random_ends_as_uninterrupted(
     project, tmp_path, rng, naming, continuity
 ):
     args = [*ACCELERATE, "--naming", naming]
-    reference = Bare(tmp_path, "accelerate_state.py", args)
-    log = tmp_path / "accelerate.log"
-    runner, run_id = start(project, "accelerate_state.py", args, log, continuity, naming)
-    kill_randomly(project, run_id, log, 3, rng)
-    finish(runner)
-
-    assert outputs_result(project, run_id) == reference.result()
-    attempts = assert_no_restore_failed(project, run_id)
+    run_id, attempts, log = killed_at_random(
+        project, tmp_path, rng, "accelerate_state.py", args, continuity, 3
+    )
     assert settled_commits(project, run_id), "snapshots are taken while it trains"
     assert assert_store_whole(project, run_id, tmp_path) >= 1
     restored = [a["restored_step"] for a in attempts[1:] if a["restored_step"]]
@@ -265,16 +272,9 @@ def test_a_plain_folder_of_model_and_optimizer_files_is_captured_while_it_trains
 ):
     """``checkpoint-N/{model,optimizer,trainer}.pt``: not taken for a Trainer's checkpoint."""
     args = ["--steps", "80", "--save-every", "10", "--sleep", "0.05"]
-    reference = Bare(tmp_path, "plain_folder.py", args)
-    log = tmp_path / "plain.log"
-    runner, run_id = start(
-        project, "plain_folder.py", args, log, 'checkpoint_paths = ["state"]', "plain"
+    run_id, attempts, _log = killed_at_random(
+        project, tmp_path, rng, "plain_folder.py", args, 'checkpoint_paths = ["state"]', 3
     )
-    kill_randomly(project, run_id, log, 3, rng)
-    finish(runner)
-
-    assert outputs_result(project, run_id) == reference.result()
-    attempts = assert_no_restore_failed(project, run_id)
     assert any(a["restored_step"] for a in attempts[1:])
     events = project.get(run_id)["events"]
     incomplete = [e for e in events if e["type"] == "checkpoint_incomplete"]
@@ -293,16 +293,10 @@ def test_lightning_model_checkpoint_with_ckpt_path_last_ends_as_uninterrupted(
 ):
     pytest.importorskip("lightning")
     args = ["--steps", "60", "--save-every", "7", "--sleep", "0.05"]
-    reference = Bare(tmp_path, "lightning_ckpt.py", args)
-    log = tmp_path / "lightning.log"
-    runner, run_id = start(
-        project, "lightning_ckpt.py", args, log, 'checkpoint_paths = ["checkpoints"]', "lit"
+    continuity = 'checkpoint_paths = ["checkpoints"]'
+    run_id, _attempts, _log = killed_at_random(
+        project, tmp_path, rng, "lightning_ckpt.py", args, continuity, 2
     )
-    kill_randomly(project, run_id, log, 2, rng)
-    finish(runner)
-
-    assert outputs_result(project, run_id) == reference.result()
-    assert_no_restore_failed(project, run_id)
     steps = settled_commits(project, run_id)
     assert steps and all(step % 7 == 0 for step in steps)  # epoch=E-step=S.ckpt names the step
     assert_store_whole(project, run_id, tmp_path)
