@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import errno
 import importlib
 import os
 import sys
@@ -152,12 +153,24 @@ _SKIPPED = _Skipped()
 _COMMON_OPTIONS = ("--home", "--store")  # the options _common_options adds, each with a value
 
 
+def _check_home(explicit: str | None) -> None:
+    """``--home`` (or ``$NODUS_HOME``) names a folder, or a path where one can be made."""
+    from nodus.errors import UsageError
+    from nodus.schemas.defaults import nodus_home
+
+    home = nodus_home(explicit)
+    if os.path.exists(home) and not os.path.isdir(home):
+        given = "--home" if explicit else "NODUS_HOME"
+        raise UsageError(f"{given} {home}: not a folder; give a folder for nodus's home")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     args.home = getattr(args, "home", None)
     args.store = getattr(args, "store", None)
     try:
+        _check_home(args.home)
         return int(args.handler(args) or 0)
     except NodusError as error:
         print(f"nodus: {error}" if "\n" not in str(error) else str(error), file=sys.stderr)
@@ -167,15 +180,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as error:  # a bug in nodus, never a user's mistake
-        if os.environ.get("NODUS_DEBUG"):
-            raise
-        print(
-            f"nodus: internal error: {type(error).__name__}: {error} "
-            "(set NODUS_DEBUG=1 for the traceback and please report it)",
-            file=sys.stderr,
-        )
+    except OSError as error:
+        if error.errno not in _ENVIRONMENT:
+            return _internal(error)
+        print(f"nodus: {_environment_words(error)}", file=sys.stderr)
         return 1
+    except Exception as error:  # a bug in nodus, never a user's mistake
+        return _internal(error)
+
+
+# The machine refused, not nodus: a full disk or quota, a read-only file system, permissions.
+_ENVIRONMENT = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def _environment_words(error: OSError) -> str:
+    """What the machine refused, where, and what to do about it."""
+    where = f" ({error.filename})" if error.filename else ""
+    advice = {
+        errno.ENOSPC: "the disk is full: free space on it and retry",
+        errno.EDQUOT: "the disk quota is used up: free space and retry",
+        errno.EROFS: "the file system is mounted read-only: use a writable place (--home, --store)",
+    }.get(error.errno, "nodus may not write there: check the owner and permissions")
+    return f"{error.strerror}{where}; {advice}"
+
+
+def _internal(error: BaseException) -> int:
+    """A bug in nodus, never a user's mistake: one line, the traceback on demand."""
+    if os.environ.get("NODUS_DEBUG"):
+        raise error
+    print(
+        f"nodus: internal error: {type(error).__name__}: {error} "
+        "(set NODUS_DEBUG=1 for the traceback and please report it)",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def run() -> None:

@@ -11,6 +11,7 @@ The schema is versioned with ``PRAGMA user_version``; ``_MIGRATIONS[n]`` takes v
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -171,8 +172,11 @@ class Catalog:
     """
 
     def __init__(self, home: str) -> None:
-        os.makedirs(home, exist_ok=True)
         self.home = home
+        try:
+            os.makedirs(home, exist_ok=True)
+        except OSError as error:
+            raise CatalogError(f"nodus's home {home} cannot be made: {_os_words(error)}") from None
         self.path = os.path.join(home, defaults.CATALOG_FILE)
         self._mutex = threading.RLock()
         self._observers: list[Callable[[str], None]] = []
@@ -244,10 +248,25 @@ class Catalog:
                 f"for {defaults.CATALOG_BUSY_TIMEOUT_S:.0f}s ({text}); retry, or find the process "
                 f"holding it with `fuser {self.path}`"
             )
+        if "full" in text:  # SQLITE_FULL: "database or disk is full"
+            return CatalogError(
+                f"the run catalog {self.path} cannot be written: the disk is full ({text}); "
+                "free space on it and retry (nothing in the catalog was lost)"
+            )
+        if "readonly" in text or _read_only(self.home):
+            return CatalogError(
+                f"the run catalog {self.path} cannot be written: {self.home} is read-only "
+                f"({text}); give nodus a writable home (--home or NODUS_HOME)"
+            )
+        if "malformed" in text or "not a database" in text:
+            return CatalogError(
+                f"the run catalog {self.path} is damaged ({text}); move it aside "
+                f"(`mv {self.path} {self.path}.damaged`) and nodus starts a new one; snapshots "
+                "in the store are not affected"
+            )
         return CatalogError(
-            f"the run catalog {self.path} is damaged ({text}); move it aside "
-            f"(`mv {self.path} {self.path}.damaged`) and nodus starts a new one; snapshots in "
-            "the store are not affected"
+            f"the run catalog {self.path} cannot be used ({text}); check that {self.home} is "
+            "a folder you can write, on a disk with free space"
         )
 
     def _execute(self, sql: str, params: tuple | dict = ()) -> int | None:
@@ -693,3 +712,19 @@ def _event_row(
         "INSERT INTO events (run_id, stage, attempt, type, at, details) VALUES (?, ?, ?, ?, ?, ?)",
         (run_id, stage, attempt, type_, now(), json.dumps(details, default=str)),
     )
+
+
+def _read_only(folder: str) -> bool:
+    """Whether ``folder`` lies on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _os_words(error: OSError) -> str:
+    """An OS error in its own words, with what the user would look for next."""
+    words = error.strerror or str(error)
+    if error.errno == errno.EROFS:
+        return f"{words} (the file system is mounted read-only)"
+    return words

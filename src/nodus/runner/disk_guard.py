@@ -79,7 +79,10 @@ class DiskGuard:
         """Whether periodic saves stay on, with snapshots of ``snapshot_bytes``."""
         if not self.periodic or snapshot_bytes <= 0:
             return self.periodic
-        free = free_bytes(self.disk)
+        try:
+            free = free_bytes(self.disk)
+        except OSError:
+            return True  # the disk cannot be asked: the capture itself will say what fails
         if free >= defaults.DISK_GUARD_SNAPSHOTS * snapshot_bytes:
             return True
         self._turn_off(free, snapshot_bytes)
@@ -101,7 +104,12 @@ class DiskGuard:
             f"in the {free} bytes free on {self.disk}"
         )
         settings = protocol.RuntimeSettings(periodic_saves=False, reason=reason)
-        write_json_atomic(self.control.runtime, settings.to_dict())
+        try:
+            write_json_atomic(self.control.runtime, settings.to_dict())
+        except OSError:
+            # The disk it guards is full already: the program is not told, and nodus takes
+            # none of its periodic saves all the same (admits says no from now on).
+            pass
         self.on_event(
             EVENT_DISABLED,
             {"free_bytes": free, "snapshot_bytes": snapshot_bytes, "disk": self.disk},

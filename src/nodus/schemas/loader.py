@@ -14,6 +14,7 @@ from typing import Any
 
 from nodus.errors import Problem, WorkloadError
 from nodus.schemas.models import Overrides, Workload
+from nodus.schemas.remembered import regular_file
 from nodus.schemas.resolve import resolve
 from nodus.schemas.resolved import ResolvedWorkload
 
@@ -28,6 +29,8 @@ def read_document(path: str | os.PathLike[str], data: bytes | None = None) -> di
     source = os.fspath(path)
     try:
         if data is None:
+            if not regular_file(source):  # a FIFO or a device would block or never end
+                raise _refused(source, "not a regular file; give the workload file")
             with open(source, "rb") as handle:
                 data = handle.read()
         text = data.decode("utf-8")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +38,8 @@ def resolve_remembered(
 ) -> ResolvedWorkload:
     """:func:`nodus.schemas.loader.resolve_file`, remembered under ``home`` (module's doc)."""
     source = os.path.abspath(path)
+    if not regular_file(source):
+        return _resolve(path, overrides)  # refused there, in the usual words
     try:
         with open(source, "rb") as handle:
             text = handle.read()
@@ -52,6 +55,16 @@ def resolve_remembered(
     if not resolved.framework:
         _write(entry, resolved)
     return resolved
+
+
+def regular_file(path: str) -> bool:
+    """Whether ``path`` is a regular file (following links): a FIFO or a device would block a
+    read or never end it. True when it is missing or unreadable, which opening it reports in
+    its own words."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True
 
 
 def _resolve(

@@ -131,6 +131,12 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
         raise UsageError(f"store URL {url!r}: give file:///abs/path, s3://bucket/prefix, ...")
     url = url.rstrip("/")
     local = url[len("file://") :] if url.startswith("file://") else ""
+    if url.startswith("file://") and not local.startswith("/"):
+        # fsspec would take `file://rel/store` relative to the current folder: another store
+        # in every folder a command runs from.
+        raise UsageError(
+            f"store URL {url!r}: a file:// store takes an absolute path (file:///abs/path)"
+        )
     if local.startswith("/") and not storage_options:
         # The usual store needs no fsspec, whose import alone is a tenth of a `nodus run`.
         return LocalStorage(url, local)
@@ -144,6 +150,9 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
         fs, root = url_to_fs(url, **storage_options)
     except (ImportError, ValueError) as error:
         raise UsageError(f"store URL {url!r}: {error}") from error
+    except OSError as error:  # a protocol that connects when it is opened (ftp, sftp, …)
+        why = error.strerror or error
+        raise UsageError(f"store URL {url!r}: cannot reach it ({why})") from None
     protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
     if "file" in protocols:
         return LocalStorage(url, root.rstrip("/"))
