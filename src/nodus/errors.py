@@ -23,6 +23,7 @@ The exit statuses of a run's own phases (0 succeeded … 4 cancelled) are in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,7 +42,24 @@ __all__ = [
     "UsageError",
     "WaitTimeoutError",
     "WorkloadError",
+    "redacted",
 ]
+
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/\s?#'\"]*)@")
+
+
+def redacted(text: str) -> str:
+    """``text`` with every URL's password masked: ``s3://user:pass@host`` → ``s3://user:***@host``.
+
+    Every message nodus prints or records passes a store URL through here, so a password
+    written into ``--store`` or ``NODUS_STORE`` is never repeated back (docs/security.md).
+    """
+    return _URL_USERINFO.sub(_mask, text) if "://" in text else text
+
+
+def _mask(match: re.Match[str]) -> str:
+    user, colon, _password = match.group("info").partition(":")
+    return f"{match.group('scheme')}{user}{':***' if colon else ''}@"
 
 
 class NodusError(Exception):
@@ -69,7 +87,7 @@ class Problem:
         where = f"{source}: " if source else ""
         field = f"{self.path}: " if self.path else ""
         shown = f"{_short_repr(self.value)} — " if self.has_value else ""
-        return f"{where}{field}{shown}{self.message}"
+        return redacted(f"{where}{field}{shown}{self.message}")
 
 
 def _short_repr(value: object, limit: int = 80) -> str:

@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from nodus.errors import NodusError
+from nodus.errors import NodusError, redacted
 
 # Modules that add commands; each has register(commands, groups, common).
 _COMMAND_MODULES = (
@@ -160,7 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except NodusError as error:
-        print(f"nodus: {error}" if "\n" not in str(error) else str(error), file=sys.stderr)
+        text = redacted(str(error))  # a store URL's password is never repeated back
+        print(f"nodus: {text}" if "\n" not in text else text, file=sys.stderr)
         return error.exit_status
     except KeyboardInterrupt:
         print("nodus: interrupted", file=sys.stderr)
@@ -171,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("NODUS_DEBUG"):
             raise
         print(
-            f"nodus: internal error: {type(error).__name__}: {error} "
+            f"nodus: internal error: {type(error).__name__}: {redacted(str(error))} "
             "(set NODUS_DEBUG=1 for the traceback and please report it)",
             file=sys.stderr,
         )

@@ -34,6 +34,8 @@ CHECKPOINT_PATHS = (protocol.STATE_DIR,)
 MAX_CHECKPOINT_PATHS = 64
 MAX_CHECKPOINT_PATH_BYTES = 512
 MAX_NAME_CHARS = 128
+MAX_SECRETS = 64
+"""Most variable names one level's ``secrets`` lists."""
 """Longest workload or stage name (names become folder names and snapshot ids)."""
 
 SAVE_EVERY = 50
