@@ -191,6 +191,31 @@ SOURCE_WARN_BYTES = 256 * 1024**2
 SOURCE_LARGEST_SHOWN = 5
 """How many of the largest files a source's size warning or refusal names."""
 
+SOURCE_CREDENTIAL_NAMES = (
+    ".env",
+    ".env.*",
+    ".netrc",
+    "_netrc",
+    ".git-credentials",
+    ".pypirc",
+    "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
+    "id_ed25519",
+    "*.pem",
+    "*.p12",
+    "*.pfx",
+)
+"""File names (``fnmatch`` patterns, at any depth) that usually hold a credential: a source
+holding one is accepted with a warning naming it and ``.nodusignore``, since the source is
+kept with the run in the store."""
+
+SOURCE_CREDENTIAL_PATHS = (".aws/credentials", ".aws/config", ".docker/config.json")
+"""Paths (their last parts, at any depth) that usually hold a credential, like the names above."""
+
+SOURCE_CREDENTIALS_SHOWN = 10
+"""How many credential-looking files the warning names."""
+
 # --- store -------------------------------------------------------------------------------------
 
 BLOB_GC_GRACE_S = 3600.0
