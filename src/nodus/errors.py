@@ -42,6 +42,7 @@ __all__ = [
     "UsageError",
     "WaitTimeoutError",
     "WorkloadError",
+    "note_url",
     "redacted",
 ]
 
@@ -54,7 +55,25 @@ def redacted(text: str) -> str:
     Every message nodus prints or records passes a store URL through here, so a password
     written into ``--store`` or ``NODUS_STORE`` is never repeated back (docs/security.md).
     """
-    return _URL_USERINFO.sub(_mask, text) if "://" in text else text
+    if "://" in text:
+        text = _URL_USERINFO.sub(_mask, text)
+    for password in _PASSWORDS:  # a client's own message may repeat it without the scheme
+        text = text.replace(password, "***")
+    return text
+
+
+_PASSWORDS: set[str] = set()
+
+
+def note_url(url: str) -> None:
+    """Remember the password of a URL this process uses (a store's), so that :func:`redacted`
+    masks it wherever a message repeats it, also where a client quotes it without its URL."""
+    from urllib.parse import unquote
+
+    for match in _URL_USERINFO.finditer(url or ""):
+        _user, colon, password = match.group("info").partition(":")
+        if colon and password:
+            _PASSWORDS.update({password, unquote(password)})
 
 
 def _mask(match: re.Match[str]) -> str:

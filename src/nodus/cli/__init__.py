@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from nodus.errors import NodusError, redacted
+from nodus.errors import NodusError, note_url, redacted
 
 # Modules that add commands; each has register(commands, groups, common).
 _COMMAND_MODULES = (
@@ -157,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.home = getattr(args, "home", None)
     args.store = getattr(args, "store", None)
+    note_url(args.store or os.environ.get("NODUS_STORE", ""))  # never repeated back
     try:
         return int(args.handler(args) or 0)
     except NodusError as error:
