@@ -85,6 +85,20 @@ def create_private(path: str, flags: int = os.O_WRONLY) -> int:
     return fd
 
 
+def create_new_private(path: str) -> bool:
+    """Create ``path`` empty and 0600 if it does not exist; an existing file is never opened
+    (for a SQLite database, whose locks a close of any descriptor of it would drop)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except OSError:
+        return False  # there already (or unreachable: its opener reports that in its words)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+    return True
+
+
 def open_private(path: str, mode: str = "wb", **kwargs):
     """``open(path, mode)`` for a new file ("w"/"wb"), created 0600 (truncated if present)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from nodus._atomic import create_private, private_folder
+from nodus._atomic import create_new_private, private_folder
 from nodus.errors import CatalogError, NotFoundError, redacted
 from nodus.registry.table import SCHEMA as MODEL_REGISTRY_SCHEMA
 from nodus.registry.table import ModelTable
@@ -178,11 +178,10 @@ class Catalog:
         self._mutex = threading.RLock()
         self._observers: list[Callable[[str], None]] = []
         self._fences: list[Callable[[str, str, int], None]] = []
-        try:
-            # Created 0600 before SQLite opens it: its -wal and -shm files take its mode.
-            os.close(create_private(self.path, os.O_RDWR))
-        except OSError:
-            pass  # SQLite reports what is wrong with the path, in the usual words
+        # Created 0600 before SQLite opens it: its -wal and -shm files take its mode. Only a new
+        # file is touched: closing any descriptor of a database this process has open would
+        # drop the POSIX locks SQLite holds on it (another Catalog of this process).
+        create_new_private(self.path)
         try:
             self._db = sqlite3.connect(
                 self.path,
