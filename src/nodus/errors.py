@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "AlreadyRunningError",
@@ -44,6 +45,7 @@ __all__ = [
     "WorkloadError",
     "note_url",
     "redacted",
+    "redacted_values",
 ]
 
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/\s?#'\"]*)@")
@@ -57,12 +59,25 @@ def redacted(text: str) -> str:
     """
     if "://" in text:
         text = _URL_USERINFO.sub(_mask, text)
-    for password in _PASSWORDS:  # a client's own message may repeat it without the scheme
+    for password in tuple(_PASSWORDS):  # a client's message may repeat it without the scheme
         text = text.replace(password, "***")
     return text
 
 
+def redacted_values(value: Any) -> Any:
+    """``value`` (JSON-like data: an event's details) with :func:`redacted` applied to every
+    string in it, so the data stays well-formed whatever a password holds."""
+    if isinstance(value, str):
+        return redacted(value)
+    if isinstance(value, dict):
+        return {key: redacted_values(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redacted_values(item) for item in value]
+    return value
+
+
 _PASSWORDS: set[str] = set()
+_NOTED_LENGTH = 4  # shorter passwords are masked in URLs only: "pw" would mask every "pw"
 
 
 def note_url(url: str) -> None:
@@ -72,7 +87,7 @@ def note_url(url: str) -> None:
 
     for match in _URL_USERINFO.finditer(url or ""):
         _user, colon, password = match.group("info").partition(":")
-        if colon and password:
+        if colon and len(password) >= _NOTED_LENGTH:
             _PASSWORDS.update({password, unquote(password)})
 
 

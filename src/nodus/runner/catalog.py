@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nodus._atomic import create_new_private, private_folder
-from nodus.errors import CatalogError, NotFoundError, redacted
+from nodus.errors import CatalogError, NotFoundError, redacted, redacted_values
 from nodus.registry.table import SCHEMA as MODEL_REGISTRY_SCHEMA
 from nodus.registry.table import ModelTable
 from nodus.runner.phases import AttemptOutcome, Phase
@@ -698,5 +698,5 @@ def _event_row(
     return (
         "INSERT INTO events (run_id, stage, attempt, type, at, details) VALUES (?, ?, ?, ?, ?, ?)",
         # a URL's password in an error's text is never recorded (docs/security.md)
-        (run_id, stage, attempt, type_, now(), redacted(json.dumps(details, default=str))),
+        (run_id, stage, attempt, type_, now(), json.dumps(redacted_values(details), default=str)),
     )
