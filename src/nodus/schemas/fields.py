@@ -248,7 +248,13 @@ Command = Annotated[
 ]
 Env = Annotated[dict[str, str], AfterValidator(check_env)]
 SecretNames = Annotated[
-    list[Annotated[str, AfterValidator(check_secret_name)]],
+    list[
+        Annotated[
+            str,
+            AfterValidator(check_secret_name),
+            WithJsonSchema({"type": "string", "pattern": f"^{_ENV_NAME.pattern}$"}),
+        ]
+    ],
     BeforeValidator(_list_from_tuple),
     Field(max_length=defaults.MAX_SECRETS),
     AfterValidator(check_unique_secrets),
