@@ -220,3 +220,54 @@ def test_a_secret_also_in_env_is_refused_naming_it(project, where):
     path = "secrets" if where == "top" else "stages[0].secrets"
     assert f"{path}: 'HF_TOKEN' — 'HF_TOKEN' is also set in env" in proc.stderr
     assert "inline-value-x" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+CREDENTIAL_FILES = {
+    ".env": "HF_TOKEN=x\n",
+    ".aws/credentials": "[default]\n",
+    "certs/server.pem": "-----BEGIN-----\n",
+    ".netrc": "machine h\n",
+    "keys/id_rsa": "k\n",
+}
+
+
+def test_credential_looking_files_are_named_with_nodusignore_until_left_out(project):
+    (project.root / "prog.py").write_text("print('ran')\n")
+    project.file.write_text(
+        f'name = "w"\ncommand = ["{sys.executable}", "prog.py"]\ncontinuity = "restartable"\n'
+    )
+    for path, text in CREDENTIAL_FILES.items():
+        (project.root / path).parent.mkdir(parents=True, exist_ok=True)
+        (project.root / path).write_text(text)
+    (project.root / ".env.example").write_text("HF_TOKEN=\n")  # a template: not a credential
+    listed = sorted(CREDENTIAL_FILES)
+
+    resolved = project.nodus("resolve", "workload.toml", "--json")
+    assert resolved.returncode == 0, resolved.stderr
+    assert json.loads(resolved.stdout)["sources"][0]["credentials"] == listed
+    warning = next(line for line in resolved.stderr.splitlines() if "credentials" in line)
+    assert all(path in warning for path in listed) and ".env.example" not in warning
+    assert ".nodusignore" in warning and "secrets" in warning
+
+    ran = project.nodus("run", "workload.toml")
+    assert ran.returncode == 0, ran.stderr
+    assert warning in ran.stderr  # the same words at acceptance
+
+    (project.root / ".nodusignore").write_text("\n".join(listed) + "\n")
+    quiet = project.nodus("run", "workload.toml")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "look like credentials" not in quiet.stderr
+
+
+def test_an_env_variable_named_like_a_credential_is_pointed_at_secrets(project):
+    (project.root / "prog.py").write_text("print('ran')\n")
+    project.file.write_text(
+        f'name = "w"\ncommand = ["{sys.executable}", "prog.py"]\ncontinuity = "restartable"\n'
+        'env = { WANDB_API_KEY = "inline-key-value", TOKENIZERS_PARALLELISM = "false" }\n'
+    )
+    ran = project.nodus("run", "workload.toml")
+    assert ran.returncode == 0, ran.stderr
+    (line,) = [text for text in ran.stderr.splitlines() if "looks like a credential" in text]
+    assert "env WANDB_API_KEY" in line and 'secrets = ["WANDB_API_KEY"]' in line
+    assert "TOKENIZERS_PARALLELISM" not in ran.stderr
+    assert "inline-key-value" not in ran.stderr
