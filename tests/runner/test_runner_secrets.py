@@ -76,6 +76,33 @@ def holding(root: Path, value: bytes) -> list[str]:
     return found
 
 
+def loose_modes(home: Path) -> list[str]:
+    """What under ``home`` is not its user's alone: a folder other than 0700, a file other than
+    0600, a writable blob. A working copy's contents are the program's (the source's modes)."""
+    copies = [p for p in (home / "work").glob("*/*/copy")]
+    loose = []
+    for folder, _dirs, names in os.walk(home):
+        here = Path(folder)
+        if any(here == copy or copy in here.parents for copy in copies):
+            continue
+        mode = stat.S_IMODE(here.stat().st_mode)
+        if mode != 0o700:
+            loose.append(f"{oct(mode)} {here}/")
+        for name in names:
+            path = here / name
+            if path.is_symlink():
+                continue
+            mode = stat.S_IMODE(path.lstat().st_mode)
+            if "blobs" in path.relative_to(home).parts:
+                # a blob keeps its file's read-only mode (restores link it into working
+                # copies); the 0700 folders above it keep others out
+                if mode & 0o222:
+                    loose.append(f"{oct(mode)} {path} (a writable blob)")
+            elif mode != 0o600:
+                loose.append(f"{oct(mode)} {path}")
+    return loose
+
+
 def test_a_secret_reaches_the_program_and_no_byte_nodus_wrote_holds_it(project, tmp_path):
     value = secret_value()
     proof = tmp_path / "proof.txt"
@@ -121,30 +148,9 @@ def test_what_nodus_creates_is_its_users_alone_whatever_the_umask(project, tmp_p
             assert stat.S_IMODE((home / name).stat().st_mode) == 0o600, name
     cached = list((home / "cache").rglob("*.json"))
     assert cached, "nodus run remembered no resolution"
+    assert loose_modes(home) == []
     store = home / "store"
     blobs = store / "blobs"
-    copies = [p for p in (home / "work").glob("*/*/copy")]
-    loose = []
-    for folder, _dirs, names in os.walk(home):
-        here = Path(folder)
-        if any(here == copy or copy in here.parents for copy in copies):
-            continue  # the working copy: the program's files, with the source's modes
-        mode = stat.S_IMODE(here.stat().st_mode)
-        if mode != 0o700:
-            loose.append(f"{oct(mode)} {here}/")
-        for name in names:
-            path = here / name
-            if path.is_symlink():
-                continue
-            mode = stat.S_IMODE(path.lstat().st_mode)
-            if blobs in path.parents:
-                # a blob keeps its file's read-only mode (restores link it into working
-                # copies); the 0700 folders above it keep others out
-                if mode & 0o222:
-                    loose.append(f"{oct(mode)} {path} (a writable blob)")
-            elif mode != 0o600:
-                loose.append(f"{oct(mode)} {path}")
-    assert loose == []
     assert list(blobs.rglob("*")) and list((store / "snapshots").rglob("*.json"))
 
 
@@ -195,6 +201,8 @@ def test_a_secret_never_reaches_a_remote_store_nor_the_staging_area(project, s3_
     records = [key for key in keys if "/runs/" in key and key.endswith(".json")]
     assert any(b'"HF_TOKEN"' in fs.cat_file(key) for key in records)
     assert holding(project.home, value.encode()) == []
+    assert (project.home / "staging").is_dir()  # captures were staged here first
+    assert loose_modes(project.home) == []
 
 
 def test_a_store_urls_password_is_never_repeated(project, s3_server):
