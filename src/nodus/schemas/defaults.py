@@ -194,6 +194,7 @@ SOURCE_LARGEST_SHOWN = 5
 SOURCE_CREDENTIAL_NAMES = (
     ".env",
     ".env.*",
+    ".envrc",
     ".netrc",
     "_netrc",
     ".git-credentials",
