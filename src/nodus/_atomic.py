@@ -3,6 +3,14 @@
 The runner and the program it supervises talk through such files (``.nodus/``), as do the lock
 holder notes: a reader must see the old file or the whole new one, never a torn one, and a
 published file must survive a crash of the machine.
+
+Files and folders only their owner can read, whatever the umask: ``$NODUS_HOME`` holds the run
+catalog, the resolution cache, working copies and usually the store, what a run was given and
+what it made. Under the usual umask 022 a plain ``mkdir`` or ``open`` would make all of it
+readable by every user of the machine, so nodus creates its folders 0700 and its files 0600
+explicitly (the mode given to ``mkdir``/``open`` is masked by the umask, so a ``chmod``
+follows). Folders and files that already exist keep their modes: a home shared on purpose
+stays shared (docs/security.md, "File modes").
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ def write_json_atomic(path: str, data: Any, durable: bool = True) -> None:
     moot: one an attempt's preparation writes anew each time (readers still never see it torn).
     """
     temp = f"{path}.{os.getpid()}.tmp"
-    with open(temp, "w", encoding="utf-8") as handle:
+    with open_private(temp, "w", encoding="utf-8") as handle:
         json.dump(data, handle, indent=1, sort_keys=True)
         if durable:
             handle.flush()
@@ -41,3 +49,62 @@ def fsync_dir(path: str) -> None:
 def read_json(path: str) -> Any:
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
+
+
+FOLDER_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private_folder(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)``, each folder it creates 0700."""
+    missing = []
+    current = os.path.abspath(path)
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, FOLDER_MODE)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise
+            continue  # made meanwhile by another process: its creator set its mode
+        os.chmod(folder, FOLDER_MODE)
+
+
+def create_private(path: str, flags: int = os.O_WRONLY) -> int:
+    """Open ``path`` for writing, created 0600 when absent (an existing file keeps its mode)."""
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        return os.open(path, flags)
+    os.fchmod(fd, FILE_MODE)
+    return fd
+
+
+def create_new_private(path: str) -> bool:
+    """Create ``path`` empty and 0600 if it does not exist; an existing file is never opened
+    (for a SQLite database, whose locks a close of any descriptor of it would drop)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except OSError:
+        return False  # there already (or unreachable: its opener reports that in its words)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+    return True
+
+
+def open_private(path: str, mode: str = "wb", **kwargs):
+    """``open(path, mode)`` for a new file ("w"/"wb"), created 0600 (truncated if present)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, mode, **kwargs)

@@ -23,8 +23,10 @@ The exit statuses of a run's own phases (0 succeeded … 4 cancelled) are in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "AlreadyRunningError",
@@ -41,7 +43,57 @@ __all__ = [
     "UsageError",
     "WaitTimeoutError",
     "WorkloadError",
+    "note_url",
+    "redacted",
+    "redacted_values",
 ]
+
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/\s?#'\"]*)@")
+
+
+def redacted(text: str) -> str:
+    """``text`` with every URL's password masked: ``s3://user:pass@host`` → ``s3://user:***@host``.
+
+    Every message nodus prints or records passes a store URL through here, so a password
+    written into ``--store`` or ``NODUS_STORE`` is never repeated back (docs/security.md).
+    """
+    if "://" in text:
+        text = _URL_USERINFO.sub(_mask, text)
+    for password in tuple(_PASSWORDS):  # a client's message may repeat it without the scheme
+        text = text.replace(password, "***")
+    return text
+
+
+def redacted_values(value: Any) -> Any:
+    """``value`` (JSON-like data: an event's details) with :func:`redacted` applied to every
+    string in it, so the data stays well-formed whatever a password holds."""
+    if isinstance(value, str):
+        return redacted(value)
+    if isinstance(value, dict):
+        return {key: redacted_values(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redacted_values(item) for item in value]
+    return value
+
+
+_PASSWORDS: set[str] = set()
+_NOTED_LENGTH = 4  # shorter passwords are masked in URLs only: "pw" would mask every "pw"
+
+
+def note_url(url: str) -> None:
+    """Remember the password of a URL this process uses (a store's), so that :func:`redacted`
+    masks it wherever a message repeats it, also where a client quotes it without its URL."""
+    from urllib.parse import unquote
+
+    for match in _URL_USERINFO.finditer(url or ""):
+        _user, colon, password = match.group("info").partition(":")
+        if colon and len(password) >= _NOTED_LENGTH:
+            _PASSWORDS.update({password, unquote(password)})
+
+
+def _mask(match: re.Match[str]) -> str:
+    user, colon, _password = match.group("info").partition(":")
+    return f"{match.group('scheme')}{user}{':***' if colon else ''}@"
 
 
 class NodusError(Exception):
@@ -69,7 +121,7 @@ class Problem:
         where = f"{source}: " if source else ""
         field = f"{self.path}: " if self.path else ""
         shown = f"{_short_repr(self.value)} — " if self.has_value else ""
-        return f"{where}{field}{shown}{self.message}"
+        return redacted(f"{where}{field}{shown}{self.message}")
 
 
 def _short_repr(value: object, limit: int = 80) -> str:

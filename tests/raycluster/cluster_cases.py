@@ -8,12 +8,14 @@ cases, in order: a worker node killed by one case is replaced by a new one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,8 @@ from polling import wait_for
 PROGRAMS = Path(__file__).with_name("programs")
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 FAST = {"NODUS_SETTLE_S": "0.2", "NODUS_LEASE_SETTLE_S": "0.2"}
+# A secret only the nodes' environment holds (docs/security.md): never the runner's.
+NODE_SECRET = f"ray-node-secret-{uuid.uuid4().hex}"
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +38,7 @@ def cluster(s3_endpoint, tmp_path_factory):
     node_homes = tmp_path_factory.mktemp("node-homes")
     # The nodes' own environment: how they reach the store, and this checkout's nodus.
     env = {name: os.environ[name] for name in os.environ if name.startswith("AWS_")}
-    env.update(PYTHONPATH=SRC, NODUS_NODE_HOME=str(node_homes))
+    env.update(PYTHONPATH=SRC, NODUS_NODE_HOME=str(node_homes), RAYNODE_TOKEN=NODE_SECRET)
     yield LocalCluster(env).start()
 
 
@@ -333,3 +337,39 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except OSError:
         return False
+
+
+SECRET_PROGRAM = """\
+import hashlib, os
+os.makedirs("out", exist_ok=True)
+with open("out/digest.txt", "w") as handle:
+    handle.write(hashlib.sha256(os.environ["RAYNODE_TOKEN"].encode()).hexdigest())
+"""
+
+
+def test_a_secret_is_read_from_the_nodes_environment_and_stored_nowhere(cluster, project):
+    import s3fs
+
+    from nodus.store import open_store
+
+    (project.code / "prog.py").write_text(SECRET_PROGRAM)
+    project.write([sys.executable, "prog.py"], env='secrets = ["RAYNODE_TOKEN"]\n')
+    assert "RAYNODE_TOKEN" not in project.env()  # the runner has none: the node's is used
+    proc = project.run("--ray-address", ADDRESS)
+    assert proc.returncode == 0, proc.stderr
+    store = open_store(project.store)
+    (outputs,) = store.list(run=project.run_id(), role="outputs")
+    digest = store.read_file(outputs, "out/digest.txt").decode()
+    assert digest == hashlib.sha256(NODE_SECRET.encode()).hexdigest()
+    value = NODE_SECRET.encode()
+    for root in (project.home, Path(cluster.env["NODUS_NODE_HOME"])):
+        for folder, _dirs, names in os.walk(root):
+            for name in names:
+                path = Path(folder) / name
+                if path.is_file() and not path.is_symlink():
+                    assert value not in path.read_bytes(), path
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": os.environ["AWS_ENDPOINT_URL"]})
+    bucket = project.store[len("s3://") :].split("/")[0]
+    keys = fs.find(bucket)
+    assert keys and not [key for key in keys if value in fs.cat_file(key)]

@@ -29,6 +29,7 @@ CASES = [
     "test_pause_at_a_save_reaches_the_node_and_resume_continues_on_the_cluster",
     "test_cancel_reaches_the_node_and_leaves_no_process_of_the_attempt",
     "test_a_preemption_notice_reaches_the_node_program_which_saves",
+    "test_a_secret_is_read_from_the_nodes_environment_and_stored_nowhere",
 ]
 
 

@@ -126,6 +126,7 @@ def test_resolve_json_is_the_stored_shape(write, capsys):
             "nodes": 1,
             "shared_store": False,
         },
+        "secrets": [],
     }
     assert evaluate["integration"] is None
     assert evaluate["continuity"]["mode"] == "restartable"

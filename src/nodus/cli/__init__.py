@@ -20,7 +20,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from nodus.errors import NodusError
+from nodus.errors import NodusError, note_url, redacted
 
 # Modules that add commands; each has register(commands, groups, common).
 _COMMAND_MODULES = (
@@ -169,11 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.home = getattr(args, "home", None)
     args.store = getattr(args, "store", None)
+    note_url(args.store or os.environ.get("NODUS_STORE", ""))  # never repeated back
     try:
         _check_home(args.home)
         return int(args.handler(args) or 0)
     except NodusError as error:
-        print(f"nodus: {error}" if "\n" not in str(error) else str(error), file=sys.stderr)
+        text = redacted(str(error))  # a store URL's password is never repeated back
+        print(f"nodus: {text}" if "\n" not in text else text, file=sys.stderr)
         return error.exit_status
     except KeyboardInterrupt:
         print("nodus: interrupted", file=sys.stderr)
@@ -183,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         if error.errno not in _ENVIRONMENT:
             return _internal(error)
-        print(f"nodus: {_environment_words(error)}", file=sys.stderr)
+        print(f"nodus: {redacted(_environment_words(error))}", file=sys.stderr)
         return 1
     except Exception as error:  # a bug in nodus, never a user's mistake
         return _internal(error)
@@ -209,7 +211,7 @@ def _internal(error: BaseException) -> int:
     if os.environ.get("NODUS_DEBUG"):
         raise error
     print(
-        f"nodus: internal error: {type(error).__name__}: {error} "
+        f"nodus: internal error: {type(error).__name__}: {redacted(str(error))} "
         "(set NODUS_DEBUG=1 for the traceback and please report it)",
         file=sys.stderr,
     )

@@ -93,9 +93,10 @@ def _sources(args: argparse.Namespace, resolved: Any) -> list[dict[str, Any]]:
     for text in source.refusals(found, resolved.stages):
         print(f"nodus: `nodus run` would refuse this workload: {text}", file=sys.stderr)
     for item in found:
-        warning = item.warning()
-        if warning:
+        for warning in item.warnings():
             print(f"nodus: {warning}", file=sys.stderr)
+    for warning in source.credential_warnings(resolved.stages):
+        print(f"nodus: {warning}", file=sys.stderr)
     return [item.to_dict() for item in found]
 
 

@@ -68,8 +68,11 @@ def accept(
     if refused:
         raise UsageError("\n".join(refused))
     for item in found:
-        warning = item.warning()
-        if warning and say is not None:
+        for warning in item.warnings():
+            if say is not None:
+                say(warning)
+    for warning in source.credential_warnings(workload.stages):
+        if say is not None:
             say(warning)
     run_id = run_id or new_run_id()
     snapshots: dict[str, str] = {}  # code folder -> source snapshot id (stages often share one)

@@ -52,7 +52,13 @@ from nodus.runner.processes.standby import Standby
 from nodus.runner.rotation import Rotation
 from nodus.runner.snapshotting import Capturer, fence
 from nodus.runner.uploading import Uploads, unrecorded_note
-from nodus.runner.workspace import Workspace, stage_environment, write_integration
+from nodus.runner.workspace import (
+    MissingSecretError,
+    Workspace,
+    secret_environment,
+    stage_environment,
+    write_integration,
+)
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 from nodus.stages.directory import restored_checkpoint
@@ -227,6 +233,7 @@ class Attempt:
             env[protocol.ENV_WARM_START] = "1"
         env.update(self._restored_environment(restored))
         try:
+            env.update(secret_environment(self.stage, os.environ))
             command, env = self._as_accepted(env)
             command += self._resume_args(restored)
             self.process = StageProcess(
@@ -241,7 +248,7 @@ class Attempt:
                 leaving=self.ctx.standby.leave,
             )
             self.process.start(supervisor)
-        except CannotStartError as error:
+        except (CannotStartError, MissingSecretError) as error:
             return Outcome(AttemptOutcome.FAILED, str(error))
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, pid=self.process.pid

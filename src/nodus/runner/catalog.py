@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from nodus.errors import CatalogError, NotFoundError
+from nodus._atomic import create_new_private, private_folder
+from nodus.errors import CatalogError, NotFoundError, redacted, redacted_values
 from nodus.registry.table import SCHEMA as MODEL_REGISTRY_SCHEMA
 from nodus.registry.table import ModelTable
 from nodus.runner.phases import AttemptOutcome, Phase
@@ -174,13 +175,17 @@ class Catalog:
     def __init__(self, home: str) -> None:
         self.home = home
         try:
-            os.makedirs(home, exist_ok=True)
+            private_folder(home)  # the home, when this makes it: 0700 (docs/security.md)
         except OSError as error:
             raise CatalogError(f"nodus's home {home} cannot be made: {_os_words(error)}") from None
         self.path = os.path.join(home, defaults.CATALOG_FILE)
         self._mutex = threading.RLock()
         self._observers: list[Callable[[str], None]] = []
         self._fences: list[Callable[[str, str, int], None]] = []
+        # Created 0600 before SQLite opens it: its -wal and -shm files take its mode. Only a new
+        # file is touched: closing any descriptor of a database this process has open would
+        # drop the POSIX locks SQLite holds on it (another Catalog of this process).
+        create_new_private(self.path)
         try:
             self._db = sqlite3.connect(
                 self.path,
@@ -486,7 +491,7 @@ class Catalog:
             (
                 "UPDATE runs SET phase = ?, exit_status = ?, message = ?, updated_at = ?,"
                 " finished_at = ? WHERE id = ?",
-                (phase, phase.exit_status, message, at, finished, run_id),
+                (phase, phase.exit_status, message and redacted(message), at, finished, run_id),
             ),
             _event_row(run_id, stage, None, "phase", {"phase": phase, "message": message}),
         ]
@@ -584,6 +589,7 @@ class Catalog:
         """Record how the attempt ended; ``announce``: with its ``attempt_ended`` event, in the
         same transaction (never one without the other)."""
         outcome = AttemptOutcome(outcome)
+        detail = redacted(detail)
         values = {"outcome": outcome, "detail": detail, "ended_at": now()}
         statements = [_attempt_update(run_id, stage, number, values)]
         if announce:
@@ -710,7 +716,8 @@ def _event_row(
 ) -> tuple[str, tuple]:
     return (
         "INSERT INTO events (run_id, stage, attempt, type, at, details) VALUES (?, ?, ?, ?, ?, ?)",
-        (run_id, stage, attempt, type_, now(), json.dumps(details, default=str)),
+        # a URL's password in an error's text is never recorded (docs/security.md)
+        (run_id, stage, attempt, type_, now(), json.dumps(redacted_values(details), default=str)),
     )
 
 

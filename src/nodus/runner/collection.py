@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodus.errors import NodusError, NotFoundError, UsageError
+from nodus.errors import NodusError, NotFoundError, UsageError, redacted
 from nodus.retention import holds as retention_holds
 from nodus.retention.policy import Deletion, expiry
 from nodus.runner.catalog import Catalog, Run
@@ -99,7 +99,7 @@ def collect(
                     _expire(catalog, store, run, manifests, now, dry_run, report)
             _sweep(store, dry_run, grace_s, report)
         except NodusError as error:  # an unreachable store must not stop the others
-            report.errors.append(f"{url}: {error}")
+            report.errors.append(redacted(f"{url}: {error}"))  # a URL's password masked
     return report
 
 
@@ -179,8 +179,8 @@ def _fold(report: Collection, store: SnapshotStore, done: GcReport) -> None:
     report.removed_snapshots += done.removed_snapshots
     report.deleted_blobs += done.deleted_blobs
     report.freed_bytes += done.freed_bytes
-    if done.deferred and store.url not in report.deferred:
-        report.deferred.append(store.url)
+    if done.deferred and redacted(store.url) not in report.deferred:
+        report.deferred.append(redacted(store.url))
 
 
 def _describe(deletion: Deletion) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import json
 import os
 import socket
 
-from nodus._atomic import write_json_atomic
+from nodus._atomic import create_private, private_folder, write_json_atomic
 from nodus.errors import AlreadyRunningError
 from nodus.schemas import defaults
 
@@ -31,7 +31,7 @@ class RunLock:
 
     def __init__(self, home: str, name: str, label: str) -> None:
         folder = os.path.join(home, defaults.LOCKS_DIR)
-        os.makedirs(folder, exist_ok=True)
+        private_folder(folder)
         self.path = os.path.join(folder, name + ".lock")
         self.holder_path = os.path.join(folder, name + ".holder.json")
         self.label = label  # what the user called it: the key or the run id
@@ -85,7 +85,7 @@ def _try_lock(path: str) -> int | None:
     and a second open of the same file (a probe, even in the holder's process) is refused.
     Imported by every `nodus run`, so it is the system call itself rather than a library.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = create_private(path, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
+from nodus._atomic import create_private, private_folder
 from nodus.errors import NotFoundError, UsageError
 from nodus.protocol import FULL_STATE
 from nodus.runner.acceptance import Accepted, accept, accept_branch
@@ -390,14 +391,15 @@ def spawn_detached(
 ) -> None:
     """Start ``python -m nodus.runner.detach`` in its own session, output into a runner log."""
     folder = os.path.join(home, defaults.WORK_DIR, run_id)
-    os.makedirs(folder, exist_ok=True)
+    private_folder(folder)
     command = [sys.executable, "-m", "nodus.runner.detach", run_id, "--home", home]
     command += placement.argv()
     if restore is not None and restore.step is not None:
         command += ["--step", str(restore.step)]
     if restore is not None and restore.by_hand:
         command.append("--resume")
-    with open(os.path.join(folder, "runner.log"), "ab") as log:
+    log_path = os.path.join(folder, "runner.log")
+    with os.fdopen(create_private(log_path, os.O_WRONLY | os.O_APPEND), "ab") as log:
         subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,

@@ -14,6 +14,7 @@ its sizes summed first: a refused source costs no copy. ``nodus resolve`` shows 
 
 from __future__ import annotations
 
+import fnmatch
 import heapq
 import os
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from nodus.store.live_folder import excluded, select
 __all__ = [
     "Source",
     "SourceFile",
+    "credential_warnings",
     "excludes",
     "measure",
     "private_folders",
@@ -54,6 +56,7 @@ class Source:
     files: int
     largest: tuple[SourceFile, ...]  # biggest first, at most SOURCE_LARGEST_SHOWN
     limit: int  # max_source_bytes: the largest value among its stages
+    credentials: tuple[str, ...] = ()  # files that look like they hold a credential
 
     def refusal(self) -> str | None:
         """Why a run refuses this source, or None when it is within ``limit``."""
@@ -77,6 +80,25 @@ class Source:
             + self._advice(f"a run refuses a source above max_source_bytes ({limit})")
         )
 
+    def warnings(self) -> list[str]:
+        """Every note acceptance and ``nodus resolve`` print about this source."""
+        return [text for text in (self.warning(), self.credential_warning()) if text]
+
+    def credential_warning(self) -> str | None:
+        """A note naming the files that look like credentials, or None when there are none."""
+        if not self.credentials:
+            return None
+        shown = self.credentials[: defaults.SOURCE_CREDENTIALS_SHOWN]
+        more = len(self.credentials) - len(shown)
+        listed = ", ".join(shown) + (f" and {more} more" if more else "")
+        return (
+            f"the source {self.code} holds files that look like credentials ({listed}): the "
+            "source is kept with the run in its store and laid out in every working copy. "
+            f"Leave them out with a line each in {os.path.join(self.code, defaults.IGNORE_FILE)} "
+            f"(e.g. `{shown[0]}`) and give the program its credentials through `secrets` "
+            "(docs/security.md)"
+        )
+
     def _advice(self, last: str) -> str:
         shown = "\n".join(f"  {human_bytes(f.size):>10}  {f.path}" for f in self.largest)
         example = self.largest[0].path if self.largest else "data"
@@ -96,6 +118,7 @@ class Source:
             "files": self.files,
             "largest": [{"path": f.path, "bytes": f.size} for f in self.largest],
             "max_source_bytes": self.limit,
+            "credentials": list(self.credentials),
         }
 
 
@@ -139,6 +162,7 @@ def measure(code: str, patterns: Sequence[str], stages: Sequence[str], limit: in
             except FileNotFoundError:
                 continue  # removed since the walk: the capture will not find it either
     largest = heapq.nlargest(defaults.SOURCE_LARGEST_SHOWN, sizes, key=lambda f: f.size)
+    credentials = tuple(sorted(f.path for f in sizes if looks_like_credential(f.path)))
     return Source(
         code=code,
         stages=tuple(stages),
@@ -147,6 +171,22 @@ def measure(code: str, patterns: Sequence[str], stages: Sequence[str], limit: in
         files=len(sizes),
         largest=tuple(largest),
         limit=limit,
+        credentials=credentials,
+    )
+
+
+_TEMPLATES = (".example", ".sample", ".template", ".dist")
+
+
+def looks_like_credential(path: str) -> bool:
+    """Whether a source file's ``/``-separated path names a usual home of a credential."""
+    name = path.rsplit("/", 1)[-1]
+    if name.endswith(_TEMPLATES):
+        return False  # `.env.example`: what a project commits for people to fill in
+    if any(fnmatch.fnmatchcase(name, pattern) for pattern in defaults.SOURCE_CREDENTIAL_NAMES):
+        return True
+    return any(
+        path == known or path.endswith("/" + known) for known in defaults.SOURCE_CREDENTIAL_PATHS
     )
 
 
@@ -185,3 +225,34 @@ def refusals(found: Sequence[Source], stages: Sequence[ResolvedStage]) -> list[s
                     f"the folder back with a `!name` line in {defaults.IGNORE_FILE}"
                 )
     return texts
+
+
+_CREDENTIAL_PARTS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "APIKEY"})
+_CREDENTIAL_PAIRS = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "AUTH_KEY")
+
+
+def looks_like_credential_name(name: str) -> bool:
+    """``HF_TOKEN``, ``WANDB_API_KEY``, ``AWS_SECRET_ACCESS_KEY``, but not
+    ``TOKENIZERS_PARALLELISM``."""
+    upper = name.upper()
+    return bool(_CREDENTIAL_PARTS & set(upper.split("_"))) or any(
+        pair in upper for pair in _CREDENTIAL_PAIRS
+    )
+
+
+def credential_warnings(stages: Sequence[ResolvedStage]) -> list[str]:
+    """A note for each ``env`` variable whose name says it holds a credential: ``env`` values
+    are stored with the run, ``secrets`` are not (docs/security.md). A warning, not a refusal:
+    the name may mislead, and a dummy value is harmless."""
+    names: dict[str, list[str]] = {}
+    for stage in stages:
+        for name in stage.env:
+            if looks_like_credential_name(name):
+                names.setdefault(name, []).append(stage.name)
+    return [
+        f"env {name} (stage{'s' if len(where) > 1 else ''} {', '.join(where)}) looks like a "
+        "credential: env values are stored with the run, in the catalog and in the run's "
+        f'record in its store; give it as secrets = ["{name}"] and set it in the environment '
+        "nodus runs in (docs/security.md)"
+        for name, where in names.items()
+    ]

@@ -25,7 +25,7 @@ import os
 from typing import Any
 
 from nodus import protocol
-from nodus._atomic import write_json_atomic
+from nodus._atomic import private_folder, write_json_atomic
 from nodus.runner.catalog import Catalog
 from nodus.runner.rotation import Rotation
 from nodus.runner.workspace import Workspace
@@ -132,7 +132,7 @@ class Uploads:
 
 def upload_status_path(home: str, run_id: str) -> str:
     folder = os.path.join(home, defaults.WORK_DIR, run_id)
-    os.makedirs(folder, exist_ok=True)
+    private_folder(folder)
     return os.path.join(folder, "upload.json")
 
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from nodus.errors import redacted
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.phases import Phase
 from nodus.runner.uploading import read_upload_status, unrecorded
@@ -70,7 +71,7 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
     data = run_summary(run)
     data.update(
         message=run.message,
-        store=run.store,
+        store=redacted(run.store),  # a password in the URL is never shown
         updated_at=run.updated_at,
         finished_at=run.finished_at,
         runner={"pid": run.runner_pid, "host": run.runner_host},

@@ -32,13 +32,15 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import socket
 import stat
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
 from nodus import protocol
-from nodus._atomic import write_json_atomic
+from nodus._atomic import private_folder, write_json_atomic
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 
@@ -131,7 +133,7 @@ class Workspace:
     def reset_copy(self) -> None:
         """An empty copy folder (a failed restore must not leave half a snapshot behind)."""
         shutil.rmtree(self.copy, ignore_errors=True)
-        os.makedirs(self.attempt_folder, exist_ok=True)
+        private_folder(self.attempt_folder)  # and the run's folders, when this makes them
 
     def take_next(self) -> bool:
         """The copy laid out ahead in ``next/`` becomes the (reset, absent) copy by one rename;
@@ -148,12 +150,12 @@ class Workspace:
             os.path.join(self.tmp, protocol.RUNTIME_DIR),
             *(os.path.join(self.cache, name) for name in protocol.CACHE_VARIABLES.values()),
         ):
-            os.makedirs(folder, exist_ok=True)
+            private_folder(folder)
 
     def make_next_folders(self) -> None:
         """The folders a copy needs before its program starts, in ``next/``."""
         for folder in _copy_folders(self.next):
-            os.makedirs(folder, exist_ok=True)
+            private_folder(folder)
 
     def discard_next(self) -> None:
         shutil.rmtree(self.next, ignore_errors=True)
@@ -214,6 +216,28 @@ def stage_environment(
                 p for p in (bootstrap, env.get("PYTHONPATH", "")) if p
             )
     return env
+
+
+class MissingSecretError(Exception):
+    """A secret the stage names is not in the environment of the process driving the attempt;
+    the attempt fails with this text, like a command that cannot start."""
+
+
+def secret_environment(stage: ResolvedStage, environ: Mapping[str, str]) -> dict[str, str]:
+    """The stage's ``secrets``, valued from ``environ`` (the driving process's own environment:
+    the runner, or the node runner of a Ray attempt). The values go into the program's
+    environment and nowhere else; only the names were ever stored (docs/security.md)."""
+    missing = [name for name in stage.secrets if name not in environ]
+    if missing:
+        names = ", ".join(missing)
+        raise MissingSecretError(
+            f"secret{'s' if len(missing) > 1 else ''} {names} of stage '{stage.name}' "
+            f"{'are' if len(missing) > 1 else 'is'} not set in the environment of the nodus "
+            f"process driving this attempt (on {socket.gethostname()}); set "
+            f"{'them' if len(missing) > 1 else 'it'} in the environment `nodus run` or "
+            "`nodus runs resume` runs in (on a Ray cluster: each node's)"
+        )
+    return {name: environ[name] for name in stage.secrets}
 
 
 def _bootstrap_dir() -> str | None:

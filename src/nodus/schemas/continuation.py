@@ -178,9 +178,11 @@ def settings_table(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
         for part in parents:
             level = level.setdefault(part, {})
             if not isinstance(level, dict):
-                raise WorkloadError([Problem(f"--set {key}", "set twice", value, True)])
+                shown = not key.startswith("env.")  # a variable's value is never echoed
+                raise WorkloadError([Problem(f"--set {key}", "set twice", value, shown)])
         if leaf in level:
-            raise WorkloadError([Problem(f"--set {key}", "set twice", value, True)])
+            shown = not key.startswith("env.")  # a variable's value is never echoed
+            raise WorkloadError([Problem(f"--set {key}", "set twice", value, shown)])
         level[leaf] = value
     return table
 
@@ -202,6 +204,7 @@ def apply_changes(resolved: Mapping[str, Any], changes: Mapping[str, Any]) -> di
         for key in changes
         if key not in MAY_CHANGE
     ]
+    refused.extend(_secrets_set_as_env(resolved, changes.get("env") or {}))
     if refused:
         raise WorkloadError(refused)
     from nodus.schemas.models import Overrides  # pydantic: only when a branch is made
@@ -214,6 +217,19 @@ def apply_changes(resolved: Mapping[str, Any], changes: Mapping[str, Any]) -> di
     child["stages"] = [overridden_stage(stage, overrides) for stage in child["stages"]]
     _refuse_without_effect(child, changes.get("execution") or {})
     return child
+
+
+def _secrets_set_as_env(resolved: Mapping[str, Any], env: Mapping[str, Any]) -> list[Problem]:
+    """``--set env.VAR`` for a variable a stage takes as a secret: its value would be stored."""
+    secrets = {name for stage in resolved["stages"] for name in stage.get("secrets") or ()}
+    return [
+        Problem(
+            f"--set env.{name}",
+            "is a secret of this run: its value comes only from the environment of whoever "
+            "runs the attempt; set it there",
+        )
+        for name in sorted(secrets & set(env))
+    ]
 
 
 def _refuse_without_effect(child: dict[str, Any], execution: Mapping[str, Any]) -> None:

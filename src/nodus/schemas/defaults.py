@@ -34,6 +34,8 @@ CHECKPOINT_PATHS = (protocol.STATE_DIR,)
 MAX_CHECKPOINT_PATHS = 64
 MAX_CHECKPOINT_PATH_BYTES = 512
 MAX_NAME_CHARS = 128
+MAX_SECRETS = 64
+"""Most variable names one level's ``secrets`` lists."""
 """Longest workload or stage name (names become folder names and snapshot ids)."""
 
 SAVE_EVERY = 50
@@ -188,6 +190,32 @@ SOURCE_WARN_BYTES = 256 * 1024**2
 
 SOURCE_LARGEST_SHOWN = 5
 """How many of the largest files a source's size warning or refusal names."""
+
+SOURCE_CREDENTIAL_NAMES = (
+    ".env",
+    ".env.*",
+    ".envrc",
+    ".netrc",
+    "_netrc",
+    ".git-credentials",
+    ".pypirc",
+    "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
+    "id_ed25519",
+    "*.pem",
+    "*.p12",
+    "*.pfx",
+)
+"""File names (``fnmatch`` patterns, at any depth) that usually hold a credential: a source
+holding one is accepted with a warning naming it and ``.nodusignore``, since the source is
+kept with the run in the store."""
+
+SOURCE_CREDENTIAL_PATHS = (".aws/credentials", ".aws/config", ".docker/config.json")
+"""Paths (their last parts, at any depth) that usually hold a credential, like the names above."""
+
+SOURCE_CREDENTIALS_SHOWN = 10
+"""How many credential-looking files the warning names."""
 
 # --- store -------------------------------------------------------------------------------------
 

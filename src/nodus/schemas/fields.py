@@ -160,6 +160,28 @@ def check_env(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
+def check_secret_name(name: str) -> str:
+    """One of ``secrets``: the name of a variable whose value the attempt takes from the
+    environment of whoever drives it; only names are ever written down (docs/security.md)."""
+    if not _ENV_NAME.fullmatch(name):
+        raise ValueError("not a valid variable name (letters, digits, '_')")
+    if name.startswith(_RESERVED_ENV_PREFIX) or name in _SET_BY_NODUS:
+        raise ValueError("nodus sets this variable for the program itself")
+    return name
+
+
+def check_unique_secrets(value: list[str]) -> list[str]:
+    twice = sorted({name for name in value if value.count(name) > 1})
+    if twice:
+        raise ValueError(f"{', '.join(twice)} listed more than once")
+    return value
+
+
+# Variables the runner sets for every program over its own environment: a secret of that name
+# would never reach the program.
+_SET_BY_NODUS = frozenset({protocol.ENV_TMPDIR, *protocol.CACHE_VARIABLES})
+
+
 def check_resume_from(value: str) -> str:
     if not _RESUME_FROM.fullmatch(value):
         raise ValueError("name a snapshot as RUN@STEP, RUN/STAGE@STEP or its id ckpt_<hex>")
@@ -225,6 +247,18 @@ Command = Annotated[
     ),
 ]
 Env = Annotated[dict[str, str], AfterValidator(check_env)]
+SecretNames = Annotated[
+    list[
+        Annotated[
+            str,
+            AfterValidator(check_secret_name),
+            WithJsonSchema({"type": "string", "pattern": f"^{_ENV_NAME.pattern}$"}),
+        ]
+    ],
+    BeforeValidator(_list_from_tuple),
+    Field(max_length=defaults.MAX_SECRETS),
+    AfterValidator(check_unique_secrets),
+]
 ResumeFrom = Annotated[str, AfterValidator(check_resume_from)]
 Duration = Annotated[
     float,

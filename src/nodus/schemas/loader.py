@@ -29,7 +29,7 @@ def read_document(path: str | os.PathLike[str], data: bytes | None = None) -> di
     source = os.fspath(path)
     try:
         if data is None:
-            if not regular_file(source):  # a FIFO or a device would block or never end
+            if not regular_file(source) and not os.path.isdir(source):  # a FIFO would block
                 raise _refused(source, "not a regular file; give the workload file")
             with open(source, "rb") as handle:
                 data = handle.read()

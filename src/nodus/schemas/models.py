@@ -40,6 +40,7 @@ from nodus.schemas.fields import (
     ResumeArgs,
     ResumeFrom,
     SaveEvery,
+    SecretNames,
     StepNameTemplate,
 )
 from nodus.schemas.problems import problems_from
@@ -363,6 +364,12 @@ class _StageFields(_Model):
     env: Env | None = Field(
         None,
         description="Extra environment variables (strings); a stage's are added to the workload's.",
+    )
+    secrets: SecretNames | None = Field(
+        None,
+        description="Names of variables whose values each attempt takes from the environment of "
+        "whoever drives it and gives the program; never stored. A stage's are added to the "
+        "workload's.",
     )
     continuity: ContinuityInput = Field(
         None,

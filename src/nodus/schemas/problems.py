@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from nodus.errors import Problem
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_MAX_ECHOED = 200  # characters of a key or value a message repeats
 
 _REMOVED_KEYS = {
     "interrupt_tolerance": "not an input: interruption behaviour derives from continuity "
@@ -62,8 +63,12 @@ def field_path(loc: Sequence[Any]) -> str:
             continue
         if isinstance(part, int):
             text += f"[{part}]"
-        elif _BARE_KEY.fullmatch(str(part)):
-            text += f".{part}" if text else str(part)
+            continue
+        part = str(part)
+        if len(part) > _MAX_ECHOED:  # a key as written: never a megabyte of it
+            part = part[: _MAX_ECHOED - 1] + "…"
+        if _BARE_KEY.fullmatch(part):
+            text += f".{part}" if text else part
         else:
             text += f'["{part}"]'
     return text
@@ -76,7 +81,18 @@ def _problem(detail: dict[str, Any], root: type[BaseModel]) -> Problem:
         return Problem(field_path(loc), _unknown_key(root, loc))
     if kind == "missing":
         return Problem(field_path(loc), "required")
-    return Problem(field_path(loc), _rule(detail), detail.get("input"), has_value=True)
+    shown = not _in_env(loc)
+    return Problem(field_path(loc), _rule(detail), detail.get("input"), has_value=shown)
+
+
+def _in_env(loc: tuple[Any, ...]) -> bool:
+    """An ``env`` table or one of its values: never echoed, since a value may be a credential
+    (a bad variable *name* is echoed: pydantic reports it at the ``[key]`` marker, and the
+    rules of :func:`nodus.schemas.fields.check_env` name it in their text)."""
+    return _ENV in loc and loc[-1] != "[key]"
+
+
+_ENV = "env"
 
 
 def _rule(detail: dict[str, Any]) -> str:
@@ -96,6 +112,8 @@ def _rule(detail: dict[str, Any]) -> str:
 
 def _unknown_key(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
     key = str(loc[-1])
+    if len(key) > _MAX_ECHOED:  # a key is echoed as written: never a megabyte of it
+        return f"unknown key of {len(key)} characters"
     if key in _REMOVED_KEYS:
         return _REMOVED_KEYS[key]
     model = _model_at(root, loc[:-1])

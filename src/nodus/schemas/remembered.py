@@ -26,7 +26,7 @@ import stat
 from collections.abc import Mapping
 from typing import Any
 
-from nodus._atomic import write_json_atomic
+from nodus._atomic import private_folder, write_json_atomic
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedWorkload
 
@@ -111,7 +111,7 @@ def _read(entry: str) -> ResolvedWorkload | None:
 def _write(entry: str, resolved: ResolvedWorkload) -> None:
     folder = os.path.dirname(entry)
     try:
-        os.makedirs(folder, exist_ok=True)
+        private_folder(folder)  # and the home, when this makes it (docs/security.md)
         write_json_atomic(entry, resolved.to_dict(), durable=False)
         _prune(folder, defaults.RESOLVED_KEEP)
     except OSError:

@@ -10,6 +10,8 @@ stage never hides what the workload says. Per field:
 - ``code``, ``command``, ``integration``, ``outputs``: the highest level that gives one.
   ``integration = "none"`` opts a stage out of an inherited selection.
 - ``env``: merged; a higher level's variable replaces a lower one's.
+- ``secrets``: merged; the workload's names first, then each stage's new ones. A name also
+  in the stage's resolved ``env`` is refused: a secret's value never lies in the file.
 - ``execution``: key by key, so a stage can change ``save_every`` and keep the rest.
 - ``continuity``: ``mode`` key by key (default ``checkpointed``); the resume flag comes from the
   level that sets it, except that a level setting a mode without a flag takes that mode's default
@@ -141,7 +143,9 @@ def _resolve_stage(
         integration=None if integration in (None, Integration.NONE) else integration.value,
         continuity=continuity,
         execution=_execution(layers),
+        secrets=_secrets(layers),
     )
+    problems.extend(_secret_problems(prefix, layers, stage))
     return stage, problems
 
 
@@ -189,6 +193,33 @@ def _env(layers: Sequence[_StageFields]) -> dict[str, str]:
     for layer in reversed(layers):  # lowest first, so higher levels replace
         merged.update(layer.env or {})
     return merged
+
+
+def _secrets(layers: Sequence[_StageFields]) -> tuple[str, ...]:
+    names: dict[str, None] = {}
+    for layer in reversed(layers):  # lowest first: the workload's names, then the stage's
+        names.update(dict.fromkeys(getattr(layer, "secrets", None) or ()))
+    return tuple(names)
+
+
+def _secret_problems(
+    prefix: str, layers: Sequence[_StageFields], stage: ResolvedStage
+) -> list[Problem]:
+    """A secret named in ``env`` too: its value would be stored with the run (and one of the
+    two would silently win), so the name is refused where the secret was written."""
+    problems = []
+    for name in sorted(set(stage.secrets) & set(stage.env)):
+        written = next(layer for layer in layers if name in (getattr(layer, "secrets", None) or ()))
+        problems.append(
+            Problem(
+                _path_in(prefix, layers, written, "secrets"),
+                f"{name!r} is also set in env of stage '{stage.name}': a secret's value comes "
+                "only from the environment of whoever runs the attempt; remove it from env",
+                name,
+                True,
+            )
+        )
+    return problems
 
 
 def _execution(layers: Sequence[_StageFields]) -> ResolvedExecution:

@@ -55,6 +55,8 @@ class ResolvedStage:
     integration: str | None  # None | "auto" | "hf-trainer-v1"
     continuity: ResolvedContinuity
     execution: ResolvedExecution
+    # names of variables each attempt takes from its driver's environment (values never kept)
+    secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class ResolvedWorkload:
                     resume_args=tuple(s["continuity"].get("resume_args") or ()),
                 ),
                 execution=ResolvedExecution(**s["execution"]),
+                secrets=tuple(s.get("secrets") or ()),  # absent from older runs
             )
             for s in data["stages"]
         )

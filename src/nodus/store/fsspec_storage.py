@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 import fsspec
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 
-from nodus.errors import StoreError
+from nodus.errors import StoreError, redacted
 from nodus.store.storage import ObjectInfo
 
 __all__ = ["FsspecStorage"]
@@ -40,7 +40,9 @@ def _reaching(method: Callable) -> Callable:
         except (FileNotFoundError, StoreError):
             raise
         except Exception as error:  # noqa: BLE001 (every client's errors, made one)
-            raise StoreError(f"store {self.url}: {type(error).__name__}: {error}") from error
+            # the client's text may repeat the URL: its password is masked in both
+            text = redacted(f"store {self.url}: {type(error).__name__}: {error}")
+            raise StoreError(text) from error
 
     return wrapper
 

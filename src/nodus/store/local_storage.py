@@ -1,5 +1,9 @@
 """``file://`` storage: a folder on this machine, written with the POSIX fast paths.
 
+Every folder it creates is 0700 and every object it writes 0600, whatever the umask; a blob
+keeps the read-only mode of the file it holds (a restore links it into a working copy as that
+file), so it is the folders that keep other users out (docs/security.md, "File modes").
+
 A snapshot must survive a crash of the machine, not only of the process, so every object is
 written under a temporary name in ``tmp/``, fsynced, and renamed (or, for a blob, linked) into
 place, and the folder that gained it is fsynced. ``tmp/`` lies inside the store so that the
@@ -15,7 +19,7 @@ import stat
 from collections.abc import Callable
 from typing import BinaryIO
 
-from nodus._atomic import fsync_dir
+from nodus._atomic import fsync_dir, open_private, private_folder
 from nodus.store import keys
 from nodus.store.storage import ObjectInfo
 
@@ -31,7 +35,7 @@ class LocalStorage:
         self.url = url
         self.root = root
         self._dev: int | None = None  # the store's file system, for hard links into it
-        os.makedirs(self.root, exist_ok=True)
+        private_folder(self.root)
 
     def path(self, key: str) -> str:
         """The file that holds ``key`` (tests and tools that look at the disk use it too)."""
@@ -50,12 +54,12 @@ class LocalStorage:
 
     def write(self, key: str, data: bytes) -> None:
         temp = self._temp("obj")
-        with open(temp, "wb") as handle:
+        with open_private(temp) as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         final = self.path(key)
-        os.makedirs(os.path.dirname(final), exist_ok=True)
+        private_folder(os.path.dirname(final))
         os.replace(temp, final)
         fsync_dir(os.path.dirname(final))
 
@@ -99,7 +103,7 @@ class LocalStorage:
         finally:
             os.close(fd)
         final = self.path(key)
-        os.makedirs(os.path.dirname(final), exist_ok=True)
+        private_folder(os.path.dirname(final))
         try:
             # link() never replaces: if a concurrent capture stored the same blob first, keep it.
             os.link(local_path, final)
@@ -127,7 +131,7 @@ class LocalStorage:
         finally:
             os.close(fd)
         final = self.path(key)
-        os.makedirs(os.path.dirname(final), exist_ok=True)
+        private_folder(os.path.dirname(final))
         try:
             os.link(local_path, final, follow_symlinks=False)  # never replaces
         except FileExistsError:
@@ -154,11 +158,12 @@ class LocalStorage:
         self, local_path: str, key: str, progress: Callable[[int], None] | None = None
     ) -> None:
         temp = self._temp("obj")
-        shutil.copyfile(local_path, temp)
-        with open(temp, "rb+") as handle:
+        with open(local_path, "rb") as source, open_private(temp) as handle:
+            shutil.copyfileobj(source, handle)
+            handle.flush()
             os.fsync(handle.fileno())
         final = self.path(key)
-        os.makedirs(os.path.dirname(final), exist_ok=True)
+        private_folder(os.path.dirname(final))
         os.replace(temp, final)
         fsync_dir(os.path.dirname(final))
         if progress is not None:
@@ -166,7 +171,7 @@ class LocalStorage:
 
     def _temp(self, purpose: str) -> str:
         path = self.path(keys.temp_key(purpose))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        private_folder(os.path.dirname(path))
         return path
 
 

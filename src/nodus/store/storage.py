@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
-from nodus.errors import UsageError
+from nodus.errors import UsageError, note_url
 
 __all__ = ["ObjectInfo", "Storage", "open_storage"]
 
@@ -125,6 +125,7 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
     """
     from nodus.store.local_storage import LocalStorage
 
+    note_url(url)  # its password is masked in every message (docs/security.md)
     if url.startswith("/"):  # a bare absolute path means a file:// store
         url = "file://" + url
     if "://" not in url:

@@ -31,7 +31,7 @@ import sys
 import tempfile
 from typing import Any
 
-from nodus._atomic import write_json_atomic
+from nodus._atomic import open_private, private_folder, write_json_atomic
 from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
 from nodus.runner.processes.containment import (
     attempt_token,
@@ -263,7 +263,7 @@ class NodeAgent:
         """Lay out the node runner's home and start it; it dies with this agent."""
         self.run_id, self.stage, self.number = spec["record"]["id"], spec["stage"], spec["number"]
         self.home = node_home(self.run_id, spec["rank"])
-        os.makedirs(self.home, exist_ok=True)
+        private_folder(self.home)  # under the shared temporary folder: 0700
         for stale in (_RESULT, _OUTPUT):
             if os.path.exists(os.path.join(self.home, stale)):
                 os.unlink(os.path.join(self.home, stale))
@@ -271,7 +271,7 @@ class NodeAgent:
         from nodus.runner.catalog import Catalog
 
         Catalog(self.home).close()  # made here, so the agent's reads never race its creation
-        with open(os.path.join(self.home, _OUTPUT), "wb") as output:
+        with open_private(os.path.join(self.home, _OUTPUT)) as output:
             self.child = subprocess.Popen(
                 [sys.executable, "-m", "nodus.runner.backends.node", self.home],
                 stdin=subprocess.DEVNULL,

@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from nodus._atomic import create_private, private_folder
 from nodus.runner.adoption import record_of
 from nodus.runner.attempt import Outcome, Restore, RunContext, record_end
 from nodus.runner.backends.node import NodeAgent, forwarded_environment
@@ -325,8 +326,8 @@ class RayAttempt:
         self.ctx.catalog.update_pause(self._pause, **values)
 
     def _write_output(self, data: bytes) -> None:
-        os.makedirs(os.path.dirname(self.ws.log_path), exist_ok=True)
-        with open(self.ws.log_path, "ab") as log:
+        private_folder(os.path.dirname(self.ws.log_path))
+        with os.fdopen(create_private(self.ws.log_path, os.O_WRONLY | os.O_APPEND), "ab") as log:
             log.write(data)
         self.ctx.terminal.write(data.decode("utf-8", "replace"))
         self.ctx.terminal.flush()

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import IO
 
+from nodus._atomic import create_private
 from nodus.runner.processes.containment import TOKEN_VAR, Survivor, kill_carriers
 from nodus.runner.processes.messages import (
     CANNOT_START,
@@ -252,7 +253,7 @@ class StageProcess:
 
     def _copy_output(self) -> None:
         assert self.supervisor is not None and self.supervisor.stdout is not None
-        with open(self.log_path, "ab") as log:
+        with os.fdopen(create_private(self.log_path, os.O_WRONLY | os.O_APPEND), "ab") as log:
             for line in iter(self.supervisor.stdout.readline, b""):
                 log.write(line)
                 log.flush()
