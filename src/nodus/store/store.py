@@ -32,7 +32,7 @@ from nodus.store.gc import (
 from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS, classify
 from nodus.store.live_folder import Candidate, FileCache, ReadResult, read_consistently, select
-from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
+from nodus.store.manifest import PERMISSIONS, FileEntry, Manifest, SnapshotInfo
 from nodus.store.model_records import ModelRecords, ModelVersion
 from nodus.store.restore import Sources, unsafe_reason, write_verified
 from nodus.store.restore import restore as _restore
@@ -250,9 +250,9 @@ class SnapshotStore:
 
     @staticmethod
     def _entry(candidate: Candidate, kind: str, read: ReadResult) -> FileEntry:
-        return FileEntry(
-            candidate.rel, read.size, read.mode, read.digest, kind, mtime_ns=read.mtime_ns
-        )
+        # Permission bits only: a setuid or sticky bit is never stored, so never restored.
+        mode = read.mode & PERMISSIONS
+        return FileEntry(candidate.rel, read.size, mode, read.digest, kind, mtime_ns=read.mtime_ns)
 
     def _spool_unless_stored(self, read: ReadResult) -> str | None:
         """A spool holding a small file's content read in memory; None when the store has it."""
@@ -349,11 +349,16 @@ class SnapshotStore:
         except FileNotFoundError:
             raise NotFoundError(f"snapshot {snapshot_id} not found in {self.url}") from None
         try:
-            return Manifest.from_json(raw)
+            manifest = Manifest.from_json(raw)
         except (ValueError, KeyError, TypeError) as error:
             raise SnapshotDamagedError(
                 f"snapshot {snapshot_id}: unreadable manifest ({error})"
-            ) from error
+            ) from None
+        if manifest.id != snapshot_id:  # deletion goes by the id: it must be this key's
+            raise SnapshotDamagedError(
+                f"snapshot {snapshot_id}: unreadable manifest (it names {manifest.id})"
+            )
+        return manifest
 
     # --- restore and check ---------------------------------------------------------------------
 
@@ -420,7 +425,8 @@ class SnapshotStore:
         if entry is None or entry.is_link:
             raise NotFoundError(f"snapshot {manifest.id} holds no file {path!r}")
         try:
-            data = self._storage.read(keys.blob_key(entry.hash))
+            with self._storage.open(keys.blob_key(entry.hash)) as source:
+                data = _read_at_most(source, entry.size + 1)  # one byte more: too long
         except FileNotFoundError:
             raise SnapshotDamagedError(
                 f"snapshot {manifest.id}: {path}: its contents (blob {entry.hash}) are missing"
@@ -581,6 +587,15 @@ class SnapshotStore:
 
 _COPY = object()  # _link_one: this file is copied into the store after all
 _WRITABLE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
+def _read_at_most(source: BinaryIO, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``source``, fewer only at its end (raw reads may be short)."""
+    parts, got = [], 0
+    while got < limit and (chunk := source.read(limit - got)):
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
 
 
 def _remove_spools(spools) -> None:
