@@ -14,7 +14,7 @@ from typing import Any
 from nodus.store import fields
 from nodus.store.keys import is_snapshot_id
 from nodus.store.kinds import KINDS
-from nodus.store.names import link_problem, path_problem
+from nodus.store.names import escaping_link, link_problem, path_problem
 
 __all__ = ["FORMAT", "PERMISSIONS", "ROLES", "FileEntry", "Manifest", "SnapshotInfo"]
 
@@ -207,6 +207,9 @@ class Manifest:
         )
         if len({entry.path for entry in files}) != len(files):
             raise fields.Damage("files lists one path twice")
+        escaping = escaping_link({e.path: e.target for e in files if e.target is not None})
+        if escaping is not None:
+            raise fields.Damage(f"the symlink {escaping!r} leads out of the snapshot (a chain)")
         return cls(
             id=snapshot_id,
             run=fields.text(data, "run"),

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import posixpath
 
-__all__ = ["link_problem", "path_problem"]
+__all__ = ["escaping_link", "link_problem", "path_problem"]
+
+_MAX_HOPS = 40  # as the kernel: a longer chain is a loop, which resolves nowhere
 
 
 def path_problem(path: object) -> str | None:
@@ -29,8 +31,9 @@ def path_problem(path: object) -> str | None:
 def link_problem(path: str, target: object) -> str | None:
     """Why a symlink at ``path`` to ``target`` could lead out of the snapshot, read alone.
 
-    Lexical only: a chain of links can still lead out, which only the links laid out can
-    show, so a restore also resolves each link it made (:mod:`nodus.store.restore`).
+    Read alone: a chain of links can still lead out, which :func:`escaping_link` follows
+    through the snapshot's own links, and a restore resolves each link it made as well (the
+    target may hold links of its own: :mod:`nodus.store.restore`).
     """
     if not isinstance(target, str) or not target or "\x00" in target:
         return "is a symlink with an empty or unreadable target"
@@ -40,3 +43,36 @@ def link_problem(path: str, target: object) -> str | None:
     if resolved == ".." or resolved.startswith("../"):
         return f"is a symlink to {target!r}, outside the snapshot"
     return None
+
+
+def escaping_link(links: dict[str, str]) -> str | None:
+    """The first of a snapshot's links (path -> target) that leads out of it when followed
+    through the others, as the system would follow them; None when none does."""
+    for path in sorted(links):
+        if _escapes(path, links):
+            return path
+    return None
+
+
+def _escapes(path: str, links: dict[str, str]) -> bool:
+    here: list[str] = path.split("/")[:-1]  # a link's target is read from its own folder
+    left = links[path].split("/")[::-1]  # components still to walk, next one last
+    hops = 0
+    while left:
+        part = left.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not here:
+                return True
+            here.pop()
+            continue
+        here.append(part)
+        target = links.get("/".join(here))
+        if target is not None:
+            hops += 1
+            if hops > _MAX_HOPS or target.startswith("/"):
+                return hops <= _MAX_HOPS
+            here.pop()
+            left.extend(target.split("/")[::-1])
+    return False

@@ -44,6 +44,7 @@ __all__ = ["SnapshotStore", "open_store"]
 
 log = logging.getLogger("nodus.store")
 EventSink = Callable[[str, dict], None]
+Verdict = tuple[str | None, int]  # a blob's problem (None: sound) and the bytes it holds
 
 
 def open_store(url: str | None = None, **storage_options) -> SnapshotStore:
@@ -356,7 +357,7 @@ class SnapshotStore:
             ) from None
         if manifest.id != snapshot_id:  # deletion goes by the id: it must be this key's
             raise SnapshotDamagedError(
-                f"snapshot {snapshot_id}: unreadable manifest (it names {manifest.id})"
+                f"snapshot {snapshot_id}: unreadable manifest (its id is {manifest.id})"
             )
         return manifest
 
@@ -439,7 +440,7 @@ class SnapshotStore:
             )
         return data
 
-    def check(self, snapshot_id: str, _verdicts: dict[str, str | None] | None = None) -> list[str]:
+    def check(self, snapshot_id: str, _verdicts: dict[str, Verdict] | None = None) -> list[str]:
         """Every problem with a committed snapshot's held files; [] means it restores."""
         try:
             manifest = self._stored(snapshot_id)
@@ -453,19 +454,26 @@ class SnapshotStore:
                 problems.append(f"{entry.path}: path {reason}")
             elif not entry.is_link:
                 verdict = self._blob_verdict(entry.hash, verdicts)
+                size = verdicts[entry.hash][1]
                 if verdict is not None:
                     problems.append(f"{entry.path}: blob {entry.hash} {verdict}")
+                elif size != entry.size:  # a restore would refuse it: so must verify
+                    problems.append(
+                        f"{entry.path}: {entry.size} bytes in the manifest, its blob holds {size}"
+                    )
         return problems
 
-    def _blob_verdict(self, digest: str, verdicts: dict[str, str | None]) -> str | None:
+    def _blob_verdict(self, digest: str, verdicts: dict[str, Verdict]) -> str | None:
+        """What is wrong with a blob (None: it hashes to its name); its size is remembered."""
         if digest not in verdicts:
             try:
                 with self._storage.open(keys.blob_key(digest)) as source:
-                    found, _size = hash_stream(source)
-                verdicts[digest] = None if found == digest else f"is altered (hashes to {found})"
+                    found, size = hash_stream(source)
+                wrong = None if found == digest else f"is altered (hashes to {found})"
+                verdicts[digest] = (wrong, size)
             except FileNotFoundError:
-                verdicts[digest] = MISSING
-        return verdicts[digest]
+                verdicts[digest] = (MISSING, -1)
+        return verdicts[digest][0]
 
     def verify(self, repair: bool = False) -> VerifyReport:
         """Check every manifest and blob of the store (``nodus store verify``)."""
