@@ -24,9 +24,11 @@ from pathlib import Path
 import pytest
 
 from nodus.errors import NodusError, SnapshotDamagedError, StoreError, UnsafePathError
-from nodus.inventory.download import download_snapshot
+from nodus.inventory.download import download_snapshot, download_weights
+from nodus.retention.holds import HoldIndex, run_holds
 from nodus.store import SnapshotInfo, keys, open_store
 from nodus.store._io import copy_hashing
+from nodus.store.model_records import ModelVersion
 from nodus.store.run_records import RunRecords
 
 from .trees import write_tree
@@ -96,6 +98,15 @@ def _template(folder: Path) -> tuple[Path, list[str]]:
     write_tree(live, {"state/checkpoint-5/optimizer.pt": b"optimizer, later" * 5})
     second = store.capture(str(live), ["state"], info=_info(6))
     RunRecords(store.storage).write(_record())
+    store.hold_records.write(second.id, "pin", {"kinds": ["weights"], "at": 1.0, "by": "me"})
+    weights = tuple(e for e in second.files if e.kind == "weights")
+    store.add_model_version(
+        ModelVersion("tiny", 1, RUN, second.id, "main", 6, None, "manual", 1.0, weights)
+    )
+    store.storage.write(
+        keys.tombstone_key(first.id, "files"),
+        json.dumps({"state": "deleted", "reason": "rotation", "at": 1.0}).encode(),
+    )
     shutil.rmtree(live)
     return folder / "store", [first.id, second.id]
 
@@ -314,11 +325,38 @@ def _raw_garbage(rng: random.Random) -> bytes:
     return rng.choice([b"", b"{", b"[" * 100_000, b"\xff\xfe", b"null", b"[]", b'"x"', b"1e999"])
 
 
+def _mutate_small_record(store: Path, ids: list[str], rng: random.Random) -> str:
+    """A hold, a tombstone or a model-version record, retyped or garbage."""
+    key = rng.choice(
+        [
+            keys.hold_key(ids[1], "pin"),
+            keys.tombstone_key(ids[0], "files"),
+            keys.model_version_key("tiny", 1),
+            keys.model_aliases_key("tiny"),
+        ]
+    )
+    if rng.random() < 0.2:
+        (store / key).write_bytes(_raw_garbage(rng))
+        return f"{key}: garbage bytes"
+    path = store / key
+    data = json.loads(path.read_bytes()) if path.exists() else {"aliases": {"best": 1}}
+    if "files" in data and rng.random() < 0.5:
+        told = _mutate_manifest(data, rng)
+    else:
+        name = rng.choice(sorted(data) + ["kinds", "state", "aliases"])
+        data[name] = rng.choice(HOSTILE + [{"best": "x"}, ["bogus"], "deleted"])
+        told = f"{name} = {data[name]!r}"
+    path.write_bytes(json.dumps(data).encode())
+    return f"{key}: {told}"
+
+
 def _mutate(store: Path, world: Path, ids: list[str], rng: random.Random) -> str:
     what = rng.random()
     if what < 0.1:
         return _mutate_blob(store, world, rng)
-    if what < 0.3:
+    if what < 0.2:
+        return _mutate_small_record(store, ids, rng)
+    if what < 0.35:
         key = store / keys.run_record_key(RUN)
         if rng.random() < 0.15:
             key.write_bytes(_raw_garbage(rng))
@@ -380,6 +418,16 @@ def _operate(case: Path, ids: list[str], refused: list[str]) -> list[str]:
             )
             problems += [f"downloaded link out: {link}" for link in _links_stay_inside(dl)]
     attempt("record", lambda: RunRecords(store.storage).read(RUN))
+    attempt("holds", lambda: run_holds(None, store.list(), HoldIndex(store), {}))
+    attempt("deletions", lambda: [store.deletions(s) for s in ids])
+    attempt("aliases", lambda: store.model_records.aliases("tiny"))
+    version = attempt("model", lambda: store.model_records.read("tiny", 1))
+    if version is not None:
+        to = case / "dl" / "model"
+        attempt(
+            "model download", lambda: download_weights(store, version.as_manifest(), "m", str(to))
+        )
+        problems += [f"downloaded link out: {link}" for link in _links_stay_inside(to)]
     report = attempt("verify", lambda: open_store(store.url).verify())
     if report is not None:
         missed = damaged - set(report.damaged)
@@ -589,12 +637,12 @@ def test_a_link_that_leads_out_through_a_link_of_the_target_is_refused(tmp_path)
         path = "state/checkpoint-5/notes/a"
         data["files"].append({**entry, "path": path, "target": "b/../../outside/victim.txt"})
 
-    _edit(store, ids[0], link)
+    _edit(store, ids[1], link)
     target = world / "case" / "target"
     (target / "state/checkpoint-5/notes").mkdir(parents=True)
     os.symlink("../../..", target / "state/checkpoint-5/notes/b")  # laid out before, say
     with pytest.raises(UnsafePathError, match="notes/a"):
-        open_store(store.url).restore(ids[0], str(target), overlay=True)
+        open_store(store.url).restore(ids[1], str(target), overlay=True)
     assert not os.path.lexists(target / "state/checkpoint-5/notes/a")
     assert not os.path.lexists(target / "state/checkpoint-5/model.safetensors")  # none moved in
 
