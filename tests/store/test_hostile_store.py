@@ -763,3 +763,20 @@ def test_a_store_key_never_leaves_the_store(tmp_path):
             store.storage.read(key)
     with pytest.raises(UnsafePathError):
         keys.blob_key("../../../outside/victim.txt")
+
+
+def test_what_a_capture_writes_always_reads_back(tmp_path):
+    """The checks at read never refuse a commit's own output: odd but legal values pass."""
+    live = tmp_path / "live"
+    write_tree(live, {"a/b c/ünïcode.txt": b"u", "a/empty": b"", "-dash": b"d"})
+    os.chmod(live / "-dash", 0o6755)
+    os.symlink("b c", live / "a/link")
+    store = open_store("file://" + str(tmp_path / "store"))
+    info = SnapshotInfo(
+        run=RUN, stage=None, attempt=0, step=0, epoch=float("nan"), metrics={"loss": float("inf")}
+    )
+    made = store.capture(str(live), ["."], info=info)
+    fresh = open_store(store.url)
+    assert fresh.get(made.id).files == made.files
+    fresh.restore(made.id, str(tmp_path / "target"))
+    assert fresh.verify().sound

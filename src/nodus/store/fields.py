@@ -66,11 +66,17 @@ def integer(
     return value
 
 
-def number(data: dict[str, Any], name: str, where: str = "", *, optional: bool = False) -> Any:
+def number(
+    data: dict[str, Any], name: str, where: str = "", *, optional: bool = False, finite: bool = True
+) -> Any:
+    """A number; ``finite=False`` also takes the NaN and infinities a float may hold (a
+    program's epoch is written as it reported it, and must read back as it was written)."""
     value = _get(data, name, where, optional)
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Damage(f"{_at(where, name)} is {_shown(value)}, not a number")
+    if isinstance(value, int) and abs(value) >= _INT64 or finite and not _finite(value):
         raise Damage(f"{_at(where, name)} is {_shown(value)}, not a finite number")
     return value
 

@@ -216,7 +216,7 @@ class Manifest:
             stage=fields.text(data, "stage", optional=True),
             attempt=fields.integer(data, "attempt", minimum=0),
             step=fields.integer(data, "step", optional=True, minimum=0),
-            epoch=fields.number(data, "epoch", optional=True),
+            epoch=fields.number(data, "epoch", optional=True, finite=False),
             metrics=dict(metrics),
             role=role,
             created=float(fields.number(data, "created")),

@@ -103,7 +103,7 @@ class ModelVersion:
             snapshot=fields.text(data, "snapshot"),
             stage=fields.text(data, "stage", optional=True),
             step=fields.integer(data, "step", optional=True, minimum=0),
-            epoch=fields.number(data, "epoch", optional=True),
+            epoch=fields.number(data, "epoch", optional=True, finite=False),
             origin=fields.text(data, "origin"),
             registered_at=float(fields.number(data, "registered_at")),
             files=tuple(
