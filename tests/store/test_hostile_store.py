@@ -108,6 +108,7 @@ def _template(folder: Path) -> tuple[Path, list[str]]:
         json.dumps({"state": "deleted", "reason": "rotation", "at": 1.0}).encode(),
     )
     shutil.rmtree(live)
+    store.restore(second.id, str(folder / "previous"))  # a working copy set aside, to reuse
     return folder / "store", [first.id, second.id]
 
 
@@ -409,6 +410,16 @@ def _operate(case: Path, ids: list[str], refused: list[str]) -> list[str]:
         except Exception as error:  # noqa: BLE001
             problems.append(f"restore: {type(error).__name__}: {error}")
         problems += [f"restored link out: {link}" for link in _links_stay_inside(target)]
+        # The runner's restore: files of the copy set aside moved in, blobs linked.
+        again = case / "target" / f"reused-{index}"
+        shutil.copytree(case.parent / "previous", case / "previous", dirs_exist_ok=True)
+        attempt(
+            "restore reusing",
+            lambda s=snapshot_id, t=again: store.restore(
+                s, str(t), reuse=str(case / "previous"), link=("state/checkpoint-5",)
+            ),
+        )
+        problems += [f"restored link out: {link}" for link in _links_stay_inside(again)]
         manifest = attempt("get", lambda s=snapshot_id: store.get(s))
         if manifest is not None:
             dl = case / "dl" / str(index)
@@ -465,8 +476,9 @@ def test_a_thousand_hostile_stores_never_reach_outside(sandbox):
     template, ids = _template(tmp_path / "template")
     world = tmp_path / "world"
     _world(world)
+    shutil.copytree(tmp_path / "template" / "previous", world / "previous", symlinks=True)
     case = world / "case"
-    skip = ("case/store", "case/target", "case/dl")
+    skip = ("case/store", "case/target", "case/dl", "case/previous")
     failures, refused = [], []
     started = time.monotonic()
     for seed in range(MUTATIONS):
@@ -560,6 +572,20 @@ def test_an_object_that_is_a_device_or_a_link_out_is_never_read(tmp_path):
     os.symlink(world / "outside/victim.txt", blob)
     with pytest.raises(SnapshotDamagedError, match="missing"):
         open_store(store.url).read_file(manifest, entry.path)
+
+
+def test_a_restore_reusing_a_copy_never_reads_through_a_blob_that_is_a_link(tmp_path):
+    world, store, ids = _store_with_victim(tmp_path)
+    manifest = store.get(ids[1])
+    entry = next(e for e in manifest.files if e.path.endswith("config.json"))
+    previous = world / "previous"
+    store.restore(ids[1], str(previous))
+    blob = Path(store.storage.local_file(keys.blob_key(entry.hash)))
+    os.chmod(blob, 0o644)
+    blob.unlink()
+    os.symlink("/dev/zero", blob)
+    with pytest.raises(SnapshotDamagedError):
+        open_store(store.url).restore(ids[1], str(world / "target"), reuse=str(previous))
 
 
 def test_a_copy_reads_at_most_one_byte_more_than_the_entry_holds(tmp_path):

@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 
 from nodus.errors import SnapshotDamagedError, StoreError, UnsafePathError, UsageError
 from nodus.store import keys
-from nodus.store._io import copy_hashing, hash_stream
+from nodus.store._io import copy_hashing
 from nodus.store.live_folder import FileCache, file_signature
 from nodus.store.manifest import PERMISSIONS, FileEntry, Manifest
 from nodus.store.names import link_problem, path_problem
@@ -298,13 +298,22 @@ def _verified(
     """Whether the file at ``path`` holds the entry's bytes; ``blob``: it is that blob's file.
 
     A blob's file this process hashed before, unchanged and unwritable since, needs no read.
+    Only a regular file is read, never through a link, and never past the entry's size.
     """
-    with open(path, "rb", buffering=0) as handle:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return False  # a link where a blob's file belongs: not this entry's bytes
+        raise
+    with os.fdopen(fd, "rb", buffering=0) as handle:
         info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return False
         is_blob = blob is not None and (info.st_ino, info.st_dev) == (blob.st_ino, blob.st_dev)
         if is_blob and trusted.trusts(entry.hash, info):
             return True
-        digest, size = hash_stream(handle)
+        digest, size = copy_hashing(handle, None, limit=entry.size + 1)
         unchanged = os.fstat(handle.fileno()).st_mtime_ns == info.st_mtime_ns
     if digest != entry.hash or size != entry.size or not unchanged:
         return False
