@@ -17,6 +17,8 @@ import os
 import random
 import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -806,3 +808,27 @@ def test_what_a_capture_writes_always_reads_back(tmp_path):
     assert fresh.get(made.id).files == made.files
     fresh.restore(made.id, str(tmp_path / "target"))
     assert fresh.verify().sound
+
+
+def test_the_commands_refuse_a_hostile_manifest_in_one_line(nodus_home, tmp_path):
+    """Through the real command line: damage is a message and exit 1, never a traceback."""
+    store = open_store(str(nodus_home / "store"))  # the default store of this $NODUS_HOME
+    write_tree(tmp_path / "live", CHECKPOINT)
+    made = store.capture(str(tmp_path / "live"), ["state"], info=_info(5))
+
+    def hostile(data):
+        data["step"] = "ten"
+        data["files"][0]["mode"] = 10**30
+
+    _edit(store, made.id, hostile)
+    for args in (
+        ("store", "verify"),
+        ("snapshots", "download", made.id, "--to", str(tmp_path / "to")),
+        ("gc",),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "nodus", *args], capture_output=True, text=True, timeout=120
+        )
+        assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, args
+        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+        assert made.id in proc.stdout + proc.stderr, args
