@@ -92,7 +92,7 @@ def describe(lookup: Lookup, located: Located, verify: bool = True) -> dict[str,
         holds = run_holds(lookup, None, [manifest], index)
     marks = {} if run is None else suspected(lookup.catalog.events(run.id, types=(SUSPECT,)))
     data = _row(manifest, holds.get(manifest.id, []), marks.get(manifest.id))
-    verdicts: dict[str, str | None] = {}
+    verdicts: dict[str, tuple[str | None, int]] = {}  # blob -> (its problem, its bytes)
     problems = store.check(manifest.id, verdicts) if verify else []
     data.update(
         role=manifest.role,
@@ -114,7 +114,7 @@ def _file(entry: Any, verdicts: dict, verify: bool, deleting: frozenset) -> dict
     elif entry.is_link:
         data["verified"] = True
     else:
-        data["verified"] = entry.hash in verdicts and verdicts[entry.hash] is None
+        data["verified"] = verdicts.get(entry.hash) == (None, entry.size)
     return data
 
 

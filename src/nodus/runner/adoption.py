@@ -30,7 +30,7 @@ from nodus.errors import NodusError, StoreError
 from nodus.registry import Registry
 from nodus.runner.catalog import Catalog, Run
 from nodus.runner.locks import lock_name_for
-from nodus.runner.phases import Phase
+from nodus.runner.phases import AttemptOutcome, Phase
 from nodus.runner.run_ids import RUN_ID
 from nodus.runner.run_models import catch_up
 from nodus.store.run_records import RunRecords
@@ -94,6 +94,7 @@ def adopt_from_store(catalog: Catalog, store: Any, ref: str) -> Run | None:
         record = records.read(run_id) if run_id is not None else None
     if record is None:
         return None
+    _check_names(record, store.url)
     _write_rows(catalog, record, store.url)
     attempts = sum(len(stage["attempts"]) for stage in record["stages"])
     details = {"store": store.url, "phase": record["phase"], "attempts": attempts}
@@ -109,6 +110,8 @@ def refresh(catalog: Catalog, store: Any, records: RunRecords, run: Run) -> Run:
     The model versions that machine registered come along.
     """
     record = records.read(run.id)
+    if record is not None:
+        _check_names(record, run.store)
     if record is None or not _ahead(record, run):
         return run
     _write_rows(catalog, record, run.store)
@@ -128,6 +131,23 @@ def _adopt_versions(catalog: Catalog, store: Any, run_id: str) -> int:
     except NodusError:
         pass  # recorded as model_registration_failed; the next `nodus gc` tries again
     return added
+
+
+def _check_names(record: dict[str, Any], store_url: str) -> None:
+    """The phases and outcomes a record names are ones this nodus knows (the store checked
+    every field's type when it read the record; these names are the runner's)."""
+    try:
+        Phase(record["phase"])
+        for stage in record["stages"]:
+            Phase(stage["phase"])
+            for attempt in stage["attempts"]:
+                if attempt["outcome"] is not None:
+                    AttemptOutcome(attempt["outcome"])
+    except (KeyError, ValueError) as error:
+        raise StoreError(
+            f"the record of {record.get('id')} in {store_url} is damaged ({error}); "
+            "the run cannot be recovered from it"
+        ) from None
 
 
 def _ahead(record: dict[str, Any], run: Run) -> bool:

@@ -6,6 +6,7 @@ import errno
 import io
 import os
 import queue
+import stat
 import threading
 from typing import BinaryIO, Literal
 
@@ -23,7 +24,11 @@ def hasher() -> xxhash.xxh3_128:
 
 
 def copy_hashing(
-    source: BinaryIO, sink: BinaryIO | None, *, direct: Literal["read", "write"] | None = None
+    source: BinaryIO,
+    sink: BinaryIO | None,
+    *,
+    direct: Literal["read", "write"] | None = None,
+    limit: int | None = None,
 ) -> tuple[str, int]:
     """Copy ``source`` into ``sink`` (if any) and hash what was copied; returns (digest, bytes).
 
@@ -35,8 +40,15 @@ def copy_hashing(
     whatever the source did meanwhile. Other files, and files under ``STORE_SMALL_FILE_BYTES``,
     get one pass with one buffer (a small file's own size) that hashes and writes each chunk,
     never reading the data twice.
+
+    ``limit``: read no more than this many bytes (a restore passes the entry's size plus one,
+    so a blob too long, or endless as a device is, shows as damage without being copied
+    whole). A real file already longer is not copied at all: the digest is then "".
     """
-    size = _size(source)
+    known = _size(source)
+    if limit is not None and known is not None and known >= limit:
+        return "", known
+    size = defaults.STORE_CHUNK_BYTES if known is None else known
     # A small file is read once into a buffer of its size and written from it: a kernel copy
     # would start a hashing thread with a full-size buffer for a few bytes (milliseconds each).
     large = size >= min(defaults.STORE_SMALL_FILE_BYTES, defaults.STORE_DIRECT_MIN_BYTES)
@@ -48,7 +60,7 @@ def copy_hashing(
             except Unsupported:
                 pass
         try:
-            return _kernel_copy(source.fileno(), sink.fileno())
+            return _kernel_copy(source.fileno(), sink.fileno(), limit)
         except Unsupported:
             pass
     digest = hasher()
@@ -58,12 +70,13 @@ def copy_hashing(
     view = memoryview(buffer)
     total = 0
     read = getattr(source, "readinto", None)
-    while True:
+    while limit is None or total < limit:
+        want = len(buffer) if limit is None else min(len(buffer), limit - total)
         if read is not None:
-            count = read(buffer)
+            count = read(view[:want])
             chunk = view[:count] if count else b""
         else:  # some fsspec files only offer read()
-            chunk = source.read(len(buffer))
+            chunk = source.read(want)
             count = len(chunk)
         if not count:
             break
@@ -74,12 +87,13 @@ def copy_hashing(
     return digest.hexdigest(), total
 
 
-def _size(source: BinaryIO) -> int:
-    """The size of a real file; the full chunk size for anything else."""
+def _size(source: BinaryIO) -> int | None:
+    """The size of a real file; None for anything else (a device, a pipe, a remote file)."""
     try:
-        return os.fstat(source.fileno()).st_size
+        info = os.fstat(source.fileno())
     except (AttributeError, OSError, io.UnsupportedOperation):
-        return defaults.STORE_CHUNK_BYTES
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 def _kernel_copy_possible(source, sink) -> bool:
@@ -90,7 +104,7 @@ def _kernel_copy_possible(source, sink) -> bool:
     )  # the copy is read back to hash it
 
 
-def _kernel_copy(source_fd: int, sink_fd: int) -> tuple[str, int]:
+def _kernel_copy(source_fd: int, sink_fd: int, limit: int | None = None) -> tuple[str, int]:
     """The kernel copies in slices while a second thread hashes each slice of the copy.
 
     Both ``copy_file_range`` and the read-back release the GIL, so on two cores the hash of
@@ -102,9 +116,10 @@ def _kernel_copy(source_fd: int, sink_fd: int) -> tuple[str, int]:
     reader.start()
     total = 0
     try:
-        while True:
+        while limit is None or total < limit:  # a file that grows meanwhile stops at the limit
+            want = _KERNEL_SLICE if limit is None else min(_KERNEL_SLICE, limit - total)
             try:
-                count = os.copy_file_range(source_fd, sink_fd, _KERNEL_SLICE)
+                count = os.copy_file_range(source_fd, sink_fd, want)
             except OSError as error:
                 if total == 0 and error.errno in (
                     errno.EXDEV,

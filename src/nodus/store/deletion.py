@@ -234,11 +234,17 @@ def _read(store: SnapshotStore, snapshot_id: str, kind: str) -> dict[str, Any] |
         return None
     try:
         record = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         record = None
     if not isinstance(record, dict) or record.get("state") not in (DELETING, DELETED):
         return {"state": DELETING, "reason": "", "at": None}
-    return record
+    # Listings show these: a value of another type than nodus writes is shown as none.
+    checks = {"reason": str, "at": int | float, "freed_bytes": int}
+    return {
+        key: value
+        for key, value in record.items()
+        if key not in checks or (isinstance(value, checks[key]) and not isinstance(value, bool))
+    }
 
 
 def _all_records(store: SnapshotStore) -> dict[str, dict[str, dict[str, Any]]]:

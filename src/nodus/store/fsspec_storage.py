@@ -23,6 +23,7 @@ import fsspec
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 
 from nodus.errors import StoreError, redacted
+from nodus.store import keys
 from nodus.store.storage import ObjectInfo
 
 __all__ = ["FsspecStorage"]
@@ -58,7 +59,7 @@ class FsspecStorage:
         self.root = root
 
     def _path(self, key: str) -> str:
-        return f"{self.root}/{key}"
+        return f"{self.root}/{keys.checked(key)}"
 
     @_reaching
     def exists(self, key: str) -> bool:

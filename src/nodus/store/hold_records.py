@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from nodus.store import keys
+from nodus.store.kinds import KINDS
 from nodus.store.storage import Storage
 
 __all__ = ["HoldRecords"]
@@ -31,12 +32,24 @@ class HoldRecords:
         return self._storage.exists(keys.hold_key(snapshot_id, name))
 
     def read(self, snapshot_id: str, name: str) -> dict[str, Any] | None:
-        """The record; None when there is none or it cannot be read as a JSON object."""
+        """The record; None when there is none or it cannot be read as a JSON object.
+
+        Fields of another type than nodus writes are left out: a pin whose ``kinds`` is not a
+        list of kinds then holds every kind, the safe reading of a hold nobody can read.
+        """
         try:
             record = json.loads(self._storage.read(keys.hold_key(snapshot_id, name)))
-        except (FileNotFoundError, ValueError):
+        except (FileNotFoundError, ValueError, RecursionError):
             return None
-        return record if isinstance(record, dict) else None
+        if not isinstance(record, dict):
+            return None
+        kinds = record.get("kinds")
+        if not isinstance(kinds, list) or not all(kind in KINDS for kind in kinds):
+            record.pop("kinds", None)
+        for field, types in (("by", str), ("at", int | float)):
+            if not isinstance(record.get(field), types) or isinstance(record.get(field), bool):
+                record.pop(field, None)
+        return record
 
     def write(self, snapshot_id: str, name: str, record: dict[str, Any]) -> None:
         self._storage.write(

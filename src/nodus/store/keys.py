@@ -30,6 +30,7 @@ import re
 import secrets
 from collections.abc import Callable, Iterable
 
+from nodus.errors import UnsafePathError
 from nodus.schemas.snapshot_ref import SNAPSHOT_ID_PATTERN
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "TMP",
     "TOMBSTONES",
     "blob_key",
+    "checked",
     "hash_of_blob_key",
     "hold_folder",
     "hold_key",
@@ -91,7 +93,7 @@ _JSON = ".json"
 # them apart at a glance in logs and on the command line.
 _PREFIX = {"checkpoint": "ckpt", "source": "src", "outputs": "out"}
 _ID = re.compile(rf"^{SNAPSHOT_ID_PATTERN}$")
-_HASH = re.compile(r"^[0-9a-f]{32}$")
+_HASH = re.compile(r"^[0-9a-f]{32}\Z")
 _HOLD_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _TOKEN = re.compile(r"^[0-9a-f]{16}$")
 _SWEEP = "sweep-"
@@ -119,6 +121,10 @@ def is_snapshot_id(text: str) -> bool:
 
 
 def blob_key(digest: str) -> str:
+    # Manifests are checked when read, so a digest that is no hash (``../../victim``) never
+    # gets here; refused all the same, since this key is read and deleted.
+    if not _HASH.match(digest):
+        raise UnsafePathError(f"blob name {digest[:80]!r} is not 32 hex digits; refusing")
     # Two hex digits of fan-out keep directory listings short on file:// stores.
     return f"{BLOBS}/{digest[:2]}/{digest}"
 
@@ -261,6 +267,17 @@ def sweep_of_key(key: str) -> str | None:
 def temp_key(purpose: str) -> str:
     """A fresh temporary name (``tmp/blob-1f3a…``); anything under ``tmp/`` is a leftover."""
     return f"{TMP}/{purpose}-{secrets.token_hex(8)}"
+
+
+def checked(key: str) -> str:
+    """``key`` itself, unless it could name something outside the store (UnsafePathError).
+
+    Every storage passes each key through this: keys are built here from checked parts, and
+    this is the last guard that nothing outside a store's root is read, written or deleted.
+    """
+    if key.startswith("/") or "\x00" in key or any(p in ("", ".", "..") for p in key.split("/")):
+        raise UnsafePathError(f"store key {key[:200]!r} would leave the store; refusing")
+    return key
 
 
 def names_by_snapshot(

@@ -23,6 +23,7 @@ from nodus import protocol
 from nodus.errors import StoreError, UsageError
 from nodus.schemas import defaults
 from nodus.store._io import copy_hashing
+from nodus.store.names import path_problem
 
 __all__ = [
     "Candidate",
@@ -55,6 +56,8 @@ def select(
     ``.`` selects everything except the runner-private folder. Symlinks are kept as links only
     when they point inside the selection; any other is refused and reported through
     ``on_event``, never followed (it could copy the whole disk, or a secret, into a snapshot).
+    A path whose name no restore accepts (:mod:`nodus.store.names`: a backslash) is left out
+    with the event ``capture_name_refused``, so no snapshot holds a file it cannot restore.
     """
     selection = [_normalise(path) for path in paths]
     # Last, so no "!" line can bring it back; compiled once for the whole walk.
@@ -64,8 +67,13 @@ def select(
         for candidate in _walk(root, rel, patterns, on_event):
             found.setdefault(candidate.rel, candidate)
     kept = []
+    real_root = os.path.realpath(root)
     for candidate in sorted(found.values(), key=lambda c: c.rel):
-        if candidate.target is not None and not _inside(candidate, selection, patterns):
+        problem = path_problem(candidate.rel)
+        if problem is not None:  # restores refuse it: stored, it would spoil the snapshot
+            on_event("capture_name_refused", {"path": candidate.rel, "reason": problem})
+            continue
+        if candidate.target is not None and not _inside(candidate, selection, patterns, real_root):
             on_event(
                 "capture_symlink_refused",
                 {
@@ -177,11 +185,18 @@ _GLOB = re.compile(r"[*?\[]")
 _NONE = (-1, False)
 
 
-def _inside(link: Candidate, selection: list[str], patterns: Patterns) -> bool:
+def _inside(link: Candidate, selection: list[str], patterns: Patterns, real_root: str) -> bool:
+    """Whether the link leads into the selection: read as written, and resolved as the system
+    resolves it (a chain of links can lead out where each link alone looks inside)."""
     target = link.target or ""
     if posixpath.isabs(target):
         return False
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(link.rel), target))
+    lexical = posixpath.normpath(posixpath.join(posixpath.dirname(link.rel), target))
+    real = os.path.relpath(os.path.realpath(link.full), real_root).replace(os.sep, "/")
+    return all(_selected(resolved, selection, patterns) for resolved in (lexical, real))
+
+
+def _selected(resolved: str, selection: list[str], patterns: Patterns) -> bool:
     if resolved in (".", "..") or resolved.startswith("../") or excluded(resolved, patterns):
         return False
     return any(s == "." or resolved == s or resolved.startswith(s + "/") for s in selection)

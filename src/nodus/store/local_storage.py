@@ -38,19 +38,35 @@ class LocalStorage:
         private_folder(self.root)
 
     def path(self, key: str) -> str:
-        """The file that holds ``key`` (tests and tools that look at the disk use it too)."""
-        return f"{self.root}/{key}"
+        """The file that holds ``key`` (tests and tools that look at the disk use it too).
+
+        Keys are built by :mod:`nodus.store.keys` from checked parts; one that could still
+        name something outside the root (``..``, absolute, empty parts) is refused here too.
+        """
+        return f"{self.root}/{keys.checked(key)}"
 
     def exists(self, key: str) -> bool:
         return os.path.lexists(self.path(key))
 
     def read(self, key: str) -> bytes:
-        with open(self.path(key), "rb") as handle:
+        with self.open(key) as handle:
             return handle.read()
 
     def open(self, key: str) -> BinaryIO:
-        # Unbuffered: a real file descriptor the kernel and direct-I/O copies can take.
-        return open(self.path(key), "rb", buffering=0)
+        # Unbuffered: a real file descriptor the kernel and direct-I/O copies can take. Only a
+        # regular file is an object: a link (to a file outside, to /dev/zero) or a device put
+        # in its place is read as no object at all, never followed.
+        path = self.path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise FileNotFoundError(errno.ENOENT, "a symlink, not an object", path) from None
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise FileNotFoundError(errno.ENOENT, "not a regular file, not an object", path)
+        return os.fdopen(fd, "rb", buffering=0)
 
     def write(self, key: str, data: bytes) -> None:
         temp = self._temp("obj")

@@ -11,12 +11,19 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodus.store import fields
+from nodus.store.keys import is_snapshot_id
 from nodus.store.kinds import KINDS
+from nodus.store.names import escaping_link, link_problem, path_problem
 
-__all__ = ["FORMAT", "FileEntry", "Manifest", "SnapshotInfo"]
+__all__ = ["FORMAT", "PERMISSIONS", "ROLES", "FileEntry", "Manifest", "SnapshotInfo"]
 
 FORMAT = 1
 """Manifest format version; readers refuse a newer one rather than misread it."""
+
+ROLES = ("checkpoint", "source", "outputs")
+PERMISSIONS = 0o777
+"""The mode bits a snapshot keeps: never setuid, setgid or sticky, whatever a file had."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,7 @@ class FileEntry:
 
     path: str  # relative, "/"-separated
     size: int
-    mode: int  # permission bits only
+    mode: int  # permission bits only (PERMISSIONS)
     hash: str  # xxh3-128 hex of the contents; "" for a symlink
     kind: str  # see nodus.store.kinds
     target: str | None = None  # symlink target, relative to the link's folder
@@ -63,15 +70,31 @@ class FileEntry:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FileEntry:
+    def from_dict(cls, data: Any, where: str = "file") -> FileEntry:
+        """The entry ``data`` describes, every field checked (``Damage`` names the one that
+        is not what a capture writes). The mode keeps permission bits only."""
+        data = fields.mapping(data, where)
+        path = fields.text(data, "path", where)
+        problem = path_problem(path)
+        target = fields.text(data, "target", where, optional=True)
+        if problem is None and target is not None:
+            problem = link_problem(path, target)
+        if problem is not None:
+            raise fields.Damage(f"{where}: path {path!r} {problem}")
+        digest = fields.text(data, "hash", where)
+        if target is None and not fields.HASH.fullmatch(digest):
+            raise fields.Damage(f"{where}.hash is {digest[:60]!r}, not 32 hex digits")
+        kind = fields.text(data, "kind", where)
+        if kind not in KINDS:
+            raise fields.Damage(f"{where}.kind is {kind[:60]!r}, not one of {', '.join(KINDS)}")
         return cls(
-            path=str(data["path"]),
-            size=int(data["size"]),
-            mode=int(data["mode"]),
-            hash=str(data["hash"]),
-            kind=str(data["kind"]),
-            target=data.get("target"),
-            mtime_ns=None if data.get("mtime_ns") is None else int(data["mtime_ns"]),
+            path=path,
+            size=fields.integer(data, "size", where, minimum=0),
+            mode=fields.integer(data, "mode", where, minimum=0, maximum=0o7777) & PERMISSIONS,
+            hash="" if target is not None else digest,
+            kind=kind,
+            target=target,
+            mtime_ns=fields.integer(data, "mtime_ns", where, optional=True),
         )
 
 
@@ -161,23 +184,54 @@ class Manifest:
         return json.dumps(self.stored_dict(), sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], deleting: frozenset[str] = frozenset()) -> Manifest:
-        if int(data.get("format", 0)) > FORMAT:
+    def from_dict(cls, data: Any, deleting: frozenset[str] = frozenset()) -> Manifest:
+        """The manifest ``data`` describes, every field checked: ``Damage`` (a ValueError)
+        names the first field that is not what a commit writes."""
+        data = fields.mapping(data, "manifest")
+        if (fields.integer(data, "format", optional=True) or 0) > FORMAT:
             raise ValueError(f"manifest format {data['format']} is newer than this nodus reads")
+        snapshot_id = fields.text(data, "id")
+        if not is_snapshot_id(snapshot_id):
+            raise fields.Damage(f"id {snapshot_id[:60]!r} is not a snapshot id")
+        role = fields.text(data, "role", optional=True) or "checkpoint"
+        if role not in ROLES:
+            raise fields.Damage(f"role {role[:60]!r} is not one of {', '.join(ROLES)}")
+        metrics = data.get("metrics") or {}
+        if not isinstance(metrics, dict) or not all(
+            isinstance(value, _SCALARS) for value in metrics.values()
+        ):
+            raise fields.Damage("metrics is not an object of numbers")
+        files = tuple(
+            FileEntry.from_dict(item, f"files[{index}]")
+            for index, item in enumerate(fields.sequence(data, "files"))
+        )
+        if len({entry.path for entry in files}) != len(files):
+            raise fields.Damage("files lists one path twice")
+        escaping = escaping_link({e.path: e.target for e in files if e.target is not None})
+        if escaping is not None:
+            raise fields.Damage(f"the symlink {escaping!r} leads out of the snapshot (a chain)")
         return cls(
-            id=str(data["id"]),
-            run=str(data["run"]),
-            stage=data.get("stage"),
-            attempt=int(data["attempt"]),
-            step=data.get("step"),
-            epoch=data.get("epoch"),
-            metrics=dict(data.get("metrics") or {}),
-            role=str(data.get("role", "checkpoint")),
-            created=float(data["created"]),
-            files=tuple(FileEntry.from_dict(item) for item in data["files"]),
+            id=snapshot_id,
+            run=fields.text(data, "run"),
+            stage=fields.text(data, "stage", optional=True),
+            attempt=fields.integer(data, "attempt", minimum=0),
+            step=fields.integer(data, "step", optional=True, minimum=0),
+            epoch=fields.number(data, "epoch", optional=True, finite=False),
+            metrics=dict(metrics),
+            role=role,
+            created=float(fields.number(data, "created")),
+            files=files,
             deleting=deleting,
         )
 
     @classmethod
     def from_json(cls, raw: bytes, deleting: frozenset[str] = frozenset()) -> Manifest:
-        return cls.from_dict(json.loads(raw), deleting)
+        """Parse a stored manifest; ValueError (``Damage`` among them) when it is not one."""
+        try:
+            data = json.loads(raw)
+        except RecursionError:  # nesting deep enough to exhaust the parser is damage too
+            raise fields.Damage("nested too deeply") from None
+        return cls.from_dict(data, deleting)
+
+
+_SCALARS = (int, float, str, bool, type(None))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nodus.errors import StoreError
-from nodus.store import keys
+from nodus.store import fields, keys
 from nodus.store.manifest import FileEntry, Manifest
 from nodus.store.storage import Storage
 
@@ -90,21 +90,27 @@ class ModelVersion:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelVersion:
-        if int(data.get("format", 0)) > FORMAT:
+    def from_dict(cls, data: Any) -> ModelVersion:
+        """The record ``data`` describes, every field checked (``fields.Damage`` names one
+        that is not what nodus writes; its files are checked as a manifest's are)."""
+        data = fields.mapping(data, "record")
+        if (fields.integer(data, "format", optional=True) or 0) > FORMAT:
             raise ValueError(f"model record format {data['format']} is newer than nodus reads")
         return cls(
-            name=str(data["name"]),
-            version=int(data["version"]),
-            run=str(data["run"]),
-            snapshot=str(data["snapshot"]),
-            stage=data.get("stage"),
-            step=data.get("step"),
-            epoch=data.get("epoch"),
-            origin=str(data["origin"]),
-            registered_at=float(data["registered_at"]),
-            files=tuple(FileEntry.from_dict(item) for item in data["files"]),
-            run_model=bool(data.get("run_model", False)),
+            name=fields.text(data, "name"),
+            version=fields.integer(data, "version", minimum=1),
+            run=fields.text(data, "run"),
+            snapshot=fields.text(data, "snapshot"),
+            stage=fields.text(data, "stage", optional=True),
+            step=fields.integer(data, "step", optional=True, minimum=0),
+            epoch=fields.number(data, "epoch", optional=True, finite=False),
+            origin=fields.text(data, "origin"),
+            registered_at=float(fields.number(data, "registered_at")),
+            files=tuple(
+                FileEntry.from_dict(item, f"files[{index}]")
+                for index, item in enumerate(fields.sequence(data, "files"))
+            ),
+            run_model=data.get("run_model") is True,
         )
 
 
@@ -151,7 +157,14 @@ class ModelRecords:
         except (FileNotFoundError, ValueError):
             return {}
         aliases = data.get("aliases") if isinstance(data, dict) else None
-        return {str(k): int(v) for k, v in (aliases or {}).items()}
+        if not isinstance(aliases, dict):
+            return {}
+        # An alias naming no version number is not one nodus wrote: left out, never a crash.
+        return {
+            str(k): v
+            for k, v in aliases.items()
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0
+        }
 
     def write_aliases(self, name: str, aliases: dict[str, int]) -> None:
         data = json.dumps({"aliases": dict(sorted(aliases.items()))}).encode()
@@ -174,7 +187,7 @@ class ModelRecords:
             record = ModelVersion.from_dict(json.loads(self._storage.read(key)))
         except FileNotFoundError:
             return None  # deleted while we looked
-        except (ValueError, KeyError, TypeError) as error:
+        except (ValueError, KeyError, TypeError, RecursionError) as error:
             raise StoreError(
                 f"the model-version record {key} in {self._storage.url} cannot be read "
                 f"({error}); blob GC stopped until it is repaired or removed"

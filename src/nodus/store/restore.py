@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import errno
 import os
-import posixpath
 import secrets
 import stat
 from collections.abc import Callable, Sequence
@@ -39,9 +38,10 @@ from typing import Any, BinaryIO
 
 from nodus.errors import SnapshotDamagedError, StoreError, UnsafePathError, UsageError
 from nodus.store import keys
-from nodus.store._io import copy_hashing, hash_stream
+from nodus.store._io import copy_hashing
 from nodus.store.live_folder import FileCache, file_signature
-from nodus.store.manifest import FileEntry, Manifest
+from nodus.store.manifest import PERMISSIONS, FileEntry, Manifest
+from nodus.store.names import link_problem, path_problem
 from nodus.store.storage import Storage
 from nodus.store.trust import VerifiedBlobs, read_only
 
@@ -59,22 +59,13 @@ class Sources:
 
 
 def unsafe_reason(entry: FileEntry) -> str | None:
-    """Why a manifest entry could escape the folder it is restored into; None if it cannot."""
-    path = entry.path
-    if not path or "\x00" in path or "\\" in path:
-        return "is empty or holds a NUL or backslash"
-    if posixpath.isabs(path) or os.path.isabs(path):
-        return "is absolute"
-    parts = path.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        return "has an empty, '.' or '..' component"
-    if entry.target is not None:
-        if posixpath.isabs(entry.target):
-            return f"is a symlink to the absolute path {entry.target!r}"
-        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), entry.target))
-        if resolved == ".." or resolved.startswith("../"):
-            return f"is a symlink to {entry.target!r}, outside the snapshot"
-    return None
+    """Why a manifest entry could escape the folder it is restored into; None if it cannot.
+
+    The rule of :mod:`nodus.store.names`, which captures and manifest reads apply too."""
+    problem = path_problem(entry.path)
+    if problem is None and entry.target is not None:
+        problem = link_problem(entry.path, entry.target)
+    return problem
 
 
 def restore(
@@ -86,9 +77,9 @@ def restore(
     sources: Sources | None = None,
 ) -> None:
     entries = manifest.held_files(tuple(kinds) if kinds is not None else None)
-    _refuse_unsafe(manifest, entries)
-    _prepare_target(target, overlay)
     pairs = [(entry, entry.path) for entry in entries]
+    _refuse_unsafe(manifest.id, pairs)  # before the target is made: a refusal creates nothing
+    _prepare_target(target, overlay)
     write_verified(storage, manifest.id, pairs, target, sources=sources)
 
 
@@ -105,18 +96,26 @@ def write_verified(
     ``destination`` is a relative path checked like a manifest path; ``wrap`` may wrap each
     file being written (a progress counter) and then the plain, non-kernel copy is used.
     ``sources``: where the bytes may come from without a copy (the module's doc).
+
+    Symlinks are made after every file verified and before any is renamed into place, and
+    each is then resolved as the system would (chains included): one that leads out of the
+    target is removed with the others and refused (UnsafePathError), leaving the files unmoved.
     """
+    _refuse_unsafe(snapshot_id, pairs)
     root = os.path.realpath(target)
+    folders: set[str] = set()  # folders already made or checked under root
     staged: list[tuple[str, str, FileEntry, bool]] = []
     try:
         for entry, dest in pairs:
             if not entry.is_link:
-                final = _checked_destination(root, dest)
+                final = _checked_destination(root, dest, folders)
                 temp = _temp_next_to(final)
                 shared = _without_copy(storage, snapshot_id, entry, dest, temp, sources, target)
                 if shared is None:
                     _stage(storage, snapshot_id, entry, temp, wrap)
                 staged.append((temp, final, entry, bool(shared)))
+        links = [(e, d) for e, d in pairs if e.is_link]
+        _make_links(snapshot_id, root, links, folders)
     except BaseException:
         for temp, _final, _entry, _shared in staged:
             _remove(temp)
@@ -124,29 +123,53 @@ def write_verified(
     for temp, final, entry, shared in staged:
         os.replace(temp, final)
         if not shared:  # a blob's own file already has the entry's time and read-only mode
-            os.chmod(final, entry.mode)
+            os.chmod(final, entry.mode & PERMISSIONS)  # masked when read too: never setuid
             if entry.mtime_ns is not None:
                 # The captured time, so whatever keys on mtimes (a `datasets` fingerprint of a
                 # local file, make) sees the same file in every attempt.
                 os.utime(final, ns=(entry.mtime_ns, entry.mtime_ns))
+
+
+def _refuse_unsafe(snapshot_id: str, pairs: Sequence[tuple[FileEntry, str]]) -> None:
+    """Refuse a destination the name rule refuses, or one under a link being laid out."""
+    link_paths = {dest for entry, dest in pairs if entry.is_link}
     for entry, dest in pairs:
-        if entry.is_link:
-            _link(entry.target, _checked_destination(root, dest))
-
-
-def _refuse_unsafe(manifest: Manifest, entries: list[FileEntry]) -> None:
-    link_paths = {entry.path for entry in entries if entry.is_link}
-    for entry in entries:
-        reason = unsafe_reason(entry)
-        parents = entry.path.split("/")[:-1]
+        reason = unsafe_reason(entry) or path_problem(dest)
+        if reason is None and entry.is_link:
+            reason = link_problem(dest, entry.target)  # a download moves links up
+        parents = dest.split("/")[:-1]
         if reason is None and any(
             "/".join(parents[: i + 1]) in link_paths for i in range(len(parents))
         ):
             reason = "lies under a symlink of the same snapshot"
         if reason is not None:
+            shown = entry.path if dest == entry.path else f"{entry.path} (as {dest})"
             raise UnsafePathError(
-                f"snapshot {manifest.id}: path {entry.path!r} {reason}; refusing to restore it"
+                f"snapshot {snapshot_id}: path {shown!r} {reason}; refusing to restore it"
             )
+
+
+def _make_links(
+    snapshot_id: str, root: str, links: list[tuple[FileEntry, str]], folders: set[str]
+) -> None:
+    """Make every link, then resolve each: any that leads out of ``root`` refuses them all."""
+    made: list[str] = []
+    try:
+        for entry, dest in links:
+            final = _checked_destination(root, dest, folders)
+            _link(entry.target, final)
+            made.append(final)
+        for (entry, dest), final in zip(links, made, strict=True):
+            resolved = os.path.realpath(final)
+            if not _within(resolved, root):
+                raise UnsafePathError(
+                    f"snapshot {snapshot_id}: symlink {dest!r} -> {entry.target!r} resolves "
+                    f"to {resolved}, outside {root}; refusing to restore it"
+                )
+    except BaseException:
+        for final in made:
+            _remove(final)
+        raise
 
 
 def _prepare_target(target: str, overlay: bool) -> None:
@@ -275,13 +298,22 @@ def _verified(
     """Whether the file at ``path`` holds the entry's bytes; ``blob``: it is that blob's file.
 
     A blob's file this process hashed before, unchanged and unwritable since, needs no read.
+    Only a regular file is read, never through a link, and never past the entry's size.
     """
-    with open(path, "rb", buffering=0) as handle:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return False  # a link where a blob's file belongs: not this entry's bytes
+        raise
+    with os.fdopen(fd, "rb", buffering=0) as handle:
         info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return False
         is_blob = blob is not None and (info.st_ino, info.st_dev) == (blob.st_ino, blob.st_dev)
         if is_blob and trusted.trusts(entry.hash, info):
             return True
-        digest, size = hash_stream(handle)
+        digest, size = copy_hashing(handle, None, limit=entry.size + 1)
         unchanged = os.fstat(handle.fileno()).st_mtime_ns == info.st_mtime_ns
     if digest != entry.hash or size != entry.size or not unchanged:
         return False
@@ -305,7 +337,11 @@ def _stage(storage: Storage, snapshot_id: str, entry: FileEntry, temp: str, wrap
             open(temp, "w+b", buffering=0) as sink,
         ):
             direct = "read" if storage.is_local else None  # large blobs: past the page cache
-            digest, size = copy_hashing(source, wrap(sink) if wrap else sink, direct=direct)
+            # At most one byte more than the entry's size is read: a blob that is longer (or
+            # endless, as a device would be) is damage as soon as that byte is seen.
+            digest, size = copy_hashing(
+                source, wrap(sink) if wrap else sink, direct=direct, limit=entry.size + 1
+            )
     except FileNotFoundError as error:
         _remove(temp)
         if error.filename == temp:
@@ -324,20 +360,35 @@ def _stage(storage: Storage, snapshot_id: str, entry: FileEntry, temp: str, wrap
         )
 
 
-def _checked_destination(root: str, path: str) -> str:
-    """The file's place under ``root``, refusing parents that lead out of it through a symlink."""
-    final = os.path.join(root, *path.split("/"))
-    parent = os.path.dirname(final)
-    os.makedirs(parent, exist_ok=True)
-    real_parent = os.path.realpath(parent)
-    if real_parent != root and not real_parent.startswith(root + os.sep):
-        raise UnsafePathError(
-            f"restoring {path!r} would pass through a symlink out of the target "
-            f"(its folder resolves to {real_parent}); refusing"
-        )
+def _checked_destination(root: str, path: str, folders: set[str]) -> str:
+    """The file's place under ``root``; its folders are made one at a time, each checked
+    first, so a folder that leads out through a symlink is refused before anything is made
+    beyond it (``folders``: those already checked)."""
+    parts = path.split("/")
+    here = root
+    for part in parts[:-1]:
+        here = os.path.join(here, part)
+        if here in folders:
+            continue
+        real = os.path.realpath(here)
+        if not _within(real, root):
+            raise UnsafePathError(
+                f"restoring {path!r} would pass through a symlink out of the target "
+                f"({here} resolves to {real}); refusing"
+            )
+        try:
+            os.mkdir(here)
+        except FileExistsError:
+            pass
+        folders.add(here)
+    final = os.path.join(root, *parts)
     if os.path.isdir(final) and not os.path.islink(final):
         raise StoreError(f"cannot restore file {path!r}: a folder of that name is in the way")
     return final
+
+
+def _within(real: str, root: str) -> bool:
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _link(link_target: str, final: str) -> None:

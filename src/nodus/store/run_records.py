@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from nodus.errors import AlreadyRunningError, StoreError
-from nodus.store import keys
+from nodus.store import fields, keys
 from nodus.store.storage import Storage
 
 __all__ = ["RECORD_VERSION", "Lease", "Leases", "RunRecords"]
@@ -58,17 +58,36 @@ class RunRecords:
         self._storage = storage
 
     def read(self, run_id: str) -> dict[str, Any] | None:
-        """The run's record; None when the store has none (or an unreadable one)."""
-        record = _read_object(self._storage, keys.run_record_key(run_id))
-        if record is None:
+        """The run's record, every field checked; None when the store has none.
+
+        A record that is not what nodus writes (not JSON, a field missing or of another type)
+        is damage: StoreError naming the field, never a record passed on to fail later.
+        """
+        try:
+            raw = self._storage.read(keys.run_record_key(run_id))
+        except FileNotFoundError:
             return None
+        try:
+            record = fields.mapping(json.loads(raw), "record")
+        except (ValueError, RecursionError) as error:
+            raise self._damaged(run_id, f"not a JSON object: {str(error)[:200]}") from None
         version = record.get("version")
-        if not isinstance(version, int) or version > RECORD_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version > RECORD_VERSION:
             raise StoreError(
                 f"the record of {run_id} in {self._storage.url} has version {version!r}, newer "
                 f"than this nodus understands ({RECORD_VERSION}); upgrade nodus to recover it"
             )
+        try:
+            _check_record(record, run_id)
+        except fields.Damage as error:
+            raise self._damaged(run_id, str(error)) from None
         return record
+
+    def _damaged(self, run_id: str, why: str) -> StoreError:
+        return StoreError(
+            f"the record of {run_id} in {self._storage.url} is damaged ({why}); the run "
+            "cannot be recovered from it"
+        )
 
     def write(self, record: dict[str, Any]) -> None:
         """Store ``record`` (a dict with ``id``) as the run's record, stamped with its version."""
@@ -212,6 +231,41 @@ class Leases:
             left = max(0.0, lease.expires - self._clock())
             until = f"; its lease in {self._storage.url} lasts {left:.0f}s more unless renewed"
         return f"{run_id} is already running elsewhere ({who}{until}); wait for it or cancel it"
+
+
+def _check_record(record: dict[str, Any], run_id: str) -> None:
+    """Every field the runner reads back (``nodus.runner.adoption``) of the type it writes."""
+    if fields.text(record, "id") != run_id:
+        raise fields.Damage(f"id is {record['id'][:80]!r}, not {run_id}")
+    for name in ("key", "message", "finished_at", "driver", "updated_at"):
+        fields.text(record, name, optional=True)
+    for name in ("name", "store", "phase", "created_at"):
+        fields.text(record, name)
+    fields.integer(record, "exit_status", optional=True)
+    fields.mapping(record.get("workload"), "workload")
+    for name in ("launch", "parent"):
+        if record.get(name) is not None:
+            fields.mapping(record[name], name)
+    for i, stage in enumerate(fields.sequence(record, "stages")):
+        where = f"stages[{i}]"
+        fields.mapping(stage, where)
+        fields.integer(stage, "idx", where, minimum=0)
+        fields.integer(stage, "recoveries", where, minimum=0)
+        for name in ("name", "phase"):
+            fields.text(stage, name, where)
+        fields.text(stage, "source_snapshot", where, optional=True)
+        for j, attempt in enumerate(fields.sequence(stage, "attempts", where)):
+            _check_attempt(attempt, f"{where}.attempts[{j}]")
+
+
+def _check_attempt(attempt: Any, where: str) -> None:
+    fields.mapping(attempt, where)
+    fields.integer(attempt, "number", where, minimum=0)
+    fields.text(attempt, "started_at", where)
+    for name in ("outcome", "detail", "restored_snapshot", "host", "ended_at"):
+        fields.text(attempt, name, where, optional=True)
+    for name in ("restored_step", "pid", "devices"):
+        fields.integer(attempt, name, where, optional=True, minimum=0)
 
 
 def _read_object(storage: Storage, key: str) -> dict[str, Any] | None:

@@ -32,7 +32,7 @@ from nodus.store.gc import (
 from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS, classify
 from nodus.store.live_folder import Candidate, FileCache, ReadResult, read_consistently, select
-from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
+from nodus.store.manifest import PERMISSIONS, FileEntry, Manifest, SnapshotInfo
 from nodus.store.model_records import ModelRecords, ModelVersion
 from nodus.store.restore import Sources, unsafe_reason, write_verified
 from nodus.store.restore import restore as _restore
@@ -44,6 +44,7 @@ __all__ = ["SnapshotStore", "open_store"]
 
 log = logging.getLogger("nodus.store")
 EventSink = Callable[[str, dict], None]
+Verdict = tuple[str | None, int]  # a blob's problem (None: sound) and the bytes it holds
 
 
 def open_store(url: str | None = None, **storage_options) -> SnapshotStore:
@@ -250,9 +251,9 @@ class SnapshotStore:
 
     @staticmethod
     def _entry(candidate: Candidate, kind: str, read: ReadResult) -> FileEntry:
-        return FileEntry(
-            candidate.rel, read.size, read.mode, read.digest, kind, mtime_ns=read.mtime_ns
-        )
+        # Permission bits only: a setuid or sticky bit is never stored, so never restored.
+        mode = read.mode & PERMISSIONS
+        return FileEntry(candidate.rel, read.size, mode, read.digest, kind, mtime_ns=read.mtime_ns)
 
     def _spool_unless_stored(self, read: ReadResult) -> str | None:
         """A spool holding a small file's content read in memory; None when the store has it."""
@@ -349,11 +350,16 @@ class SnapshotStore:
         except FileNotFoundError:
             raise NotFoundError(f"snapshot {snapshot_id} not found in {self.url}") from None
         try:
-            return Manifest.from_json(raw)
+            manifest = Manifest.from_json(raw)
         except (ValueError, KeyError, TypeError) as error:
             raise SnapshotDamagedError(
                 f"snapshot {snapshot_id}: unreadable manifest ({error})"
-            ) from error
+            ) from None
+        if manifest.id != snapshot_id:  # deletion goes by the id: it must be this key's
+            raise SnapshotDamagedError(
+                f"snapshot {snapshot_id}: unreadable manifest (its id is {manifest.id})"
+            )
+        return manifest
 
     # --- restore and check ---------------------------------------------------------------------
 
@@ -420,7 +426,8 @@ class SnapshotStore:
         if entry is None or entry.is_link:
             raise NotFoundError(f"snapshot {manifest.id} holds no file {path!r}")
         try:
-            data = self._storage.read(keys.blob_key(entry.hash))
+            with self._storage.open(keys.blob_key(entry.hash)) as source:
+                data = _read_at_most(source, entry.size + 1)  # one byte more: too long
         except FileNotFoundError:
             raise SnapshotDamagedError(
                 f"snapshot {manifest.id}: {path}: its contents (blob {entry.hash}) are missing"
@@ -433,7 +440,7 @@ class SnapshotStore:
             )
         return data
 
-    def check(self, snapshot_id: str, _verdicts: dict[str, str | None] | None = None) -> list[str]:
+    def check(self, snapshot_id: str, _verdicts: dict[str, Verdict] | None = None) -> list[str]:
         """Every problem with a committed snapshot's held files; [] means it restores."""
         try:
             manifest = self._stored(snapshot_id)
@@ -447,19 +454,26 @@ class SnapshotStore:
                 problems.append(f"{entry.path}: path {reason}")
             elif not entry.is_link:
                 verdict = self._blob_verdict(entry.hash, verdicts)
+                size = verdicts[entry.hash][1]
                 if verdict is not None:
                     problems.append(f"{entry.path}: blob {entry.hash} {verdict}")
+                elif size != entry.size:  # a restore would refuse it: so must verify
+                    problems.append(
+                        f"{entry.path}: {entry.size} bytes in the manifest, its blob holds {size}"
+                    )
         return problems
 
-    def _blob_verdict(self, digest: str, verdicts: dict[str, str | None]) -> str | None:
+    def _blob_verdict(self, digest: str, verdicts: dict[str, Verdict]) -> str | None:
+        """What is wrong with a blob (None: it hashes to its name); its size is remembered."""
         if digest not in verdicts:
             try:
                 with self._storage.open(keys.blob_key(digest)) as source:
-                    found, _size = hash_stream(source)
-                verdicts[digest] = None if found == digest else f"is altered (hashes to {found})"
+                    found, size = hash_stream(source)
+                wrong = None if found == digest else f"is altered (hashes to {found})"
+                verdicts[digest] = (wrong, size)
             except FileNotFoundError:
-                verdicts[digest] = MISSING
-        return verdicts[digest]
+                verdicts[digest] = (MISSING, -1)
+        return verdicts[digest][0]
 
     def verify(self, repair: bool = False) -> VerifyReport:
         """Check every manifest and blob of the store (``nodus store verify``)."""
@@ -581,6 +595,15 @@ class SnapshotStore:
 
 _COPY = object()  # _link_one: this file is copied into the store after all
 _WRITABLE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
+def _read_at_most(source: BinaryIO, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``source``, fewer only at its end (raw reads may be short)."""
+    parts, got = [], 0
+    while got < limit and (chunk := source.read(limit - got)):
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
 
 
 def _remove_spools(spools) -> None:

@@ -87,7 +87,7 @@ class VerifyReport:
 
 def verify_store(store: SnapshotStore, repair: bool = False) -> VerifyReport:
     report = VerifyReport(store=store.url)
-    verdicts: dict[str, str | None] = {}
+    verdicts: dict[str, tuple[str | None, int]] = {}
     # Records first: one is only written for a committed snapshot, so a record whose manifest
     # is missing from the later listing is garbage, never a snapshot being committed meanwhile.
     records = _records(store)
