@@ -30,20 +30,27 @@ pytestmark = [pytest.mark.hf, pytest.mark.slow]
 
 PROGRAM = "finish_then_wait.py"
 MAX_STEPS = 17  # inside epoch 1: the Trainer's resume would draw a batch of that epoch
-ENV = {"QUICKSTART_MAX_STEPS": str(MAX_STEPS)}
 KEY = "fin"
+
+
+def _env(max_steps: int) -> dict[str, str]:
+    return {"QUICKSTART_MAX_STEPS": str(max_steps)}
 
 
 @pytest.fixture(scope="module")
 def bare(tmp_path_factory) -> dict:
     """The program run bare (no nodus), uninterrupted: what it holds after ``train()``."""
-    copy = quickstart_copy(tmp_path_factory.mktemp("bare-finish"), "code")
+    return _bare_run(tmp_path_factory.mktemp("bare-finish"), MAX_STEPS)
+
+
+def _bare_run(root: Path, max_steps: int) -> dict:
+    copy = quickstart_copy(root, "code")
     proc = subprocess.run(
         [sys.executable, str(PROGRAMS / PROGRAM)],
         cwd=copy,
         capture_output=True,
         text=True,
-        env={**os.environ, **PROGRAM_ENV, **ENV},
+        env={**os.environ, **PROGRAM_ENV, **_env(max_steps)},
         timeout=WAIT_S,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -55,22 +62,22 @@ def _after_train(model: Path) -> dict:
     return {**after, "weights": weights_hash(str(model))}
 
 
-def _project(tmp_path: Path, **env: str) -> Project:
+def _project(tmp_path: Path, max_steps: int = MAX_STEPS, **env: str) -> Project:
     return Project(
         tmp_path,
         program=PROGRAM,
-        env={**ENV, "FINISH_WAIT": "1", **env},
+        env={**_env(max_steps), "FINISH_WAIT": "1", **env},
         write_delay="0",
         execution={"grace_period": 3},
     )
 
 
-def _waiting_after_the_final_snapshot(project: Project, runner) -> dict:
-    """Attempt 1 once its snapshot of MAX_STEPS is committed and it waits after train()."""
+def _waiting_after_the_final_snapshot(project: Project, runner, max_steps: int = MAX_STEPS) -> dict:
+    """Attempt 1 once its snapshot of max_steps is committed and it waits after train()."""
     attempt = wait_for(lambda: project.running(KEY, 1), "attempt 1", runner)
     wait_for(
-        lambda: MAX_STEPS in project.committed_steps(KEY, 1),
-        f"the final snapshot (step {MAX_STEPS})",
+        lambda: max_steps in project.committed_steps(KEY, 1),
+        f"the final snapshot (step {max_steps})",
         runner,
     )
     wait_for(
@@ -81,25 +88,27 @@ def _waiting_after_the_final_snapshot(project: Project, runner) -> dict:
     return attempt
 
 
-def _finished_like_the_bare_run(project: Project, bare: dict, restored_attempt: int) -> dict:
+def _finished_like_the_bare_run(
+    project: Project, bare: dict, restored_attempt: int, max_steps: int = MAX_STEPS
+) -> dict:
     view = project.get(KEY)
     assert view["phase"] == "SUCCEEDED"
     attempts = view["stages"][0]["attempts"]
     assert attempts[-1]["number"] == restored_attempt
-    assert attempts[-1]["restored_step"] == MAX_STEPS
-    assert max(project.committed_steps(KEY)) == MAX_STEPS  # never a step MAX_STEPS + 1
+    assert attempts[-1]["restored_step"] == max_steps
+    assert max(project.committed_steps(KEY)) == max_steps  # never a step past it
     assert not project.committed_steps(KEY, restored_attempt)  # nothing new to save
     log = project.log_of(project.attempts(KEY)[-1])
     assert "{'loss':" not in log  # not one update
     finished = [e for e in view["events"] if e["type"] == protocol.EVENT_RESTORED_FINISHED]
     assert [(e["attempt"], e["step"], e["max_steps"]) for e in finished] == [
-        (restored_attempt, MAX_STEPS, MAX_STEPS)
+        (restored_attempt, max_steps, max_steps)
     ]
     target = project.root / "outputs"
     proc = project.nodus("runs", "outputs", KEY, "--to", str(target))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     after = _after_train(target / "out" / "model")
-    assert after["returned_step"] == after["global_step"] == MAX_STEPS
+    assert after["returned_step"] == after["global_step"] == max_steps
     assert after == bare  # weights, optimizer and scheduler state bit-identical
     return view
 
@@ -143,3 +152,15 @@ def test_sigterm_after_the_final_snapshot_then_runs_resume_finishes(tmp_path, ba
     resumed = project.nodus("runs", "resume", KEY, timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     _finished_like_the_bare_run(project, bare, 2)
+
+
+def test_restored_at_an_epoch_boundary_at_the_end_finishes_too(tmp_path_factory, tmp_path):
+    """At an epoch boundary the Trainer draws no batch from a finished state by itself; the
+    restored RNG states and the event come at the end of train() then."""
+    boundary = 24  # the end of epoch 1
+    bare = _bare_run(tmp_path_factory.mktemp("bare-boundary"), boundary)
+    project = _project(tmp_path, boundary)
+    runner = project.start("run", str(project.file), "--key", KEY)
+    kill_program(_waiting_after_the_final_snapshot(project, runner, boundary))
+    assert runner.wait(timeout=300) == 0
+    _finished_like_the_bare_run(project, bare, 2, boundary)
