@@ -529,6 +529,12 @@ EVENT_SAVE_CADENCE = "save_cadence"
 """``save_every = "auto"`` chose a cadence: ``{"every", "overhead", "step"}``. From ``step`` on,
 each periodic save comes ``every`` steps after the previous save; ``overhead`` is the share of
 training time it is expected to cost (null for the first, measuring cadence of an attempt)."""
+EVENT_RESUME_OVERRIDDEN = "resume_argument_overridden"
+"""On a restored attempt the program's own ``resume_from_checkpoint`` gave way to the restored
+checkpoint: ``{"given", "restored", "step"}``."""
+EVENT_RESTORED_FINISHED = "restored_training_finished"
+"""The restored checkpoint is at or past the end of training: ``train()`` ran no further step
+and returned (``{"step", "max_steps"}``)."""
 EVENT_UNNAMED = "program_event"
 """The type the runner records for an event that names none."""
 

@@ -263,3 +263,36 @@ def test_a_runs_first_supervisor_carries_the_runs_token_from_its_start(project):
     environ = bytes.fromhex(printed.removeprefix("[main] ")).split(b"\0")
     assert f"{TOKEN_VAR}={run_id}/~spare/0".encode() in environ
     assert token_carriers(run_id) == {}
+
+
+def test_every_leaf_killed_after_the_first_snapshot_recovers(project):
+    """A kill of every leaf process (as an OOM killer or a `kill` of the leaves may do) takes
+    the program and the spare supervisor's forked child together. The spare cannot start the
+    recovery's program: it is discarded and the attempt starts under a new supervisor."""
+    project.write(steps=60, save_every=10, sleep=0.05)
+    runner = project.start("run", str(project.file), "--key", "l")
+    runner.log_path = os.devnull
+    run = wait_for(lambda: project.home.exists() and project.catalog().find_by_key("l"), "run")
+    wait_for(lambda: committed_steps(project, run.id), "a first snapshot")
+    wait_for(lambda: len(_spares(run.id)) >= 2, "the spare supervisor and its forked child")
+    leaves = _leaves(run.id)
+    program = project.catalog().attempts(run.id, "main")[-1]["pid"]
+    assert program in leaves and len(leaves) == 2, leaves  # the program, the spare's child
+    for pid in leaves:
+        os.kill(pid, signal.SIGKILL)
+    _, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0, err
+    assert project.result(run.id) == {"steps": 60, "value": expected_value(60)}
+    got = project.get(run.id)
+    outcomes = [a["outcome"] for a in got["stages"][0]["attempts"]]
+    assert outcomes == ["interrupted", "succeeded"]
+    replaced = [e for e in got["events"] if e["type"] == "supervisor_replaced"]
+    assert [e["attempt"] for e in replaced] == [2] and "Broken pipe" in replaced[0]["reason"]
+    assert token_carriers(run.id) == {}
+
+
+def _leaves(run_id: str) -> set[int]:
+    """The run's processes that have no child of the run: the program and the spare's child."""
+    carriers = token_carriers(run_id)
+    parents = {_parent(pid) for pid in carriers}
+    return {pid for pid in carriers if pid not in parents}

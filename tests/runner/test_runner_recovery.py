@@ -12,6 +12,7 @@ import time
 
 from runner_helpers import committed_steps, kill_program, pid_alive, running_attempt
 
+from nodus.store.restorable import newest_first
 from nodus.testing.counter import expected_value
 from polling import wait_for
 
@@ -283,6 +284,73 @@ def test_recovery_falls_back_past_a_damaged_snapshot(project):
     damaged = [e for e in run["events"] if e["type"] == "snapshot_damaged"]
     assert damaged and damaged[0]["snapshot"] == newest.id
     assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
+
+
+def _damage_every_checkpoint(project, run_id: str) -> list:
+    """Overwrite every blob of every restorable checkpoint (same size, other bytes: only
+    hashes tell); the snapshots, newest first."""
+    manifests = newest_first(project.store().list(run=run_id, stage="main"))
+    for manifest in manifests:
+        for entry in manifest.files:
+            blob = project.home / "store" / "blobs" / entry.hash[:2] / entry.hash
+            if entry.kind in manifest.kinds and entry.size:
+                blob.chmod(0o644)
+                blob.write_bytes(b"X" * entry.size)
+    return manifests
+
+
+def _fails_naming_each(project, run_id: str, manifests: list, message: str) -> None:
+    """The run FAILED naming every snapshot, its step and its damage; nothing started over."""
+    run = project.get(run_id)
+    assert run["phase"] == "FAILED" and run["exit_status"] == 1
+    assert "rather than start again from the beginning" in message
+    for manifest in manifests:
+        assert f"{manifest.id} (step {manifest.step}): " in message, message
+    damaged = [e for e in run["events"] if e["type"] == "snapshot_damaged"]
+    assert [(e["snapshot"], e["step"]) for e in damaged] == [(m.id, m.step) for m in manifests]
+    last = run["stages"][0]["attempts"][-1]
+    assert last["outcome"] == "failed" and last["restored_step"] is None
+
+
+def test_runs_resume_with_every_snapshot_damaged_fails_naming_each(project):
+    project.write(
+        steps=STEPS,
+        save_every=SAVE_EVERY,
+        sleep=SLEEP,
+        body='[continuity]\nmode = "checkpointed"\nresume_on_interruption = false\n',
+    )
+    runner = project.start("run", "workload.toml", "--key", "all")
+    run_id = wait_for(lambda: _run_id(project, "all"), what="the run")
+    kill_program(project, run_id, after_step=SAVE_EVERY)
+    out, _ = runner.communicate(timeout=60)
+    assert runner.returncode == 3
+    manifests = _damage_every_checkpoint(project, run_id)
+    assert len(manifests) >= 2
+    resumed = project.nodus("runs", "resume", run_id)
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr
+    assert "counter: starting at step" not in resumed.stdout  # no program ran at all
+    _fails_naming_each(project, run_id, manifests, resumed.stderr)
+    assert project.catalog().attempts(run_id, "main")[-1]["pid"] is None
+    assert not project.store().list(run=run_id, stage="main", role="outputs")
+
+
+def test_a_recovery_with_every_snapshot_damaged_fails_naming_each(project):
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP)
+    runner = project.start("run", "workload.toml", "--key", "all")
+    run_id = wait_for(lambda: _run_id(project, "all"), what="the run")
+    wait_for(lambda: len(committed_steps(project, run_id)) >= 2, what="two snapshots")
+    program = running_attempt(project.catalog(), run_id)["pid"]
+    os.kill(program, signal.SIGSTOP)  # freeze it, so no newer snapshot comes
+    _wait_until_no_new_commits(project, run_id)
+    manifests = _damage_every_checkpoint(project, run_id)
+    os.kill(program, signal.SIGKILL)
+    out, err = runner.communicate(timeout=120)
+    assert runner.returncode == 1, err
+    assert out.count("counter: starting at step 0") == 1  # the first attempt's start only
+    _fails_naming_each(project, run_id, manifests, err)
+    attempts = project.catalog().attempts(run_id, "main")
+    assert [a["outcome"] for a in attempts] == ["interrupted", "failed"]
+    assert attempts[-1]["pid"] is None
 
 
 def _wait_until_no_new_commits(project, run_id: str, quiet_s: float = 1.5) -> None:

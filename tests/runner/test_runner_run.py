@@ -127,6 +127,20 @@ def test_a_command_that_cannot_start_fails_the_stage_naming_it(project):
     assert "Traceback" not in proc.stderr
 
 
+def test_a_command_in_the_copy_that_is_not_executable_fails_on_the_spare_as_before(project):
+    """The first attempt's program starts on the supervisor started before it (the run's
+    first spare): a command that cannot run there fails the stage; no other supervisor is
+    tried for it (only a spare that lost its child or its answer is replaced)."""
+    (project.root / "train.sh").write_text("#!/bin/sh\necho never\n")  # mode 0644
+    project.write(command=["./train.sh"])
+    proc = project.nodus("run", "workload.toml", "--key", "noexec")
+    assert proc.returncode == 1
+    assert "'./train.sh' cannot start: not executable" in proc.stderr
+    run = project.get("noexec")
+    assert len(run["stages"][0]["attempts"]) == 1
+    assert not [e for e in run["events"] if e["type"] == "supervisor_replaced"]
+
+
 def test_a_refused_workload_exits_2_without_a_traceback(project):
     project.file.write_text('name = "Bad Name"\ncommand = "true"\ninterrupt_tolerance = 3\n')
     proc = project.nodus("run", "workload.toml")

@@ -65,6 +65,10 @@ from nodus.stages.directory import restored_checkpoint
 from nodus.store import restorable
 
 
+class NothingIntactError(Exception):
+    """Every snapshot the attempt could continue from is damaged: it fails, never starts over."""
+
+
 @dataclass(frozen=True)
 class Outcome:
     """How an attempt ended (``kind``) and why, in words (``detail``)."""
@@ -165,7 +169,10 @@ class Attempt:
         # (after the sweep, which would take it for a survivor: it carries this attempt's token).
         supervisor = self.ctx.standby.take_spare() or self._early_supervisor()
         try:
-            restored = self._prepare()
+            try:
+                restored = self._prepare()
+            except NothingIntactError as error:
+                return self._end(Outcome(AttemptOutcome.FAILED, str(error)))
             rotation = self._rotation()
             self.uploads = self._uploads(rotation)
             unrecorded: list = []
@@ -250,6 +257,13 @@ class Attempt:
             self.process.start(supervisor)
         except (CannotStartError, MissingSecretError) as error:
             return Outcome(AttemptOutcome.FAILED, str(error))
+        if self.process.replaced is not None:  # the spare could not start it; a new one did
+            self.ctx.event(
+                "supervisor_replaced",
+                {"reason": self.process.replaced},
+                self.stage.name,
+                self.number,
+            )
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, pid=self.process.pid
         )
@@ -360,6 +374,7 @@ class Attempt:
         candidates = self._candidates()
         # What the last attempt left may serve the restore without a copy, once verified.
         previous = self.ws.set_aside_copy() if candidates else None
+        damaged: list[tuple[Any, str]] = []
         for manifest in candidates:
             self._lay_source()
             try:
@@ -373,9 +388,10 @@ class Attempt:
                 )
             except (StoreError, OSError) as error:
                 # A damaged snapshot is passed over, never half-applied: rebuild and try older.
+                damaged.append((manifest, str(error)))
                 self.ctx.event(
                     "snapshot_damaged",
-                    {"snapshot": manifest.id, "error": str(error)},
+                    {"snapshot": manifest.id, "step": manifest.step, "error": str(error)},
                     self.stage.name,
                     self.number,
                 )
@@ -383,6 +399,8 @@ class Attempt:
             restored = manifest
             break
         else:
+            if damaged:  # there was state to continue from, and none of it is intact
+                raise NothingIntactError(self._nothing_intact(damaged))
             self._lay_source()
         self.ws.make_private_folders()
         self.warm_start = restored is not None and self._warm(restored)
@@ -414,6 +432,16 @@ class Attempt:
             details = {**self.inherited.to_dict(), "warm_start": self.warm_start}
             self.ctx.event("parent_restored", details, self.stage.name, self.number)
         return restored
+
+    def _nothing_intact(self, damaged: list[tuple[Any, str]]) -> str:
+        """Why the attempt fails rather than start from the source: every snapshot, its damage."""
+        each = "; ".join(
+            f"{manifest.id} (step {manifest.step}): {error}" for manifest, error in damaged
+        )
+        return (
+            f"no snapshot of stage {self.stage.name!r} could be restored, so it fails rather "
+            f"than start again from the beginning: {each}"
+        )
 
     def _candidates(self) -> list:
         """Restorable checkpoints to try, newest first (only the asked step with ``step``).

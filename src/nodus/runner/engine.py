@@ -23,7 +23,8 @@ restored suspect, and the stage continues from the next older one, within a boun
 
 A checkpointed stage never quietly starts over: when it committed snapshots but none holds
 training state any more, or when ``nodus runs resume`` finds that earlier attempts trained
-without leaving any, the run fails naming why instead of restarting from the source.
+without leaving any, the run fails naming why instead of restarting from the source; so does an
+attempt that finds every snapshot it could restore damaged (``attempt.NothingIntactError``).
 """
 
 from __future__ import annotations

@@ -134,6 +134,10 @@ RESOLVED_KEEP = 256
 KILL_WAIT_S = 10.0
 """After SIGKILL, how long the runner waits for an attempt's processes to be reaped."""
 
+START_ANSWER_S = 30.0
+"""How long the runner waits for a supervisor started before its attempt (the spare) to answer
+a start request; one that does not is ended and the program starts under a new one."""
+
 ROTATION_STOP_S = 60.0
 """At the end of an attempt, how long the runner waits for its rotation (retention after each
 commit) to finish; what it leaves undone, the next rotation or ``nodus gc`` completes."""

@@ -127,26 +127,55 @@ class StageProcess:
         self.survivors: list[Survivor] = []  # left by a supervisor that died: killed by token
         self.supervisor_lost: str | None = None  # how the supervisor died, if it did
         self.signals_sent: list[int] = []
+        self.replaced: str | None = None  # why the supervisor handed to start() could not
         self._pump: threading.Thread | None = None
 
     def start(self, supervisor: Supervisor | None = None) -> None:
         """Start the program under ``supervisor`` (one started earlier for this attempt's
-        token), or under a new one."""
-        if supervisor is None or supervisor.taken:
-            supervisor = spawn_supervisor(self.token)
+        token: the runner's spare, or the attempt's own), or under a new one.
+
+        A supervisor started earlier may have lost its forked child, or died, or hang while
+        it waited (a kill of every leaf process, an OOM kill): any failure to start on it
+        other than the command's own (not found, not executable) discards it, and the program
+        starts under a new supervisor; ``replaced`` then says why. Only a failure on a new
+        supervisor, or the command's own, is a :class:`CannotStartError`.
+        """
+        if supervisor is not None and not supervisor.taken:
+            reply = self._start_on(supervisor, defaults.START_ANSWER_S)
+            if reply is None:
+                return
+            if _command_fault(reply):
+                raise CannotStartError(self._why_not(reply))
+            self.replaced = self._why_not(reply)
+        reply = self._start_on(spawn_supervisor(self.token), None)
+        if reply is not None:
+            raise CannotStartError(self._why_not(reply))
+
+    def _start_on(self, supervisor: Supervisor, timeout: float | None) -> dict | None:
+        """Ask ``supervisor`` to start the program: None once it runs, else the reply (``{}``
+        for none: the supervisor is gone or did not answer within ``timeout``, and is ended).
+        A new supervisor is waited for however long its interpreter takes to start."""
         supervisor.taken = True
         self.supervisor = supervisor.process
         self.channel = Channel(supervisor.sock)
         start = Start(self.command, self.cwd, self.env, self.grace_s)
         self.channel.send({START: start.to_dict()})
         # The output thread after the request: the pipe holds what the program says meanwhile.
-        self._pump = threading.Thread(target=self._copy_output, daemon=True)
+        self._pump = threading.Thread(
+            target=self._copy_output, args=(supervisor.process.stdout,), daemon=True
+        )
         self._pump.start()
-        reply = self.channel.receive(None)
-        if reply is None or STARTED not in reply:
-            self._close()
-            raise CannotStartError(self._why_not(reply))
-        self.pid = int(reply[STARTED])
+        reply = self.channel.receive(timeout)
+        if reply is not None and STARTED in reply:
+            self.pid = int(reply[STARTED])
+            return None
+        answered = reply is not None and CANNOT_START in reply
+        if not answered:
+            supervisor.process.kill()  # gone already, or hung: it never gets to start one
+        self._close()
+        if not answered:  # gone or hung: whatever it may have started goes with it
+            kill_carriers(self.token)
+        return reply if answered else {}
 
     def poll(self) -> int | None:
         """The program's exit status once it and every process it started are gone."""
@@ -240,8 +269,8 @@ class StageProcess:
 
     def _why_not(self, reply: dict | None) -> str:
         program = self.command[0]
-        if reply is None:
-            return f"command {program!r} cannot start: its supervisor did not start"
+        if not reply:
+            return f"command {program!r} cannot start: its supervisor did not answer"
         why = CannotStart.from_dict(reply[CANNOT_START])
         if why.errno == errno.ENOENT:
             return f"command {program!r} cannot start: not found (check `command` and PATH)"
@@ -251,10 +280,9 @@ class StageProcess:
 
     # --- output -----------------------------------------------------------------------------
 
-    def _copy_output(self) -> None:
-        assert self.supervisor is not None and self.supervisor.stdout is not None
+    def _copy_output(self, stream: IO[bytes]) -> None:
         with os.fdopen(create_private(self.log_path, os.O_WRONLY | os.O_APPEND), "ab") as log:
-            for line in iter(self.supervisor.stdout.readline, b""):
+            for line in iter(stream.readline, b""):
                 log.write(line)
                 log.flush()
                 self._show(line)
@@ -266,6 +294,14 @@ class StageProcess:
             self.terminal.flush()
         except (OSError, ValueError):
             pass  # a closed terminal must not stop the log file
+
+
+def _command_fault(reply: dict) -> bool:
+    """The command itself cannot run (not found, not executable): so it would anywhere."""
+    return CANNOT_START in reply and CannotStart.from_dict(reply[CANNOT_START]).errno in (
+        errno.ENOENT,
+        errno.EACCES,
+    )
 
 
 def reap_supervisor(process: subprocess.Popen) -> None:

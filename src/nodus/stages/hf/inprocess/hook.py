@@ -1,12 +1,15 @@
 """Patch ``transformers.Trainer`` when it is imported, so an unmodified program is prepared.
 
 ``install()`` runs from the bootstrap ``sitecustomize``. It adds a meta-path finder that lets
-``transformers.trainer`` load normally and then wraps four things on it:
+``transformers.trainer`` load normally and then wraps five things on it:
 
 - ``Trainer.__init__``: after the Trainer is built, check the profile and qualification; refuse
   (explicit ``hf-trainer-v1``), run unprepared (``auto``), or attach a :class:`Session`;
-- ``Trainer.train``: resume from the restored checkpoint (after the identity check) when the
-  script passes no ``resume_from_checkpoint``, and make the final save;
+- ``Trainer.train``: resume from the restored checkpoint (after the identity check), even
+  when the script passes a ``resume_from_checkpoint`` of its own, and make the final save;
+- ``Trainer.get_batch_samples``: a restored checkpoint at or past the end of training
+  (``global_step >= max_steps``) gets no further batch, so ``train()`` runs no update and ends
+  as the Trainer ends a training (:meth:`Session.finished_on_restore`);
 - ``Trainer._maybe_log_save_evaluate``: the optimizer boundary, right after the step's logging;
 - ``skip_first_batches``: the resumed partial epoch replays the current epoch's order (below).
 """
@@ -87,8 +90,7 @@ def patch(module: Any) -> None:
         if session is None:
             return original_train(self, resume_from_checkpoint, *args, **kwargs)
         restored = session.start()
-        if resume_from_checkpoint is None:
-            resume_from_checkpoint = restored
+        resume_from_checkpoint = session.resume_from(resume_from_checkpoint, restored)
         try:
             result = original_train(self, resume_from_checkpoint, *args, **kwargs)
             session.finish()
@@ -104,9 +106,19 @@ def patch(module: Any) -> None:
             session.at_boundary()
         return result
 
+    original_batches = trainer_cls.get_batch_samples
+
+    @functools.wraps(original_batches)
+    def get_batch_samples(self, *args, **kwargs):
+        session = getattr(self, "_nodus_session", None)
+        if session is not None and session.finished_on_restore():
+            return [], None  # the restored state ends the training: no further update
+        return original_batches(self, *args, **kwargs)
+
     trainer_cls.__init__ = __init__
     trainer_cls.train = train
     trainer_cls._maybe_log_save_evaluate = _maybe_log_save_evaluate
+    trainer_cls.get_batch_samples = get_batch_samples
     module.skip_first_batches = _epoch_preserving(module.skip_first_batches)
     trainer_cls._nodus_patched = True
 

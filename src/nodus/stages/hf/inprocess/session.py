@@ -50,6 +50,9 @@ class Session:
         self.save_granularity = 1
         self.cadence: AutoCadence | None = None  # save_every = "auto", from train() on
         self.pruned_through = 0  # the commit older checkpoint folders were last removed for
+        self.restored_path: str | None = None  # the checkpoint train() resumes from
+        self.restored_checked = False  # whether the restored state was seen to end training
+        self.restored_finished = False
 
     # --- train() start ---------------------------------------------------------------------------
 
@@ -63,6 +66,63 @@ class Session:
                 report=self._report_cadence,
             )
         return path
+
+    def resume_from(self, given: Any, restored: str | None) -> Any:
+        """What ``train()`` resumes from: the restored checkpoint on a restored attempt.
+
+        The program's own ``resume_from_checkpoint`` (a path, or True for the newest in its
+        output folder) is what its first attempt resumes from; once nodus restored one of
+        this run's snapshots (a recovery, ``runs resume``) or its parent's, that is newer than
+        anything the program names, and resuming from the program's would redo every step
+        since: the restored checkpoint wins, and an event says so.
+        """
+        self.restored_path = restored
+        if restored is None:
+            return given
+        if given not in (None, False) and given != restored:
+            self.control.write_event(
+                protocol.EVENT_RESUME_OVERRIDDEN,
+                {"given": str(given), "restored": restored, "step": self.last_saved_step},
+            )
+            print(
+                f"nodus: resuming from the restored {restored} (step {self.last_saved_step}), "
+                f"not from resume_from_checkpoint={given!r}",
+                file=sys.stderr,
+                flush=True,
+            )
+        return restored
+
+    def finished_on_restore(self) -> bool:
+        """True when the restored state is at or past the end of training: no batch is drawn.
+
+        The Trainer draws the next batch and runs its update before it checks ``max_steps``,
+        so a resume from the final checkpoint would train one step more. Asked at the first
+        batch of the resumed training, when the Trainer has loaded the checkpoint's state and
+        resolved ``max_steps`` (from ``max_steps`` or the epochs); the answer holds for the
+        rest of ``train()``. The RNG states are loaded as the Trainer would before that batch,
+        and training is told to stop, so the Trainer ends the epoch and the training as it does
+        after its last step, and returns its ``TrainOutput``.
+        """
+        if not self.restored_checked:
+            self.restored_checked = True
+            state = self.trainer.state
+            path = self.restored_path
+            if path is not None and state.max_steps > 0 and state.global_step >= state.max_steps:
+                self.restored_finished = True
+                self.trainer._load_rng_state(path)
+                self.control.write_event(
+                    protocol.EVENT_RESTORED_FINISHED,
+                    {"step": state.global_step, "max_steps": state.max_steps},
+                )
+                print(
+                    f"nodus: the restored step {state.global_step} ends the training "
+                    f"(max_steps {state.max_steps}): train() runs no further step",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        if self.restored_finished:
+            self.trainer.control.should_training_stop = True
+        return self.restored_finished
 
     def _report_cadence(self, every: int, overhead: float | None, step: int) -> None:
         self.control.write_event(
@@ -154,6 +214,9 @@ class Session:
 
     def finish(self) -> None:
         """Training ended: the final state is saved unless this step already was."""
+        if self.restored_path is not None and not self.restored_checked:
+            # restored at an epoch boundary at or past the end: the Trainer drew no batch
+            self.finished_on_restore()
         if self.trainer.state.global_step != self.last_saved_step:
             self._save([])
         self.writer.wait()
