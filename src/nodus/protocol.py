@@ -160,6 +160,17 @@ def _is_folder(entry: os.DirEntry) -> bool:
         return False
 
 
+PLACEHOLDER = r"\{(\w*)\}"
+"""A placeholder of ``checkpoint_name`` and ``resume_args``: ``{name}``."""
+
+
+def placeholders(text: str) -> list[str]:
+    """The names of the placeholders in ``text``, in order."""
+    import re
+
+    return re.findall(PLACEHOLDER, text)
+
+
 STEP_NAME_FIELDS = ("step", "epoch")
 """The placeholders of ``[continuity] checkpoint_name`` (``"model_{step}.pt"``): the step,
 which the name must hold once, and an epoch, matched and ignored."""
@@ -167,11 +178,9 @@ which the name must hold once, and an epoch, matched and ignored."""
 
 def checked_step_name(template: str) -> str:
     """``checkpoint_name`` as given, or ValueError saying what is wrong with it."""
-    import re
-
     if "/" in template:
         raise ValueError("names one file or folder: no '/' (it is matched at any depth)")
-    names = re.findall(r"\{(\w*)\}", template)
+    names = placeholders(template)
     if names.count("step") != 1:
         raise ValueError("must hold {step} exactly once, e.g. 'step_{step}' or 'model-{step}.pt'")
     unknown = sorted(set(names) - set(STEP_NAME_FIELDS))
@@ -188,9 +197,7 @@ the one selected path) and its step."""
 
 def checked_resume_arg(argument: str) -> str:
     """One ``resume_args`` entry as given, or ValueError naming an unknown placeholder."""
-    import re
-
-    unknown = sorted(set(re.findall(r"\{(\w*)\}", argument)) - set(RESUME_ARG_FIELDS))
+    unknown = sorted(set(placeholders(argument)) - set(RESUME_ARG_FIELDS))
     if unknown:
         raise ValueError(f"knows only {{checkpoint}} and {{step}}, not {{{unknown[0]}}}")
     return argument

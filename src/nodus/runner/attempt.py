@@ -238,11 +238,12 @@ class Attempt:
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
         if self.warm_start:
             env[protocol.ENV_WARM_START] = "1"
-        env.update(self._restored_environment(restored))
+        restored_env, resume_args = self._restored_launch(restored)
+        env.update(restored_env)
         try:
             env.update(secret_environment(self.stage, os.environ))
             command, env = self._as_accepted(env)
-            command += self._resume_args(restored)
+            command += resume_args
             self.process = StageProcess(
                 command,
                 cwd=self.ws.copy,
@@ -279,35 +280,27 @@ class Attempt:
         self.process.finish_output()
         return outcome
 
-    def _restored_checkpoint(self, restored) -> str | None:
-        """Where the restored snapshot's checkpoint lies in the copy; None on a fresh start."""
+    def _restored_launch(self, restored) -> tuple[dict[str, str], list[str]]:
+        """What an attempt that restored a snapshot holding training state adds to the
+        program's environment (its step, where its checkpoint lies in the copy) and to its
+        command (``[continuity] resume_args``); nothing on a fresh or warm start."""
         if restored is None or self.warm_start or restored.step is None:
-            return None
+            return {}, []
         relative = restored_checkpoint(
             (entry.path for entry in restored.files),
             restored.step,
             self.stage.continuity.checkpoint_paths,
             self.stage.continuity.checkpoint_name,
         )
-        return os.path.join(self.ws.copy, relative)
-
-    def _restored_environment(self, restored) -> dict[str, str]:
-        checkpoint = self._restored_checkpoint(restored)
-        if checkpoint is None:
-            return {}
-        return {
+        checkpoint = os.path.join(self.ws.copy, relative)
+        env = {
             protocol.ENV_RESTORED_STEP: str(restored.step),
             protocol.ENV_RESTORED_CHECKPOINT: checkpoint,
         }
-
-    def _resume_args(self, restored) -> list[str]:
-        """``[continuity] resume_args`` with the restored checkpoint, on a restored attempt."""
-        checkpoint = self._restored_checkpoint(restored)
-        if checkpoint is None or not self.stage.continuity.resume_args:
-            return []
-        return protocol.resume_arguments(
+        args = protocol.resume_arguments(
             self.stage.continuity.resume_args, checkpoint, restored.step
         )
+        return env, args
 
     def _capturer(self, restored, rotation: Rotation) -> Capturer:
         return Capturer(

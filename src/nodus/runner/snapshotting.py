@@ -106,7 +106,6 @@ class Capturer:
             ws.state, marker=stage.continuity.checkpoint_complete, seen=seen
         )
         self.template = stage.continuity.checkpoint_name
-        self._custom = 0  # objects registered for checkpointing in the run's Accelerate folders
         # Only what this attempt's program wrote can be half written: what was laid out
         # (source, restore) keeps its captured mtime. A second of margin for coarse clocks.
         self._since_ns = time.time_ns() - 1_000_000_000
@@ -115,8 +114,8 @@ class Capturer:
         self._pending: tuple[tuple, float] | None = None
         self._reported: tuple | None = None
         self._looked = float("-inf")
-        if self._committed_state:
-            self._count_custom(self._committed_state)
+        if self._committed_state:  # the restored Accelerate folders' registered objects
+            self._count_custom(step_folders(self._committed_state, self.template))
         # With an integration the save records drive captures; the watcher only takes over
         # when the integration reports that it left the program unprepared.
         self.watch_folders = stage.integration is None
@@ -147,7 +146,7 @@ class Capturer:
             self._pending = (current, now)
         elif now - self._pending[1] >= self.watcher.settle_s:
             self._reported, self._pending = current, None
-            self.capture_selection("settled")
+            self.capture_selection("settled", entries=current)
 
     def capture_save_records(self) -> None:
         for number, path in protocol.numbered_records(self.ws.control.saves):
@@ -297,16 +296,20 @@ class Capturer:
         self.watcher.handled(step, before)
         return self._committed(manifest, step, state, reason)
 
-    def capture_selection(self, reason: str, died_at: float | None = None) -> str | None:
+    def capture_selection(
+        self, reason: str, died_at: float | None = None, entries: tuple | None = None
+    ) -> str | None:
         """Commit the selection whole (it holds no checkpoint folders), with the step its names
-        carry or else the next of the capture's sequence; None when nothing was committed."""
+        carry or else the next of the capture's sequence; None when nothing was committed.
+        ``entries``: the selection's fingerprint when the caller has just taken it."""
         paths = list(self.stage.continuity.checkpoint_paths)
-        entries = self._selection_entries()
+        entries = self._selection_entries() if entries is None else entries
         if not entries:
             return None
         if entries == self._committed_state:
             return self._committed_id
-        problems = self._problems(entries, died_at) + self._folder_problems(entries)
+        folders = step_folders(entries, self.template)
+        problems = self._problems(entries, died_at) + self._folder_problems(entries, folders)
         if problems:
             self._torn(None, problems, reason)
             return None
@@ -326,7 +329,7 @@ class Capturer:
         )
         if manifest is None:
             return None
-        self._count_custom(entries)
+        self._count_custom(folders)
         return self._committed(manifest, step, entries, reason)
 
     def _commit(
@@ -437,18 +440,18 @@ class Capturer:
                 problems.append((path, why))
         return problems
 
-    def _folder_problems(self, entries) -> list[tuple[str, str]]:
-        """Folders of a selection whose names carry a step and are not whole checkpoints
-        (:func:`nodus.stages.layouts.judge`), and torch distributed checkpoints anywhere in it
-        without their metadata."""
+    def _folder_problems(self, entries, folders: dict[str, list[str]]) -> list[tuple[str, str]]:
+        """``folders`` of the selection ``entries`` (their names carry a step) that are not
+        whole checkpoints (:func:`nodus.stages.layouts.judge`), and torch distributed
+        checkpoints anywhere in it without their metadata."""
         marker = self.stage.continuity.checkpoint_complete
         # A folder laid out whole and left as it was (the source's, a restored one) is whole.
         written = {path for path, _size, mtime in entries if mtime >= self._since_ns}
         problems = []
-        for folder, files in step_folders(entries, self.template).items():
+        for folder, files in folders.items():
             if not any(f"{folder}/{name}" in written for name in files):
                 continue
-            verdict = layouts.judge(files, marker, custom=self._custom)
+            verdict = layouts.judge(files, marker, custom=self.watcher.custom)
             if not verdict.complete:
                 problems.append((folder, f"lacks {verdict.missing}"))
         dcp = layouts.distributed([path for path, _size, _mtime in entries])
@@ -456,10 +459,11 @@ class Capturer:
             problems.append((str(dcp.missing), "a torch distributed checkpoint, not finished"))
         return problems
 
-    def _count_custom(self, entries) -> None:
-        """Remember how many registered objects the run's Accelerate folders hold."""
-        for files in step_folders(entries, self.template).values():
-            self._custom = max(self._custom, layouts.custom_objects(files))
+    def _count_custom(self, folders: dict[str, list[str]]) -> None:
+        """Remember how many registered objects the run's Accelerate folders hold (the
+        watcher's count, which its ``checkpoint-<step>`` folders keep too)."""
+        for files in folders.values():
+            self.watcher.custom = max(self.watcher.custom, layouts.custom_objects(files))
 
     def _selection_entries(self) -> tuple[Entry, ...]:
         """Names, sizes and mtimes of the whole selection now."""

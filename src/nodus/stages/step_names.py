@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from nodus.protocol import checkpoint_folder
+from nodus.protocol import PLACEHOLDER, checkpoint_folder
 
 __all__ = ["KNOWN_NAMES", "StepName", "pattern", "step_of"]
 
@@ -35,7 +35,7 @@ _KNOWN = re.compile(
     r"(?P<step>\d+)(?=$|[^0-9A-Za-z])",
     re.IGNORECASE,
 )
-_PLACEHOLDER = re.compile(r"\{(\w*)\}")
+_PLACEHOLDER = re.compile(PLACEHOLDER)
 # The placeholders of protocol.STEP_NAME_FIELDS (checked there when a workload is read).
 _FIELDS = {"step": r"(?P<step>\d+)", "epoch": r"\d+"}
 
