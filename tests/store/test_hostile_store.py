@@ -565,9 +565,9 @@ def test_an_object_that_is_a_device_or_a_link_out_is_never_read(tmp_path):
     os.chmod(blob, 0o644)
     blob.unlink()
     os.symlink("/dev/zero", blob)
-    started = time.monotonic()
-    report = open_store(store.url).verify()  # ends: the link is no object
-    assert ids[0] in report.damaged and time.monotonic() - started < 10
+    # It ends (a read of /dev/zero never would: pytest's timeout stops a hang) and says so.
+    report = open_store(store.url).verify()
+    assert ids[0] in report.damaged
     with pytest.raises(SnapshotDamagedError):
         open_store(store.url).restore(ids[0], str(world / "target"))
     blob.unlink()
