@@ -70,3 +70,10 @@ def test_the_qualification_program_is_the_quick_start_program(shipped, example):
         f"examples/quickstart/{example} changed: run `make quickstart-program` to ship it to "
         "nodus qualify as well"
     )
+
+
+def test_the_command_line_offers_every_extension():
+    from nodus.cli.qualify import EXTENSION_NAMES
+    from nodus.stages.hf.extensions import EXTENSIONS
+
+    assert EXTENSION_NAMES == tuple(EXTENSIONS)

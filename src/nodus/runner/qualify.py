@@ -39,7 +39,7 @@ from nodus.runner.engine import Runner
 from nodus.runner.service import open_run_store
 from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
-from nodus.stages.hf import QUALIFY_DATA, QUALIFY_PROGRAM
+from nodus.stages.hf import QUALIFY_DATA, QUALIFY_EXTENSIONS_PROGRAM, QUALIFY_PROGRAM, extensions
 from nodus.stages.hf.qualification import current_versions, record_result
 
 STAGE = defaults.STAGE_NAME
@@ -73,36 +73,81 @@ class Result:
     record: str = ""
     attempts: list[dict[str, Any]] = field(default_factory=list)
     """Each attempt of the interrupted run: number, outcome, detail, restored_step."""
+    extension: str | None = None
+    device: str = ""
+    """The device type the program trained on (``cpu``, ``cuda``): what an extension is
+    qualified for."""
 
 
-def qualify(home: str, say: Say = print) -> Result:
+@dataclass(frozen=True)
+class Case:
+    """What one qualification trains: the program, its launcher words and settings."""
+
+    program: str = "train.py"
+    launcher: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, extension: str | None) -> Case:
+        if extension is None:
+            return cls()
+        spec = extensions.EXTENSIONS[extension]
+        launcher: tuple[str, ...] = ()
+        if spec.processes > 1:
+            launcher = (
+                *(sys.executable, "-m", "torch.distributed.run", "--standalone"),
+                *("--nproc_per_node", str(spec.processes)),
+            )
+        return cls(EXTENSION_PROGRAM, launcher, dict(spec.case_env))
+
+
+EXTENSION_PROGRAM = "extension.py"
+"""The name ``qualify_extensions.py`` has in the qualification's working copy."""
+
+
+def qualify(home: str, say: Say = print, extension: str | None = None) -> Result:
     """Run the suite in a temporary folder under ``home``; record the result in ``home``."""
     versions = current_versions()
     workdir = tempfile.mkdtemp(prefix="qualify-", dir=_tmp_root(home))
     try:
-        result = _Suite(workdir, say).run()
+        result = _Suite(workdir, say, Case.of(extension)).run()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    result.extension = extension
+    result.device = default_device()
     details = {
         "reference": result.reference,
         "resumed": result.resumed,
         "resumed_from": result.resumed_from,
         "problems": result.problems,
     }
-    result.record = record_result(home, versions, result.passed, details)
+    named = None if extension is None else extensions.key(extension, result.device)
+    result.record = record_result(home, versions, result.passed, details, named)
     return result
 
 
+def default_device() -> str:
+    """The device type a program on this machine trains on by default (the Trainer's choice)."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def weights_hash(model_dir: str) -> str:
-    """Hash of every tensor (name, dtype, shape, bytes) in a saved model folder."""
+    """Hash of every tensor (file, name, dtype, shape, bytes) of every ``.safetensors`` file in a
+    saved model folder: ``model.safetensors``, or a PEFT model's ``adapter_model.safetensors``."""
     from safetensors.numpy import load_file
 
-    tensors = load_file(os.path.join(model_dir, "model.safetensors"))
+    names = sorted(n for n in os.listdir(model_dir) if n.endswith(".safetensors"))
+    if not names:
+        raise FileNotFoundError(f"no .safetensors file in {model_dir}")
     digest = hashlib.sha256()
-    for name in sorted(tensors):
-        value = tensors[name]
-        digest.update(f"{name}:{value.dtype}:{value.shape}".encode())
-        digest.update(value.tobytes())
+    for file_name in names:
+        tensors = load_file(os.path.join(model_dir, file_name))
+        for name in sorted(tensors):
+            value = tensors[name]
+            digest.update(f"{file_name}:{name}:{value.dtype}:{value.shape}".encode())
+            digest.update(value.tobytes())
     return digest.hexdigest()
 
 
@@ -111,9 +156,10 @@ class _Failed(Exception):
 
 
 class _Suite:
-    def __init__(self, workdir: str, say: Say) -> None:
+    def __init__(self, workdir: str, say: Say, case: Case) -> None:
         self.workdir = workdir
         self.say = say
+        self.case = case
         self.source = os.path.join(workdir, "source")
         self.home = os.path.join(workdir, "home")  # the runner's temporary NODUS_HOME
         self.store_url = "file://" + os.path.join(self.home, "store")
@@ -122,6 +168,8 @@ class _Suite:
         os.makedirs(self.source)
         shutil.copy(QUALIFY_PROGRAM, os.path.join(self.source, "train.py"))
         shutil.copy(QUALIFY_DATA, os.path.join(self.source, "train.txt"))
+        if self.case.program == EXTENSION_PROGRAM:
+            shutil.copy(QUALIFY_EXTENSIONS_PROGRAM, os.path.join(self.source, EXTENSION_PROGRAM))
         try:
             self.say("uninterrupted reference run (no nodus)")
             reference = self._reference()
@@ -152,9 +200,9 @@ class _Suite:
         log = os.path.join(self.workdir, "reference.log")
         with open(log, "wb") as output:
             status = subprocess.run(
-                [sys.executable, "train.py"],
+                self._command(),
                 cwd=copy,
-                env={**os.environ, **PROGRAM_ENV},
+                env={**os.environ, **PROGRAM_ENV, **self.case.env},
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -184,10 +232,10 @@ class _Suite:
         return {
             "name": "qualify",
             "code": os.path.basename(self.source),
-            "command": [sys.executable, "train.py"],
+            "command": self._command(),
             "integration": protocol.INTEGRATION_HF_TRAINER_V1,
             "outputs": ["out/model"],
-            "env": PROGRAM_ENV,
+            "env": {**PROGRAM_ENV, **self.case.env},
             "continuity": {
                 "mode": "checkpointed",
                 "resume_on_interruption": True,
@@ -200,6 +248,10 @@ class _Suite:
                 "grace_period": 10,
             },
         }
+
+    def _command(self) -> list[str]:
+        program = self.case.program
+        return [*self.case.launcher, program] if self.case.launcher else [sys.executable, program]
 
     def _interrupted_run(self, run_id: str) -> list[str]:
         """Drive the run to its end while the watcher kills its program; the problems seen."""

@@ -350,6 +350,11 @@ HF_CONTINUATION_ARGS = ("max_steps", "num_train_epochs")
 QUALIFIED_FILE = "qualified.json"
 """Under $NODUS_HOME: environments this machine qualified with ``nodus qualify``."""
 
+ENV_IGNORE_SHIPPED_QUALIFICATIONS = "NODUS_IGNORE_SHIPPED_QUALIFICATIONS"
+"""Set to 1: only what ``nodus qualify`` passed on this machine qualifies an environment, not the
+sets shipped with nodus (for a site that trusts its own qualification only, and for the tests
+that show a refusal before qualification)."""
+
 HF_QUALIFY_KILL_STEPS = (5, 12, 27)
 """Steps after whose save ``nodus qualify`` kills the program (12 steps per epoch: inside epoch 0,
 exactly at the end of epoch 0, inside epoch 2); one more kill lands in the middle of a save."""

@@ -15,8 +15,10 @@ Its files, variables and records are those of :mod:`nodus.protocol`. See docs/hf
       control.py                 the program's side of nodus.protocol in .nodus/
       prepare.py                 prepared, unprepared or refused, when the Trainer is built
       profile.py, identity.py    the supported profile and the identity checks
+    extensions.py                the profile's extensions: names, what they admit, qualify cases
     qualification.py             qualified environments (qualified.json + $NODUS_HOME record)
     qualify_program.py           the quick-start program, which `nodus qualify` trains
+    qualify_extensions.py        it widened by one extension (`nodus qualify --extension NAME`)
                                  (nodus.runner.qualify drives it through the real runner)
 """
 
@@ -30,7 +32,13 @@ BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inproc
 QUALIFY_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qualify_program.py")
 """The program ``nodus qualify`` trains: a byte-for-byte copy of examples/quickstart/train.py."""
 
+QUALIFY_EXTENSIONS_PROGRAM = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "qualify_extensions.py"
+)
+"""The program ``nodus qualify --extension NAME`` trains: the quick-start widened by one
+extension of the profile (:mod:`nodus.stages.hf.extensions`)."""
+
 QUALIFY_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qualify_data.txt")
 """Its data file, ``train.txt`` beside it: a byte-for-byte copy of examples/quickstart/train.txt."""
 
-__all__ = ["BOOTSTRAP_DIR", "QUALIFY_DATA", "QUALIFY_PROGRAM"]
+__all__ = ["BOOTSTRAP_DIR", "QUALIFY_DATA", "QUALIFY_EXTENSIONS_PROGRAM", "QUALIFY_PROGRAM"]

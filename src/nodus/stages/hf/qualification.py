@@ -3,7 +3,13 @@
 Two sources, either is enough: the set shipped with nodus (``qualified.json`` next to this
 module: the reference set and the CPU set CI tests with), and the sets this machine qualified
 itself with ``nodus qualify`` (``$NODUS_HOME/qualified.json``). Only the four framework versions
-matter; a local build suffix (``+cpu``) is ignored.
+matter; a local build suffix (``+cpu``) is ignored. ``$NODUS_IGNORE_SHIPPED_QUALIFICATIONS=1``
+leaves the shipped sets out: only what this machine qualified itself counts.
+
+The v1 profile is qualified for a version set on any device. Each extension of it
+(:mod:`nodus.stages.hf.extensions`) is qualified on its own, per device type, and named in the
+environment's ``extensions``: a list of ``NAME@DEVICE`` in the shipped file, and in the home
+record a map from ``NAME@DEVICE`` to that ``nodus qualify --extension`` result.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any
 
 from nodus._atomic import write_json_atomic
 from nodus.schemas import defaults
+from nodus.stages.hf import extensions
 
 PACKAGES = ("torch", "transformers", "accelerate", "datasets")
 SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qualified.json")
@@ -52,11 +59,49 @@ def _environments(path: str) -> list[dict[str, Any]]:
         return []  # an unreadable record qualifies nothing; `nodus qualify` rewrites it
 
 
+def _shipped() -> list[dict[str, Any]]:
+    if os.environ.get(defaults.ENV_IGNORE_SHIPPED_QUALIFICATIONS, "") not in ("", "0"):
+        return []
+    return _environments(SHIPPED)
+
+
 def is_qualified(versions: dict[str, str], home: str | None) -> bool:
-    candidates = _environments(SHIPPED)
+    candidates = _shipped()
     if home:
         candidates += [e for e in _environments(home_record_path(home)) if e.get("passed")]
     return any(_same(environment, versions) for environment in candidates)
+
+
+def qualified_extensions(versions: dict[str, str], home: str | None) -> set[str]:
+    """Every ``NAME@DEVICE`` qualified for these versions, shipped or passed on this machine."""
+    found: set[str] = set()
+    for environment in _shipped():
+        if _same(environment, versions):
+            found.update(str(k) for k in environment.get("extensions", []))
+    for environment in _environments(home_record_path(home)) if home else []:
+        if _same(environment, versions):
+            results = environment.get("extensions", {})
+            if isinstance(results, dict):
+                found.update(str(k) for k, r in results.items() if _passed(r))
+    return found
+
+
+def _passed(result: Any) -> bool:
+    return isinstance(result, dict) and result.get("passed") is True
+
+
+def unqualified_extension_reasons(
+    versions: dict[str, str], home: str | None, used: dict[str, str], device: str
+) -> list[str]:
+    """One reason for each extension ``used`` (name: what uses it) not qualified here."""
+    qualified = qualified_extensions(versions, home)
+    return [
+        f"{what} needs the hf-trainer-v1 extension {name!r}, not qualified on {device} with "
+        f"{describe(versions)}; run `{extensions.qualify_command([name])}` on this machine "
+        "to qualify it"
+        for name, what in used.items()
+        if extensions.key(name, device) not in qualified
+    ]
 
 
 def describe(versions: dict[str, str]) -> str:
@@ -70,18 +115,32 @@ def unqualified_reason(versions: dict[str, str]) -> str:
     )
 
 
-def record_result(home: str, versions: dict[str, str], passed: bool, details: dict) -> str:
-    """Add (or replace) this environment's result in ``$NODUS_HOME/qualified.json``."""
+def record_result(
+    home: str,
+    versions: dict[str, str],
+    passed: bool,
+    details: dict,
+    extension: str | None = None,
+) -> str:
+    """Record this environment's result in ``$NODUS_HOME/qualified.json``: the profile's
+    (``extension`` None) or one extension's (``NAME@DEVICE``), replacing an earlier one and
+    keeping the others."""
     path = home_record_path(home)
     os.makedirs(home, exist_ok=True)
-    kept = [e for e in _environments(path) if not _same(e, versions)]
-    kept.append(
-        {
-            **versions,
-            "passed": passed,
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "details": details,
-        }
-    )
+    environments = _environments(path)
+    kept = [e for e in environments if not _same(e, versions)]
+    entry = next((e for e in environments if _same(e, versions)), {"passed": False})
+    result = {
+        "passed": passed,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "details": details,
+    }
+    if extension is None:
+        entry = {**entry, **result}
+    else:
+        results = entry.get("extensions")
+        entry = {**entry, "extensions": {**(results if isinstance(results, dict) else {})}}
+        entry["extensions"][extension] = result
+    kept.append({**entry, **versions})
     write_json_atomic(path, {"environments": kept})
     return path

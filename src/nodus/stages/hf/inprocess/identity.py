@@ -32,7 +32,20 @@ LABELS = {
     "trainable_parameters": "trainable parameters",
     "device_type": "device type",
     "frameworks": "framework versions",
+    "precision": "precision (mixed precision, model dtype)",
+    "processes": "processes training together (world size)",
+    "dataloader_workers": "dataloader workers",
+    "adapters": "PEFT adapters",
 }
+
+BEFORE_EXTENSIONS = {
+    "precision": "float32",
+    "processes": "1",
+    "dataloader_workers": "0",
+    "adapters": "none",
+}
+"""What an identity recorded before the profile's extensions existed held for each of theirs:
+the v1 profile admitted only these."""
 
 
 def compute(trainer: Any) -> dict[str, str]:
@@ -48,6 +61,10 @@ def compute(trainer: Any) -> dict[str, str]:
         ),
         "device_type": trainer.args.device.type,
         "frameworks": ", ".join(f"{k} {v}" for k, v in current_versions().items()),
+        "precision": precision(trainer),
+        "processes": str(max(1, int(trainer.args.world_size))),
+        "dataloader_workers": workers(trainer.args),
+        "adapters": adapters(model),
     }
 
 
@@ -56,6 +73,7 @@ def differences(saved: dict[str, str], now: dict[str, str]) -> list[str]:
     if not str(saved.get("dataset", "")).startswith(_CONTENT_PREFIX):
         # Saved by a nodus that identified data by fingerprint: compared as it was then.
         now = {**now, "dataset": now.get("dataset_fingerprint", "")}
+    saved = {**BEFORE_EXTENSIONS, **saved}
     lines = []
     for key, label in LABELS.items():
         if saved.get(key) != now.get(key):
@@ -65,6 +83,56 @@ def differences(saved: dict[str, str], now: dict[str, str]) -> list[str]:
                 f"{saved.get(key)!r}, this attempt has {now.get(key)!r}"
             )
     return lines
+
+
+def precision(trainer: Any) -> str:
+    """``float32``, or the autocast and the model's floating dtypes: ``bf16 autocast, model
+    float32``."""
+    import torch
+
+    args = trainer.args
+    autocast = [name for name in ("bf16", "fp16") if getattr(args, name, False)]
+    dtypes = sorted(
+        {
+            str(v.dtype).removeprefix("torch.")
+            for v in trainer.model.state_dict().values()
+            if isinstance(v, torch.Tensor) and v.is_floating_point()
+        }
+    )
+    if not autocast and dtypes in ([], ["float32"]):
+        return "float32"
+    parts = [f"{autocast[0]} autocast"] if autocast else []
+    return ", ".join([*parts, f"model {'+'.join(dtypes) or 'float32'}"])
+
+
+def workers(args: Any) -> str:
+    count = int(args.dataloader_num_workers)
+    if count == 0:
+        return "0"
+    return f"{count}, persistent" if args.dataloader_persistent_workers else str(count)
+
+
+def adapters(model: Any) -> str:
+    """``none``, or the PEFT configuration of every adapter (a hash, with the adapter names)."""
+    configs = getattr(model, "peft_config", None)
+    if not configs:
+        return "none"
+    described = {
+        name: _ordered(config.to_dict() if hasattr(config, "to_dict") else str(config))
+        for name, config in sorted(configs.items())
+    }
+    return f"{', '.join(described)} {_digest(described)}"
+
+
+def _ordered(value: Any) -> Any:
+    """Sets as sorted lists: a set of strings prints in another order in every process."""
+    if isinstance(value, dict):
+        return {str(k): _ordered(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted((_ordered(v) for v in value), key=str)
+    if isinstance(value, (list, tuple)):
+        return [_ordered(v) for v in value]
+    return value
 
 
 _CONTENT_PREFIX = "xxh3-128:"

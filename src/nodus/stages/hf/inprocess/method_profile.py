@@ -25,10 +25,7 @@ _LIBRARIES = ("transformers.", "trl.", "nodus.")
 
 
 def check(trainer: Any, given: dict[str, Any]) -> list[str]:
-    reasons: list[str] = []
-    for rule in RULES:
-        reasons.extend(rule(trainer, given))
-    return reasons
+    return profile.check(trainer, given, RULES)
 
 
 def _nodus_program(trainer, given) -> list[str]:

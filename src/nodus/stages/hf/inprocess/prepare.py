@@ -1,8 +1,9 @@
 """Decide, when a Trainer is built, whether it runs prepared, unprepared, or not at all.
 
 Explicit ``hf-trainer-v1`` refuses a program outside the profile or an environment that is not
-qualified, listing every reason (event ``integration_refused``, non-zero exit). ``auto`` runs
-such a program unprepared and records why (event ``integration_unprepared``).
+qualified (for the profile, and for each extension of it the program uses), listing every reason
+(event ``integration_refused``, non-zero exit). ``auto`` runs such a program unprepared and
+records why (event ``integration_unprepared``).
 """
 
 from __future__ import annotations
@@ -15,16 +16,25 @@ from nodus import protocol
 from nodus.stages.hf.inprocess import profile
 from nodus.stages.hf.inprocess.control import ControlDir
 from nodus.stages.hf.inprocess.session import Session, refuse
-from nodus.stages.hf.qualification import current_versions, is_qualified, unqualified_reason
+from nodus.stages.hf.qualification import (
+    current_versions,
+    is_qualified,
+    unqualified_extension_reasons,
+    unqualified_reason,
+)
 
 
 def prepare(trainer: Any, given: dict[str, Any]) -> None:
     control = ControlDir.from_environment()
     settings = control.settings()
-    reasons = _profile_check()(trainer, given)
+    reasons, used = _assess(trainer, given)
     versions = current_versions()
-    if not settings.qualifying and not is_qualified(versions, settings.home or None):
-        reasons.append(unqualified_reason(versions))
+    home = settings.home or None
+    if not settings.qualifying:
+        if not is_qualified(versions, home):
+            reasons.append(unqualified_reason(versions))
+        device = trainer.args.device.type
+        reasons += unqualified_extension_reasons(versions, home, used, device)
     if reasons and settings.explicit:
         refuse(control, reasons)
     if reasons:
@@ -37,14 +47,17 @@ def prepare(trainer: Any, given: dict[str, Any]) -> None:
     trainer.add_callback(_epoch_callback(session))
 
 
-def _profile_check() -> Any:
-    """nodus's managed-method program (its settings in the environment) has a profile of its
-    own; every other program is checked against the v1 profile."""
+def _assess(trainer: Any, given: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """Why the program is outside its profile, and the profile's extensions it uses.
+
+    nodus's managed-method program (its settings in the environment) has a profile of its own,
+    with no extensions; every other program is checked against the v1 profile."""
     if protocol.ENV_METHOD in os.environ:
         from nodus.stages.hf.inprocess import method_profile
 
-        return method_profile.check
-    return profile.check
+        return method_profile.check(trainer, given), {}
+    found = profile.assess(trainer, given)
+    return found.reasons, found.extensions
 
 
 def _epoch_callback(session: Session) -> Any:

@@ -1,35 +1,76 @@
 """The hf-trainer-v1 profile (SPEC §6), checked when the Trainer is built.
 
-``check(trainer, given)`` returns every reason the program is outside the profile, phrased for a
-person, so explicit ``hf-trainer-v1`` can refuse with the full list and ``auto`` can record it.
-``given`` are the arguments the program passed to ``Trainer(...)``: some rules ("the default
-data collator", "the Trainer creates optimizer and scheduler") are about what the user supplied,
-not about what the Trainer ended up with.
+``assess(trainer, given)`` returns every reason the program is outside the profile, phrased for
+a person, so explicit ``hf-trainer-v1`` can refuse with the full list and ``auto`` can record it,
+and the extensions of the profile it uses (:mod:`nodus.stages.hf.extensions`), each with what in
+the program uses it: those are admitted where they are qualified. ``given`` are the arguments the
+program passed to ``Trainer(...)``: some rules ("the default data collator", "the Trainer creates
+optimizer and scheduler") are about what the user supplied, not about what the Trainer ended up
+with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from nodus.schemas import defaults
-
-Rule = Callable[[Any, dict[str, Any]], list[str]]
-
-
-def check(trainer: Any, given: dict[str, Any]) -> list[str]:
-    reasons: list[str] = []
-    for rule in RULES:
-        reasons.extend(rule(trainer, given))
-    return reasons
+from nodus.stages.hf import extensions
 
 
-def _one_process_one_device(trainer, given) -> list[str]:
+@dataclass(frozen=True)
+class Uses:
+    """A finding that is no refusal: the program uses an extension of the profile."""
+
+    extension: str
+    what: str
+
+
+Finding = str | Uses
+Rule = Callable[[Any, dict[str, Any]], Sequence[Finding]]
+
+
+@dataclass
+class Assessment:
+    reasons: list[str] = field(default_factory=list)
+    """Why the program is outside the profile and its extensions; [] when it is inside."""
+    extensions: dict[str, str] = field(default_factory=dict)
+    """The extensions it uses: name -> what uses it ("bf16=True")."""
+
+
+def assess(
+    trainer: Any, given: dict[str, Any], rules: tuple[Rule, ...] | None = None
+) -> Assessment:
+    found = Assessment()
+    for rule in RULES if rules is None else rules:
+        for finding in rule(trainer, given):
+            if isinstance(finding, Uses):
+                previous = found.extensions.get(finding.extension)
+                found.extensions[finding.extension] = (
+                    f"{previous}, {finding.what}" if previous else finding.what
+                )
+            else:
+                found.reasons.append(finding)
+    return found
+
+
+def check(trainer: Any, given: dict[str, Any], rules: tuple[Rule, ...] | None = None) -> list[str]:
+    """Every reason the program is outside the profile, its extensions counted as outside (the
+    managed methods' profile admits none of them)."""
+    found = assess(trainer, given, rules)
+    return found.reasons + [
+        f"{what}: outside this profile (the hf-trainer-v1 extension {name!r} is not for it)"
+        for name, what in found.extensions.items()
+    ]
+
+
+def _one_process_one_device(trainer, given) -> list[Finding]:
     args = trainer.args
-    reasons = []
+    reasons: list[Finding] = []
     world = _world_size(args)
     if world > 1:
-        reasons.append(f"distributed training (world_size={world}); v1 needs one process")
+        reasons.append(Uses(extensions.PROCESSES, f"distributed training (world_size={world})"))
     if args.n_gpu > 1:
         reasons.append(f"{args.n_gpu} devices in one process (DataParallel); v1 needs one device")
     if args.deepspeed or args.fsdp:
@@ -53,21 +94,27 @@ def _world_size(args: Any) -> int:
     return max(sizes)
 
 
-def _full_precision(trainer, given) -> list[str]:
+def _full_precision(trainer, given) -> list[Finding]:
     args = trainer.args
     flags = [
         f"{name}=True"
         for name in ("fp16", "bf16", "fp16_full_eval", "bf16_full_eval")
         if getattr(args, name, False)
     ]
-    return [f"mixed precision ({', '.join(flags)}); v1 trains in float32"] if flags else []
+    return (
+        [Uses(extensions.MIXED_PRECISION, f"mixed precision ({', '.join(flags)})")] if flags else []
+    )
 
 
-def _model_state(trainer, given) -> list[str]:
+HALF_PRECISION = ("torch.bfloat16", "torch.float16")
+"""Model state dtypes the mixed-precision extension admits besides float32."""
+
+
+def _model_state(trainer, given) -> list[Finding]:
     import torch
 
     model = trainer.model
-    reasons = []
+    reasons: list[Finding] = []
     if getattr(model, "is_quantized", False) or getattr(model, "hf_quantizer", None) is not None:
         reasons.append("quantized model; v1 needs a float32 model")
     state = model.state_dict()
@@ -81,8 +128,12 @@ def _model_state(trainer, given) -> list[str]:
         for v in state.values()
         if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dtype != torch.float32
     }
-    if floats:
-        reasons.append(f"model state in {', '.join(sorted(floats))}; v1 needs float32")
+    half = sorted(floats & set(HALF_PRECISION))
+    if half:
+        reasons.append(Uses(extensions.MIXED_PRECISION, f"model state in {', '.join(half)}"))
+    if floats - set(HALF_PRECISION):
+        other = ", ".join(sorted(floats - set(HALF_PRECISION)))
+        reasons.append(f"model state in {other}; v1 needs float32 (or bfloat16/float16)")
     size = sum(v.numel() * v.element_size() for v in state.values() if isinstance(v, torch.Tensor))
     if size > defaults.HF_MAX_MODEL_STATE_BYTES:
         reasons.append(
@@ -92,12 +143,12 @@ def _model_state(trainer, given) -> list[str]:
     return reasons
 
 
-def _peft(trainer, given) -> list[str]:
+def _peft(trainer, given) -> list[Finding]:
     model = trainer.model
     if type(model).__module__.split(".")[0] == "peft" or getattr(
         model, "_hf_peft_config_loaded", False
     ):
-        return ["PEFT model (adapters); v1 needs a plain model, PEFT needs separate qualification"]
+        return [Uses(extensions.PEFT, f"PEFT model ({type(model).__name__})")]
     return []
 
 
@@ -118,11 +169,13 @@ def _dataset(trainer, given) -> list[str]:
     return []
 
 
-def _loading(trainer, given) -> list[str]:
+def _loading(trainer, given) -> list[Finding]:
     args = trainer.args
-    reasons = []
+    reasons: list[Finding] = []
     if args.dataloader_num_workers != 0:
-        reasons.append(f"dataloader_num_workers={args.dataloader_num_workers}; v1 needs 0")
+        reasons.append(
+            Uses(extensions.WORKERS, f"dataloader_num_workers={args.dataloader_num_workers}")
+        )
     reasons.extend(_collator(trainer, given.get("data_collator")))
     if not args.accelerator_config.use_seedable_sampler:
         reasons.append(
@@ -132,31 +185,50 @@ def _loading(trainer, given) -> list[str]:
     return reasons
 
 
-def _collator(trainer, collator: Any) -> list[str]:
-    """The library's default collators, given or not, as the Transformers examples pass them.
+RANDOM_OR_PADDING_COLLATORS = (
+    "DataCollatorForLanguageModeling",
+    "DataCollatorForWholeWordMask",
+    "DataCollatorForSeq2Seq",
+    "DataCollatorForTokenClassification",
+)
+"""The library's collators the collators extension admits, by exact class in
+``transformers.data.data_collator``: they mask at random or pad by their tokenizer."""
+
+
+def _collator(trainer, collator: Any) -> list[Finding]:
+    """The library's collators, given or not, as the Transformers examples pass them.
 
     None (the Trainer picks ``DataCollatorWithPadding`` of its tokenizer, or
     ``default_data_collator``), ``default_data_collator`` itself, or an exact
     ``DataCollatorWithPadding`` whose tokenizer *is* the Trainer's ``processing_class``. Its
     padding settings may be anything: they are the program's configuration, deterministic, and
     recorded in the identity of every checkpoint (``identity.collator``), so a resume with other
-    settings is refused. Anything else is code of the program's own and stays outside.
+    settings is refused. The collators extension admits the masking and sequence collators of
+    :data:`RANDOM_OR_PADDING_COLLATORS` on the same terms. Anything else is code of the
+    program's own and stays outside.
     """
-    from transformers.data.data_collator import DataCollatorWithPadding, default_data_collator
+    from transformers.data import data_collator as library
 
-    if collator is None or collator is default_data_collator:
+    if collator is None or collator is library.default_data_collator:
         return []
-    if type(collator) is DataCollatorWithPadding:
-        if trainer.processing_class is not None and collator.tokenizer is trainer.processing_class:
-            return []
+    kind = type(collator)
+    admitted = kind is library.DataCollatorWithPadding or (
+        kind.__name__ in RANDOM_OR_PADDING_COLLATORS
+        and getattr(library, kind.__name__, None) is kind
+    )
+    if not admitted:
         return [
-            "DataCollatorWithPadding of a tokenizer that is not the Trainer's processing_class; "
+            f"custom data collator ({_name(collator)}); v1 needs the library's default: none, "
+            "default_data_collator or DataCollatorWithPadding of the Trainer's tokenizer"
+        ]
+    if trainer.processing_class is None or collator.tokenizer is not trainer.processing_class:
+        return [
+            f"{kind.__name__} of a tokenizer that is not the Trainer's processing_class; "
             "v1 needs the Trainer's own tokenizer (pass processing_class=tokenizer)"
         ]
-    return [
-        f"custom data collator ({_name(collator)}); v1 needs the library's default: none, "
-        "default_data_collator or DataCollatorWithPadding of the Trainer's tokenizer"
-    ]
+    if kind is library.DataCollatorWithPadding:
+        return []
+    return [Uses(extensions.COLLATORS, kind.__name__)]
 
 
 def _callbacks(trainer, given) -> list[str]:

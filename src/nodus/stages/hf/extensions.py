@@ -1,0 +1,77 @@
+"""The extensions of the hf-trainer-v1 profile: what each is, and how it is qualified.
+
+The v1 profile (SPEC §6) is one process, one device, float32, no dataloader workers, the
+library's default collators and a plain model. Each extension widens it by one thing real
+training needs, and each is trusted only where it is qualified: on a version set the project's
+own tests prove it on (shipped in ``qualified.json``) or where ``nodus qualify --extension NAME``
+passed. An extension is qualified per device type (``cpu``, ``cuda``): bf16 autocast or a
+process group on the CPU says nothing about the same on a GPU.
+
+This module is the one definition both sides share: the in-process profile names the extensions
+a Trainer uses (:mod:`nodus.stages.hf.inprocess.profile`), the qualification records name them
+(:mod:`nodus.stages.hf.qualification`), ``nodus qualify`` runs their cases
+(:mod:`nodus.runner.qualify`). It imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MIXED_PRECISION = "mixed-precision"
+PROCESSES = "processes"
+WORKERS = "dataloader-workers"
+COLLATORS = "collators"
+PEFT = "peft"
+
+
+@dataclass(frozen=True)
+class Extension:
+    name: str
+    summary: str
+    """What it admits, for ``nodus qualify --help`` and refusals."""
+    case_env: dict[str, str] = field(default_factory=dict)
+    """The qualification program's settings that exercise it (``qualify_extensions.py``)."""
+    processes: int = 1
+    """How many processes the qualification case launches (``torchrun --nproc_per_node``)."""
+
+
+EXTENSIONS: dict[str, Extension] = {
+    e.name: e
+    for e in (
+        Extension(
+            MIXED_PRECISION,
+            "bf16=True or fp16=True autocast, and models stored in bfloat16 or float16",
+            {"QUALIFY_PRECISION": "bf16"},
+        ),
+        Extension(
+            PROCESSES,
+            "several processes on one machine (torchrun, accelerate launch: DDP)",
+            processes=2,
+        ),
+        Extension(
+            WORKERS,
+            "dataloader_num_workers > 0, with or without persistent workers",
+            {"QUALIFY_WORKERS": "2"},
+        ),
+        Extension(
+            COLLATORS,
+            "DataCollatorForLanguageModeling, DataCollatorForWholeWordMask, "
+            "DataCollatorForSeq2Seq, DataCollatorForTokenClassification",
+            {"QUALIFY_COLLATOR": "mlm"},
+        ),
+        Extension(
+            PEFT,
+            "a PEFT model (LoRA adapters) under the plain Trainer",
+            {"QUALIFY_PEFT": "1"},
+        ),
+    )
+}
+
+
+def key(name: str, device: str) -> str:
+    """How a qualification record names an extension qualified on one device type."""
+    return f"{name}@{device}"
+
+
+def qualify_command(names: list[str] | tuple[str, ...]) -> str:
+    return "nodus qualify " + " ".join(f"--extension {name}" for name in names)
