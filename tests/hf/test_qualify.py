@@ -77,3 +77,22 @@ def test_the_command_line_offers_every_extension():
     from nodus.stages.hf.extensions import EXTENSIONS
 
     assert EXTENSION_NAMES == tuple(EXTENSIONS)
+
+
+def test_an_environment_that_does_not_train_deterministically_is_named_so(tmp_path):
+    """Two bare runs that differ (CUDA's default kernels): no resume is blamed for it."""
+    from nodus.runner import qualify as suite
+
+    class Unsteady(suite._Suite):
+        hashes = iter(["aaaa", "bbbb"])
+
+        def _reference(self, name: str) -> str:
+            return next(self.hashes)
+
+        def _accept(self) -> str:
+            raise AssertionError("nothing runs under nodus once the bare runs differ")
+
+    result = Unsteady(str(tmp_path), lambda line: None, suite.Case()).run()
+    assert not result.passed
+    assert result.problems == [suite.NOT_DETERMINISTIC]
+    assert "full_determinism=True" in result.problems[0]

@@ -55,6 +55,13 @@ PROGRAM_ENV = {
     # The machine's default device (a GPU where there is one): that is what is being qualified.
     "QUICKSTART_USE_CPU": "0",
 }
+NOT_DETERMINISTIC = (
+    "two uninterrupted runs of the same program, with the same seed, ended with different "
+    "weights: this environment does not train deterministically, so no resumed run can be "
+    "bit-identical to an uninterrupted one. On a GPU, train with full_determinism=True "
+    "(TrainingArguments; it sets CUBLAS_WORKSPACE_CONFIG=:4096:8 and "
+    "torch.use_deterministic_algorithms) and qualify again; see docs/hf-trainer.md, \"GPU\""
+)
 HOLD_SAVE_S = "3600"
 """The write delay of the attempt killed mid-save: its first save is still unpublished when the
 kill lands, however slow the machine."""
@@ -172,9 +179,13 @@ class _Suite:
             shutil.copy(QUALIFY_EXTENSIONS_PROGRAM, os.path.join(self.source, EXTENSION_PROGRAM))
         try:
             self.say("uninterrupted reference run (no nodus)")
-            reference = self._reference()
+            reference = self._reference("reference")
+            self.say("the same run again: the environment must train deterministically")
+            again = self._reference("reference-again")
         except _Failed as failure:
             return Result(False, problems=[str(failure)])
+        if again != reference:
+            return Result(False, reference, problems=[NOT_DETERMINISTIC])
         run_id = self._accept()
         problems = self._interrupted_run(run_id)
         attempts = self._attempts(run_id)
@@ -194,15 +205,15 @@ class _Suite:
 
     # --- the reference ------------------------------------------------------------------------
 
-    def _reference(self) -> str:
-        copy = os.path.join(self.workdir, "reference")
+    def _reference(self, name: str) -> str:
+        copy = os.path.join(self.workdir, name)
         shutil.copytree(self.source, copy)
-        log = os.path.join(self.workdir, "reference.log")
+        log = os.path.join(self.workdir, f"{name}.log")
         with open(log, "wb") as output:
             status = subprocess.run(
                 self._command(),
                 cwd=copy,
-                env={**os.environ, **PROGRAM_ENV, **self.case.env},
+                env={**os.environ, **self._env()},
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -235,7 +246,7 @@ class _Suite:
             "command": self._command(),
             "integration": protocol.INTEGRATION_HF_TRAINER_V1,
             "outputs": ["out/model"],
-            "env": {**PROGRAM_ENV, **self.case.env},
+            "env": self._env(),
             "continuity": {
                 "mode": "checkpointed",
                 "resume_on_interruption": True,
@@ -248,6 +259,13 @@ class _Suite:
                 "grace_period": 10,
             },
         }
+
+    def _env(self) -> dict[str, str]:
+        """The program's settings; on a GPU with full determinism (docs/hf-trainer.md, "GPU"):
+        CUDA's default kernels (atomic adds in an embedding's backward, cuBLAS's split
+        reductions) do not give the same bits twice."""
+        deterministic = {"QUICKSTART_FULL_DETERMINISM": "1"} if default_device() != "cpu" else {}
+        return {**PROGRAM_ENV, **deterministic, **self.case.env}
 
     def _command(self) -> list[str]:
         program = self.case.program

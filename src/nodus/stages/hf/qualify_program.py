@@ -94,6 +94,7 @@ def training_arguments() -> TrainingArguments:
         report_to=[],
         seed=setting("SEED", 42),
         use_cpu=bool(setting("USE_CPU", 1)),
+        full_determinism=bool(setting("FULL_DETERMINISM", 0)),
         disable_tqdm=True,
     )
 
