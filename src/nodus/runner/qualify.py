@@ -57,11 +57,14 @@ PROGRAM_ENV = {
 }
 NOT_DETERMINISTIC = (
     "two uninterrupted runs of the same program, with the same seed, ended with different "
-    "weights: this environment does not train deterministically, so no resumed run can be "
-    "bit-identical to an uninterrupted one. On a GPU, train with full_determinism=True "
-    "(TrainingArguments; it sets CUBLAS_WORKSPACE_CONFIG=:4096:8 and "
-    "torch.use_deterministic_algorithms) and qualify again; see docs/hf-trainer.md, \"GPU\""
+    "weights: this environment does not train deterministically (on a GPU even with "
+    "full_determinism=True and CUBLAS_WORKSPACE_CONFIG=:4096:8, which the qualification sets "
+    "there), so no resumed run can be bit-identical to an uninterrupted one; see "
+    'docs/hf-trainer.md, "On a GPU"'
 )
+GPU_DETERMINISM = {"QUICKSTART_FULL_DETERMINISM": "1", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+"""What the qualification program needs on a GPU to train the same bits twice: CUDA's default
+kernels (atomic adds in an embedding's backward, cuBLAS's split reductions) do not."""
 HOLD_SAVE_S = "3600"
 """The write delay of the attempt killed mid-save: its first save is still unpublished when the
 kill lands, however slow the machine."""
@@ -261,10 +264,8 @@ class _Suite:
         }
 
     def _env(self) -> dict[str, str]:
-        """The program's settings; on a GPU with full determinism (docs/hf-trainer.md, "GPU"):
-        CUDA's default kernels (atomic adds in an embedding's backward, cuBLAS's split
-        reductions) do not give the same bits twice."""
-        deterministic = {"QUICKSTART_FULL_DETERMINISM": "1"} if default_device() != "cpu" else {}
+        """The program's settings, on a GPU with :data:`GPU_DETERMINISM`."""
+        deterministic = GPU_DETERMINISM if default_device() != "cpu" else {}
         return {**PROGRAM_ENV, **deterministic, **self.case.env}
 
     def _command(self) -> list[str]:
