@@ -15,6 +15,12 @@ passes from its own environment to each program it starts: a short one paces the
 kill after the save of step K lands before step K+1 is published and the recovery resumes from
 exactly K; a long one holds the attempt that is killed in the middle of its first save. The
 runner must be driven from the main thread (it installs its preemption-notice handlers).
+
+A case of several processes (``--extension processes``: the program under ``torchrun``) kills one
+rank, not the launcher, as a crash or an OOM kill of one process would: the launcher then ends
+the other ranks and exits non-zero, and the whole world restarts from the same snapshot. The
+ranks killed take turns (rank 1 first); in the middle of a save a rank that is not writing the
+checkpoint is killed (rank 0 writes it and is ended by the launcher).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from nodus import protocol
 from nodus.runner.acceptance import accept
 from nodus.runner.catalog import Catalog
 from nodus.runner.engine import Runner
+from nodus.runner.processes import procfs
 from nodus.runner.service import open_run_store
 from nodus.runner.workspace import Workspace
 from nodus.schemas import defaults
@@ -96,6 +103,8 @@ class Case:
     program: str = "train.py"
     launcher: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    processes: int = 1
+    """How many ranks the launcher starts; more than one: the killer kills one rank."""
 
     @classmethod
     def of(cls, extension: str | None) -> Case:
@@ -108,7 +117,7 @@ class Case:
                 *(sys.executable, "-m", "torch.distributed.run", "--standalone"),
                 *("--nproc_per_node", str(spec.processes)),
             )
-        return cls(EXTENSION_PROGRAM, launcher, dict(spec.case_env))
+        return cls(EXTENSION_PROGRAM, launcher, dict(spec.case_env), spec.processes)
 
 
 EXTENSION_PROGRAM = "extension.py"
@@ -288,7 +297,7 @@ class _Suite:
                     terminal=terminal,
                     qualifying=True,
                 )
-                watcher = _Killer(self.home, run_id, runner, self.say)
+                watcher = _Killer(self.home, run_id, runner, self.say, self.case.processes)
                 watcher.start()
                 try:
                     status = runner.drive()
@@ -344,8 +353,11 @@ class _Suite:
 class _Killer(threading.Thread):
     """SIGKILLs the run's program at the suite's moments, as a crash or an OOM kill would."""
 
-    def __init__(self, home: str, run_id: str, runner: Runner, say: Say) -> None:
+    def __init__(
+        self, home: str, run_id: str, runner: Runner, say: Say, processes: int = 1
+    ) -> None:
         super().__init__(name="nodus-qualify-kills", daemon=True)
+        self.processes = processes
         self.home = home
         self.run_id = run_id
         self.runner = runner
@@ -369,14 +381,15 @@ class _Killer(threading.Thread):
     def _kill_all(self) -> None:
         steps = defaults.HF_QUALIFY_KILL_STEPS
         for number, step in enumerate(steps, start=1):
-            self.say(f"attempt {number}: SIGKILL after the save of step {step}")
+            whom = self._whom(number)
+            self.say(f"attempt {number}: SIGKILL{whom} after the save of step {step}")
             self._wait(number, lambda ws, s=step: os.path.exists(ws.control.save_record(s)))
             if number == len(steps):
                 # Read when the runner starts the next attempt, which this kill causes.
                 os.environ[protocol.ENV_WRITE_DELAY] = HOLD_SAVE_S
             self._kill(number)
         number = len(steps) + 1
-        self.say(f"attempt {number}: SIGKILL in the middle of a save")
+        self.say(f"attempt {number}: SIGKILL{self._whom(number)} in the middle of a save")
         ws = self._wait(number, _building)
         del os.environ[protocol.ENV_WRITE_DELAY]  # the last attempt saves at full speed
         self._kill(number)
@@ -411,10 +424,25 @@ class _Killer(threading.Thread):
             catalog.close()
         return attempts[number - 1]["pid"] if len(attempts) >= number else None
 
+    def _whom(self, number: int) -> str:
+        return f" of rank {self._rank(number)}" if self.processes > 1 else ""
+
+    def _rank(self, number: int) -> int:
+        """Rank 1 first, then turns; the mid-save kill hits the last rank, not rank 0, which
+        writes the checkpoint: the launcher ends rank 0 in the middle of its save."""
+        if number > len(defaults.HF_QUALIFY_KILL_STEPS):
+            return self.processes - 1
+        return number % self.processes
+
     def _kill(self, number: int) -> None:
         pid = self._pid(number)
         if pid is None:  # _wait saw it run: only a damaged catalog gets here
             raise _Failed(f"attempt {number} has no program pid to kill")
+        if self.processes > 1:
+            rank = self._rank(number)
+            pid = procfs.rank_process(pid, rank)
+            if pid is None:
+                raise _Failed(f"attempt {number} has no process of rank {rank} to kill")
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -201,9 +201,17 @@ class Capturer:
     def _newest_whole(self, steps: list[int], died_at: float | None) -> int | None:
         for step in reversed(steps):
             if not self.watch_folders:
-                return step  # the integration publishes whole folders only
+                # the integration publishes whole folders only, each with every rank's part
+                folder = self.watcher.folder(step)
+                lacking = _ranks(folder, signature(folder) or ())
+                if lacking is None:
+                    return step
+                self._incomplete(step, lacking, "exit")
+                continue
             entries = signature(self.watcher.folder(step)) or ()
             verdict = self.watcher.verdict(step, entries)
+            if verdict.complete:
+                verdict = _ranks(self.watcher.folder(step), entries) or verdict
             if not verdict.complete:
                 self._incomplete(step, verdict, "exit")
                 continue
@@ -266,6 +274,10 @@ class Capturer:
         before = _folder_state(folder)
         if not before and reason in ("settled", "save"):
             self.event("capture_skipped", {"step": step, "reason": f"{folder} is gone"})
+            return None
+        lacking = _ranks(folder, before)
+        if lacking is not None:  # a world's checkpoint without some rank's part: never whole
+            self._incomplete(step, lacking, reason)
             return None
         if reason != "save" and self.watch_folders:
             verdict = self.watcher.verdict(step, before)
@@ -554,6 +566,21 @@ class _NewerCheckpoint(Exception):
 def _folder_state(folder: str) -> tuple:
     """Fingerprint of one checkpoint folder (the watcher's signature); empty when it is gone."""
     return signature(folder) or ()
+
+
+def _ranks(folder: str, entries: tuple) -> Verdict | None:
+    """What a checkpoint folder of a world of several processes lacks of its ranks' parts
+    (:func:`nodus.stages.layouts.ranks`), by the world size its identity record names; None
+    when it lacks nothing, or records no world."""
+    names = [path for path, _size, _mtime in entries]
+    if defaults.HF_IDENTITY_FILE not in names:
+        return None
+    recorded = _read_json(os.path.join(folder, defaults.HF_IDENTITY_FILE)) or {}
+    try:
+        world = int(recorded.get("processes") or 1)
+    except (TypeError, ValueError):
+        return None
+    return layouts.ranks(names, world)
 
 
 def _version(path: str) -> tuple[int, int] | None:

@@ -340,8 +340,11 @@ HF_IDENTITY_IGNORED_ARGS = (
     "push_to_hub_token",
     "dataloader_pin_memory",
     "include_num_input_tokens_seen",
+    "local_rank",
 )
-"""Training arguments that may differ between attempts: they never change the trained weights."""
+"""Training arguments that may differ between attempts: they never change the trained weights.
+``local_rank`` differs between the ranks of one world (the world size is an identity of its own,
+``processes``)."""
 
 HF_CONTINUATION_ARGS = ("max_steps", "num_train_epochs")
 """Training arguments a run continuing another run's training state may change: its length

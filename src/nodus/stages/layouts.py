@@ -30,6 +30,11 @@ checkpointing follow, quickly) and torch's ``FileSystemWriter`` (the coordinator
 ``.metadata`` into place after every rank wrote its data); tests/runner/test_runner_directory.py
 watches the installed libraries save to keep them honest.
 
+A Trainer checkpoint saved by a world of several processes holds every rank's RNG state
+(``rng_state_<rank>.pth``); the world size is not in the file names, so :func:`ranks` checks a
+folder against the size its writer recorded (the hf-trainer integration's identity record,
+``processes``), and a folder lacking a rank's part is not whole.
+
 A program with a layout of its own names its last-written file with ``[continuity]
 checkpoint_complete``; that file alone then decides, and the known layouts are not consulted
 (a custom folder may well hold a ``model.safetensors``). Any other folder is whole once settled,
@@ -49,7 +54,7 @@ from dataclasses import dataclass
 
 from nodus.stages.formats import temporary
 
-__all__ = ["Verdict", "custom_objects", "distributed", "judge"]
+__all__ = ["Verdict", "custom_objects", "distributed", "judge", "ranks"]
 
 
 @dataclass(frozen=True)
@@ -192,6 +197,22 @@ def distributed(files: list[str]) -> Verdict | None:
             lacking.append(posixpath.join(folder, ".metadata"))
     missing = f"{', '.join(lacking)} (written last)" if lacking else None
     return Verdict("a torch distributed checkpoint", missing, tuple(last))
+
+
+def ranks(files: Iterable[str], world: int) -> Verdict | None:
+    """A Trainer checkpoint of a world of ``world`` processes: every rank's ``rng_state_<r>.pth``
+    (None for a world of one, or when it holds every rank's)."""
+    if world <= 1:
+        return None
+    top = {name for name in files if "/" not in name}
+    lacking = [f"rng_state_{r}.pth" for r in range(world) if f"rng_state_{r}.pth" not in top]
+    if not lacking:
+        return None
+    missing = (
+        f"{', '.join(lacking)} (every rank's RNG state: the checkpoint's identity records a "
+        f"world of {world} processes)"
+    )
+    return Verdict("a Transformers Trainer checkpoint of several processes", missing)
 
 
 def _any(pattern: re.Pattern[str], names: Iterable[str]) -> bool:

@@ -114,6 +114,16 @@ def environ_value(pid: int, name: str) -> str | None:
     return None
 
 
+def rank_process(root: int, rank: int) -> int | None:
+    """The living process below ``root`` that a launcher (``torchrun``, ``accelerate launch``)
+    started for ``rank`` (its ``RANK``), or None until it runs; its own children inherit the
+    variable but come after it."""
+    for entry in descendants(root, table()):
+        if entry.state != "Z" and environ_value(entry.pid, "RANK") == str(rank):
+            return entry.pid
+    return None
+
+
 def living(pid: int) -> bool:
     """True while the process exists and is not a zombie."""
     entry = stat(pid)

@@ -46,6 +46,9 @@ EXTENSIONS: dict[str, Extension] = {
         Extension(
             PROCESSES,
             "several processes on one machine (torchrun, accelerate launch: DDP)",
+            # 6 steps per epoch in a world of two: the kill steps fall inside epochs 0 and 4
+            # and on the boundary between epochs 1 and 2.
+            {"QUICKSTART_EPOCHS": "6"},
             processes=2,
         ),
         Extension(

@@ -76,6 +76,8 @@ def differences(saved: dict[str, str], now: dict[str, str]) -> list[str]:
     saved = {**BEFORE_EXTENSIONS, **saved}
     lines = []
     for key, label in LABELS.items():
+        if key == "training_arguments" and same_arguments(saved, now):
+            continue
         if saved.get(key) != now.get(key):
             source = now.get("dataset_source") if key == "dataset" else None
             lines.append(
@@ -215,9 +217,28 @@ def _source(data: Any) -> str:
     return ", ".join(part for part in parts if part)
 
 
+def same_arguments(saved: dict[str, Any], now: dict[str, Any]) -> bool:
+    """The training arguments of two identities are the same.
+
+    Their digests are, or the values both record are once the arguments that may differ
+    (``HF_IDENTITY_IGNORED_ARGS``) are left out: a checkpoint saved by a nodus that ignored
+    fewer of them (``local_rank`` differs between the ranks of a world) still matches."""
+    if saved.get("training_arguments") == now.get("training_arguments"):
+        return True
+    values = [i.get("training_argument_values") for i in (saved, now)]
+    if not all(isinstance(v, dict) for v in values):
+        return False
+    kept = [
+        {k: v for k, v in value.items() if k not in defaults.HF_IDENTITY_IGNORED_ARGS}
+        for value in values
+    ]
+    return kept[0] == kept[1]
+
+
 def argument_differences(saved_args: dict[str, Any], args: Any) -> list[str]:
     """The training-argument fields that changed, for a readable refusal."""
     now = json.loads(json.dumps(_arguments(args), default=str))
+    saved_args = {k: v for k, v in saved_args.items() if k not in defaults.HF_IDENTITY_IGNORED_ARGS}
     names = sorted(set(saved_args) | set(now))
     return [n for n in names if saved_args.get(n) != now.get(n)]
 

@@ -11,6 +11,7 @@ with.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,12 @@ def _one_process_one_device(trainer, given) -> list[Finding]:
     world = _world_size(args)
     if world > 1:
         reasons.append(Uses(extensions.PROCESSES, f"distributed training (world_size={world})"))
+        local = int(os.environ.get("LOCAL_WORLD_SIZE") or world)
+        if local != world:
+            reasons.append(
+                f"a world of {world} processes on several machines ({local} on this one): "
+                "not supported yet; the processes extension is one machine's"
+            )
     if args.n_gpu > 1:
         reasons.append(f"{args.n_gpu} devices in one process (DataParallel); v1 needs one device")
     if args.deepspeed or args.fsdp:

@@ -4,6 +4,11 @@ The hook creates a :class:`Session` when a Trainer inside the profile is built. 
 calls into it at three moments: at the start of ``train()`` (resume and identity check), at every
 optimizer-step end and epoch end, after the Trainer's own logging (saves and requests), and when
 training ends (the final save).
+
+In a world of several processes (:mod:`nodus.stages.hf.inprocess.world`) every rank has a
+session; rank 0 decides each save and stop and the others follow it, rank 0 alone writes the
+checkpoint (with every rank's RNG state), its save record and the events, and every rank checks
+the identity of the checkpoint it resumes from.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from nodus.schemas import defaults
 from nodus.stages.hf.inprocess import identity as identities
 from nodus.stages.hf.inprocess.cadence import AutoCadence
 from nodus.stages.hf.inprocess.control import ControlDir
-from nodus.stages.hf.inprocess.state_copy import Buffers, capture
+from nodus.stages.hf.inprocess.state_copy import Buffers, capture, rng_state
 from nodus.stages.hf.inprocess.state_json import StateJson
+from nodus.stages.hf.inprocess.world import World, indexed_cpu_loads
 from nodus.stages.hf.inprocess.writer import CheckpointWriter, remove_older_checkpoints
 
 _ARGUMENTS_LABEL = identities.LABELS["training_arguments"]
@@ -36,6 +42,9 @@ class Session:
         self.trainer = trainer
         self.control = control
         self.settings = settings
+        self.world = World()
+        if self.world.size > 1 and trainer.args.device.type == "cpu":
+            indexed_cpu_loads()  # or the Trainer cannot load its optimizer state on resume
         self.writer = CheckpointWriter(control, trainer, on_published=self._prune)
         self.identity: dict[str, Any] | None = None
         self.answered: set[int] = set()
@@ -59,7 +68,7 @@ class Session:
     def start(self) -> str | None:
         """Record this training's identities; return the checkpoint to resume from, if any."""
         path = self._resume_point()
-        if self.settings.auto_cadence:
+        if self.settings.auto_cadence and self.world.leader:  # rank 0 decides every save
             self.cadence = AutoCadence(
                 self.settings.max_save_overhead or defaults.MAX_SAVE_OVERHEAD,
                 anchor=self.last_saved_step or 0,
@@ -79,7 +88,7 @@ class Session:
         self.restored_path = restored
         if restored is None:
             return given
-        if given not in (None, False) and given != restored:
+        if given not in (None, False) and given != restored and self.world.leader:
             self.control.write_event(
                 protocol.EVENT_RESUME_OVERRIDDEN,
                 {"given": str(given), "restored": restored, "step": self.last_saved_step},
@@ -110,10 +119,11 @@ class Session:
             if path is not None and state.max_steps > 0 and state.global_step >= state.max_steps:
                 self.restored_finished = True
                 self.trainer._load_rng_state(path)
-                self.control.write_event(
-                    protocol.EVENT_RESTORED_FINISHED,
-                    {"step": state.global_step, "max_steps": state.max_steps},
-                )
+                if self.world.leader:
+                    self.control.write_event(
+                        protocol.EVENT_RESTORED_FINISHED,
+                        {"step": state.global_step, "max_steps": state.max_steps},
+                    )
                 print(
                     f"nodus: the restored step {state.global_step} ends the training "
                     f"(max_steps {state.max_steps}): train() runs no further step",
@@ -155,7 +165,7 @@ class Session:
                 ],
             )
         problems = identities.differences(saved, self.identity)
-        if saved.get("training_arguments") != self.identity["training_arguments"]:
+        if not identities.same_arguments(saved, self.identity):
             fields = identities.argument_differences(
                 saved.get("training_argument_values", {}), trainer.args
             )
@@ -189,28 +199,37 @@ class Session:
             self.trainer._load_from_checkpoint(path)
         except (OSError, ValueError, RuntimeError) as error:
             refuse(self.control, [f"the weights in {path} do not load into this model: {error}"])
-        self.control.write_event(
-            protocol.EVENT_WARM_START,
-            {"checkpoint": path, "weights": identities.weights_digest(self.trainer.model)},
-        )
+        if self.world.leader:
+            self.control.write_event(
+                protocol.EVENT_WARM_START,
+                {"checkpoint": path, "weights": identities.weights_digest(self.trainer.model)},
+            )
 
     # --- optimizer boundaries --------------------------------------------------------------------
 
     def at_boundary(self) -> None:
+        save, stop, ids = self._decide() if self.world.leader else (False, False, [])
+        save, stop = self.world.agree(save, stop)  # every rank follows rank 0
+        if save:
+            self._save(ids)
+        if self.world.leader:
+            self._prune()
+        if stop:
+            self._stop()
+
+    def _decide(self) -> tuple[bool, bool, list[int]]:
+        """Whether this boundary saves, and stops after it; the requests the save answers."""
         step = self.trainer.state.global_step
         if self.cadence is not None:
             self.cadence.boundary(step, self.writer.busy(), self.control.committed_step())
         if step % self.save_granularity:
-            return
+            return False, False, []
         requests = self.control.pending_requests(self.answered)
         ids = [r.id for r in requests]
+        stop = any(r.stops for r in requests)
         if ids and step == self.last_saved_step and self._answer_saved(step, ids):
-            pass  # this boundary is saved already: its record now answers the requests too
-        elif self._due(step) or requests:
-            self._save(ids)
-        self._prune()
-        if any(r.stops for r in requests):
-            self._stop()
+            return False, stop, []  # saved already: its record now answers the requests too
+        return bool(self._due(step) or requests), stop, ids
 
     def finish(self) -> None:
         """Training ended: the final state is saved unless this step already was."""
@@ -241,12 +260,23 @@ class Session:
             self.saves_off_said = True
 
     def _save(self, request_ids: list[int]) -> None:
+        """Every rank saves together: each hands rank 0 its RNG state, rank 0 writes."""
         self.answered.update(request_ids)
         self.last_saved_step = self.trainer.state.global_step
         started = time.perf_counter()
+        # As the Trainer before a save: a collective over the world's training group.
+        self.trainer.store_flos()
+        rng_states = self.world.gather(rng_state(self.trainer.args))
+        if not self.world.leader:
+            return
         self.writer.wait()  # the buffers are about to be reused: the previous write must be done
         captured = capture(
-            self.trainer, self.identity or {}, request_ids, self.buffers, self.state_json
+            self.trainer,
+            self.identity or {},
+            request_ids,
+            self.buffers,
+            self.state_json,
+            rng_states=rng_states,
         )
         self.writer.submit(captured)
         if self.cadence is not None:

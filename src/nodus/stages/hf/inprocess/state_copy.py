@@ -29,7 +29,9 @@ class Captured:
     model_state: dict[str, torch.Tensor]
     optimizer_state: dict[str, Any]
     scheduler_state: dict[str, Any]
-    rng_state: dict[str, Any]
+    rng_states: list[dict[str, Any]]
+    """Every rank's RNG state in rank order: ``rng_state.pth`` for a world of one, else
+    ``rng_state_<rank>.pth`` each (as ``Trainer._save_rng_state`` names them)."""
     trainer_state_json: str
     training_args: bytes  # torch.save(args), pickled now so later changes cannot leak in
     identity: dict[str, Any]
@@ -62,13 +64,18 @@ def capture(
     requests: list[int],
     buffers: Buffers | None = None,
     state_json: StateJson | None = None,
+    rng_states: list[dict[str, Any]] | None = None,
 ) -> Captured:
     """The checkpoint of this boundary; ``buffers`` and ``state_json`` are kept from one save
-    to the next by the session (fresh ones for a single save)."""
+    to the next by the session (fresh ones for a single save).
+
+    The caller has called ``trainer.store_flos()`` first, as the Trainer does before it saves
+    (in a world of several processes every rank calls it: it is a collective there).
+    ``rng_states``: every rank's :func:`rng_state`, in rank order (this process's alone when
+    None)."""
     buffers = buffers or Buffers()
     state_json = state_json or StateJson()
     state = trainer.state
-    trainer.store_flos()  # the Trainer does this before it saves; trainer_state.json matches
     _export_callback_states(trainer)
     return Captured(
         step=state.global_step,
@@ -76,7 +83,7 @@ def capture(
         model_state=_clone_tensors(trainer.model.state_dict(), buffers),
         optimizer_state=_clone_tree(trainer.optimizer.state_dict(), buffers, "optimizer"),
         scheduler_state=copy.deepcopy(trainer.lr_scheduler.state_dict()),
-        rng_state=_rng_state(trainer.args),
+        rng_states=rng_states or [rng_state(trainer.args)],
         trainer_state_json=state_json.text(state),
         training_args=_pickled(trainer.args),
         identity=identity,
@@ -137,7 +144,7 @@ def _clone_tree(value: Any, buffers: Buffers, path: str) -> Any:
     return copy.deepcopy(value)
 
 
-def _rng_state(args: Any) -> dict[str, Any]:
+def rng_state(args: Any) -> dict[str, Any]:
     """The same dictionary ``Trainer._save_rng_state`` writes for one process.
 
     Under a launcher's world of one (``torchrun --nproc_per_node 1``) the Trainer runs in

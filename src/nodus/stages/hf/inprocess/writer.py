@@ -102,7 +102,10 @@ class CheckpointWriter:
             handle.write(captured.training_args)
         torch.save(captured.optimizer_state, os.path.join(folder, "optimizer.pt"))
         torch.save(captured.scheduler_state, os.path.join(folder, "scheduler.pt"))
-        torch.save(captured.rng_state, os.path.join(folder, "rng_state.pth"))
+        states = captured.rng_states
+        for rank, state in enumerate(states):
+            name = "rng_state.pth" if len(states) == 1 else f"rng_state_{rank}.pth"
+            torch.save(state, os.path.join(folder, name))
         with open(os.path.join(folder, "trainer_state.json"), "w", encoding="utf-8") as handle:
             handle.write(captured.trainer_state_json)
         identities.write(folder, captured.identity)
