@@ -5,7 +5,8 @@ The program passes its collator explicitly, as the Transformers examples do, and
 of one process on one device. Under a real `nodus run` its *worker* (the launcher's child, not the
 launcher) is SIGKILLed after a committed save; the runner sees the launcher exit and recovers,
 and the final weights equal those of an uninterrupted bare run launched the same way. A world of
-two stays outside the profile.
+two uses the ``processes`` extension (tests/hf/test_ext_processes.py): refused while it is not
+qualified.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hf_helpers import PROGRAMS, bare_run_hash
 from runner_e2e_helpers import Project
 
 from nodus.runner.processes import procfs
+from nodus.schemas.defaults import ENV_IGNORE_SHIPPED_QUALIFICATIONS as IGNORE_SHIPPED
 from polling import wait_for
 
 pytestmark = [pytest.mark.hf, pytest.mark.slow]
@@ -143,14 +145,17 @@ def test_accelerate_launch_of_one_process_saves_at_a_notice_and_resumes_bit_iden
     assert project.outputs_hash("n") == bare, why
 
 
-def test_a_world_of_two_is_refused_naming_its_size(tmp_path):
+def test_a_world_of_two_is_refused_naming_its_size_while_not_qualified(tmp_path):
     project = Project(
         tmp_path,
         program=PROGRAM,
         env={**ENV, "COLLATOR": "default"},
         launcher=(*TORCHRUN[:-1], "2"),  # gloo on the CPU: two cheap processes
     )
-    proc_ = project.nodus("run", str(project.file), "--key", "w", timeout=300)
+    # Only this machine's own qualifications count (none): the extension is not qualified.
+    proc_ = project.nodus(
+        "run", str(project.file), "--key", "w", timeout=300, env={IGNORE_SHIPPED: "1"}
+    )
 
     assert proc_.returncode == 1, proc_.stdout[-3000:] + proc_.stderr[-3000:]
     view = project.get("w")
@@ -159,7 +164,9 @@ def test_a_world_of_two_is_refused_naming_its_size(tmp_path):
     assert [a["outcome"] for a in attempts] == ["failed"]  # a refusal is never retried
     refused = [e for e in view["events"] if e["type"] == "integration_refused"]
     assert refused, view["events"]
-    for event in refused:  # every rank refuses for the same reason
-        assert any("distributed training (world_size=2)" in r for r in event["reasons"])
+    for event in refused:  # every rank refuses for the same reason, naming the command
+        (reason,) = [r for r in event["reasons"] if "distributed training" in r]
+        assert "distributed training (world_size=2)" in reason
+        assert "nodus qualify --extension processes" in reason
     assert "world_size=2" in project.log_of(attempts[0])
     assert not [m for m in project.snapshots("w") if m.files]  # nothing was saved

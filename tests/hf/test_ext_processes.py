@@ -1,0 +1,192 @@
+"""Issue 28, extension 1b: several processes on one machine (``processes``), gloo on the CPU.
+
+A world of two under ``torchrun --nproc_per_node 2`` (and ``accelerate launch --multi_gpu
+--num_processes 2``, which on a machine without GPUs launches the same gloo world) runs prepared
+on every rank: rank 0 decides each save and every rank saves at that step, the checkpoint holds
+every rank's RNG state (``rng_state_<rank>.pth``). Under a real `nodus run`:
+
+- one rank SIGKILLed is an interruption of the whole world, which restarts from the same
+  snapshot on every rank; the runner SIGKILLed leaves nothing running, and ``runs resume``
+  continues the run; the final weights equal the bare 2-process run's;
+- a preemption notice reaches every rank: the world saves at one step, and ``runs resume``
+  ends bit-identical to the bare run.
+
+Refused with the qualify hint while not qualified: tests/hf/test_launchers.py. Unit-level: a
+resume under another world size is refused naming both sizes, ``local_rank`` is no identity,
+a world's checkpoint lacking a rank's RNG state is not whole.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from hf_helpers import PROGRAMS, bare_run_hash
+from runner_e2e_helpers import Project, pid_alive
+
+from nodus.runner.processes import procfs
+from nodus.stages import layouts
+from nodus.stages.hf.inprocess import identity
+from polling import wait_for
+
+PROGRAM = "collators.py"
+BIN = Path(sys.executable).parent
+TORCHRUN = (str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2")
+ACCELERATE = (
+    *(str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2"),
+    *("--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"),
+)
+# A world of two draws 16 examples a step: 6 steps per epoch, 24 in all; saves every 3 steps,
+# at epoch ends (6, 12, 18) among them.
+ENV = {"COLLATOR": "default", "QUICKSTART_EPOCHS": "4"}
+SAVE_EVERY = 3
+WRITE_DELAY = "0.5"  # paces the saves, so kills land between them
+RNG_FILES = {"rng_state_0.pth", "rng_state_1.pth"}
+
+
+def _project(tmp_path: Path, launcher: tuple) -> Project:
+    return Project(
+        tmp_path,
+        program=PROGRAM,
+        env=ENV,
+        launcher=launcher,
+        save_every=SAVE_EVERY,
+        write_delay=WRITE_DELAY,
+    )
+
+
+def _bare(tmp_path_factory, launcher: tuple) -> str:
+    root = tmp_path_factory.mktemp("bare-world")
+    return bare_run_hash(root, str(PROGRAMS / PROGRAM), ENV, launcher)
+
+
+def _rng_files(project: Project, run: str, step: int) -> set[str]:
+    """The RNG state files of the snapshot of ``step``."""
+    (manifest,) = [m for m in project.snapshots(run) if m.step == step]
+    return {Path(f.path).name for f in manifest.files if Path(f.path).name.startswith("rng_")}
+
+
+def _tree(pid: int) -> list[int]:
+    return [pid, *(entry.pid for entry in procfs.descendants(pid, procfs.table()))]
+
+
+@pytest.mark.hf
+@pytest.mark.slow
+def test_a_killed_rank_and_a_killed_runner_end_bit_identical_to_the_bare_world(
+    tmp_path, tmp_path_factory
+):
+    bare = _bare(tmp_path_factory, TORCHRUN)
+    seed = random.randrange(1 << 30)
+    draw = random.Random(seed)
+    rank, after, more = draw.randrange(2), draw.choice((3, 6, 9)), draw.choice((1, 2))
+    why = (
+        f"random seed {seed}: rank {rank} killed after the commit of step {after}, the runner "
+        f"after {more} more commit(s)"
+    )
+    project = _project(tmp_path, TORCHRUN)
+    runner = project.start("run", str(project.file), "--key", "k")
+    launched = wait_for(lambda: project.running("k", 1), "attempt 1", runner)
+    wait_for(lambda: after in project.committed_steps("k", 1), f"step {after} committed", runner)
+    victim = procfs.rank_process(launched["pid"], rank)
+    assert victim is not None, why
+    os.kill(victim, signal.SIGKILL)
+
+    second = wait_for(lambda: project.running("k", 2), "attempt 2", runner)
+    restored = project.committed_steps("k", 1)[-1]
+
+    def newer() -> list[int]:
+        return [s for s in project.committed_steps("k", 2) if s > restored]
+
+    wait_for(lambda: len(newer()) >= more, f"{more} commit(s) of attempt 2", runner)
+    reached = newer()[-1]
+    world = _tree(second["pid"])
+    assert len(world) >= 3, why  # the launcher and its two ranks
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=30)
+    wait_for(lambda: not any(pid_alive(p) for p in world), "the world to end with its runner")
+
+    resumed = project.nodus("runs", "resume", "k", timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    first, interrupted, last = project.get("k")["stages"][0]["attempts"]
+    assert first["outcome"] == "interrupted", why
+    assert f"process {victim}" in first["detail"] and "SIGKILL" in first["detail"], why
+    # the whole world restarted from the same snapshot, on every rank
+    assert interrupted["restored_step"] == restored >= after, why
+    assert interrupted["outcome"] == "interrupted", why  # its runner died
+    assert last["restored_step"] >= reached, why
+    assert last["outcome"] == "succeeded", why
+    assert _rng_files(project, "k", last["restored_step"]) == RNG_FILES, why
+    assert project.outputs_hash("k") == bare, why
+
+
+@pytest.mark.hf
+@pytest.mark.slow
+def test_a_notice_saves_the_world_at_one_step_and_it_resumes_bit_identically(
+    tmp_path, tmp_path_factory
+):
+    # accelerate launch on the CPU sets OMP_NUM_THREADS=1: its bare run is launched the same way
+    bare = _bare(tmp_path_factory, ACCELERATE)
+    seed = random.randrange(1 << 30)
+    after = random.Random(seed).choice((3, 6, 9, 15))
+    why = f"random seed {seed}: SIGTERM to nodus after the commit of step {after}"
+    project = _project(tmp_path, ACCELERATE)
+    runner = project.start("run", str(project.file), "--key", "n")
+    wait_for(lambda: after in project.committed_steps("n", 1), f"step {after} committed", runner)
+    runner.send_signal(signal.SIGTERM)
+
+    assert runner.wait(timeout=300) == 3, why
+    stopped = project.get("n")["stages"][0]["attempts"][0]
+    assert stopped["outcome"] == "preempted", why
+    saved = project.committed_steps("n", 1)[-1]
+    assert saved > after, why  # the notice's own save, answered by every rank at one step
+    # rank 0 wrote it with every rank's RNG state, as the Trainer names them for a world of two
+    assert _rng_files(project, "n", saved) == RNG_FILES, why
+
+    resumed = project.nodus("runs", "resume", "n", timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert project.get("n")["stages"][0]["attempts"][1]["restored_step"] == saved, why
+    assert project.outputs_hash("n") == bare, why
+
+
+# --- unit level: identity and wholeness ------------------------------------------------------
+
+
+def test_a_resume_under_another_world_size_is_refused_naming_both_sizes():
+    same = {key: "same" for key in identity.LABELS} | {"dataset": "xxh3-128:0 (96 rows)"}
+    saved, now = same | {"processes": "2"}, same | {"processes": "1"}
+    assert identity.differences(saved, now) == [
+        "processes training together (world size) differs: checkpoint has '2', this attempt has '1'"
+    ]
+    assert identity.differences(saved, saved) == []
+
+
+@pytest.mark.hf
+def test_ranks_of_one_world_have_one_identity_of_their_arguments():
+    from transformers import TrainingArguments
+
+    ranks = [
+        TrainingArguments(output_dir="out", use_cpu=True, report_to=[], local_rank=rank)
+        for rank in (0, 1)
+    ]
+    values = [identity.argument_values(args) for args in ranks]
+    assert values[0] == values[1]
+    # a checkpoint whose recorded arguments still hold local_rank is the same training
+    old = {"training_arguments": "old digest", "training_argument_values": {**values[0]}}
+    old["training_argument_values"]["local_rank"] = 0
+    now = {"training_arguments": "new digest", "training_argument_values": values[1]}
+    assert identity.same_arguments(old, now)
+    now["training_argument_values"] = {**values[1], "seed": 7}
+    assert not identity.same_arguments(old, now)
+
+
+def test_a_world_checkpoint_lacking_a_rank_rng_state_is_not_whole():
+    files = ["model.safetensors", "trainer_state.json", "rng_state_0.pth", "nodus-identity.json"]
+    lacking = layouts.ranks(files, world=2)
+    assert lacking is not None and not lacking.complete
+    assert "rng_state_1.pth" in str(lacking.missing) and "world of 2" in str(lacking.missing)
+    assert layouts.ranks([*files, "rng_state_1.pth"], world=2) is None
+    assert layouts.ranks(["rng_state.pth"], world=1) is None
