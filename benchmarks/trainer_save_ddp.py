@@ -46,6 +46,7 @@ def stall_worker(saves: int, width: int, out: str) -> None:
     """Runs on every rank of the world (under torchrun); rank 0 writes the figures to ``out``."""
     import torch.distributed as dist
 
+    from nodus.protocol import checkpoint_folder
     from nodus.stages.hf.inprocess.control import ControlDir
     from nodus.stages.hf.inprocess.state_copy import Buffers, capture, rng_state
     from nodus.stages.hf.inprocess.world import World
@@ -85,7 +86,7 @@ def stall_worker(saves: int, width: int, out: str) -> None:
         world.agree(False, False)
     decision = (time.perf_counter() - start) / BOUNDARIES
     if leader:
-        folder = os.path.join(work, "bare", f"checkpoint-{trainer.state.global_step}")
+        folder = os.path.join(work, "bare", checkpoint_folder(trainer.state.global_step))
         size = sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
         result = {
             "params": sum(p.numel() for p in trainer.model.parameters()),
