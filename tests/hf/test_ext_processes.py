@@ -18,9 +18,11 @@ a world's checkpoint lacking a rank's RNG state is not whole.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -195,3 +197,28 @@ def test_a_world_checkpoint_lacking_a_rank_rng_state_is_not_whole():
     assert "rng_state_1.pth" in str(lacking.missing) and "world of 2" in str(lacking.missing)
     assert layouts.ranks([*files, "rng_state_1.pth"], world=2) is None
     assert layouts.ranks(["rng_state.pth"], world=1) is None
+
+
+@pytest.mark.hf
+@pytest.mark.slow
+def test_nodus_qualify_extension_processes_passes_killing_one_rank_at_a_time(tmp_path):
+    home = tmp_path / "home"
+    proc = subprocess.run(
+        [sys.executable, "-m", "nodus", "qualify", "--extension", "processes", "--json"]
+        + ["--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    result = json.loads(proc.stdout)["extensions"]["processes"]
+    assert result["passed"] and result["reference"] == result["resumed"]
+    assert result["resumed_from"] == [5, 12, 27, 27]  # the last one after the mid-save kill
+    attempts = result["attempts"]
+    assert [a["outcome"] for a in attempts] == ["interrupted"] * 4 + ["succeeded"]
+    for attempt in attempts[:4]:  # a rank was killed, not the launcher, which then exited 1
+        assert "extension.py) was killed by SIGKILL" in attempt["detail"], attempt
+        assert "then exited with status 1" in attempt["detail"], attempt
+    record = json.loads((home / "qualified.json").read_text())
+    (environment,) = record["environments"]
+    assert environment["extensions"]["processes@cpu"]["passed"], record
