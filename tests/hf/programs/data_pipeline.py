@@ -14,9 +14,10 @@
 - ``default``: the quick-start itself (``default_data_collator``).
 
 ``WORKERS=N`` trains with N dataloader workers (``PERSISTENT=1``: persistent ones), ``GA=N``
-accumulates N batches per step, ``MLM_PROBABILITY`` changes the masking rate, ``COLLATOR_SEED``
-gives the masking collators a generator of their own. Records vary in length (every line of
-``train.txt`` as it is), so the collators pad. Run from a working copy holding the quick-start
+accumulates N batches per step, ``QUICKSTART_EXAMPLES=N`` keeps the first N lines,
+``MLM_PROBABILITY`` changes the masking rate, ``COLLATOR_SEED`` gives the masking collators a
+generator of their own. Records vary in length (the lines are cut to 12 to 32 characters), so the
+collators pad. Run from a working copy holding the quick-start
 ``train.py`` and ``train.txt``; saves the model to ``out/model``.
 """
 
@@ -64,6 +65,7 @@ def lines() -> list[str]:
     """The lines of ``train.txt``, cut to lengths from 12 to 32 characters."""
     with open(os.path.join(os.getcwd(), "train.txt"), encoding="utf-8") as handle:
         found = [line.rstrip("\n") for line in handle if line.strip()]
+    found = found[: train.setting("EXAMPLES", len(found))]
     return [line[: 12 + (i * 7) % 21] for i, line in enumerate(found)]
 
 
