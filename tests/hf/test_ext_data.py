@@ -7,21 +7,26 @@ builders. Each run is compared bit for bit with a bare ``python data_pipeline.py
   2), SIGKILLed twice at random, paused and resumed;
 - the quick-start with 2 persistent dataloader workers, saving on ``auto``, SIGKILLed twice at
   random (its workers die with it), stopped by a preemption notice and resumed;
-- the other collators (whole-word masking, seq2seq and token-classification padding, causal-LM
-  padding) and non-persistent workers, each killed once inside a later epoch.
+- the other collators (whole-word masking from the collator's own seeded generator, seq2seq
+  padding inside 2 non-persistent workers, token-classification padding), each killed once
+  inside a later epoch.
 
 Both extensions are refused with the qualify hint where the machine's own records are all that
 counts (``NODUS_IGNORE_SHIPPED_QUALIFICATIONS=1``), and a run resuming another's snapshot with
-other collator settings or another worker count is refused naming both values.
+other collator settings or another worker count is refused naming both values. Real Trainers
+built in this process show what the profile admits and refuses, and what the identity records.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import os
 import random
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import tomllib
 from pathlib import Path
@@ -33,9 +38,11 @@ from runner_e2e_helpers import NODUS, Project, kill_program, pid_alive
 
 from nodus.schemas.defaults import ENV_IGNORE_SHIPPED_QUALIFICATIONS as IGNORE_SHIPPED
 from nodus.stages.hf import extensions
+from nodus.stages.hf.inprocess import identity as identities
+from nodus.stages.hf.inprocess import profile
 from polling import wait_for
 
-pytestmark = [pytest.mark.hf, pytest.mark.slow]
+pytestmark = pytest.mark.hf
 
 PROGRAM = "data_pipeline.py"
 
@@ -125,6 +132,7 @@ def _refused_with(project: Project, parent: str, step: int, env: dict, *named: s
 MLM_ENV = {"PIPELINE": "mlm", "GA": "2"}  # 6 optimizer steps per epoch, 4 epochs
 
 
+@pytest.mark.slow
 def test_masked_lm_killed_twice_paused_and_resumed_ends_bit_identical(short_root):
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -171,6 +179,7 @@ def test_masked_lm_killed_twice_paused_and_resumed_ends_bit_identical(short_root
 WORKERS = {"WORKERS": "2", "PERSISTENT": "1"}  # the runner's env: a resume may change it
 
 
+@pytest.mark.slow
 def test_persistent_workers_killed_twice_and_stopped_by_a_notice_end_bit_identical(short_root):
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -227,22 +236,20 @@ def test_persistent_workers_killed_twice_and_stopped_by_a_notice_end_bit_identic
     )
 
 
-# --- the other collators and non-persistent workers: one kill each, inside a later epoch ----------
+# --- the other collators, non-persistent workers: one kill each, inside a later epoch -----------
 
 ONE_KILL = {"QUICKSTART_EPOCHS": "2", "QUICKSTART_EXAMPLES": "48"}  # 6 steps per epoch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "env",
     [
-        {"PIPELINE": "wwm"},
-        {"PIPELINE": "seq2seq"},
+        {"PIPELINE": "wwm", "COLLATOR_SEED": "7"},  # masks from the collator's own generator
+        {"PIPELINE": "seq2seq", "WORKERS": "2"},  # padding inside non-persistent workers
         {"PIPELINE": "tokens"},
-        {"PIPELINE": "clm"},
-        {"PIPELINE": "mlm", "COLLATOR_SEED": "7"},
-        {"PIPELINE": "default", "WORKERS": "2"},
     ],
-    ids=["whole-word-mask", "seq2seq", "token-classification", "causal-lm", "seeded", "workers"],
+    ids=["whole-word-mask-seeded", "seq2seq-in-2-workers", "token-classification"],
 )
 def test_killed_inside_a_later_epoch_ends_bit_identical(short_root, env):
     seed = random.randrange(1 << 30)
@@ -258,3 +265,76 @@ def test_killed_inside_a_later_epoch_ends_bit_identical(short_root, env):
     assert [a["outcome"] for a in attempts] == ["interrupted", "succeeded"], why
     assert attempts[1]["restored_step"] % 6, why  # resumed inside epoch 1
     assert project.outputs_hash("k") == bare, why
+
+
+# --- the profile and the identity, on real Trainers built in this process -------------------------
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    """``data_pipeline.py`` as a module (its builders), and a Trainer factory."""
+    from hf_helpers import QUICKSTART
+    from transformers import Trainer
+
+    sys.path.insert(0, str(QUICKSTART))  # the program imports the quick-start's train.py
+    try:
+        spec = importlib.util.spec_from_file_location("data_pipeline", PROGRAMS / PROGRAM)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(QUICKSTART))
+    out = tmp_path_factory.mktemp("trainer")
+
+    def build(kind: str, workers: int = 0, **collator_settings):
+        args = dataclasses.replace(
+            module.train.training_arguments(),
+            output_dir=str(out),
+            dataloader_num_workers=workers,
+        )
+        tokenizer, model, data, collator = module.build(kind, args)
+        for name, value in collator_settings.items():
+            setattr(collator, name, value)
+        trainer = Trainer(
+            model=model,
+            args=args,
+            train_dataset=data,
+            processing_class=tokenizer,
+            data_collator=collator,
+        )
+        return trainer, {"data_collator": collator}
+
+    cwd = os.getcwd()
+    os.chdir(QUICKSTART)  # the records are train.txt's lines, read from the working directory
+    try:
+        yield build
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.mark.parametrize("kind", ["mlm", "wwm"])
+def test_random_masking_inside_dataloader_workers_is_refused_as_not_supported_yet(pipeline, kind):
+    found = profile.assess(*pipeline(kind, workers=2))
+    assert len(found.reasons) == 1, found.reasons
+    assert (
+        "masking at random in dataloader_num_workers=2 workers: not supported yet"
+        in (found.reasons[0])
+    )
+    assert set(found.extensions) == {extensions.COLLATORS, extensions.WORKERS}
+
+
+@pytest.mark.parametrize("kind", ["clm", "seq2seq", "tokens"])
+def test_padding_collators_inside_dataloader_workers_are_both_extensions(pipeline, kind):
+    found = profile.assess(*pipeline(kind, workers=2))
+    assert found.reasons == []
+    assert set(found.extensions) == {extensions.COLLATORS, extensions.WORKERS}
+
+
+def test_the_collators_settings_are_the_identity_and_a_model_is_named_by_its_class(pipeline):
+    seq2seq = identities.compute(pipeline("seq2seq")[0])["data_collator"]
+    assert seq2seq.startswith("DataCollatorForSeq2Seq(model=<transformers.models.t5.")
+    assert "T5ForConditionalGeneration>, padding=True" in seq2seq and "\n" not in seq2seq
+    masked = identities.compute(pipeline("mlm")[0])
+    other = identities.compute(pipeline("mlm", mlm_probability=0.3)[0])
+    [line] = identities.differences(masked, other)
+    assert line.startswith(identities.LABELS["data_collator"]), line
+    assert "mlm_probability=0.15" in line and "mlm_probability=0.3" in line
