@@ -28,6 +28,7 @@ CUDA generators are not recorded: the library's collators build their batches on
 
 from __future__ import annotations
 
+import copy
 import os
 import random
 from collections import deque
@@ -48,8 +49,7 @@ def rng_state(collate: Any) -> dict[str, Any]:
         "cpu": torch.random.get_rng_state(),
     }
     if hasattr(collate, "generator"):
-        generator = collate.generator
-        state["collator"] = generator.get_state() if generator is not None else None
+        state["collator"] = generator_state(collate.generator)
     return state
 
 
@@ -61,14 +61,33 @@ def set_rng_state(collate: Any, state: dict[str, Any]) -> None:
         set_generator(collate, state["collator"])
 
 
+def generator_state(generator: Any) -> Any:
+    """A collator's own generator (``seed=``): a torch ``Generator`` (``return_tensors="pt"``)
+    or a NumPy one (``"np"``); None while the collator has not created it yet."""
+    if generator is None:
+        return None
+    if isinstance(generator, torch.Generator):
+        return ("torch", generator.get_state())
+    if isinstance(generator, np.random.Generator):
+        return ("numpy", copy.deepcopy(generator.bit_generator.state))
+    raise TypeError(f"a collator generator of type {type(generator).__name__}")
+
+
 def set_generator(collate: Any, state: Any) -> None:
-    """The collator's own generator (``seed=``) at ``state``; None: not created yet."""
+    """The collator's own generator at ``state`` (of :func:`generator_state`)."""
     if state is None:
         collate.generator = None
         return
-    if not isinstance(getattr(collate, "generator", None), torch.Generator):
-        collate.generator = torch.Generator()
-    collate.generator.set_state(state)
+    kind, value = state
+    generator = getattr(collate, "generator", None)
+    if kind == "torch":
+        if not isinstance(generator, torch.Generator):
+            generator = collate.generator = torch.Generator()
+        generator.set_state(value)
+    else:
+        if not isinstance(generator, np.random.Generator):
+            generator = collate.generator = np.random.default_rng()
+        generator.bit_generator.state = copy.deepcopy(value)
 
 
 class RecordingCollator:
@@ -100,8 +119,7 @@ class RecordingCollator:
         """What a checkpoint of this instant holds: pending batches' states, the generator."""
         saved: dict[str, Any] = {"pending": list(self.pending)}
         if hasattr(self.collate, "generator"):
-            generator = self.collate.generator
-            saved["generator"] = generator.get_state() if generator is not None else None
+            saved["generator"] = generator_state(self.collate.generator)
         return saved
 
     def restore(self, saved: dict[str, Any], load_checkpoint_rng: Callable[[], None]) -> None:
