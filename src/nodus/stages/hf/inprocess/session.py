@@ -336,10 +336,16 @@ class Session:
 
 
 def _records_collation(collate: Any) -> bool:
-    """The collators extension's classes (the profile admitted only exact library classes)."""
+    """One of the collators extension's classes, exactly (not a class of the same name from
+    elsewhere, such as a managed method's)."""
+    from transformers.data import data_collator as library
+
     from nodus.stages.hf.inprocess.profile import RANDOM_OR_PADDING_COLLATORS
 
-    return type(collate).__name__ in RANDOM_OR_PADDING_COLLATORS
+    kind = type(collate)
+    return kind.__name__ in RANDOM_OR_PADDING_COLLATORS and (
+        getattr(library, kind.__name__, None) is kind
+    )
 
 
 def _start_persistent_workers(loader: Any) -> None:
