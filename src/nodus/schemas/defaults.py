@@ -320,6 +320,11 @@ HF_MAX_MODEL_STATE_BYTES = 4_000_000_000
 HF_IDENTITY_FILE = "nodus-identity.json"
 """Written into every integration checkpoint; checked before a resume."""
 
+HF_COLLATION_FILE = "nodus-collation.pth"
+"""Written into an integration checkpoint of a Trainer whose collator draws random numbers: the
+random states its collated but not yet trained batches were built under
+(:mod:`nodus.stages.hf.inprocess.collation`)."""
+
 HF_IDENTITY_IGNORED_ARGS = (
     "output_dir",
     "logging_dir",

@@ -54,7 +54,9 @@ EXTENSIONS: dict[str, Extension] = {
         Extension(
             WORKERS,
             "dataloader_num_workers > 0, with or without persistent workers",
-            {"QUALIFY_WORKERS": "2"},
+            # persistent: the workers' base seed is drawn once, so a resume must not draw it
+            # again (the harder case; the tests prove non-persistent workers too)
+            {"QUALIFY_WORKERS": "2", "QUALIFY_PERSISTENT": "1"},
         ),
         Extension(
             COLLATORS,

@@ -6,7 +6,10 @@ qualification needs it (the ``QUALIFY_*`` settings of :mod:`nodus.stages.hf.exte
 
 - ``QUALIFY_PRECISION=bf16``: ``bf16=True`` autocast;
 - ``QUALIFY_WORKERS=N``: ``dataloader_num_workers=N`` (``QUALIFY_PERSISTENT=1``: persistent);
-- ``QUALIFY_COLLATOR=mlm``: ``DataCollatorForLanguageModeling`` masking at random;
+- ``QUALIFY_COLLATOR=mlm``: a tiny BERT masked LM on the same lines, its tokenizer (one token
+  per character) with the special tokens masking needs, and
+  ``DataCollatorForLanguageModeling(tokenizer)`` padding each batch and masking 15% of the tokens
+  at random (the lines are cut to lengths from 12 to 32 characters, so batches pad);
 - ``QUALIFY_PEFT=1``: a LoRA adapter on the model (``get_peft_model``);
 - several processes: the program is the same; ``nodus qualify`` launches it under ``torchrun``.
 
@@ -31,27 +34,84 @@ def main() -> None:
     if workers:
         args.dataloader_num_workers = workers
         args.dataloader_persistent_workers = os.environ.get("QUALIFY_PERSISTENT") == "1"
-    tokenizer = train.build_tokenizer()
-    set_seed(args.seed)
-    model = train.build_model(tokenizer)
+    if os.environ.get("QUALIFY_COLLATOR") == "mlm":
+        from transformers import DataCollatorForLanguageModeling
+
+        tokenizer = masking_tokenizer()
+        set_seed(args.seed)
+        model = masked_lm(tokenizer)
+        data = masking_dataset(tokenizer)
+        collator = DataCollatorForLanguageModeling(tokenizer)
+    else:
+        tokenizer = train.build_tokenizer()
+        set_seed(args.seed)
+        model = train.build_model(tokenizer)
+        data = train.build_dataset(tokenizer)
+        collator = default_data_collator
     if os.environ.get("QUALIFY_PEFT") == "1":
         from peft import LoraConfig, get_peft_model
 
         model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"]))
-    collator = default_data_collator
-    if os.environ.get("QUALIFY_COLLATOR") == "mlm":
-        from transformers import DataCollatorForLanguageModeling
-
-        collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
     trainer = Trainer(
         model=model,
         args=args,
-        train_dataset=train.build_dataset(tokenizer),
+        train_dataset=data,
         processing_class=tokenizer,
         data_collator=collator,
     )
     trainer.train()
     trainer.save_model("out/model")
+
+
+def masking_tokenizer():
+    """The quick-start's one token per character, with ``[MASK]`` and the other specials."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab = {token: i for i, token in enumerate(specials)}
+    vocab.update({ch: i + len(specials) for i, ch in enumerate(train.ALPHABET)})
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+
+
+def masking_dataset(tokenizer):
+    """``train.txt``'s lines cut to 12 to 32 characters, tokenized unpadded (the collator pads
+    each batch and makes the labels)."""
+    from datasets import Dataset
+
+    with open(os.path.join(os.getcwd(), "train.txt"), encoding="utf-8") as handle:
+        lines = [line.rstrip("\n") for line in handle if line.strip()]
+    texts = [line[: 12 + (i * 7) % 21] for i, line in enumerate(lines)]
+    max_length = train.SEQ_LEN  # a value: `datasets` hashes what the function refers to
+
+    def tokenize(batch):
+        return tokenizer(batch["text"], truncation=True, max_length=max_length)
+
+    return Dataset.from_dict({"text": texts}).map(tokenize, batched=True, remove_columns=["text"])
+
+
+def masked_lm(tokenizer):
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return BertForMaskedLM(config)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Patch ``transformers.Trainer`` when it is imported, so an unmodified program is prepared.
 
 ``install()`` runs from the bootstrap ``sitecustomize``. It adds a meta-path finder that lets
-``transformers.trainer`` load normally and then wraps five things on it:
+``transformers.trainer`` load normally and then wraps these things on it:
 
 - ``Trainer.__init__``: after the Trainer is built, check the profile and qualification; refuse
   (explicit ``hf-trainer-v1``), run unprepared (``auto``), or attach a :class:`Session`;
@@ -11,7 +11,13 @@
   (``global_step >= max_steps``) gets no further batch, so ``train()`` runs no update and ends
   as the Trainer ends a training (:meth:`Session.finished_on_restore`);
 - ``Trainer._maybe_log_save_evaluate``: the optimizer boundary, right after the step's logging;
-- ``skip_first_batches``: the resumed partial epoch replays the current epoch's order (below).
+- ``skip_first_batches``: the resumed partial epoch replays the current epoch's order (below);
+- ``Trainer.get_train_dataloader``: the train loader's collator records the random state of
+  every collation (:mod:`~nodus.stages.hf.inprocess.collation`), and persistent dataloader
+  workers of a resumed attempt start without a draw from the main generator
+  (:meth:`Session.train_dataloader`);
+- ``Trainer._load_rng_state``: skipped once where the session loaded the checkpoint's random
+  state already (after the pending batches of a masking collator were rebuilt).
 """
 
 from __future__ import annotations
@@ -113,12 +119,35 @@ def patch(module: Any) -> None:
         session = getattr(self, "_nodus_session", None)
         if session is not None and session.finished_on_restore():
             return [], None  # the restored state ends the training: no further update
-        return original_batches(self, *args, **kwargs)
+        batches, items = original_batches(self, *args, **kwargs)
+        if session is not None:
+            session.batches_trained(len(batches))
+        return batches, items
+
+    original_loader = trainer_cls.get_train_dataloader
+
+    @functools.wraps(original_loader)
+    def get_train_dataloader(self, *args, **kwargs):
+        session = getattr(self, "_nodus_session", None)
+        if session is None:
+            return original_loader(self, *args, **kwargs)
+        return session.train_dataloader(lambda: original_loader(self, *args, **kwargs))
+
+    original_load_rng = trainer_cls._load_rng_state
+
+    @functools.wraps(original_load_rng)
+    def _load_rng_state(self, *args, **kwargs):
+        session = getattr(self, "_nodus_session", None)
+        if session is not None and session.rng_loaded():
+            return None  # loaded already, before the collations that followed the resume
+        return original_load_rng(self, *args, **kwargs)
 
     trainer_cls.__init__ = __init__
     trainer_cls.train = train
     trainer_cls._maybe_log_save_evaluate = _maybe_log_save_evaluate
     trainer_cls.get_batch_samples = get_batch_samples
+    trainer_cls.get_train_dataloader = get_train_dataloader
+    trainer_cls._load_rng_state = _load_rng_state
     module.skip_first_batches = _epoch_preserving(module.skip_first_batches)
     trainer_cls._nodus_patched = True
 

@@ -14,6 +14,7 @@ for a file edited in place. It costs one pass over the data at memory speed, onc
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import json
 import os
@@ -274,13 +275,15 @@ def _program_hash() -> str:
 def collator(data_collator: Any) -> str:
     """The collator the Trainer batches with, as a readable value.
 
-    A function by its name; ``DataCollatorWithPadding`` by its settings and its tokenizer's pad
-    token and side, which decide every padded batch. Given explicitly or picked by the Trainer,
-    the same collator reads the same.
+    A function by its name; the library's collators (``DataCollatorWithPadding``, and the
+    collators extension's masking and sequence collators) by their settings (masking rate,
+    padding, seed...) and their tokenizer's pad token and side, which decide every batch; a
+    model a collator holds (``DataCollatorForSeq2Seq(model=...)``) by its class. Given
+    explicitly or picked by the Trainer, the same collator reads the same.
     """
     if dataclasses.is_dataclass(data_collator) and hasattr(data_collator, "tokenizer"):
         settings = {
-            field.name: getattr(data_collator, field.name)
+            field.name: _setting(getattr(data_collator, field.name))
             for field in dataclasses.fields(data_collator)
             if field.name != "tokenizer"
         }
@@ -291,6 +294,25 @@ def collator(data_collator: Any) -> str:
         return f"{type(data_collator).__name__}({shown})"
     name = getattr(data_collator, "__qualname__", None) or type(data_collator).__qualname__
     return f"{data_collator.__module__}.{name}"
+
+
+class _Shown(str):
+    """A value shown as it is (``repr`` of it prints the text without quotes)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _setting(value: Any) -> Any:
+    """A collator's setting as its identity shows it: a model (or any object that is not a
+    plain value) by its class, never its ``repr`` (the whole module tree, or a memory
+    address)."""
+    if value is None or isinstance(value, (bool, int, float, str, enum.Enum)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float, str)) for v in value):
+        return value
+    kind = type(value)
+    return _Shown(f"<{kind.__module__}.{kind.__qualname__}>")
 
 
 def weights_digest(model: Any) -> str:

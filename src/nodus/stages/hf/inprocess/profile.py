@@ -184,6 +184,14 @@ def _loading(trainer, given) -> list[Finding]:
             Uses(extensions.WORKERS, f"dataloader_num_workers={args.dataloader_num_workers}")
         )
     reasons.extend(_collator(trainer, given.get("data_collator")))
+    if args.dataloader_num_workers != 0 and draws_random_numbers(trainer.data_collator):
+        reasons.append(
+            f"{type(trainer.data_collator).__name__} masking at random in "
+            f"dataloader_num_workers={args.dataloader_num_workers} workers: not supported yet "
+            "(each worker's random state is no part of a checkpoint, so a resume cannot rebuild "
+            "the masks the workers had drawn ahead; mask in the main process with "
+            "dataloader_num_workers=0)"
+        )
     if not args.accelerator_config.use_seedable_sampler:
         reasons.append(
             "accelerator_config.use_seedable_sampler=False; v1 needs the seedable "
@@ -200,6 +208,16 @@ RANDOM_OR_PADDING_COLLATORS = (
 )
 """The library's collators the collators extension admits, by exact class in
 ``transformers.data.data_collator``: they mask at random or pad by their tokenizer."""
+
+
+def draws_random_numbers(collator: Any) -> bool:
+    """Whether one of the library's collators masks at random (``mlm=True``, whole words)."""
+    from transformers.data import data_collator as library
+
+    kind = type(collator)
+    if kind is library.DataCollatorForWholeWordMask:
+        return True
+    return kind is library.DataCollatorForLanguageModeling and bool(collator.mlm)
 
 
 def _collator(trainer, collator: Any) -> list[Finding]:

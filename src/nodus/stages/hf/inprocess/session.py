@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from nodus import protocol
 from nodus.protocol import Settings
 from nodus.schemas import defaults
+from nodus.stages.hf.inprocess import collation as collations
 from nodus.stages.hf.inprocess import identity as identities
 from nodus.stages.hf.inprocess.cadence import AutoCadence
 from nodus.stages.hf.inprocess.control import ControlDir
@@ -62,12 +63,17 @@ class Session:
         self.restored_path: str | None = None  # the checkpoint train() resumes from
         self.restored_checked = False  # whether the restored state was seen to end training
         self.restored_finished = False
+        self.collation: collations.RecordingCollator | None = None  # a masking collator's
+        self.collation_restore: dict[str, Any] | None = None  # the restored checkpoint's
+        self._rng_loaded = False  # the checkpoint's random state is loaded: skip the Trainer's
 
     # --- train() start ---------------------------------------------------------------------------
 
     def start(self) -> str | None:
         """Record this training's identities; return the checkpoint to resume from, if any."""
         path = self._resume_point()
+        if path is not None:
+            self.collation_restore = collations.read(path, self.world.rank)
         if self.settings.auto_cadence and self.world.leader:  # rank 0 decides every save
             self.cadence = AutoCadence(
                 self.settings.max_save_overhead or defaults.MAX_SAVE_OVERHEAD,
@@ -133,6 +139,58 @@ class Session:
         if self.restored_finished:
             self.trainer.control.should_training_stop = True
         return self.restored_finished
+
+    # --- the train loader ------------------------------------------------------------------------
+
+    def train_dataloader(self, build: Any) -> Any:
+        """The Trainer's train loader (``build()``), with what an exact resume needs.
+
+        - A collator of the collators extension, in the main process (no workers), is wrapped
+          to record the random state of every collation; on a resume from a checkpoint that
+          holds pending batches, their collations are replayed (:mod:`.collation`).
+        - Persistent workers: the uninterrupted run drew the workers' base seed from the main
+          generator once, when epoch 0 began; a resumed attempt would draw it again, after the
+          checkpoint's random state is loaded, when it first iterates the loader (a dropout
+          mask shifted for the rest of the run). It starts them now, without a net draw.
+        """
+        trainer = self.trainer
+        args = trainer.args
+        collate = trainer.data_collator
+        if args.dataloader_num_workers == 0 and _records_collation(collate):
+            recording = collations.RecordingCollator(collate)
+            trainer.data_collator = recording  # for the train loader only
+            try:
+                loader = build()
+            finally:
+                trainer.data_collator = collate
+            self.collation = recording
+            if self.collation_restore is not None:
+                recording.restore(self.collation_restore, self._load_rng_after_replay)
+                self.collation_restore = None
+        else:
+            loader = build()
+        if (
+            self.restored_path is not None
+            and args.dataloader_num_workers > 0
+            and args.dataloader_persistent_workers
+        ):
+            _start_persistent_workers(loader)
+        return loader
+
+    def batches_trained(self, count: int) -> None:
+        if self.collation is not None:
+            self.collation.trained(count)
+
+    def _load_rng_after_replay(self) -> None:
+        """The pending batches are rebuilt: the checkpoint's random state, once, from here."""
+        self.trainer._load_rng_state(self.restored_path)
+        self._rng_loaded = True
+
+    def rng_loaded(self) -> bool:
+        """True once after the session loaded the checkpoint's random state itself: the
+        Trainer's own load (``rng_to_sync``) would take the later collations' draws back."""
+        loaded, self._rng_loaded = self._rng_loaded, False
+        return loaded
 
     def _report_cadence(self, every: int, overhead: float | None, step: int) -> None:
         self.control.write_event(
@@ -266,9 +324,12 @@ class Session:
         started = time.perf_counter()
         # As the Trainer before a save: a collective over the world's training group.
         self.trainer.store_flos()
-        rng_states = self.world.gather(rng_state(self.trainer.args))
-        if not self.world.leader:
+        # Each rank's RNG state and its masking collator's pending batches (its own loader).
+        collation = self.collation.saved() if self.collation is not None else None
+        parts = self.world.gather((rng_state(self.trainer.args), collation))
+        if parts is None:  # not rank 0: rank 0 writes the checkpoint
             return
+        rng_states = [rng for rng, _ in parts]
         self.writer.wait()  # the buffers are about to be reused: the previous write must be done
         captured = capture(
             self.trainer,
@@ -278,6 +339,8 @@ class Session:
             self.state_json,
             rng_states=rng_states,
         )
+        if collation is not None:
+            captured.collation = collations.for_ranks([saved for _, saved in parts])
         self.writer.submit(captured)
         if self.cadence is not None:
             self.cadence.saved(self.last_saved_step, time.perf_counter() - started)
@@ -303,6 +366,29 @@ class Session:
         if committed > self.pruned_through:
             remove_older_checkpoints(self.control.state_dir, committed)
             self.pruned_through = committed
+
+
+def _records_collation(collate: Any) -> bool:
+    """One of the collators extension's classes, exactly (not a class of the same name from
+    elsewhere, such as a managed method's)."""
+    from transformers.data import data_collator as library
+
+    from nodus.stages.hf.inprocess.profile import RANDOM_OR_PADDING_COLLATORS
+
+    kind = type(collate)
+    return kind.__name__ in RANDOM_OR_PADDING_COLLATORS and (
+        getattr(library, kind.__name__, None) is kind
+    )
+
+
+def _start_persistent_workers(loader: Any) -> None:
+    """Create a persistent loader's iterator (its workers) with the main generator unchanged."""
+    import torch
+
+    base = getattr(loader, "base_dataloader", loader)
+    if getattr(base, "_iterator", False) is None:
+        with torch.random.fork_rng(devices=[]):
+            base._iterator = base._get_iterator()
 
 
 def refuse(control: ControlDir, reasons: list[str], kind: str = protocol.EVENT_REFUSED) -> NoReturn:

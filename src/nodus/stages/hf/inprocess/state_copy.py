@@ -37,6 +37,7 @@ class Captured:
     identity: dict[str, Any]
     metrics: dict[str, float]
     requests: list[int]
+    collation: dict[str, Any] | None = None  # a masking collator's pending batches (.collation)
 
 
 class Buffers:

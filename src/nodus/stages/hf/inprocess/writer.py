@@ -21,6 +21,7 @@ import torch
 
 from nodus import protocol
 from nodus._atomic import fsync_dir
+from nodus.stages.hf.inprocess import collation as collations
 from nodus.stages.hf.inprocess import identity as identities
 from nodus.stages.hf.inprocess.control import ControlDir
 from nodus.stages.hf.inprocess.state_copy import Captured
@@ -109,6 +110,8 @@ class CheckpointWriter:
         with open(os.path.join(folder, "trainer_state.json"), "w", encoding="utf-8") as handle:
             handle.write(captured.trainer_state_json)
         identities.write(folder, captured.identity)
+        if captured.collation is not None:
+            collations.write(folder, captured.collation)
 
     def _publish(self, building: str, name: str) -> None:
         state_dir = self._control.state_dir
