@@ -145,8 +145,12 @@ def default_device() -> str:
 
 def weights_hash(model_dir: str) -> str:
     """Hash of every tensor (file, name, dtype, shape, bytes) of every ``.safetensors`` file in a
-    saved model folder: ``model.safetensors``, or a PEFT model's ``adapter_model.safetensors``."""
-    from safetensors.numpy import load_file
+    saved model folder: ``model.safetensors``, or a PEFT model's ``adapter_model.safetensors``.
+
+    Read with torch, which knows bfloat16 (numpy does not): the bytes of each tensor as stored,
+    its dtype and shape written as numpy writes them (``float32``, ``(2, 3)``)."""
+    import torch
+    from safetensors.torch import load_file
 
     names = sorted(n for n in os.listdir(model_dir) if n.endswith(".safetensors"))
     if not names:
@@ -156,8 +160,9 @@ def weights_hash(model_dir: str) -> str:
         tensors = load_file(os.path.join(model_dir, file_name))
         for name in sorted(tensors):
             value = tensors[name]
-            digest.update(f"{file_name}:{name}:{value.dtype}:{value.shape}".encode())
-            digest.update(value.tobytes())
+            dtype = str(value.dtype).removeprefix("torch.")
+            digest.update(f"{file_name}:{name}:{dtype}:{tuple(value.shape)}".encode())
+            digest.update(value.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 

@@ -95,12 +95,26 @@ def _world_size(args: Any) -> int:
 
 
 def _full_precision(trainer, given) -> list[Finding]:
+    """bf16 and fp16 autocast are the mixed-precision extension, but fp16 on the CPU.
+
+    On the CPU the Trainer and Accelerate accept ``fp16=True`` and train in float32: no
+    autocast (the Trainer's ``cpu_amp`` is bf16 only), no GradScaler (Accelerate makes one for
+    accelerators only). A setting without effect is refused, not admitted. On an accelerator
+    fp16 trains with Accelerate's GradScaler, whose state the checkpoint holds (``scaler.pt``).
+    """
     args = trainer.args
     flags = [
         f"{name}=True"
         for name in ("fp16", "bf16", "fp16_full_eval", "bf16_full_eval")
         if getattr(args, name, False)
     ]
+    device = args.device.type
+    fp16 = [flag for flag in flags if flag.startswith("fp16")]
+    if fp16 and device == "cpu":
+        return [
+            f"mixed precision ({', '.join(fp16)}) on cpu: not supported yet on cpu (the Trainer "
+            "trains it in float32 there, without autocast or loss scaling); use bf16=True"
+        ]
     return (
         [Uses(extensions.MIXED_PRECISION, f"mixed precision ({', '.join(flags)})")] if flags else []
     )

@@ -35,6 +35,8 @@ class Captured:
     identity: dict[str, Any]
     metrics: dict[str, float]
     requests: list[int]
+    scaler_state: dict[str, Any] | None = None
+    """fp16's GradScaler (Accelerate's ``accelerator.scaler``): the Trainer's ``scaler.pt``."""
 
 
 class Buffers:
@@ -82,7 +84,15 @@ def capture(
         identity=identity,
         metrics=step_metrics(state),
         requests=list(requests),
+        scaler_state=_scaler_state(trainer),
     )
+
+
+def _scaler_state(trainer: Any) -> dict[str, Any] | None:
+    """What ``Trainer._save_scaler`` saves: the loss scale and its growth tracker (fp16 on an
+    accelerator); None where there is no GradScaler (float32, bf16, the CPU)."""
+    scaler = getattr(getattr(trainer, "accelerator", None), "scaler", None)
+    return None if scaler is None else copy.deepcopy(scaler.state_dict())
 
 
 def step_metrics(state: Any) -> dict[str, float]:

@@ -103,6 +103,8 @@ class CheckpointWriter:
         torch.save(captured.optimizer_state, os.path.join(folder, "optimizer.pt"))
         torch.save(captured.scheduler_state, os.path.join(folder, "scheduler.pt"))
         torch.save(captured.rng_state, os.path.join(folder, "rng_state.pth"))
+        if captured.scaler_state is not None:
+            torch.save(captured.scaler_state, os.path.join(folder, "scaler.pt"))
         with open(os.path.join(folder, "trainer_state.json"), "w", encoding="utf-8") as handle:
             handle.write(captured.trainer_state_json)
         identities.write(folder, captured.identity)
