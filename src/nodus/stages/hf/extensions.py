@@ -40,7 +40,7 @@ EXTENSIONS: dict[str, Extension] = {
     for e in (
         Extension(
             MIXED_PRECISION,
-            "bf16=True or fp16=True autocast, and models stored in bfloat16 or float16",
+            "bf16=True autocast, and models stored in bfloat16 (fp16: not supported yet)",
             {"QUALIFY_PRECISION": "bf16"},
         ),
         Extension(
