@@ -6,6 +6,8 @@ saves what the Trainer itself saves for a PEFT model (``adapter_model.safetensor
 is the snapshot's ``weights`` kind: retention keeps it like a model's weights, and
 ``--artifact adapter`` downloads it for ``PeftModel.from_pretrained`` on the base model. A
 checkpoint records its LoRA configuration, and a resume with another is refused naming both.
+Last, in this process: a save of a PEFT model, a bfloat16 model and bf16 autocast holds the
+files ``Trainer._save_checkpoint`` writes for each.
 """
 
 from __future__ import annotations
@@ -152,9 +154,7 @@ def _base_model():
     """The program's base model: the quick-start's, built from the same seed."""
     from transformers import set_seed
 
-    spec = importlib.util.spec_from_file_location("quickstart_train", QUICKSTART / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _quickstart()
     set_seed(42)
     return module.build_model(module.build_tokenizer())
 
@@ -175,3 +175,68 @@ def _child(project: Project, name: str, **changes) -> str:
 def _newest(project: Project) -> dict:
     runs = json.loads(project.nodus("runs", "list", "--json").stdout)
     return project.get(runs[0]["id"])
+
+
+@pytest.mark.parametrize("kind", ["peft", "bf16-model", "bf16"])
+def test_a_save_writes_the_files_the_trainer_writes_for_it(kind, tmp_path):
+    """The integration's checkpoint of a PEFT model, a bfloat16 model and bf16 autocast holds
+    the files of ``Trainer._save_checkpoint`` at the same step, their tensors equal (dtypes
+    included), and the integration's identity record besides."""
+    import dataclasses
+    import os
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file
+    from transformers import Trainer, set_seed
+
+    from nodus import protocol
+    from nodus.stages.hf.inprocess.state_copy import capture
+    from nodus.stages.hf.inprocess.writer import CheckpointWriter
+
+    module = _quickstart()
+    tokenizer = module.build_tokenizer()
+    args = dataclasses.replace(
+        module.training_arguments(), output_dir=str(tmp_path / "trainer"), max_steps=2
+    )
+    if kind == "bf16":
+        args = dataclasses.replace(args, bf16=True)
+    set_seed(42)
+    model = module.build_model(tokenizer)
+    if kind == "peft":
+        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"]))
+    elif kind == "bf16-model":
+        model = model.to(torch.bfloat16)
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=module.build_dataset(tokenizer),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    trainer._save_checkpoint(trainer.model, None)
+    theirs = tmp_path / "trainer" / protocol.checkpoint_folder(2)
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    writer = CheckpointWriter(None, trainer, on_published=lambda step: None)
+    writer._write_files(str(ours), capture(trainer, {}, []))
+
+    names = sorted(os.listdir(theirs))
+    assert sorted(os.listdir(ours)) == sorted([*names, "nodus-identity.json"])
+    weights = [n for n in names if n.endswith(".safetensors")]
+    assert weights == (["adapter_model.safetensors"] if kind == "peft" else ["model.safetensors"])
+    for name in weights:
+        a, b = load_file(str(theirs / name)), load_file(str(ours / name))
+        assert sorted(a) == sorted(b)
+        assert all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a), name
+    if kind == "bf16-model":
+        assert {v.dtype for v in load_file(str(ours / "model.safetensors")).values()} == {
+            torch.bfloat16
+        }
+
+
+def _quickstart():
+    spec = importlib.util.spec_from_file_location("quickstart_train", QUICKSTART / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
