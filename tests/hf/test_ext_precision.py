@@ -206,3 +206,14 @@ def _child(project: Project, name: str, **changes) -> str:
 def _newest(project: Project) -> dict:
     runs = json.loads(project.nodus("runs", "list", "--json").stdout)
     return project.get(runs[0]["id"])
+
+
+def test_qualifying_mixed_precision_on_cuda_trains_an_fp16_case_too():
+    from nodus.runner.qualify import Case
+
+    def envs(device):
+        return [case.env for case in Case.all_of("mixed-precision", device)]
+
+    assert envs("cpu") == [{"QUALIFY_PRECISION": "bf16"}]  # fp16 is refused on the CPU
+    assert envs("cuda") == [{"QUALIFY_PRECISION": "bf16"}, {"QUALIFY_PRECISION": "fp16"}]
+    assert [case.env for case in Case.all_of("peft", "cuda")] == [{"QUALIFY_PEFT": "1"}]

@@ -98,7 +98,7 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, extension: str | None) -> Case:
+    def of(cls, extension: str | None, env: dict[str, str] | None = None) -> Case:
         if extension is None:
             return cls()
         spec = extensions.EXTENSIONS[extension]
@@ -108,7 +108,17 @@ class Case:
                 *(sys.executable, "-m", "torch.distributed.run", "--standalone"),
                 *("--nproc_per_node", str(spec.processes)),
             )
-        return cls(EXTENSION_PROGRAM, launcher, dict(spec.case_env))
+        return cls(EXTENSION_PROGRAM, launcher, dict(spec.case_env if env is None else env))
+
+    @classmethod
+    def all_of(cls, extension: str | None, device: str) -> list[Case]:
+        """Every case that qualifies ``extension`` on ``device``: its case, and on an
+        accelerator its accelerator cases (mixed precision: bf16, then fp16)."""
+        if extension is None:
+            return [cls()]
+        spec = extensions.EXTENSIONS[extension]
+        more = spec.accelerator_cases if device != "cpu" else ()
+        return [cls.of(extension), *(cls.of(extension, env) for env in more)]
 
 
 EXTENSION_PROGRAM = "extension.py"
@@ -118,13 +128,25 @@ EXTENSION_PROGRAM = "extension.py"
 def qualify(home: str, say: Say = print, extension: str | None = None) -> Result:
     """Run the suite in a temporary folder under ``home``; record the result in ``home``."""
     versions = current_versions()
-    workdir = tempfile.mkdtemp(prefix="qualify-", dir=_tmp_root(home))
-    try:
-        result = _Suite(workdir, say, Case.of(extension)).run()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    device = default_device()
+    result: Result | None = None
+    for case in Case.all_of(extension, device):
+        if result is not None:
+            say(f"and with {', '.join(f'{k}={v}' for k, v in case.env.items())}")
+        workdir = tempfile.mkdtemp(prefix="qualify-", dir=_tmp_root(home))
+        try:
+            this = _Suite(workdir, say, case).run()
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if result is None:
+            result = this
+        else:  # every case must pass; the first one's figures are shown
+            named = ", ".join(f"{k}={v}" for k, v in case.env.items())
+            result.problems += [f"{named}: {problem}" for problem in this.problems]
+            result.passed = result.passed and this.passed
+    assert result is not None
     result.extension = extension
-    result.device = default_device()
+    result.device = device
     details = {
         "reference": result.reference,
         "resumed": result.resumed,

@@ -95,14 +95,14 @@ def _world_size(args: Any) -> int:
 
 
 def _full_precision(trainer, given) -> list[Finding]:
-    """bf16 autocast is the mixed-precision extension; fp16 is not supported yet.
+    """bf16 autocast is the mixed-precision extension, fp16 too but on the CPU.
 
     On the CPU the Trainer and Accelerate accept ``fp16=True`` and train in float32: no
     autocast (the Trainer's ``cpu_amp`` is bf16 only), no GradScaler (Accelerate makes one for
     accelerators only); a setting without effect is refused, not admitted. On an accelerator
     fp16 trains with Accelerate's GradScaler, whose state the integration saves as the Trainer
-    does (``scaler.pt``), but no qualification case trains fp16 yet, so nothing has shown it
-    resumes bit-identically there.
+    does (``scaler.pt``); ``nodus qualify --extension mixed-precision`` trains an fp16 case
+    there besides the bf16 one (:data:`extensions.EXTENSIONS`' ``accelerator_cases``).
     """
     args = trainer.args
     flags = [
@@ -111,16 +111,10 @@ def _full_precision(trainer, given) -> list[Finding]:
         if getattr(args, name, False)
     ]
     fp16 = [flag for flag in flags if flag.startswith("fp16")]
-    if fp16:
-        device = args.device.type
-        why = (
-            "the Trainer trains it in float32 there, without autocast or loss scaling"
-            if device == "cpu"
-            else "no qualification case trains fp16 with its GradScaler yet"
-        )
+    if fp16 and args.device.type == "cpu":
         return [
-            f"mixed precision ({', '.join(fp16)}) on {device}: not supported yet on {device} "
-            f"({why}); use bf16=True"
+            f"mixed precision ({', '.join(fp16)}) on cpu: not supported yet on cpu (the Trainer "
+            "trains it in float32 there, without autocast or loss scaling); use bf16=True"
         ]
     return (
         [Uses(extensions.MIXED_PRECISION, f"mixed precision ({', '.join(flags)})")] if flags else []
