@@ -1,9 +1,11 @@
 """Benchmark: training stall per save under hf-trainer-v1 vs a bare ``Trainer._save_checkpoint``.
 
     .venv/bin/python benchmarks/trainer_save.py [--saves 3] [--steps 30] [--skip-run]
-                                                [--width 512] [--skip-stall]
+                                                [--width 512] [--skip-stall] [--bf16]
 
 The whole-run figure of issue 17: ``--skip-stall --width 128 --steps 300`` (GPT-2 of width 128).
+``--bf16`` trains in mixed precision (``bf16=True``: bfloat16 autocast on the CPU) both ways, the
+mixed-precision extension's figures (issue 28).
 
 Part 1 (stall): a ~50M-parameter GPT-2 is trained a few steps in this process, then saved
 ``--saves`` times each way at the same boundary: the bare Trainer's own ``_save_checkpoint`` (the
@@ -32,7 +34,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def build_trainer(output_dir: str, save_steps: int | None, max_steps: int, width: int = 512):
+def build_trainer(
+    output_dir: str, save_steps: int | None, max_steps: int, width: int = 512, bf16: bool = False
+):
     import torch
     from datasets import Dataset
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments, set_seed
@@ -52,19 +56,22 @@ def build_trainer(output_dir: str, save_steps: int | None, max_steps: int, width
         report_to=[],
         disable_tqdm=True,
         use_cpu=True,
+        bf16=bf16,
         seed=0,
     )
     return Trainer(model=model, args=args, train_dataset=data)
 
 
-def stall(saves: int, width: int) -> dict:
+def stall(saves: int, width: int, bf16: bool = False) -> dict:
     from nodus.stages.hf.inprocess.control import ControlDir
     from nodus.stages.hf.inprocess.state_copy import Buffers, capture
     from nodus.stages.hf.inprocess.writer import CheckpointWriter
 
     work = tempfile.mkdtemp(prefix="nodus-bench-")
     try:
-        trainer = build_trainer(os.path.join(work, "bare"), None, max_steps=2, width=width)
+        trainer = build_trainer(
+            os.path.join(work, "bare"), None, max_steps=2, width=width, bf16=bf16
+        )
         trainer.train()  # optimizer state exists, as at a real boundary
         params = sum(p.numel() for p in trainer.model.parameters())
         bare = []
@@ -97,13 +104,15 @@ def stall(saves: int, width: int) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def whole_run(steps: int, width: int) -> dict:
+def whole_run(steps: int, width: int, bf16: bool = False) -> dict:
     work = tempfile.mkdtemp(prefix="nodus-bench-run-")
     try:
         for name in ("bare", "source"):
             os.makedirs(os.path.join(work, name))
             shutil.copy(os.path.abspath(__file__), os.path.join(work, name, "bench.py"))
         command = [sys.executable, "bench.py", "--width", str(width), "--program", str(steps)]
+        if bf16:
+            command.insert(2, "--bf16")
         workload = os.path.join(work, "workload.toml")
         with open(workload, "w") as handle:
             handle.write(
@@ -129,9 +138,9 @@ def _timed(command: list[str], cwd: str, env: dict | None = None) -> float:
     return time.perf_counter() - start
 
 
-def program(steps: int, save_steps: int, width: int) -> None:
+def program(steps: int, save_steps: int, width: int, bf16: bool = False) -> None:
     """The training program of part 2 (a plain Trainer; saves itself only when bare)."""
-    build_trainer("out/trainer", save_steps or None, max_steps=steps, width=width).train()
+    build_trainer("out/trainer", save_steps or None, steps, width, bf16).train()
 
 
 def main() -> None:
@@ -141,26 +150,30 @@ def main() -> None:
     parser.add_argument("--skip-run", action="store_true")
     parser.add_argument("--skip-stall", action="store_true")
     parser.add_argument("--width", type=int, default=512, help="GPT-2 n_embd (default 512)")
+    parser.add_argument("--bf16", action="store_true", help="bf16=True (autocast) both ways")
     parser.add_argument("--program", nargs=2, type=int, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.program:
-        return program(*options.program, options.width)
+        return program(*options.program, options.width, options.bf16)
     if not options.skip_stall:
-        report_stall(options.saves, options.width)
+        report_stall(options.saves, options.width, options.bf16)
     if not options.skip_run:
-        walls = whole_run(options.steps, options.width)
+        walls = whole_run(options.steps, options.width, options.bf16)
+        precision = "bf16" if options.bf16 else "float32"
         print(
-            f"whole run, width {options.width}, {options.steps} steps, saves every 10: "
+            f"whole run, {precision}, width {options.width}, {options.steps} steps, "
+            "saves every 10: "
             f"bare {walls['bare']:.1f} s, nodus {walls['nodus']:.1f} s = "
             f"{walls['nodus'] / walls['bare']:.3f}x"
         )
 
 
-def report_stall(saves: int, width: int) -> None:
-    result = stall(saves, width)
+def report_stall(saves: int, width: int, bf16: bool = False) -> None:
+    result = stall(saves, width, bf16)
     ratio = result["nodus_stall_s"] / result["bare_s"]
     print(
-        f"model: {result['params'] / 1e6:.1f}M parameters, "
+        f"model ({'bf16 autocast' if bf16 else 'float32'}): {result['params'] / 1e6:.1f}M "
+        "parameters, "
         f"checkpoint {result['bytes'] / 2**20:.0f} MiB"
     )
     print(f"bare Trainer._save_checkpoint: {result['bare_s']:.3f} s (median of {saves})")

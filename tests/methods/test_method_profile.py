@@ -32,8 +32,15 @@ def asking(settings, monkeypatch):
     """This process (pytest: a program of the user's) with the method's settings in its
     environment, as a user's stage that sets ``NODUS_METHOD`` itself would be."""
     monkeypatch.setenv(protocol.ENV_METHOD, json.dumps(settings))
-    check = prepare._profile_check()
-    assert check is method_profile.check  # the variable is what selects the method profile
+
+    def check(trainer, given):
+        reasons, extensions = prepare._assess(trainer, given)
+        # the variable is what selects the method profile, which admits no extension (its LoRA
+        # model would be the v1 profile's peft extension)
+        assert extensions == {}
+        assert reasons == method_profile.check(trainer, given)
+        return reasons
+
     return check
 
 

@@ -107,7 +107,7 @@ class Case:
     """How many ranks the launcher starts; more than one: the killer kills one rank."""
 
     @classmethod
-    def of(cls, extension: str | None) -> Case:
+    def of(cls, extension: str | None, env: dict[str, str] | None = None) -> Case:
         if extension is None:
             return cls()
         spec = extensions.EXTENSIONS[extension]
@@ -117,7 +117,18 @@ class Case:
                 *(sys.executable, "-m", "torch.distributed.run", "--standalone"),
                 *("--nproc_per_node", str(spec.processes)),
             )
-        return cls(EXTENSION_PROGRAM, launcher, dict(spec.case_env), spec.processes)
+        case_env = dict(spec.case_env if env is None else env)
+        return cls(EXTENSION_PROGRAM, launcher, case_env, spec.processes)
+
+    @classmethod
+    def all_of(cls, extension: str | None, device: str) -> list[Case]:
+        """Every case that qualifies ``extension`` on ``device``: its case, and on an
+        accelerator its accelerator cases (mixed precision: bf16, then fp16)."""
+        if extension is None:
+            return [cls()]
+        spec = extensions.EXTENSIONS[extension]
+        more = spec.accelerator_cases if device != "cpu" else ()
+        return [cls.of(extension), *(cls.of(extension, env) for env in more)]
 
 
 EXTENSION_PROGRAM = "extension.py"
@@ -127,13 +138,25 @@ EXTENSION_PROGRAM = "extension.py"
 def qualify(home: str, say: Say = print, extension: str | None = None) -> Result:
     """Run the suite in a temporary folder under ``home``; record the result in ``home``."""
     versions = current_versions()
-    workdir = tempfile.mkdtemp(prefix="qualify-", dir=_tmp_root(home))
-    try:
-        result = _Suite(workdir, say, Case.of(extension)).run()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    device = default_device()
+    result: Result | None = None
+    for case in Case.all_of(extension, device):
+        if result is not None:
+            say(f"and with {', '.join(f'{k}={v}' for k, v in case.env.items())}")
+        workdir = tempfile.mkdtemp(prefix="qualify-", dir=_tmp_root(home))
+        try:
+            this = _Suite(workdir, say, case).run()
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if result is None:
+            result = this
+        else:  # every case must pass; the first one's figures are shown
+            named = ", ".join(f"{k}={v}" for k, v in case.env.items())
+            result.problems += [f"{named}: {problem}" for problem in this.problems]
+            result.passed = result.passed and this.passed
+    assert result is not None
     result.extension = extension
-    result.device = default_device()
+    result.device = device
     details = {
         "reference": result.reference,
         "resumed": result.resumed,
@@ -154,8 +177,12 @@ def default_device() -> str:
 
 def weights_hash(model_dir: str) -> str:
     """Hash of every tensor (file, name, dtype, shape, bytes) of every ``.safetensors`` file in a
-    saved model folder: ``model.safetensors``, or a PEFT model's ``adapter_model.safetensors``."""
-    from safetensors.numpy import load_file
+    saved model folder: ``model.safetensors``, or a PEFT model's ``adapter_model.safetensors``.
+
+    Read with torch, which knows bfloat16 (numpy does not): the bytes of each tensor as stored,
+    its dtype and shape written as numpy writes them (``float32``, ``(2, 3)``)."""
+    import torch
+    from safetensors.torch import load_file
 
     names = sorted(n for n in os.listdir(model_dir) if n.endswith(".safetensors"))
     if not names:
@@ -165,8 +192,9 @@ def weights_hash(model_dir: str) -> str:
         tensors = load_file(os.path.join(model_dir, file_name))
         for name in sorted(tensors):
             value = tensors[name]
-            digest.update(f"{file_name}:{name}:{value.dtype}:{value.shape}".encode())
-            digest.update(value.tobytes())
+            dtype = str(value.dtype).removeprefix("torch.")
+            digest.update(f"{file_name}:{name}:{dtype}:{tuple(value.shape)}".encode())
+            digest.update(value.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 

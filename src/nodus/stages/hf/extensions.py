@@ -33,6 +33,9 @@ class Extension:
     """The qualification program's settings that exercise it (``qualify_extensions.py``)."""
     processes: int = 1
     """How many processes the qualification case launches (``torchrun --nproc_per_node``)."""
+    accelerator_cases: tuple[dict[str, str], ...] = ()
+    """More cases, each with these settings instead of ``case_env``, that must pass too where
+    the device is an accelerator (``cuda``): what the extension admits only there."""
 
 
 EXTENSIONS: dict[str, Extension] = {
@@ -40,8 +43,10 @@ EXTENSIONS: dict[str, Extension] = {
     for e in (
         Extension(
             MIXED_PRECISION,
-            "bf16=True or fp16=True autocast, and models stored in bfloat16 or float16",
+            "bf16=True autocast (fp16=True too on cuda), and models stored in bfloat16",
             {"QUALIFY_PRECISION": "bf16"},
+            # fp16 trains with a GradScaler on an accelerator only (refused on the CPU)
+            accelerator_cases=({"QUALIFY_PRECISION": "fp16"},),
         ),
         Extension(
             PROCESSES,

@@ -4,7 +4,10 @@ It runs from a working copy holding the quick-start program as ``train.py`` (and
 and builds on its tokenizer, data and model, changed only where the extension under
 qualification needs it (the ``QUALIFY_*`` settings of :mod:`nodus.stages.hf.extensions`):
 
-- ``QUALIFY_PRECISION=bf16``: ``bf16=True`` autocast;
+- ``QUALIFY_PRECISION=bf16`` (``fp16``): ``bf16=True`` (``fp16=True``) autocast, given to
+  ``TrainingArguments`` itself: its ``__post_init__`` sets Accelerate's mixed precision, without
+  which an accelerator trains in float32 (the Trainer's own autocast is the CPU's only), and
+  ``use_cpu=True`` where there is no accelerator;
 - ``QUALIFY_WORKERS=N``: ``dataloader_num_workers=N`` (``QUALIFY_PERSISTENT=1``: persistent);
 - ``QUALIFY_COLLATOR=mlm``: a tiny BERT masked LM on the same lines, its tokenizer (one token
   per character) with the special tokens masking needs, and
@@ -18,6 +21,7 @@ Like the quick-start it saves nothing itself but the final model in ``out/model`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -28,8 +32,13 @@ from transformers import Trainer, default_data_collator, set_seed  # noqa: E402
 
 def main() -> None:
     args = train.training_arguments()
-    if os.environ.get("QUALIFY_PRECISION") == "bf16":
-        args.bf16 = True
+    precision = os.environ.get("QUALIFY_PRECISION")
+    if precision in ("bf16", "fp16"):
+        import torch
+
+        # without an accelerator TrainingArguments accepts bf16 only with use_cpu=True
+        cpu = args.use_cpu or not torch.cuda.is_available()
+        args = dataclasses.replace(args, use_cpu=cpu, **{precision: True})
     workers = int(os.environ.get("QUALIFY_WORKERS", "0"))
     if workers:
         args.dataloader_num_workers = workers

@@ -38,6 +38,8 @@ class Captured:
     metrics: dict[str, float]
     requests: list[int]
     collation: dict[str, Any] | None = None  # a masking collator's pending batches (.collation)
+    scaler_state: dict[str, Any] | None = None
+    """fp16's GradScaler (Accelerate's ``accelerator.scaler``): the Trainer's ``scaler.pt``."""
 
 
 class Buffers:
@@ -50,6 +52,10 @@ class Buffers:
 
     def __init__(self) -> None:
         self._tensors: dict[str, torch.Tensor] = {}
+        self.saved_names: set[str] | None = None
+        """A PEFT model's: the names of the model state its ``save_pretrained`` writes (worked
+        out at the first save; the model's structure does not change while it trains)."""
+        self.names_known = False
 
     def copy(self, key: str, tensor: torch.Tensor) -> torch.Tensor:
         held = self._tensors.get(key)
@@ -81,7 +87,7 @@ def capture(
     return Captured(
         step=state.global_step,
         epoch=float(state.epoch or 0.0),
-        model_state=_clone_tensors(trainer.model.state_dict(), buffers),
+        model_state=_clone_tensors(_saved_state(trainer.model, buffers), buffers),
         optimizer_state=_clone_tree(trainer.optimizer.state_dict(), buffers, "optimizer"),
         scheduler_state=copy.deepcopy(trainer.lr_scheduler.state_dict()),
         rng_states=rng_states or [rng_state(trainer.args)],
@@ -90,7 +96,15 @@ def capture(
         identity=identity,
         metrics=step_metrics(state),
         requests=list(requests),
+        scaler_state=_scaler_state(trainer),
     )
+
+
+def _scaler_state(trainer: Any) -> dict[str, Any] | None:
+    """What ``Trainer._save_scaler`` saves: the loss scale and its growth tracker (fp16 on an
+    accelerator); None where there is no GradScaler (float32, bf16, the CPU)."""
+    scaler = getattr(getattr(trainer, "accelerator", None), "scaler", None)
+    return None if scaler is None else copy.deepcopy(scaler.state_dict())
 
 
 def step_metrics(state: Any) -> dict[str, float]:
@@ -114,6 +128,41 @@ def _entries_of_step(history: list[dict], step: int) -> list[dict]:
         if logged == step:
             found.append(entry)
     return found[::-1]
+
+
+def _saved_state(model: Any, buffers: Buffers) -> dict[str, torch.Tensor]:
+    """The model state its checkpoint holds: all of it, or for a PEFT model only the tensors
+    its ``save_pretrained`` writes (the adapters), as ``Trainer._save_checkpoint`` saves it. The
+    frozen base model is not copied at every save: for a big base that would be the whole stall.
+    """
+    state = model.state_dict()
+    if not buffers.names_known:
+        buffers.saved_names = _peft_saved_names(model, state)
+        buffers.names_known = True
+    if buffers.saved_names is None:
+        return state
+    return {name: state[name] for name in buffers.saved_names}
+
+
+def _peft_saved_names(model: Any, state: dict[str, torch.Tensor]) -> set[str] | None:
+    """Which entries of ``state`` PEFT's ``save_pretrained(state_dict=state)`` writes, found by
+    asking PEFT itself (``get_peft_model_state_dict`` for each adapter) and matching the tensors
+    it returns to ``state``'s own; None (copy all of it) for a model that is not a PEFT model,
+    or when any returned tensor is not one of ``state``'s."""
+    configs = getattr(model, "peft_config", None)
+    if not configs or type(model).__module__.split(".")[0] != "peft":
+        return None
+    from peft.utils import get_peft_model_state_dict
+
+    by_id = {id(tensor): name for name, tensor in state.items()}
+    names: set[str] = set()
+    for adapter in configs:
+        chosen = get_peft_model_state_dict(model, state_dict=state, adapter_name=adapter)
+        for tensor in chosen.values():
+            if id(tensor) not in by_id:
+                return None  # PEFT made a tensor of its own: keep the whole state
+            names.add(by_id[id(tensor)])
+    return names
 
 
 def _clone_tensors(state: dict[str, torch.Tensor], buffers: Buffers) -> dict[str, torch.Tensor]:

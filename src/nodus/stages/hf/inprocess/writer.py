@@ -107,6 +107,8 @@ class CheckpointWriter:
         for rank, state in enumerate(states):
             name = "rng_state.pth" if len(states) == 1 else f"rng_state_{rank}.pth"
             torch.save(state, os.path.join(folder, name))
+        if captured.scaler_state is not None:
+            torch.save(captured.scaler_state, os.path.join(folder, "scaler.pt"))
         with open(os.path.join(folder, "trainer_state.json"), "w", encoding="utf-8") as handle:
             handle.write(captured.trainer_state_json)
         identities.write(folder, captured.identity)
