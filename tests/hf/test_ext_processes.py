@@ -31,6 +31,7 @@ from hf_helpers import PROGRAMS, bare_run_hash
 from runner_e2e_helpers import Project, pid_alive
 
 from nodus.runner.processes import procfs
+from nodus.schemas import defaults
 from nodus.stages import layouts
 from nodus.stages.hf.inprocess import identity
 from polling import wait_for
@@ -42,6 +43,10 @@ ACCELERATE = (
     *(str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2"),
     *("--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"),
 )
+# The launcher asks for bf16 autocast, the program does not (bf16=False in its arguments): the
+# Accelerator trains in bf16 all the same, and the integration sees it (docs/hf-trainer.md's
+# worked example of a 2-process bf16 program).
+ACCELERATE_BF16 = tuple("bf16" if word == "no" else word for word in ACCELERATE)
 # A world of two draws 16 examples a step: 6 steps per epoch, 24 in all; saves every 3 steps,
 # at epoch ends (6, 12, 18) among them.
 ENV = {"COLLATOR": "default", "QUICKSTART_EPOCHS": "4"}
@@ -70,6 +75,18 @@ def _rng_files(project: Project, run: str, step: int) -> set[str]:
     """The RNG state files of the snapshot of ``step``."""
     (manifest,) = [m for m in project.snapshots(run) if m.step == step]
     return {Path(f.path).name for f in manifest.files if Path(f.path).name.startswith("rng_")}
+
+
+def _identity(project: Project, run: str, step: int) -> dict:
+    """The identity recorded in the snapshot of ``step``, as a user downloads it."""
+    (manifest,) = [m for m in project.snapshots(run) if m.step == step]
+    target = project.root / f"identity-{step}"
+    proc = project.nodus(
+        "snapshots", "download", manifest.id, "--artifact", "resumable", "--to", str(target)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (found,) = target.rglob(defaults.HF_IDENTITY_FILE)
+    return json.loads(found.read_text())
 
 
 def _tree(pid: int) -> list[int]:
@@ -127,16 +144,16 @@ def test_a_killed_rank_and_a_killed_runner_end_bit_identical_to_the_bare_world(
 
 @pytest.mark.hf
 @pytest.mark.slow
-def test_a_notice_saves_the_world_at_one_step_and_it_resumes_bit_identically(
+def test_a_notice_saves_a_bf16_world_at_one_step_and_it_resumes_bit_identically(
     tmp_path, tmp_path_factory
 ):
     # accelerate launch on the CPU sets OMP_NUM_THREADS=1: its bare run is launched the same way
-    bare = _bare(tmp_path_factory, ACCELERATE)
+    bare = _bare(tmp_path_factory, ACCELERATE_BF16)
     seed = random.randrange(1 << 30)
     after = random.Random(seed).choice((3, 6, 9))
     why = f"random seed {seed}: SIGTERM to nodus after a commit at or past step {after}"
     # rank 0's auto cadence decides the periodic saves (the first 5 steps after the start)
-    project = _project(tmp_path, ACCELERATE, save_every="auto")
+    project = _project(tmp_path, ACCELERATE_BF16, save_every="auto")
     runner = project.start("run", str(project.file), "--key", "n")
 
     def reached() -> list[int]:
@@ -152,6 +169,9 @@ def test_a_notice_saves_the_world_at_one_step_and_it_resumes_bit_identically(
     assert saved > seen, why  # the notice's own save, answered by every rank at one step
     # rank 0 wrote it with every rank's RNG state, as the Trainer names them for a world of two
     assert _rng_files(project, "n", saved) == RNG_FILES, why
+    # both extensions are in its identity: a world of two, trained in bf16 autocast
+    recorded = _identity(project, "n", saved)
+    assert (recorded["processes"], recorded["precision"]) == ("2", "bf16 autocast, model float32")
 
     resumed = project.nodus("runs", "resume", "n", timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]

@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 from nodus.schemas import defaults
+from nodus.stages.hf.inprocess.profile import accelerate_precision
 from nodus.stages.hf.qualification import current_versions
 
 LABELS = {
@@ -74,7 +75,7 @@ def differences(saved: dict[str, str], now: dict[str, str]) -> list[str]:
     if not str(saved.get("dataset", "")).startswith(_CONTENT_PREFIX):
         # Saved by a nodus that identified data by fingerprint: compared as it was then.
         now = {**now, "dataset": now.get("dataset_fingerprint", "")}
-    saved = {**BEFORE_EXTENSIONS, **saved}
+    saved, now = {**BEFORE_EXTENSIONS, **saved}, {**BEFORE_EXTENSIONS, **now}
     lines = []
     for key, label in LABELS.items():
         if key == "training_arguments" and same_arguments(saved, now):
@@ -94,7 +95,8 @@ def precision(trainer: Any) -> str:
     import torch
 
     args = trainer.args
-    autocast = [name for name in ("bf16", "fp16") if getattr(args, name, False)]
+    launched = accelerate_precision(trainer)
+    autocast = [name for name in ("bf16", "fp16") if getattr(args, name, False) or launched == name]
     dtypes = sorted(
         {
             str(v.dtype).removeprefix("torch.")

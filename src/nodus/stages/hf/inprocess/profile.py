@@ -117,7 +117,12 @@ def _full_precision(trainer, given) -> list[Finding]:
         for name in ("fp16", "bf16", "fp16_full_eval", "bf16_full_eval")
         if getattr(args, name, False)
     ]
-    fp16 = [flag for flag in flags if flag.startswith("fp16")]
+    launched = accelerate_precision(trainer)
+    if launched != "no" and f"{launched}=True" not in flags:
+        # `accelerate launch --mixed_precision bf16` (or its config file) with no flag in the
+        # program: the Accelerator reads it from the environment and autocasts all the same.
+        flags.append(f"Accelerate's mixed_precision={launched}")
+    fp16 = [flag for flag in flags if "fp16" in flag]
     if fp16 and args.device.type == "cpu":
         return [
             f"mixed precision ({', '.join(fp16)}) on cpu: not supported yet on cpu (the Trainer "
@@ -126,6 +131,12 @@ def _full_precision(trainer, given) -> list[Finding]:
     return (
         [Uses(extensions.MIXED_PRECISION, f"mixed precision ({', '.join(flags)})")] if flags else []
     )
+
+
+def accelerate_precision(trainer: Any) -> str:
+    """The Accelerator's mixed precision (``no``, ``bf16``, ``fp16``): what the training
+    arguments asked, or what ``accelerate launch`` set in the environment."""
+    return str(getattr(getattr(trainer, "accelerator", None), "mixed_precision", "no") or "no")
 
 
 HALF_PRECISION = ("torch.bfloat16",)
