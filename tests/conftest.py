@@ -25,6 +25,19 @@ REPO = Path(__file__).resolve().parents[1]
 NODUS = [sys.executable, "-m", "nodus"]
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test gets the process environment the one before it had, whatever the libraries it
+    ran in-process wrote there: ``TrainingArguments(bf16=True)`` exports
+    ``ACCELERATE_MIXED_PRECISION=bf16``, which every later Trainer of this process and every
+    program a later test starts would read and train in bf16."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture
 def nodus_home(tmp_path, monkeypatch) -> Path:
     """A private $NODUS_HOME for one test (catalog and default store)."""

@@ -182,11 +182,16 @@ def _model_state(trainer, given) -> list[Finding]:
 
 
 def _peft(trainer, given) -> list[Finding]:
+    """A ``PeftModel`` (``get_peft_model``) is the peft extension; adapters Transformers added
+    to its own model (``model.add_adapter``) save and load by other code, not shown exact."""
     model = trainer.model
-    if type(model).__module__.split(".")[0] == "peft" or getattr(
-        model, "_hf_peft_config_loaded", False
-    ):
+    if type(model).__module__.split(".")[0] == "peft":
         return [Uses(extensions.PEFT, f"PEFT model ({type(model).__name__})")]
+    if getattr(model, "_hf_peft_config_loaded", False):
+        return [
+            "adapters added with model.add_adapter(...): not supported yet; wrap the model "
+            "with peft.get_peft_model(model, config) instead"
+        ]
     return []
 
 
