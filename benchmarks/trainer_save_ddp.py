@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from trainer_save import build_trainer  # noqa: E402  (the single-process benchmark's model)
+from trainer_save import _timed, build_trainer  # noqa: E402  (the single-process benchmark's)
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 BOUNDARIES = 200  # decisions timed
@@ -136,16 +135,6 @@ def whole_run(steps: int, width: int) -> dict:
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _timed(command: list[str], cwd: str, env: dict | None = None) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(
-        command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True
-    )
-    if proc.returncode != 0:
-        raise SystemExit(proc.stdout[-3000:] + proc.stderr[-3000:])
-    return time.perf_counter() - start
 
 
 def program(steps: int, save_steps: int, width: int) -> None:
