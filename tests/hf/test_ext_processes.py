@@ -46,7 +46,10 @@ ACCELERATE = (
 # The launcher asks for bf16 autocast, the program does not (bf16=False in its arguments): the
 # Accelerator trains in bf16 all the same, and the integration sees it (docs/hf-trainer.md's
 # worked example of a 2-process bf16 program).
-ACCELERATE_BF16 = tuple("bf16" if word == "no" else word for word in ACCELERATE)
+ACCELERATE_BF16 = (
+    *(str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2"),
+    *("--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no"),
+)
 # A world of two draws 16 examples a step: 6 steps per epoch, 24 in all; saves every 3 steps,
 # at epoch ends (6, 12, 18) among them.
 ENV = {"COLLATOR": "default", "QUICKSTART_EPOCHS": "4"}
