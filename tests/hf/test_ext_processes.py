@@ -182,6 +182,54 @@ def test_a_notice_saves_a_bf16_world_at_one_step_and_it_resumes_bit_identically(
     assert project.outputs_hash("n") == bare, why
 
 
+@pytest.mark.hf
+@pytest.mark.slow
+def test_a_paused_world_resumes_under_tight_retention_and_its_branch_ends_bit_identical(
+    tmp_path, tmp_path_factory
+):
+    """Pause and resume, retention and a full-state branch, for a world of two."""
+    bare = _bare(tmp_path_factory, TORCHRUN)
+    seed = random.randrange(1 << 30)
+    after = random.Random(seed).choice((6, 9, 12))
+    why = f"random seed {seed}: paused after the commit of step {after}"
+    project = Project(
+        tmp_path,
+        program=PROGRAM,
+        env=ENV,
+        launcher=TORCHRUN,
+        save_every=SAVE_EVERY,
+        write_delay=WRITE_DELAY,
+        keep_recoverable=1,
+    )
+    runner = project.start("run", str(project.file), "--key", "w")
+    wait_for(lambda: after in project.committed_steps("w", 1), f"step {after} committed", runner)
+    paused = project.nodus("runs", "pause", "w", "--checkpoint", "save")
+    assert paused.returncode == 0, paused.stderr
+    assert runner.wait(timeout=300) == 3, why  # PAUSED: the world saved at one step and stopped
+    paused_at = project.committed_steps("w", 1)[-1]
+    assert paused_at >= after and _rng_files(project, "w", paused_at) == RNG_FILES, why
+    resumed = project.nodus("runs", "resume", "w", timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+
+    attempts = project.get("w")["stages"][0]["attempts"]
+    assert [a["outcome"] for a in attempts] == ["paused", "succeeded"], why
+    assert attempts[1]["restored_step"] == paused_at, why
+    assert project.outputs_hash("w") == bare, why
+    # keep_recoverable = 1: the two newest hold the training state (every rank's RNG state);
+    # the epoch saves before them keep their weights only
+    snapshots = {m.step: m for m in project.snapshots("w")}
+    assert snapshots[24].kinds == snapshots[21].kinds == ("weights", "state", "files"), why
+    assert snapshots[6].kinds == snapshots[12].kinds == ("weights",), why
+
+    branched = project.nodus("runs", "branch", "w@21", "--from", "full-state", timeout=300)
+    assert branched.returncode == 0, branched.stdout[-3000:] + branched.stderr[-3000:]
+    runs = json.loads(project.nodus("runs", "list", "--json").stdout)
+    child = project.get(runs[0]["id"])
+    assert child["phase"] == "SUCCEEDED" and child["parent"]["step"] == 21, why
+    assert project.committed_steps(child["id"]) == [24], why
+    assert project.outputs_hash(child["id"]) == bare, why
+
+
 # --- unit level: identity and wholeness ------------------------------------------------------
 
 
