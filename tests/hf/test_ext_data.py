@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import os
 import random
 import shutil
@@ -162,6 +163,15 @@ def test_masked_lm_killed_twice_paused_and_resumed_ends_bit_identical(short_root
     steps = project.committed_steps("m")
     assert {6, 12, 18, 24} <= set(steps) and {2, 4, 10} & set(steps), steps  # epochs, cadence
     assert project.outputs_hash("m") == bare, why
+
+    # a full-state branch from inside an epoch: the branch's first batches are the pending
+    # collations that snapshot recorded
+    inside = max(s for s in steps if s % 6 and s > 12)
+    branched = project.nodus("runs", "branch", f"m@{inside}", "--from", "full-state", timeout=300)
+    assert branched.returncode == 0, branched.stdout[-3000:] + branched.stderr[-3000:]
+    child = json.loads(project.nodus("runs", "list", "--json").stdout)[0]["id"]
+    assert project.get(child)["parent"]["step"] == inside, why
+    assert project.outputs_hash(child) == bare, why
 
     _refused_with(
         project,
