@@ -25,17 +25,24 @@ REPO = Path(__file__).resolve().parents[1]
 NODUS = [sys.executable, "-m", "nodus"]
 
 
+LIBRARY_EXPORTS = ("ACCELERATE_", "CUBLAS_", "CUDA_", "ASCEND_", "HCCL_", "FLASH_ATTENTION_")
+"""Prefixes of the variables Transformers and Accelerate export into their own process:
+``TrainingArguments(bf16=True)`` sets ``ACCELERATE_MIXED_PRECISION=bf16``,
+``enable_full_determinism`` sets ``CUBLAS_WORKSPACE_CONFIG`` and others."""
+
+
 @pytest.fixture(autouse=True)
-def _environment_restored():
-    """Each test gets the process environment the one before it had, whatever the libraries it
-    ran in-process wrote there: ``TrainingArguments(bf16=True)`` exports
-    ``ACCELERATE_MIXED_PRECISION=bf16``, which every later Trainer of this process and every
-    program a later test starts would read and train in bf16."""
-    saved = dict(os.environ)
+def _library_exports_restored():
+    """Each test gets the library exports the one before it had: a Trainer built in-process
+    with ``bf16=True`` would make every later Trainer of this process, and every program a later
+    test starts, train in bf16. (Only those: session fixtures set up in a test's middle, such as
+    the S3 server's credentials, must outlive it.)"""
+    saved = {k: v for k, v in os.environ.items() if k.startswith(LIBRARY_EXPORTS)}
     yield
-    if os.environ != saved:
-        os.environ.clear()
-        os.environ.update(saved)
+    for name in [k for k in os.environ if k.startswith(LIBRARY_EXPORTS)]:
+        if name not in saved:
+            del os.environ[name]
+    os.environ.update(saved)
 
 
 @pytest.fixture
