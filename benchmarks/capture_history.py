@@ -6,7 +6,7 @@ A directory-contract program that keeps every checkpoint folder leaves ``state/`
 ``checkpoint-<step>`` folder per save. Each capture takes the newest one alone (one generation of
 state per snapshot), so its cost must not depend on how many older ones lie next to it.
 
-The runner's own capture loop (``nodus.runner.snapshotting.Capturer``, a real catalog and a
+The runner's own capture loop (``nodus.runner.capture.capturer.Capturer``, a real catalog and a
 ``file://`` store) captures a fresh ``checkpoint-<step>`` of FILES files of FILE_KIB each, in a
 working copy whose ``state/`` holds HISTORY earlier folders (3 small files each) or none. Rounds
 alternate which goes first; medians are reported, and the median of the rounds' ratios.
@@ -26,9 +26,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from nodus.runner.catalog import Catalog  # noqa: E402
-from nodus.runner.snapshotting import Capturer  # noqa: E402
-from nodus.runner.workspace import Workspace  # noqa: E402
+from nodus.runner.capture.capturer import Capturer  # noqa: E402
+from nodus.runner.catalog.core import Catalog  # noqa: E402
+from nodus.runner.workspace.layout import Workspace  # noqa: E402
 from nodus.schemas.resolved import (  # noqa: E402
     ResolvedContinuity,
     ResolvedExecution,

@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "raycluster"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
-from nodus.runner.catalog import Catalog  # noqa: E402
+from nodus.runner.catalog.core import Catalog  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..", "src")
 sys.path.insert(0, SRC)
 
-from nodus.runner.catalog import Catalog  # noqa: E402
+from nodus.runner.catalog.core import Catalog  # noqa: E402
 
 QUICKSTART = os.path.join(HERE, "..", "examples", "quickstart")
 LM_EXAMPLE = os.path.join(HERE, "..", "tests", "hf", "programs", "lm_example.py")

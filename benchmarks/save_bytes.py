@@ -63,9 +63,9 @@ def folder_bytes(folder: str) -> int:
 
 
 def nodus_side(work: str, trainer, saves: int) -> list[int]:
-    from nodus.runner.catalog import Catalog
-    from nodus.runner.snapshotting import Capturer
-    from nodus.runner.workspace import Workspace
+    from nodus.runner.capture.capturer import Capturer
+    from nodus.runner.catalog.core import Catalog
+    from nodus.runner.workspace.layout import Workspace
     from nodus.schemas.resolved import ResolvedContinuity, ResolvedExecution, ResolvedStage
     from nodus.stages.hf.inprocess.control import ControlDir
     from nodus.stages.hf.inprocess.state_copy import Buffers, capture

@@ -30,8 +30,8 @@ from nodus.schemas import defaults
 
 if TYPE_CHECKING:
     from nodus.inventory import Lookup
-    from nodus.runner.catalog import Catalog
-    from nodus.runner.service import Claim
+    from nodus.runner.catalog.core import Catalog
+    from nodus.runner.submit.claim import Claim
     from nodus.schemas.models import Workload
     from nodus.schemas.resolved import ResolvedWorkload
 
@@ -121,7 +121,7 @@ class Client:
         run_id = _early_spare() if not detach and backend != "ray" else None
         try:
             from nodus.runner.backends import Placement
-            from nodus.runner.service import claim_workload
+            from nodus.runner.submit.claim import claim_workload
 
             resolved = _resolve(workload, base_dir, resume_from, backend, home=self.home)
             store_url = defaults.store_url(self.store, self.home)
@@ -159,7 +159,7 @@ class Client:
         ``name``, ``outputs``, ``env`` or ``[execution]`` keys, as ``{"env.MAX_STEPS": 40}``
         or ``["env.MAX_STEPS=40"]``. Blocks like :meth:`run` unless ``detach``.
         """
-        from nodus.runner.service import claim_branch
+        from nodus.runner.submit.claim import claim_branch
 
         _check_foreground(detach, "branch")
         claim = claim_branch(
@@ -192,7 +192,7 @@ class Client:
         multi-node stage keeps its node count); ``ray_address`` names the Ray cluster.
         """
         from nodus.runner.backends import Placement
-        from nodus.runner.service import claim_resume
+        from nodus.runner.submit.claim import claim_resume
 
         _check_foreground(detach, "resume")
         store_url = defaults.store_url(self.store, self.home)
@@ -218,7 +218,7 @@ class Client:
                 "waits for it"
             )
             return handed_over
-        from nodus.runner.views import capture_failure_line, phase_line
+        from nodus.inventory.runs import capture_failure_line, phase_line
 
         claim.drive(self._output or sys.stdout)
         data = self.get(claim.run_id)
@@ -232,14 +232,14 @@ class Client:
 
     def runs(self, limit: int = 50) -> list[dict[str, Any]]:
         """The newest runs first, like ``nodus runs list --json``."""
-        from nodus.runner.views import run_summary
+        from nodus.inventory.runs import run_summary
 
         return [run_summary(run) for run in self._catalog().list_runs(limit=limit)]
 
     def get(self, run: str) -> dict[str, Any]:
         """One run with its stages, attempts, pause and events, like ``nodus runs get --json``."""
-        from nodus.runner.collection import run_usage
-        from nodus.runner.views import run_json
+        from nodus.inventory.runs import run_json
+        from nodus.runner.upkeep.gc import run_usage
         from nodus.store import open_store
 
         catalog = self._catalog()
@@ -254,7 +254,7 @@ class Client:
         Raises :class:`~nodus.errors.PausedError` when the run's runner is gone (it says how to
         recover it) and :class:`~nodus.errors.WaitTimeoutError` after ``timeout`` seconds.
         """
-        from nodus.runner import control
+        from nodus.runner.control import outside as control
 
         return self._json(control.wait(self.home, self._catalog(), run, timeout))
 
@@ -268,8 +268,8 @@ class Client:
         duration (``"10m"``) or seconds, default 10 minutes. Returns once the runner took the
         pause up; saving and stopping go on in the background (:meth:`wait` follows it).
         """
-        from nodus.runner import control
-        from nodus.runner.views import pause_json
+        from nodus.inventory.runs import pause_json
+        from nodus.runner.control import outside as control
 
         asked = control.pause(self.home, run, checkpoint, _deadline_seconds(deadline))
         data = pause_json(asked)
@@ -278,7 +278,7 @@ class Client:
 
     def cancel(self, run: str) -> dict[str, Any]:
         """Cancel a run, like ``nodus runs cancel``; the run afterwards (phase CANCELLED)."""
-        from nodus.runner import control
+        from nodus.runner.control import outside as control
 
         return self._json(control.cancel(self.home, self._catalog(), run, self._say))
 
@@ -370,21 +370,21 @@ class Client:
         ``dry_run`` reports what would go and removes nothing. ``now`` (seconds since the
         epoch) is the moment expiry is judged at; default the current time.
         """
-        from nodus.runner.collection import collect
+        from nodus.runner.upkeep.gc import collect
 
         store_url = defaults.store_url(self.store, self.home)
         return collect(self._catalog(), store_url, now=now, dry_run=dry_run).to_dict()
 
     def delete(self, run: str) -> dict[str, Any]:
         """Remove a finished run's snapshots, outputs and catalog rows, like ``runs delete``."""
-        from nodus.runner.collection import delete_run
+        from nodus.runner.upkeep.gc import delete_run
 
         return delete_run(self._catalog(), self.home, run, self._say)
 
     # --- plumbing -------------------------------------------------------------------------------
 
     def _catalog(self) -> Catalog:
-        from nodus.runner.catalog import Catalog
+        from nodus.runner.catalog.core import Catalog
 
         if self._open_catalog is None:
             self._open_catalog = Catalog(self.home)
@@ -396,7 +396,7 @@ class Client:
         return Lookup(self.home, self.store)
 
     def _json(self, run: Any) -> dict[str, Any]:
-        from nodus.runner.views import run_json
+        from nodus.inventory.runs import run_json
 
         return run_json(self._catalog(), run)
 
@@ -456,8 +456,8 @@ def _changes(changes: Mapping[str, Any] | Sequence[str] | None, name: str | None
 def _early_spare() -> str:
     """The id a new run driven here will take, its first supervisor already starting: the
     interpreter starts while the runner is imported and the run accepted, not after."""
+    from nodus.runner.catalog.run_ids import new_run_id
     from nodus.runner.processes.standby import start_early
-    from nodus.runner.run_ids import new_run_id
 
     run_id = new_run_id()
     start_early(run_id)
@@ -481,7 +481,7 @@ def _check_foreground(detach: bool, method: str) -> None:
 
 
 def _deadline_seconds(deadline: str | float | None) -> float:
-    from nodus.runner.pause_request import parse_duration
+    from nodus.runner.control.pause_request import parse_duration
 
     if deadline is None:
         return defaults.PAUSE_DEADLINE_S

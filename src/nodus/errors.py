@@ -18,7 +18,7 @@ CLI prints ``str(error)`` and exits with ``error.exit_status``; a user never see
     └── AlreadyRunningError (5)          another runner holds this run
 
 The exit statuses of a run's own phases (0 succeeded … 4 cancelled) are in
-:class:`nodus.runner.phases.Phase`.
+:class:`nodus.runner.catalog.phases.Phase`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nodus.runner.qualify import weights_hash
+from nodus.qualify import weights_hash
 from polling import WAIT_S
 
 REPO = Path(__file__).resolve().parents[2]

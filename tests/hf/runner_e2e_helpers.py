@@ -22,8 +22,8 @@ from hf_helpers import PROGRAM_ENV, PROGRAMS, quickstart_copy
 
 from nodus import protocol
 from nodus.errors import NotFoundError
-from nodus.runner.catalog import Catalog
-from nodus.runner.qualify import weights_hash
+from nodus.qualify import weights_hash
+from nodus.runner.catalog.core import Catalog
 from polling import WAIT_S, wait_for
 
 NODUS = [sys.executable, "-m", "nodus"]

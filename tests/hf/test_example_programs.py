@@ -21,8 +21,8 @@ import pytest
 from hf_helpers import PROGRAM_ENV
 from runner_e2e_helpers import STAGE, Project, kill_program, steps_logged
 
+from nodus.qualify import weights_hash
 from nodus.runner.processes import procfs
-from nodus.runner.qualify import weights_hash
 from polling import WAIT_S, wait_for
 
 pytestmark = [pytest.mark.hf, pytest.mark.slow]

@@ -212,7 +212,7 @@ def _newest(project: Project) -> dict:
 
 
 def test_qualifying_mixed_precision_on_cuda_trains_an_fp16_case_too():
-    from nodus.runner.qualify import Case
+    from nodus.qualify import Case
 
     def envs(device):
         return [case.env for case in Case.all_of("mixed-precision", device)]

@@ -23,7 +23,7 @@ from hf_helpers import PROGRAM_ENV, PROGRAMS, quickstart_copy
 from runner_e2e_helpers import Project, kill_program
 
 from nodus import protocol
-from nodus.runner.qualify import weights_hash
+from nodus.qualify import weights_hash
 from polling import WAIT_S, wait_for
 
 pytestmark = [pytest.mark.hf, pytest.mark.slow]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from runner_e2e_helpers import Project
 
-from nodus.runner.qualify import weights_hash
+from nodus.qualify import weights_hash
 from nodus.store import open_store
 from nodus.store.keys import blob_key
 

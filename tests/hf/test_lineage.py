@@ -73,7 +73,7 @@ def _versions(project: Project, run: str) -> list[tuple]:
 
 def _stored_epoch_saves(project: Project, run: str) -> bool:
     """``save_each_epoch`` of the run's stage in its stored resolution (what the runner uses)."""
-    from nodus.runner.catalog import Catalog
+    from nodus.runner.catalog.core import Catalog
 
     catalog = Catalog(str(project.home))
     try:

@@ -81,7 +81,7 @@ def test_the_command_line_offers_every_extension():
 
 def test_an_environment_that_does_not_train_deterministically_is_named_so(tmp_path):
     """Two bare runs that differ (CUDA's default kernels): no resume is blamed for it."""
-    from nodus.runner import qualify as suite
+    from nodus import qualify as suite
 
     class Unsteady(suite._Suite):
         hashes = iter(["aaaa", "bbbb"])

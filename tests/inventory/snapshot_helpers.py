@@ -60,7 +60,7 @@ class Home:
         return json.loads(proc.stdout)
 
     def catalog(self):
-        from nodus.runner.catalog import Catalog
+        from nodus.runner.catalog.core import Catalog
 
         return Catalog(str(self.path))
 

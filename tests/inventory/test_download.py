@@ -168,7 +168,7 @@ def test_runs_outputs_returns_the_files_the_program_wrote(counter_run, tmp_path)
 
 
 def test_runs_outputs_of_a_run_without_outputs_is_refused(tmp_path):
-    from nodus.runner.catalog import Catalog
+    from nodus.runner.catalog.core import Catalog
 
     home = Home(tmp_path / "home")
     run_id = Catalog(str(home.path)).create_run(

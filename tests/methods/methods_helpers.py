@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nodus import protocol
 from nodus.errors import NotFoundError
-from nodus.runner.catalog import Catalog
+from nodus.runner.catalog.core import Catalog
 from polling import WAIT_S, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

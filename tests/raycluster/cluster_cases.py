@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from cluster import ADDRESS, LocalCluster, in_private_namespace
 
-from nodus.runner.catalog import Catalog
+from nodus.runner.catalog.core import Catalog
 from nodus.testing.counter import expected_value
 from polling import wait_for
 

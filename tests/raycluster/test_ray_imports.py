@@ -9,7 +9,7 @@ PROBE = """
 import sys
 from nodus.cli import main
 status = main(["validate", sys.argv[1]])
-import nodus.runner.engine, nodus.runner.backends, nodus.runner.service  # the local path
+import nodus.runner.engine, nodus.runner.backends, nodus.runner.submit.claim  # the local path
 loaded = sorted(name for name in sys.modules if name == "ray" or name.startswith("ray."))
 print(status, loaded)
 """

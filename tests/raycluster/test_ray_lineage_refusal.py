@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nodus.runner.catalog import Catalog
+from nodus.runner.catalog.core import Catalog
 from polling import wait_for
 
 NODUS = [sys.executable, "-m", "nodus"]

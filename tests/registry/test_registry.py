@@ -14,8 +14,8 @@ import pytest
 from nodus import Client
 from nodus.errors import NotFoundError, UsageError
 from nodus.registry import Registry
-from nodus.runner.catalog import Catalog
-from nodus.runner.phases import Phase
+from nodus.runner.catalog.core import Catalog
+from nodus.runner.catalog.phases import Phase
 from nodus.store import SnapshotInfo, open_store
 from nodus.store.keys import blob_key
 
@@ -240,8 +240,8 @@ def test_gc_registers_a_succeeded_runs_model_once_and_never_brings_a_deleted_one
 
 
 def test_adoption_registers_the_model_no_machine_registered(home, tmp_path):
-    from nodus.runner.adoption import adopt_from_store
-    from nodus.runner.store_driving import publish_accepted
+    from nodus.runner.remote.adoption import adopt_from_store
+    from nodus.runner.remote.record import publish_accepted
 
     final = _succeeded_unregistered(home, tmp_path)[-1]
     publish_accepted(Catalog(str(home)), _store(home), RUN)  # the record says SUCCEEDED

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import itertools
 
-from nodus.runner.catalog import Run
-from nodus.runner.phases import Phase
+from nodus.runner.catalog.core import Run
+from nodus.runner.catalog.phases import Phase
 from nodus.store.manifest import FileEntry, Manifest
 
 HF = ("weights", "state", "files")

@@ -17,8 +17,8 @@ def project(tmp_path) -> Project:
 @pytest.fixture
 def setup(tmp_path):
     """A capture loop's surroundings: a catalog with one run, a local store, a working copy."""
-    from nodus.runner.catalog import Catalog
-    from nodus.runner.workspace import Workspace
+    from nodus.runner.catalog.core import Catalog
+    from nodus.runner.workspace.layout import Workspace
     from nodus.store import open_store
 
     catalog = Catalog(str(tmp_path / "home"))

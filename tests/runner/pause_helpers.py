@@ -18,7 +18,7 @@ from pathlib import Path
 from runner_helpers import Project
 
 from nodus import protocol
-from nodus.runner.catalog import Catalog
+from nodus.runner.catalog.core import Catalog
 from polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,7 +74,7 @@ def trainer_project(root: Path, home: Path) -> Project:
 
 def bare_weights(root: Path) -> str:
     """Final weights of the quick-start run uninterrupted and without nodus."""
-    from nodus.runner.qualify import weights_hash
+    from nodus.qualify import weights_hash
 
     copy = root / "bare"
     shutil.copytree(
@@ -94,7 +94,7 @@ def bare_weights(root: Path) -> str:
 
 def output_weights(project: Project, run_id: str) -> str:
     """Final weights as `nodus runs outputs` hands them to a user."""
-    from nodus.runner.qualify import weights_hash
+    from nodus.qualify import weights_hash
 
     target = project.root.parent / f"outputs-{run_id}"
     proc = project.nodus("runs", "outputs", run_id, "--to", str(target))

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nodus.runner.catalog import Catalog
+from nodus.runner.catalog.core import Catalog
 from nodus.runner.processes.containment import TOKEN_VAR
 from polling import wait_for
 

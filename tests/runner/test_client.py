@@ -183,7 +183,14 @@ def test_a_background_runner_leaves_alone_a_run_dealt_with_before_it_started(pro
     failed = client.run(project.file)
     assert failed["phase"] == "FAILED"
     late = subprocess.run(
-        [sys.executable, "-m", "nodus.runner.detach", failed["id"], "--home", str(project.home)],
+        [
+            sys.executable,
+            "-m",
+            "nodus.runner.submit.detach",
+            failed["id"],
+            "--home",
+            str(project.home),
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nodus import protocol
-from nodus.runner.disk_guard import DiskGuard
+from nodus.runner.capture.disk_guard import DiskGuard
 
 NODUS = [sys.executable, "-m", "nodus"]
 MISNAMED = ("damaged", "move it aside", "internal error", "Traceback")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodus.runner.catalog import Catalog
-from nodus.runner.rotation import Rotation
+from nodus.runner.catalog.core import Catalog
+from nodus.runner.upkeep.rotation import Rotation
 from nodus.schemas.loader import resolve_file
 from nodus.store import keys, open_store
 from nodus.store.gc import write_intent

@@ -1,4 +1,4 @@
-"""The next attempt's copy laid out while an attempt trains (nodus.runner.ahead), with real runs.
+"""The next attempt's copy laid out while an attempt trains (runner.workspace.ahead), real runs.
 
 A recovery renames it into place instead of restoring the source on its way to the program; the
 program must see exactly what a fresh restore gives it, whatever the killed attempt did to its
@@ -15,8 +15,8 @@ import textwrap
 
 from runner_helpers import pid_alive, running_attempt
 
-from nodus.runner.ahead import Ahead, lay_ahead
-from nodus.runner.workspace import Workspace
+from nodus.runner.workspace.ahead import Ahead, lay_ahead
+from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
 from nodus.store import open_store
 from nodus.store.manifest import SnapshotInfo

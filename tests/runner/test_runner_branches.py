@@ -152,7 +152,7 @@ def test_what_must_equal_the_parent_is_refused_naming_both_values(parent):
 
 def test_an_unfinished_source_is_refused(parent):
     catalog = parent.catalog()
-    from nodus.runner.phases import Phase
+    from nodus.runner.catalog.phases import Phase
 
     run = catalog.get_run("parent")
     running = catalog.create_run(

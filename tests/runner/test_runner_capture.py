@@ -11,8 +11,8 @@ import shutil
 import pytest
 
 from nodus.errors import StaleAttemptError
-from nodus.runner.snapshotting import Capturer
-from nodus.runner.workspace import Workspace
+from nodus.runner.capture.capturer import Capturer
+from nodus.runner.workspace.layout import Workspace
 from nodus.schemas.resolved import ResolvedContinuity, ResolvedExecution, ResolvedStage
 from nodus.store import keys, restorable
 from whole_files import read_whole, write_whole

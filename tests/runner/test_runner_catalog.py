@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from nodus.errors import CatalogError, NotFoundError
-from nodus.runner import catalog as catalog_module
-from nodus.runner.catalog import SCHEMA_VERSION, Catalog
-from nodus.runner.phases import Phase
+from nodus.runner.catalog import core as catalog_module
+from nodus.runner.catalog.core import SCHEMA_VERSION, Catalog
+from nodus.runner.catalog.phases import Phase
 
 WORKLOAD = {"name": "w", "stages": []}
 
@@ -54,7 +54,7 @@ def test_unfinished_runs_leave_out_only_those_stopped_for_good(tmp_path):
 def test_attempt_numbers_are_never_shared_between_processes(tmp_path):
     run_id = make_run(Catalog(str(tmp_path)))
     script = (
-        "import sys; from nodus.runner.catalog import Catalog; c = Catalog(sys.argv[1]);"
+        "import sys; from nodus.runner.catalog.core import Catalog; c = Catalog(sys.argv[1]);"
         "[c.start_attempt(sys.argv[2], 'main') for _ in range(25)]"
     )
     procs = [

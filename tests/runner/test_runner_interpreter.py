@@ -20,7 +20,7 @@ import pytest
 from runner_helpers import Project, committed_steps, kill_program, pid_alive, running_attempt
 
 import nodus
-from nodus.runner import catalog as catalog_module
+from nodus.runner.catalog import core as catalog_module
 from nodus.testing.counter import expected_value
 from polling import wait_for
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from nodus.runner.catalog import Catalog
-from nodus.runner.lineage import referencing_runs
-from nodus.runner.phases import Phase
+from nodus.runner.catalog.core import Catalog
+from nodus.runner.catalog.phases import Phase
+from nodus.runner.upkeep.lineage import referencing_runs
 
 
 def _run(catalog: Catalog, key: str, resume_from: str | None = None, phase=Phase.RUNNING) -> str:

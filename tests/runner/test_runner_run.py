@@ -8,7 +8,7 @@ import textwrap
 
 from runner_helpers import Project
 
-from nodus.runner.workspace import TMPDIR_MAX
+from nodus.runner.workspace.layout import TMPDIR_MAX
 from nodus.testing.counter import expected_value
 
 ENV_PROBE = textwrap.dedent("""

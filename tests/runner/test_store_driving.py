@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 
-from nodus.runner.catalog import Catalog
-from nodus.runner.phases import Phase
-from nodus.runner.store_driving import StoreDriving
+from nodus.runner.catalog.core import Catalog
+from nodus.runner.catalog.phases import Phase
+from nodus.runner.remote.record import StoreDriving
 from nodus.schemas import defaults
 from nodus.schemas.loader import resolve_file
 from nodus.store import open_store

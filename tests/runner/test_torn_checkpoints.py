@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import save_file
 from test_runner_capture import capturer, stage
 
-from nodus.runner import suspects
+from nodus.runner.recovery import suspects
 from nodus.schemas.resolved import ResolvedContinuity
 from nodus.stages import formats, layouts, step_names
 from nodus.stages.directory import capture_plan, restored_checkpoint, step_folders

@@ -1,6 +1,6 @@
 """``nodus qualify``: run the hf-trainer-v1 qualification suite on this environment.
 
-The suite (``nodus.runner.qualify``) trains the quick-start Trainer program uninterrupted, then
+The suite (``nodus.qualify``) trains the quick-start Trainer program uninterrupted, then
 under the real runner with SIGKILLs at several steps and in the middle of a save, each recovered
 by the runner; the environment qualifies when the final weights are bit-identical. The result is
 recorded in ``$NODUS_HOME/qualified.json``, which explicit ``integration = "hf-trainer-v1"``
@@ -50,7 +50,7 @@ EXTENSION_NAMES = ("mixed-precision", "processes", "dataloader-workers", "collat
 
 
 def handle(args) -> int:
-    from nodus.runner.qualify import qualify
+    from nodus.qualify import qualify
     from nodus.schemas import defaults
     from nodus.stages.hf.qualification import current_versions, describe
 

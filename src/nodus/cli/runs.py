@@ -5,7 +5,7 @@ Every command that names a run takes its id or its ``--key``. The work is done b
 status. Nothing heavy is imported at module level: ``nodus runs list`` is called from shells and
 cron and must answer at once.
 
-``--json`` prints the dicts the Client returns, built in :mod:`nodus.runner.views` and
+``--json`` prints the dicts the Client returns, built in :mod:`nodus.inventory.runs` and
 documented in docs/cli.md; ``runs get --json`` is the reference shape (``id, key, name, phase,
 exit_status, parent, children, pause, stages[{name, phase, launch, attempts}],
 events[{type, at}]``).
@@ -208,7 +208,7 @@ def _report_started(args, run: dict[str, Any]) -> int:
 
 
 def _list(args) -> int:
-    from nodus.runner.views import lineage_tree
+    from nodus.inventory.runs import lineage_tree
 
     runs = _client(args).runs(limit=args.limit)
     if args.json:
@@ -309,7 +309,7 @@ def _delete(args) -> int:
 
 def _capture_failure_line(data: dict) -> str | None:
     """``runs get``'s line on failed captures, naming a newest capture that was not stored."""
-    from nodus.runner.views import capture_failure_line
+    from nodus.inventory.runs import capture_failure_line
 
     line = capture_failure_line(data["capture_failures"])
     if line and not data["capture_failures"]["final_state_stored"]:
@@ -373,7 +373,7 @@ def _launch_line(launch: dict) -> str:
 
 
 def _wait(args) -> int:
-    from nodus.runner.views import capture_failure_line, phase_line
+    from nodus.inventory.runs import capture_failure_line, phase_line
 
     data = _client(args).wait(args.run)
     if args.json:
@@ -387,7 +387,7 @@ def _wait(args) -> int:
 
 
 def _cancel(args) -> int:
-    from nodus.runner.phases import Phase
+    from nodus.runner.catalog.phases import Phase
 
     data = _client(args).cancel(args.run)
     if args.json:
@@ -419,7 +419,7 @@ def _pause(args) -> int:
 
 
 def _logs(args) -> int:
-    from nodus.runner.phases import Phase
+    from nodus.runner.catalog.phases import Phase
 
     client = _client(args)
     run = client.get(args.run)

@@ -84,7 +84,7 @@ def _resolve(args: argparse.Namespace) -> int:
 def _sources(args: argparse.Namespace, resolved: Any) -> list[dict[str, Any]]:
     """What ``nodus run`` would capture now (measured, never copied); what it would say of it,
     a warning or a refusal, goes to stderr."""
-    from nodus.runner import source
+    from nodus.runner.workspace import source
     from nodus.schemas import defaults
 
     home = defaults.nodus_home(args.home)

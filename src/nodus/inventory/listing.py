@@ -15,9 +15,9 @@ from nodus.errors import NotFoundError, UsageError
 from nodus.inventory.refs import Located, Lookup
 from nodus.retention.holds import HoldIndex
 from nodus.retention.holds import run_holds as _run_holds
-from nodus.runner.lineage import referencing_runs
-from nodus.runner.suspects import EVENT as SUSPECT
-from nodus.runner.suspects import suspected
+from nodus.runner.recovery.suspects import EVENT as SUSPECT
+from nodus.runner.recovery.suspects import suspected
+from nodus.runner.upkeep.lineage import referencing_runs
 from nodus.store.restorable import current
 
 __all__ = ["describe", "list_run", "run_holds", "sort_snapshots"]

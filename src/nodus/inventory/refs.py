@@ -34,14 +34,14 @@ class Located:
 
     manifest: Manifest
     store: SnapshotStore
-    run: Any | None  # nodus.runner.catalog.Run
+    run: Any | None  # nodus.runner.catalog.core.Run
 
 
 class Lookup:
     """Finds runs and snapshots for one command: one catalog, stores opened once per URL."""
 
     def __init__(self, home: str | None, store_url: str | None) -> None:
-        from nodus.runner.catalog import Catalog
+        from nodus.runner.catalog.core import Catalog
 
         self.home = defaults.nodus_home(home)
         self.explicit_store = store_url
@@ -147,7 +147,7 @@ def _unrecorded_hint(
     catalog: Any, run_id: str, store_url: str, *, step: int | None = None, snapshot: str = ""
 ) -> str:
     """Why a save the run made is not in its store: it was never uploaded (issue: unrecorded)."""
-    from nodus.runner.uploading import unrecorded
+    from nodus.runner.catalog.unrecorded import unrecorded
 
     for save in unrecorded(catalog, run_id):
         if save["role"] != "outputs" and (save["step"] == step or save["snapshot"] == snapshot):

@@ -1,8 +1,8 @@
 """The registry's tables in the run catalog: names, version numbers and aliases.
 
-The catalog (``nodus.runner.catalog``) applies :data:`SCHEMA` as one of its migrations and hands
-the registry its statement runners (``Catalog.models``), so the tables are defined here once and
-the runner's SQLite plumbing (WAL, busy timeout, damaged-catalog messages) serves both.
+The catalog (``nodus.runner.catalog.core``) applies :data:`SCHEMA` as one of its migrations and
+hands the registry its statement runners (``Catalog.models``), so the tables are defined here once
+and the runner's SQLite plumbing (WAL, busy timeout, damaged-catalog messages) serves both.
 
 A version number is taken in the same statement that records it: ``models.last_version`` only
 grows, so a deleted version's number is never given again, and a snapshot already registered

@@ -153,7 +153,7 @@ def run_holds(
     ``run`` is the catalog's run (``.id``, ``.phase``, ``.stages``, ``.workload``; None for a
     snapshot of a run this catalog never saw: only its stored holds count then). ``branches``
     are the unfinished runs started from these snapshots, as the runner's catalog scan finds
-    them (``nodus.runner.lineage.referencing_runs``).
+    them (``nodus.runner.upkeep.lineage.referencing_runs``).
     """
     target = resume_target(run, manifests)
     model = run_model(run, manifests)

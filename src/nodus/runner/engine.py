@@ -12,14 +12,14 @@ succeeded it starts attempts until one ends the stage:
                    otherwise RECOVERING and a new attempt (checkpointed: newest committed
                    snapshot, restartable: the source alone), at most ``max_recoveries`` times.
 
-The phase and exit status of each come from :mod:`nodus.runner.phases`.
+The phase and exit status of each come from :mod:`nodus.runner.catalog.phases`.
 
 A runner that finds an attempt still marked running (its runner died) treats it as an
 interruption of that attempt, after making sure nothing of it is left alive.
 
 A restored attempt whose program fails before it commits anything marks the snapshot it
 restored suspect, and the stage continues from the next older one, within a bound
-(:mod:`nodus.runner.suspects`).
+(:mod:`nodus.runner.recovery.suspects`).
 
 A checkpointed stage never quietly starts over: when it committed snapshots but none holds
 training state any more, or when ``nodus runs resume`` finds that earlier attempts trained
@@ -36,17 +36,19 @@ from typing import IO, Any
 
 from nodus.errors import NotFoundError, StoreError
 from nodus.protocol import WEIGHTS
-from nodus.runner import suspects
-from nodus.runner.attempt import Outcome, Restore, RunContext
+from nodus.runner.attempt.attempt import Restore
+from nodus.runner.attempt.context import RunContext
+from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends import backend_of, new_attempt
 from nodus.runner.backends.base import RAY
-from nodus.runner.catalog import Catalog, Run
-from nodus.runner.control import settle_open_pause
-from nodus.runner.launch import stored
-from nodus.runner.lineage import Parent, inherited_stages
-from nodus.runner.phases import AttemptOutcome, Phase
+from nodus.runner.catalog.core import Catalog, Run
+from nodus.runner.catalog.phases import AttemptOutcome, Phase
+from nodus.runner.catalog.unrecorded import unrecorded, unrecorded_note
+from nodus.runner.control.outside import settle_open_pause
 from nodus.runner.processes.containment import kill_survivors
-from nodus.runner.uploading import unrecorded, unrecorded_note
+from nodus.runner.recovery import suspects
+from nodus.runner.upkeep.lineage import Parent, inherited_stages
+from nodus.runner.workspace.launch import stored
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
 from nodus.store.restorable import holds_training_state, newest_first
 
@@ -125,8 +127,9 @@ class Runner:
 
     def _register_model(self) -> None:
         """The run's model becomes a version of its model (once; seed 001). A runner killed
-        before this is caught up by `nodus gc` or adoption (:mod:`nodus.runner.run_models`)."""
-        from nodus.runner.run_models import register_model
+        before this is caught up by `nodus gc` or adoption
+        (:mod:`nodus.runner.upkeep.registration`)."""
+        from nodus.runner.upkeep.registration import register_model
 
         register_model(self.catalog, self.ctx.store, self.run.id)
 
@@ -197,7 +200,7 @@ class Runner:
     ) -> Outcome | Restore:
         """The restore of an older snapshot after a restored attempt whose program failed
         before it committed anything (its snapshot is marked suspect); else how the stage
-        ends (:mod:`nodus.runner.suspects`)."""
+        ends (:mod:`nodus.runner.recovery.suspects`)."""
         if not (outcome.program_failed and _checkpointed(stage)):
             return outcome
         attempts = self.catalog.attempts(self.run.id, stage.name)
@@ -350,7 +353,7 @@ class Runner:
 
     def _nothing_ahead(self, stage: ResolvedStage) -> None:
         """The stage's drive ends: the copy laid out for a next attempt goes (ahead)."""
-        from nodus.runner.workspace import Workspace
+        from nodus.runner.workspace.layout import Workspace
 
         self.ctx.ahead = None
         Workspace.of(self.ctx.home, self.run.id, stage.name).discard_next()
@@ -361,7 +364,7 @@ class Runner:
         The working copy is the stage's: it keeps what the newest attempt left, for inspection,
         until the next attempt lays it out again.
         """
-        from nodus.runner.workspace import Workspace
+        from nodus.runner.workspace.layout import Workspace
 
         for number in range(1, keep_from):
             Workspace.of(self.ctx.home, self.run.id, stage.name, number).discard_tmp()

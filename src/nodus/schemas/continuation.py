@@ -1,6 +1,6 @@
 """A run that starts from another run's snapshot: what it may change, what must stay the same.
 
-Two ways lead there, both checked at submit by the runner (:mod:`nodus.runner.lineage`):
+Two ways lead there, both checked at submit by the runner (:mod:`nodus.runner.upkeep.lineage`):
 
 - ``resume_from = "RUN@STEP"`` (``nodus run FILE --resume-from REF``): a new workload file
   continues the parent's training state (mode ``full-state``);

@@ -98,19 +98,19 @@ def settle_s() -> float:
 
 MAX_STEP_BACK = 2
 """Snapshots a stage steps past in a row when restored attempts fail before committing
-anything (nodus.runner.suspects); the next such failure ends the run."""
+anything (nodus.runner.recovery.suspects); the next such failure ends the run."""
 
 POLL_S = 0.2
 """How often the supervisor looks at the program and its state folder."""
 
 LAY_AHEAD_MAX_BYTES = 64 * 1024**2
 """A stage's source and earlier outputs up to this size are laid out for its next attempt while
-an attempt trains (:mod:`nodus.runner.ahead`), so a recovery need not copy them; larger ones
-are restored by the recovery, rather than held on disk twice."""
+an attempt trains (:mod:`nodus.runner.workspace.ahead`), so a recovery need not copy them;
+larger ones are restored by the recovery, rather than held on disk twice."""
 
 DISK_GUARD_SNAPSHOTS = 3
 """Periodic saves stay on while this many snapshots fit in the staging disk's free space
-(:mod:`nodus.runner.disk_guard`); the final save always happens."""
+(:mod:`nodus.runner.capture.disk_guard`); the final save always happens."""
 
 CATALOG_FILE = "nodus.db"
 """The run catalog (SQLite) inside ``$NODUS_HOME``."""

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodus.errors import Problem, WorkloadError
+from nodus.schemas.files import regular_file
 from nodus.schemas.models import Overrides, Workload
-from nodus.schemas.remembered import regular_file
 from nodus.schemas.resolve import resolve
 from nodus.schemas.resolved import ResolvedWorkload
 

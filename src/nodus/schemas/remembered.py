@@ -22,12 +22,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 from collections.abc import Mapping
 from typing import Any
 
 from nodus._atomic import private_folder, write_json_atomic
 from nodus.schemas import defaults
+from nodus.schemas.files import regular_file
 from nodus.schemas.resolved import ResolvedWorkload
 
 _FORMAT = 1
@@ -55,16 +55,6 @@ def resolve_remembered(
     if not resolved.framework:
         _write(entry, resolved)
     return resolved
-
-
-def regular_file(path: str) -> bool:
-    """Whether ``path`` is a regular file (following links): a FIFO or a device would block a
-    read or never end it. True when it is missing or unreadable, which opening it reports in
-    its own words."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return True
 
 
 def _resolve(

@@ -11,7 +11,8 @@ from nodus.store.gc import GcReport
 from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS, classify
 from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
-from nodus.store.storage import ObjectInfo, Storage, open_storage
+from nodus.store.opening import open_storage
+from nodus.store.storage import ObjectInfo, Storage
 from nodus.store.store import SnapshotStore, open_store
 from nodus.store.verify import VerifyReport
 

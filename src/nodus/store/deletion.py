@@ -44,7 +44,7 @@ from nodus.store.kinds import KINDS
 from nodus.store.manifest import Manifest
 
 if TYPE_CHECKING:
-    from nodus.store.store import SnapshotStore
+    from nodus.store.internals import StoreInternals
 
 __all__ = [
     "DELETED",
@@ -64,7 +64,7 @@ DELETED = "deleted"
 Mark = tuple[Manifest, str, dict[str, Any]]  # a snapshot, one of its kinds, that kind's record
 
 
-def records(store: SnapshotStore, snapshot_id: str) -> dict[str, dict[str, Any]]:
+def records(store: StoreInternals, snapshot_id: str) -> dict[str, dict[str, Any]]:
     """The tombstone record of each kind of ``snapshot_id`` whose deletion has begun."""
     found = {}
     for kind in KINDS:
@@ -74,7 +74,7 @@ def records(store: SnapshotStore, snapshot_id: str) -> dict[str, dict[str, Any]]
     return found
 
 
-def pending(store: SnapshotStore) -> list[tuple[str, str]]:
+def pending(store: StoreInternals) -> list[tuple[str, str]]:
     """(snapshot id, kind) of every deletion begun and not finished, sorted."""
     return sorted(
         (snapshot_id, kind)
@@ -84,7 +84,7 @@ def pending(store: SnapshotStore) -> list[tuple[str, str]]:
     )
 
 
-def delete_kind(store: SnapshotStore, snapshot_id: str, kind: str, reason: str) -> GcReport:
+def delete_kind(store: StoreInternals, snapshot_id: str, kind: str, reason: str) -> GcReport:
     manifest = store._stored(snapshot_id)
     if manifest.role != "checkpoint":
         raise UsageError(
@@ -100,7 +100,7 @@ def delete_kind(store: SnapshotStore, snapshot_id: str, kind: str, reason: str) 
     return _complete(store, manifest, found, "delete_kind")
 
 
-def delete_snapshot(store: SnapshotStore, snapshot_id: str, reason: str) -> GcReport:
+def delete_snapshot(store: StoreInternals, snapshot_id: str, reason: str) -> GcReport:
     manifest = store._stored(snapshot_id)
     found = records(store, snapshot_id)
     for kind in manifest.stored_kinds:
@@ -110,7 +110,7 @@ def delete_snapshot(store: SnapshotStore, snapshot_id: str, reason: str) -> GcRe
     return _complete(store, manifest, found, "delete")
 
 
-def finish_deletions(store: SnapshotStore, retry_s: float) -> GcReport:
+def finish_deletions(store: StoreInternals, retry_s: float) -> GcReport:
     # Tombstones and holds are listed before the manifests: a tombstone or a hold is only ever
     # written for a committed snapshot, so one whose manifest is missing from the later listing
     # belongs to a snapshot that is gone, never to one being committed meanwhile.
@@ -141,7 +141,7 @@ def finish_deletions(store: SnapshotStore, retry_s: float) -> GcReport:
 
 
 def _complete(
-    store: SnapshotStore, manifest: Manifest, found: dict[str, dict[str, Any]], step: str
+    store: StoreInternals, manifest: Manifest, found: dict[str, dict[str, Any]], step: str
 ) -> GcReport:
     """Finish the snapshot's marks still deleting; remove it once it holds no kind."""
     manifest = _tombstoned(manifest, found)
@@ -152,7 +152,7 @@ def _complete(
     return report
 
 
-def _finish(store: SnapshotStore, marks: list[Mark], step: str, retry_s: float) -> GcReport:
+def _finish(store: StoreInternals, marks: list[Mark], step: str, retry_s: float) -> GcReport:
     """Free the blobs of the marked kinds that nothing held shares, then mark them deleted
     (those of a snapshot left with no kind need not be: it is removed next, marks and all)."""
     if not marks:
@@ -182,7 +182,7 @@ def _finish(store: SnapshotStore, marks: list[Mark], step: str, retry_s: float) 
 
 
 def _remove(
-    store: SnapshotStore, manifest: Manifest, found: dict[str, dict[str, Any]], step: str
+    store: StoreInternals, manifest: Manifest, found: dict[str, dict[str, Any]], step: str
 ) -> None:
     store.storage.delete(keys.manifest_key(manifest.id))
     store._forget(manifest.id)
@@ -194,7 +194,7 @@ def _remove(
     store.hold_records.delete_all(manifest.id)
 
 
-def _remove_records(store: SnapshotStore, snapshot_id: str, kinds: Collection[str]) -> int:
+def _remove_records(store: StoreInternals, snapshot_id: str, kinds: Collection[str]) -> int:
     """Remove the tombstones and hold records left by a snapshot that no longer exists."""
     for kind in kinds:
         store.storage.delete(keys.tombstone_key(snapshot_id, kind))
@@ -212,19 +212,19 @@ def _tombstoned(manifest: Manifest, found: dict[str, dict[str, Any]]) -> Manifes
     return dataclasses.replace(manifest, deleting=frozenset(found))
 
 
-def _mark(store: SnapshotStore, snapshot_id: str, kind: str, reason: str) -> dict[str, Any]:
+def _mark(store: StoreInternals, snapshot_id: str, kind: str, reason: str) -> dict[str, Any]:
     record = {"state": DELETING, "reason": reason, "at": time.time()}
     _write(store, snapshot_id, kind, record)
     log.info("store: deleting %s of %s (%s)", kind, snapshot_id, reason)
     return record
 
 
-def _write(store: SnapshotStore, snapshot_id: str, kind: str, record: dict[str, Any]) -> None:
+def _write(store: StoreInternals, snapshot_id: str, kind: str, record: dict[str, Any]) -> None:
     data = json.dumps(record, sort_keys=True).encode()
     store.storage.write(keys.tombstone_key(snapshot_id, kind), data)
 
 
-def _read(store: SnapshotStore, snapshot_id: str, kind: str) -> dict[str, Any] | None:
+def _read(store: StoreInternals, snapshot_id: str, kind: str) -> dict[str, Any] | None:
     """The record, or None when there is no tombstone. One that cannot be read (or an empty
     one, as nodus wrote before tombstones had states) counts as a deletion not yet finished:
     finishing it again is harmless, taking it for finished could leak its blobs."""
@@ -247,7 +247,7 @@ def _read(store: SnapshotStore, snapshot_id: str, kind: str) -> dict[str, Any] |
     }
 
 
-def _all_records(store: SnapshotStore) -> dict[str, dict[str, dict[str, Any]]]:
+def _all_records(store: StoreInternals) -> dict[str, dict[str, dict[str, Any]]]:
     listed = (info.key for info in store.storage.list(keys.TOMBSTONES))
     return {
         snapshot_id: {kind: record for kind in kinds if (record := _read(store, snapshot_id, kind))}

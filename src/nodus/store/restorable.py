@@ -16,7 +16,7 @@ Within one attempt a step captured again (the program rewrote its folder) is new
 earlier capture of that step and supersedes it: restores take it first and listings show only it.
 
 Nothing here needs to ask whether a snapshot's checkpoint folder is whole: a folder still being
-written is never committed (:mod:`nodus.runner.snapshotting`).
+written is never committed (:mod:`nodus.runner.capture.capturer`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ one ``Storage.write`` (atomic: a reader sees all of it or none):
     keys/<hash of key>.json       {"key", "run"}: the run of a ``--key``
     leases/<run id>.json          {"holder", "token", "host", "pid", "expires"}: who drives it
 
-What a record means to the runner is :mod:`nodus.runner.store_driving`'s; this module only keeps
+What a record means to the runner is :mod:`nodus.runner.remote.record`'s; this module only keeps
 them and carries out the lease protocol, which is the whole truth about taking a run:
 
 1. Read the lease. One that has not expired, held by a process that may still live, refuses
@@ -234,7 +234,7 @@ class Leases:
 
 
 def _check_record(record: dict[str, Any], run_id: str) -> None:
-    """Every field the runner reads back (``nodus.runner.adoption``) of the type it writes."""
+    """Every field the runner reads back (``runner.remote.adoption``) of the type it writes."""
     if fields.text(record, "id") != run_id:
         raise fields.Damage(f"id is {record['id'][:80]!r}, not {run_id}")
     for name in ("key", "message", "finished_at", "driver", "updated_at"):

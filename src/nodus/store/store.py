@@ -30,13 +30,15 @@ from nodus.store.gc import (
     write_intent,
 )
 from nodus.store.hold_records import HoldRecords
+from nodus.store.internals import Verdict
 from nodus.store.kinds import KINDS, classify
 from nodus.store.live_folder import Candidate, FileCache, ReadResult, read_consistently, select
 from nodus.store.manifest import PERMISSIONS, FileEntry, Manifest, SnapshotInfo
 from nodus.store.model_records import ModelRecords, ModelVersion
+from nodus.store.opening import open_storage
 from nodus.store.restore import Sources, unsafe_reason, write_verified
 from nodus.store.restore import restore as _restore
-from nodus.store.storage import Storage, open_storage
+from nodus.store.storage import Storage
 from nodus.store.trust import VerifiedBlobs
 from nodus.store.verify import MISSING, VerifyReport, verify_store
 
@@ -44,7 +46,6 @@ __all__ = ["SnapshotStore", "open_store"]
 
 log = logging.getLogger("nodus.store")
 EventSink = Callable[[str, dict], None]
-Verdict = tuple[str | None, int]  # a blob's problem (None: sound) and the bytes it holds
 
 
 def open_store(url: str | None = None, **storage_options) -> SnapshotStore:

@@ -21,7 +21,7 @@ from nodus.store import deletion, keys
 from nodus.store.gc import Sweep
 
 if TYPE_CHECKING:
-    from nodus.store.store import SnapshotStore
+    from nodus.store.internals import StoreInternals
 
 __all__ = ["MISSING", "VerifyReport", "verify_store"]
 
@@ -85,7 +85,7 @@ class VerifyReport:
         return out
 
 
-def verify_store(store: SnapshotStore, repair: bool = False) -> VerifyReport:
+def verify_store(store: StoreInternals, repair: bool = False) -> VerifyReport:
     report = VerifyReport(store=store.url)
     verdicts: dict[str, tuple[str | None, int]] = {}
     # Records first: one is only written for a committed snapshot, so a record whose manifest
@@ -108,7 +108,9 @@ def verify_store(store: SnapshotStore, repair: bool = False) -> VerifyReport:
     return report
 
 
-def _check_snapshot(store: SnapshotStore, snapshot_id: str, verdicts, report: VerifyReport) -> None:
+def _check_snapshot(
+    store: StoreInternals, snapshot_id: str, verdicts, report: VerifyReport
+) -> None:
     try:
         manifest = store._stored(snapshot_id)
         problems = store.check(snapshot_id, verdicts)
@@ -131,7 +133,7 @@ def _check_snapshot(store: SnapshotStore, snapshot_id: str, verdicts, report: Ve
     report.bytes += sum(entry.size for entry in held)
 
 
-def _records(store: SnapshotStore) -> dict[str, list[str]]:
+def _records(store: StoreInternals) -> dict[str, list[str]]:
     """Keys of every tombstone and hold record, by the snapshot id they name."""
     found: dict[str, list[str]] = {}
     for folder, parse in ((keys.TOMBSTONES, keys.tombstone_of_key), (keys.HOLDS, keys.hold_of_key)):
@@ -142,7 +144,7 @@ def _records(store: SnapshotStore) -> dict[str, list[str]]:
     return found
 
 
-def _repair(store: SnapshotStore, report: VerifyReport) -> None:
+def _repair(store: StoreInternals, report: VerifyReport) -> None:
     storage = store.storage
     for digest in report.corrupt_blobs:
         storage.delete(keys.blob_key(digest))

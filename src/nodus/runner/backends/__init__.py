@@ -1,6 +1,6 @@
 """Launch backends: where an attempt's program runs.
 
-``local`` (:class:`nodus.runner.attempt.Attempt`, today's path, unchanged) runs it on this
+``local`` (:class:`nodus.runner.attempt.attempt.Attempt`, today's path, unchanged) runs it on this
 machine; ``ray`` (:mod:`.ray`) runs it on a Ray cluster node, as a node runner
 (:mod:`.node`) that does there what a local attempt does here. Both answer the one protocol of
 :mod:`.base`. Ray is imported only when a stage's backend is ``ray``: the CLI and the local

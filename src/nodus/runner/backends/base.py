@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
-from nodus.runner.lineage import Parent
+from nodus.runner.attempt.attempt import Attempt, Restore
+from nodus.runner.attempt.context import RunContext
+from nodus.runner.attempt.outcome import Outcome
+from nodus.runner.upkeep.lineage import Parent
 from nodus.schemas.resolved import ResolvedStage
 
 LOCAL, RAY = "local", "ray"
@@ -23,7 +25,7 @@ class Placement:
     ray_address: str | None = None
 
     def argv(self) -> list[str]:
-        """The same placement as ``python -m nodus.runner.detach`` options."""
+        """The same placement as ``python -m nodus.runner.submit.detach`` options."""
         options = ["--backend", self.backend] if self.backend else []
         return options + (["--ray-address", self.ray_address] if self.ray_address else [])
 

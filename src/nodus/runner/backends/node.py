@@ -1,13 +1,13 @@
 """The node side of the Ray backend: a node runner that does one attempt there as it is done here.
 
-On the node, :class:`NodeAgent` (a Ray actor, placed with the stage's resources by
-:mod:`.ray`) starts ``python -m nodus.runner.backends.node SPEC`` in a private home of the node.
-That node runner writes the run's rows (the runner's record of it, :mod:`nodus.runner.adoption`)
-into a catalog of its own and runs one ordinary :class:`~nodus.runner.attempt.Attempt`: the
-working copy is laid out from the run's source in the store, the program runs under the same
-supervisor and containment, captures go to the run's store (staged and uploaded as for any
-remote store) and the attempt is fenced by its number. So the integrations and the directory
-contract work there unchanged.
+On the node, :class:`NodeAgent` (a Ray actor, placed with the stage's resources by :mod:`.ray`)
+starts ``python -m nodus.runner.backends.node SPEC`` in a private home of the node. That node runner
+writes the run's rows (the runner's record of it, :mod:`nodus.runner.remote.adoption`) into a
+catalog of its own and runs one ordinary :class:`~nodus.runner.attempt.attempt.Attempt`: the working
+copy is laid out from the run's source in the store, the program runs under the same supervisor and
+containment, captures go to the run's store (staged and uploaded as for any remote store) and the
+attempt is fenced by its number. So the integrations and the directory contract work there
+unchanged.
 
 What stays with the runner (where ``nodus run`` was started): the run's catalog, the choice of
 attempts, retention (the node attempt never rotates: the runner runs a pass for each commit
@@ -32,7 +32,9 @@ import tempfile
 from typing import Any
 
 from nodus._atomic import open_private, private_folder, write_json_atomic
-from nodus.runner.attempt import Attempt, Outcome, Restore, RunContext
+from nodus.runner.attempt.attempt import Attempt, Restore
+from nodus.runner.attempt.context import RunContext
+from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.processes.containment import (
     attempt_token,
     kill_carriers,
@@ -148,9 +150,9 @@ def main(argv: list[str]) -> int:
 
 
 def _run_attempt(home: str, spec: dict[str, Any]) -> Outcome:
-    from nodus.runner.adoption import adopt_record
-    from nodus.runner.catalog import Catalog
-    from nodus.runner.launch import stored
+    from nodus.runner.catalog.core import Catalog
+    from nodus.runner.remote.adoption import adopt_record
+    from nodus.runner.workspace.launch import stored
     from nodus.schemas.resolved import ResolvedWorkload
     from nodus.store import open_store
 
@@ -197,7 +199,7 @@ class _StoreFence:
     """Refuse a commit once the runner started a newer attempt of the stage.
 
     The node's own catalog knows only this attempt; the runner's record in the store (written
-    at every change of its catalog, :mod:`nodus.runner.store_driving`) knows them all. A node
+    at every change of its catalog, :mod:`nodus.runner.remote.record`) knows them all. A node
     the runner gave up on (lost, partitioned, its agent killed while the program ran on) can
     then never commit into the run.
     """
@@ -268,7 +270,7 @@ class NodeAgent:
             if os.path.exists(os.path.join(self.home, stale)):
                 os.unlink(os.path.join(self.home, stale))
         write_json_atomic(os.path.join(self.home, _SPEC), spec)
-        from nodus.runner.catalog import Catalog
+        from nodus.runner.catalog.core import Catalog
 
         Catalog(self.home).close()  # made here, so the agent's reads never race its creation
         with open_private(os.path.join(self.home, _OUTPUT)) as output:
@@ -304,7 +306,7 @@ class NodeAgent:
         return answer
 
     def _catalog_news(self, after_event: int) -> dict[str, Any]:
-        from nodus.runner.catalog import Catalog
+        from nodus.runner.catalog.core import Catalog
 
         catalog = Catalog(self.home or "")
         try:
@@ -333,7 +335,7 @@ class NodeAgent:
 
     def control(self, action: str, args: dict[str, Any]) -> None:
         """A cancel or pause for the node attempt, as `nodus runs cancel|pause` would ask."""
-        from nodus.runner.catalog import Catalog
+        from nodus.runner.catalog.core import Catalog
 
         catalog = Catalog(self.home or "")
         try:

@@ -28,12 +28,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from nodus._atomic import create_private, private_folder
-from nodus.runner.adoption import record_of
-from nodus.runner.attempt import Outcome, Restore, RunContext, record_end
+from nodus.runner.attempt.attempt import Restore, record_end
+from nodus.runner.attempt.context import RunContext
+from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends.node import NodeAgent, forwarded_environment
-from nodus.runner.phases import AttemptOutcome, Phase
-from nodus.runner.rotation import Rotation
-from nodus.runner.workspace import Workspace
+from nodus.runner.catalog.phases import AttemptOutcome, Phase
+from nodus.runner.remote.adoption import record_of
+from nodus.runner.upkeep.rotation import Rotation
+from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 from nodus.store import restorable

@@ -35,7 +35,7 @@ from nodus.runner.processes import procfs
 from nodus.schemas import defaults
 
 if TYPE_CHECKING:
-    from nodus.runner.catalog import Catalog
+    from nodus.runner.catalog.core import Catalog
 
 TOKEN_VAR = protocol.ENV_ATTEMPT_TOKEN
 

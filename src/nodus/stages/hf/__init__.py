@@ -19,7 +19,7 @@ Its files, variables and records are those of :mod:`nodus.protocol`. See docs/hf
     qualification.py             qualified environments (qualified.json + $NODUS_HOME record)
     qualify_program.py           the quick-start program, which `nodus qualify` trains
     qualify_extensions.py        it widened by one extension (`nodus qualify --extension NAME`)
-                                 (nodus.runner.qualify drives it through the real runner)
+                                 (nodus.qualify drives it through the real runner)
 """
 
 from __future__ import annotations

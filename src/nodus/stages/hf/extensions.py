@@ -10,7 +10,7 @@ process group on the CPU says nothing about the same on a GPU.
 This module is the one definition both sides share: the in-process profile names the extensions
 a Trainer uses (:mod:`nodus.stages.hf.inprocess.profile`), the qualification records name them
 (:mod:`nodus.stages.hf.qualification`), ``nodus qualify`` runs their cases
-(:mod:`nodus.runner.qualify`). It imports nothing heavy.
+(:mod:`nodus.qualify`). It imports nothing heavy.
 """
 
 from __future__ import annotations

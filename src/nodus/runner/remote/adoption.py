@@ -1,11 +1,11 @@
 """Adoption: a run this machine's catalog does not know, rebuilt from its store's record.
 
 The record's format is defined here, both ways: :func:`record_of` builds it from the catalog
-(the runner writes it, :mod:`nodus.runner.store_driving`) and adoption reads it back.
+(the runner writes it, :mod:`nodus.runner.remote.record`) and adoption reads it back.
 
 On a machine with an empty ``$NODUS_HOME`` (the old one is lost), ``nodus runs resume RUN
 --store URL`` and ``nodus run FILE --key KEY --store URL`` find the run's record in the store
-(:mod:`nodus.store.run_records`, written by :mod:`nodus.runner.store_driving`) and write the
+(:mod:`nodus.store.run_records`, written by :mod:`nodus.runner.remote.record`) and write the
 catalog rows it needs: the run with its stored resolution and launches, its stages with their
 source snapshots and recoveries, and every attempt, so attempt numbers (the fencing tokens) go
 on above the ones the record knows. From there the run is resumed as any other: an attempt
@@ -18,7 +18,7 @@ since), once the lease is held: the runner then continues from where that machin
 the versions that machine registered come along the same way.
 
 A SUCCEEDED run whose model no machine registered (its runner was killed in between) gets it
-registered here (:func:`nodus.runner.run_models.catch_up`).
+registered here (:func:`nodus.runner.upkeep.registration.catch_up`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from typing import Any
 
 from nodus.errors import NodusError, StoreError
 from nodus.registry import Registry
-from nodus.runner.catalog import Catalog, Run
-from nodus.runner.locks import lock_name_for
-from nodus.runner.phases import AttemptOutcome, Phase
-from nodus.runner.run_ids import RUN_ID
-from nodus.runner.run_models import catch_up
+from nodus.runner.catalog.core import Catalog, Run
+from nodus.runner.catalog.locks import lock_name_for
+from nodus.runner.catalog.phases import AttemptOutcome, Phase
+from nodus.runner.catalog.run_ids import RUN_ID
+from nodus.runner.upkeep.registration import catch_up
 from nodus.store.run_records import RunRecords
 
 # What the record keeps of the catalog's rows: enough for `runs get`, for a resume to find the

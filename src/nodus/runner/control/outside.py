@@ -1,10 +1,10 @@
 """Controlling a run from outside its runner: wait for it, pause it, cancel it.
 
-No process signals another one: a request is a catalog row that the run's runner picks up at
-its next look (:mod:`nodus.runner.attempt`). The run's lock tells whether a runner is there to
-pick it up, because the kernel releases it when its runner dies. Only when no runner holds the
-lock does the asking process act itself (:func:`cancel_runnerless`), holding the lock so that no
-runner starts meanwhile.
+No process signals another one: a request is a catalog row that the run's runner picks up at its
+next look (:mod:`nodus.runner.attempt.attempt`). The run's lock tells whether a runner is there to
+pick it up, because the kernel releases it when its runner dies. Only when no runner holds the lock
+does the asking process act itself (:func:`cancel_runnerless`), holding the lock so that no runner
+starts meanwhile.
 
 A pause whose runner never carries it out ends with the run: cancelled by a cancel (which wins
 over a pause), or settled by the runner when its drive ends first (:func:`settle_open_pause`).
@@ -18,10 +18,10 @@ from datetime import datetime
 from typing import Any
 
 from nodus.errors import PausedError, UsageError, WaitTimeoutError
-from nodus.runner.catalog import Catalog, Run, now
-from nodus.runner.locks import RunLock
-from nodus.runner.pause_request import OPEN_PAUSE, request_pause, wait_accepted
-from nodus.runner.phases import Phase
+from nodus.runner.catalog.core import Catalog, Run, now
+from nodus.runner.catalog.locks import RunLock
+from nodus.runner.catalog.phases import Phase
+from nodus.runner.control.pause_request import OPEN_PAUSE, request_pause, wait_accepted
 from nodus.schemas import defaults
 
 __all__ = [

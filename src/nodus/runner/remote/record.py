@@ -3,11 +3,11 @@
 The store holds a small record of every run (:mod:`nodus.store.run_records`): written once at
 acceptance, then by the runner that drives the run after each change of phase, stage or attempt
 (rare events: never from the capture loop). :func:`record_of` builds it from the catalog, and
-:mod:`nodus.runner.adoption` builds catalog rows back from it on a machine that never saw the
+:mod:`nodus.runner.remote.adoption` builds catalog rows back from it on a machine that never saw the
 run.
 
 While a runner drives a run it holds the run's lease in the store (:class:`StoreDriving`),
-next to the local :class:`~nodus.runner.locks.RunLock`: the lock keeps two runners of one
+next to the local :class:`~nodus.runner.catalog.locks.RunLock`: the lock keeps two runners of one
 ``$NODUS_HOME`` apart, the lease two machines sharing a store. The lease is renewed in the
 background every third of its duration. The record names the lease token of the runner that
 wrote it, so the commit guard can fence across machines: an attempt may commit only while its
@@ -22,9 +22,9 @@ import time
 from typing import Any
 
 from nodus.errors import StaleAttemptError, StoreError
-from nodus.runner import adoption
-from nodus.runner.adoption import record_of
-from nodus.runner.catalog import Catalog, Run
+from nodus.runner.catalog.core import Catalog, Run
+from nodus.runner.remote import adoption
+from nodus.runner.remote.adoption import record_of
 from nodus.schemas import defaults
 from nodus.store.run_records import Lease, Leases, RunRecords
 

@@ -1,8 +1,8 @@
 """The asking side of ``nodus runs pause``: check, record, and wait for the runner to take it up.
 
-A pause is carried out by the run's runner (:mod:`nodus.runner.pausing`), never by the process
-that asks, so asking only needs the catalog: the request is refused up front when nobody could
-carry it out (the run has finished, its runner is gone) or when carrying it out would lose
+A pause is carried out by the run's runner (:mod:`nodus.runner.attempt.pausing`), never by the
+process that asks, so asking only needs the catalog: the request is refused up front when nobody
+could carry it out (the run has finished, its runner is gone) or when carrying it out would lose
 training (``latest`` without any snapshot that holds training state).
 """
 
@@ -13,9 +13,9 @@ import time
 from typing import Any
 
 from nodus.errors import UsageError
-from nodus.runner.catalog import Catalog, Run
-from nodus.runner.locks import RunLock
-from nodus.runner.phases import Phase
+from nodus.runner.catalog.core import Catalog, Run
+from nodus.runner.catalog.locks import RunLock
+from nodus.runner.catalog.phases import Phase
 from nodus.schemas import defaults
 from nodus.store import restorable
 

@@ -2,7 +2,7 @@
 
 Claiming takes the run's lock, so whoever holds a :class:`Claim` is the one process allowed to
 drive that run; :meth:`Claim.drive` drives it to the phase where it stops, :meth:`Claim.detach`
-hands it to a background runner (``python -m nodus.runner.detach``).
+hands it to a background runner (``python -m nodus.runner.submit.detach``).
 
 ``--key`` makes ``nodus run`` idempotent for cron: the key's lock is taken first, so of two
 ``nodus run --key K`` started together exactly one proceeds (the other exits 5 naming the
@@ -23,18 +23,19 @@ from typing import IO
 from nodus._atomic import create_private, private_folder
 from nodus.errors import NotFoundError, UsageError
 from nodus.protocol import FULL_STATE
-from nodus.runner.acceptance import Accepted, accept, accept_branch
-from nodus.runner.adoption import adopt_from_store
-from nodus.runner.attempt import Restore
+from nodus.runner.attempt.attempt import Restore
 from nodus.runner.backends import HERE, Placement
-from nodus.runner.backends.submit import check_cluster_stages, check_node_count
-from nodus.runner.catalog import Catalog, Run
+from nodus.runner.backends.ray_checks import check_cluster_stages, check_node_count
+from nodus.runner.catalog.core import Catalog, Run
+from nodus.runner.catalog.locks import RunLock, lock_name_for
+from nodus.runner.catalog.phases import Phase
+from nodus.runner.catalog.unrecorded import unrecorded_step
 from nodus.runner.engine import Runner
-from nodus.runner.launch import device_count
-from nodus.runner.lineage import check_continuation, find_parent
-from nodus.runner.locks import RunLock, lock_name_for
-from nodus.runner.phases import Phase
-from nodus.runner.store_driving import StoreDriving
+from nodus.runner.remote.adoption import adopt_from_store
+from nodus.runner.remote.record import StoreDriving
+from nodus.runner.submit.acceptance import Accepted, accept, accept_branch
+from nodus.runner.upkeep.lineage import check_continuation, find_parent
+from nodus.runner.workspace.launch import device_count
 from nodus.schemas import defaults
 from nodus.schemas.continuation import apply_changes, without_epoch_saves
 from nodus.schemas.resolved import ResolvedWorkload
@@ -98,7 +99,7 @@ def claim_workload(
 
     With ``detach`` the run is claimed for a background runner (see :func:`_claimed`). A
     workload with ``resume_from`` is checked against its parent before it is accepted
-    (:mod:`nodus.runner.lineage`). ``run_id``: the id a new run takes (one the caller chose
+    (:mod:`nodus.runner.upkeep.lineage`). ``run_id``: the id a new run takes (one the caller chose
     to start its first supervisor early, :func:`.processes.standby.start_early`).
     """
     _refuse_unrecorded_retry(store_url, workload)
@@ -332,15 +333,9 @@ def _check_step(run: Run, stage: str | None, step: int) -> None:
 
 def _refuse_unrecorded(catalog: Catalog, run: Run, step: int) -> None:
     """A save the store never received cannot be resumed from: say so, not "no snapshot"."""
-    from nodus.runner.uploading import unrecorded
-
-    for save in unrecorded(catalog, run.id):
-        if save["step"] == step:
-            raise UsageError(
-                f"step {step} of {run.id} is unrecorded: its save ({save['snapshot']}) never "
-                f"reached the store {run.store}, which was unreachable when the stage ended; "
-                "it cannot be resumed from, branched or pinned"
-            )
+    why = unrecorded_step(catalog, run, step)
+    if why:
+        raise UsageError(why)
 
 
 def _check_devices(catalog: Catalog, run: Run, stage: str | None) -> None:
@@ -389,10 +384,10 @@ def drive(
 def spawn_detached(
     home: str, run_id: str, restore: Restore | None, placement: Placement = HERE
 ) -> None:
-    """Start ``python -m nodus.runner.detach`` in its own session, output into a runner log."""
+    """Start ``python -m nodus.runner.submit.detach`` in its own session, output in a log."""
     folder = os.path.join(home, defaults.WORK_DIR, run_id)
     private_folder(folder)
-    command = [sys.executable, "-m", "nodus.runner.detach", run_id, "--home", home]
+    command = [sys.executable, "-m", "nodus.runner.submit.detach", run_id, "--home", home]
     command += placement.argv()
     if restore is not None and restore.step is not None:
         command += ["--step", str(restore.step)]

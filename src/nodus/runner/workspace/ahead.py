@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodus.errors import NodusError
-from nodus.runner.workspace import Workspace
+from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
 
 

@@ -23,7 +23,8 @@ from typing import Any
 
 from nodus.errors import NotFoundError, Problem, StoreError, UsageError, WorkloadError
 from nodus.protocol import FULL_STATE, WEIGHTS
-from nodus.runner.catalog import Catalog, Run
+from nodus.runner.catalog.core import Catalog, Run
+from nodus.runner.catalog.unrecorded import unrecorded_step
 from nodus.schemas.snapshot_ref import SnapshotRef, parse_ref
 from nodus.store import restorable
 
@@ -218,16 +219,9 @@ def _run_named(catalog: Catalog, text: str, field: str, ref: str) -> tuple[Run, 
 
 def _refuse_unrecorded(catalog: Catalog, run: Run, step: int | None, field: str, ref: str):
     """A save the store never received cannot be started from: say so, not "no snapshot"."""
-    from nodus.runner.uploading import unrecorded
-
-    for save in unrecorded(catalog, run.id):
-        if save["step"] == step:
-            raise _refused(
-                field,
-                ref,
-                f"step {step} of {run.id} is unrecorded: its save never reached the store "
-                f"{run.store}; it cannot be resumed from, branched or pinned",
-            )
+    why = unrecorded_step(catalog, run, step)
+    if why:
+        raise _refused(field, ref, why)
 
 
 def _check_kinds(manifest: Any, mode: str, field: str, ref: str) -> None:

@@ -5,7 +5,7 @@ Three things trigger a capture while the program runs: a save record from the in
 contract ``state/checkpoint-<step>`` folder that has settled (again whenever it changes), and the
 program's exit (the selection once more). Each capture takes the stage's selection, with the
 state folder narrowed to the one checkpoint folder of that step, so a restore never sees two
-generations of state. Each commit asks the attempt's rotation (:mod:`nodus.runner.rotation`)
+generations of state. Each commit asks the attempt's rotation (:mod:`nodus.runner.upkeep.rotation`)
 for a pass, which runs beside this loop.
 
 An integration publishes each folder whole. A directory-contract capture is committed only once
@@ -20,7 +20,7 @@ Lightning's ``*.ckpt``) is captured whole each time it settles in a new form, wi
 names carry (:mod:`nodus.stages.step_names`) or else the capture's sequence.
 
 With a remote store each capture commits into the local staging store instead and is handed
-to the attempt's :class:`~nodus.runner.uploading.Uploads`: ``snapshot_staged`` is recorded now,
+to the attempt's :class:`~nodus.runner.remote.uploads.Uploads`: ``snapshot_staged`` is recorded now,
 ``snapshot_committed`` (with ``committed.json`` and the rotation pass) once it is uploaded.
 
 A capture that fails (full disk, unreachable store) leaves that snapshot uncommitted, records a
@@ -39,12 +39,12 @@ from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.protocol import checkpoint_folder, checkpoint_steps
-from nodus.runner.catalog import Catalog
-from nodus.runner.disk_guard import DiskGuard
-from nodus.runner.rotation import Rotation
-from nodus.runner.selection import appeared, fingerprint, narrowed
-from nodus.runner.uploading import Uploads
-from nodus.runner.workspace import Workspace
+from nodus.runner.capture.disk_guard import DiskGuard
+from nodus.runner.capture.selection import appeared, fingerprint, narrowed
+from nodus.runner.catalog.core import Catalog
+from nodus.runner.remote.uploads import Uploads
+from nodus.runner.upkeep.rotation import Rotation
+from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 from nodus.stages import formats, layouts, step_names
@@ -492,7 +492,7 @@ class Capturer:
 
         A capture into staging is fenced by this catalog alone: it must never wait on the
         network. The store's own fences (its run record and lease) guard the remote commit,
-        which the uploader makes later (:mod:`nodus.runner.uploading`)."""
+        which the uploader makes later (:mod:`nodus.runner.remote.uploads`)."""
         if self.uploads is not None:
             fence_here(self.catalog, self.run_id, self.stage.name, self.attempt)
         else:

@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from nodus.errors import redacted
-from nodus.runner.catalog import Catalog, Run
-from nodus.runner.phases import Phase
-from nodus.runner.uploading import read_upload_status, unrecorded
+from nodus.runner.catalog.core import Catalog, Run
+from nodus.runner.catalog.phases import Phase
+from nodus.runner.catalog.unrecorded import unrecorded
+from nodus.runner.remote.uploads import read_upload_status
 
 __all__ = [
     "capture_failure_line",

@@ -17,8 +17,8 @@ from typing import Any
 from nodus.errors import NodusError
 from nodus.registry import Registry, Version
 from nodus.registry.registration import register_run_model, version_event
-from nodus.runner.catalog import Catalog, Run
-from nodus.runner.phases import Phase
+from nodus.runner.catalog.core import Catalog, Run
+from nodus.runner.catalog.phases import Phase
 
 __all__ = ["REGISTERED", "catch_up", "register_model"]
 

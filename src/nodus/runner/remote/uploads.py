@@ -26,22 +26,18 @@ from typing import Any
 
 from nodus import protocol
 from nodus._atomic import private_folder, write_json_atomic
-from nodus.runner.catalog import Catalog
-from nodus.runner.rotation import Rotation
-from nodus.runner.workspace import Workspace
+from nodus.runner.catalog.core import Catalog
+from nodus.runner.catalog.unrecorded import UNRECORDED
+from nodus.runner.upkeep.rotation import Rotation
+from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 
 __all__ = [
-    "UNRECORDED",
     "Uploads",
     "read_upload_status",
-    "unrecorded",
-    "unrecorded_note",
     "upload_status_path",
 ]
-
-UNRECORDED = "snapshot_unrecorded"
 
 
 class Uploads:
@@ -145,36 +141,3 @@ def read_upload_status(home: str, run_id: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def unrecorded(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
-    """The run's saves that never reached its store: {stage, step, snapshot, role}, by step."""
-    found = {}
-    for event in catalog.events(run_id):
-        if event["type"] == UNRECORDED:
-            details = event["details"]
-            found[details.get("snapshot")] = {
-                "stage": event["stage"],
-                "step": details.get("step"),
-                "snapshot": details.get("snapshot"),
-                "role": details.get("role"),
-            }
-    return sorted(found.values(), key=lambda item: (item["step"] is None, item["step"] or 0))
-
-
-def unrecorded_note(saves: list) -> str:
-    """What a run whose store was unreachable says about the saves it could not store.
-
-    ``saves`` are manifests or :func:`unrecorded` rows."""
-    steps = [_get(save, "step") for save in saves if _get(save, "role") != "outputs"]
-    what = [f"step {step}" for step in steps]
-    if any(_get(save, "role") == "outputs" for save in saves):
-        what.append("the outputs")
-    return (
-        f"unrecorded (never reached the store, which stayed unreachable): {', '.join(what)}; "
-        "they cannot be resumed from or downloaded"
-    )
-
-
-def _get(save: Any, name: str) -> Any:
-    return save.get(name) if isinstance(save, dict) else getattr(save, name)

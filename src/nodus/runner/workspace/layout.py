@@ -10,7 +10,7 @@
                              its files that verify against the restored snapshot are moved in
                              instead of copied; removed once the copy is laid out
         next/                the next attempt's copy but its checkpoint, laid out while this
-                             one trains (:mod:`nodus.runner.ahead`); a recovery renames it
+                             one trains (:mod:`nodus.runner.workspace.ahead`); a recovery renames it
                              into place
         cache/               HF_HOME, HF_DATASETS_CACHE, XDG_CACHE_HOME, PIP_CACHE_DIR
         <attempt>/output.log everything the attempt's program printed
@@ -264,7 +264,7 @@ def write_integration(
 
     ``qualifying`` comes from the runner's caller (``nodus qualify``), never from a workload.
     ``parent_mode`` says the restored (or, with ``warm_start_step``, the warm-start) checkpoint
-    is another run's (:mod:`nodus.runner.lineage`).
+    is another run's (:mod:`nodus.runner.upkeep.lineage`).
     """
     if stage.integration not in protocol.INTEGRATIONS:
         return

@@ -23,23 +23,42 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nodus import protocol
-from nodus.runner import suspects
-from nodus.runner.catalog import now
-from nodus.runner.phases import AttemptOutcome, Phase
+from nodus.runner.attempt.outcome import Outcome
+from nodus.runner.catalog.core import now
+from nodus.runner.catalog.phases import AttemptOutcome, Phase
+from nodus.runner.recovery import suspects
 from nodus.schemas import defaults
 
 if TYPE_CHECKING:
-    from nodus.runner.attempt import Attempt, Outcome
-    from nodus.runner.snapshotting import Capturer
+    from nodus.runner.attempt.context import RunContext
+    from nodus.runner.capture.capturer import Capturer
+    from nodus.runner.processes.stage_process import StageProcess
+    from nodus.runner.workspace.layout import Workspace
+    from nodus.schemas.resolved import ResolvedStage
+
+
+class PausableAttempt(Protocol):
+    """What a pause needs of the attempt it ends (:class:`nodus.runner.attempt.attempt.Attempt`)."""
+
+    ctx: RunContext
+    stage: ResolvedStage
+    number: int
+    ws: Workspace
+    process: StageProcess
+
+    def classify(self, status: int) -> Outcome: ...
+    def died_at(self, status: int) -> float | None: ...
+    def request_save(self, then: str) -> int: ...
+    def take_cancel(self) -> bool: ...
 
 
 class PauseDriver:
     """One pause of one attempt, from the runner taking it up to the program being gone."""
 
-    def __init__(self, attempt: Attempt, capturer: Capturer, pause: dict[str, Any]) -> None:
+    def __init__(self, attempt: PausableAttempt, capturer: Capturer, pause: dict[str, Any]) -> None:
         self.attempt = attempt
         self.capturer = capturer
         self.pause = pause
@@ -109,7 +128,6 @@ class PauseDriver:
         (unless it exits 0: it says it finished, and a run that finishes during a pause
         completes).
         """
-        from nodus.runner.attempt import Outcome
 
         while not done():
             if self.attempt.take_cancel():
@@ -167,7 +185,6 @@ class PauseDriver:
         return self._paused(detail)
 
     def _paused(self, detail: str) -> Outcome:
-        from nodus.runner.attempt import Outcome
 
         self.process.kill_leftovers()
         self.attempt.ws.discard_copy()

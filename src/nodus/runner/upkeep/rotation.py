@@ -31,9 +31,9 @@ from nodus.registry import Registry
 from nodus.registry.registration import register_epoch_saves, version_event
 from nodus.retention.holds import HoldIndex, run_holds
 from nodus.retention.policy import Deletion, rotation
-from nodus.runner.catalog import Catalog
-from nodus.runner.lineage import referencing_runs
-from nodus.runner.phases import Phase
+from nodus.runner.catalog.core import Catalog
+from nodus.runner.catalog.phases import Phase
+from nodus.runner.upkeep.lineage import referencing_runs
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 

@@ -1,11 +1,11 @@
 """``nodus gc`` and ``nodus runs delete``: what leaves the store after a run, and when.
 
-Rotation (:mod:`nodus.runner.rotation`) bounds a store while a run trains. What is left when the
-run has finished is collected here, from cron or by hand:
+Rotation (:mod:`nodus.runner.upkeep.rotation`) bounds a store while a run trains. What is left
+when the run has finished is collected here, from cron or by hand:
 
 0. **The run's model, caught up.** A SUCCEEDED run whose runner was killed before it registered
-   the run's model gets it registered now (:func:`nodus.runner.run_models.catch_up`), before
-   anything expires.
+   the run's model gets it registered now
+   (:func:`nodus.runner.upkeep.registration.catch_up`), before anything expires.
 1. **Expiry.** A finished run's snapshots expire ``retention_days`` after it finished (per stage,
    as resolved), unless something holds them: :func:`nodus.retention.policy.expiry` decides, over
    the holds :mod:`nodus.retention.holds` finds (the run's model, pins, epoch saves, runs branched
@@ -33,10 +33,10 @@ from typing import Any
 from nodus.errors import NodusError, NotFoundError, UsageError, redacted
 from nodus.retention import holds as retention_holds
 from nodus.retention.policy import Deletion, expiry
-from nodus.runner.catalog import Catalog, Run
-from nodus.runner.lineage import referencing_runs
-from nodus.runner.locks import RunLock
-from nodus.runner.run_models import catch_up
+from nodus.runner.catalog.core import Catalog, Run
+from nodus.runner.catalog.locks import RunLock
+from nodus.runner.upkeep.lineage import referencing_runs
+from nodus.runner.upkeep.registration import catch_up
 from nodus.schemas import defaults
 from nodus.store import GcReport, SnapshotStore, open_store
 from nodus.store.run_records import RunRecords

@@ -5,14 +5,14 @@ save records, captures settled checkpoint folders, looks for a preemption notice
 runner) and for control requests other nodus processes wrote into the catalog, and checks
 whether the program ended. Nothing else ever blocks it except a capture.
 
-How an attempt ends (:class:`~nodus.runner.phases.AttemptOutcome`):
+How an attempt ends (:class:`~nodus.runner.catalog.phases.AttemptOutcome`):
 
     succeeded    exit 0 (outputs captured)
     failed       non-zero exit, or the command could not start
     interrupted  killed by a signal nodus did not send; or a process of its tree was, and the
                  program (a launcher: ``sh -c``, ``torchrun``) then exited non-zero
     preempted    the runner got SIGTERM/SIGINT: the program was stopped and captured
-    paused       ``nodus runs pause`` (carried out by :mod:`nodus.runner.pausing`)
+    paused       ``nodus runs pause`` (carried out by :mod:`nodus.runner.attempt.pausing`)
     cancelled    ``nodus runs cancel``, which wins over a pending pause
 """
 
@@ -22,20 +22,19 @@ import os
 import signal
 import socket
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import IO, Any
+from typing import Any
 
 from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import NotFoundError, StaleAttemptError, StoreError
-from nodus.runner import suspects
-from nodus.runner.ahead import Ahead, lay_ahead, lay_source
-from nodus.runner.catalog import Catalog
-from nodus.runner.disk_guard import DiskGuard, staging_disk
-from nodus.runner.launch import Launch, device_count, python_version
-from nodus.runner.lineage import Parent
-from nodus.runner.phases import AttemptOutcome, Phase
+from nodus.runner.attempt.context import RunContext
+from nodus.runner.attempt.outcome import Outcome
+from nodus.runner.capture.capturer import Capturer, fence
+from nodus.runner.capture.disk_guard import DiskGuard, staging_disk
+from nodus.runner.catalog.phases import AttemptOutcome, Phase
+from nodus.runner.catalog.unrecorded import unrecorded_note
 from nodus.runner.processes.containment import (
     attempt_token,
     kill_survivors,
@@ -48,11 +47,13 @@ from nodus.runner.processes.stage_process import (
     signal_name,
     spawn_supervisor,
 )
-from nodus.runner.processes.standby import Standby
-from nodus.runner.rotation import Rotation
-from nodus.runner.snapshotting import Capturer, fence
-from nodus.runner.uploading import Uploads, unrecorded_note
-from nodus.runner.workspace import (
+from nodus.runner.recovery import suspects
+from nodus.runner.remote.uploads import Uploads
+from nodus.runner.upkeep.lineage import Parent
+from nodus.runner.upkeep.rotation import Rotation
+from nodus.runner.workspace.ahead import Ahead, lay_ahead, lay_source
+from nodus.runner.workspace.launch import Launch, device_count, python_version
+from nodus.runner.workspace.layout import (
     MissingSecretError,
     Workspace,
     secret_environment,
@@ -67,47 +68,6 @@ from nodus.store import restorable
 
 class NothingIntactError(Exception):
     """Every snapshot the attempt could continue from is damaged: it fails, never starts over."""
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How an attempt ended (``kind``) and why, in words (``detail``)."""
-
-    kind: AttemptOutcome
-    detail: str
-    # failed: the program's own non-zero exit, which a bad restored snapshot can cause
-    # (the runner then may step back to an older one: nodus.runner.suspects)
-    program_failed: bool = False
-
-
-@dataclass
-class RunContext:
-    """What every attempt of a run shares; ``notice`` is set by the runner's signal handler."""
-
-    home: str
-    catalog: Catalog
-    store: Any
-    run_id: str
-    terminal: IO[str]
-    notice: int | None = None
-    launches: dict[str, Launch] = field(default_factory=dict)  # by stage; empty: an old run
-    qualifying: bool = False  # `nodus qualify` only: see protocol.Settings.qualifying
-    backend: str | None = None  # `--backend` of this drive; None: each stage's own
-    ray_address: str | None = None  # `--ray-address`; None: RAY_ADDRESS, else Ray's own lookup
-    # The spare supervisor and those exiting after their end report (containment).
-    standby: Standby = field(init=False)
-    # The last attempt's supervisor saw its whole tree end: no sweep can find anything of it.
-    tree_gone: bool = False
-    # What the stage's ``next/`` holds, laid out by this drive for its next attempt (ahead).
-    ahead: Ahead | None = None
-
-    def __post_init__(self) -> None:
-        self.standby = Standby(self.run_id)
-
-    def event(
-        self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
-    ) -> None:
-        self.catalog.add_event(self.run_id, type_, details, stage=stage, attempt=attempt)
 
 
 @dataclass(frozen=True)
@@ -139,7 +99,7 @@ class Attempt:
     ) -> None:
         self.ctx = ctx
         # The run's parent, when this stage continues it: restored while the stage has no
-        # restorable snapshot of its own (nodus.runner.lineage).
+        # restorable snapshot of its own (nodus.runner.upkeep.lineage).
         self.inherited = inherited
         self.warm_start = False  # laid out the parent's weights: training starts at step 0
         self.recovering = recovering  # the run stays RECOVERING until the program runs again
@@ -440,7 +400,7 @@ class Attempt:
         """Restorable checkpoints to try, newest first (only the asked step with ``step``).
 
         A stage that continues the run's parent restores the parent's snapshot until it has
-        a restorable snapshot of its own (:mod:`nodus.runner.lineage`).
+        a restorable snapshot of its own (:mod:`nodus.runner.upkeep.lineage`).
         """
         wanted = self.restore.newest or self.restore.step is not None
         if not wanted and self.inherited is None:
@@ -537,7 +497,7 @@ class Attempt:
 
     def _take_pause(self, capturer: Capturer) -> Outcome | None:
         """Carry out a pending pause; None when there is none or it was refused."""
-        from nodus.runner.pausing import PauseDriver
+        from nodus.runner.attempt.pausing import PauseDriver
 
         control = self._take_control("pause")
         if control is None:

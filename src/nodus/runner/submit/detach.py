@@ -1,9 +1,9 @@
 """The background runner of ``nodus run --detach`` / ``runs resume --detach``.
 
-    python -m nodus.runner.detach RUN_ID --home HOME [--step N] [--resume]
+    python -m nodus.runner.submit.detach RUN_ID --home HOME [--step N] [--resume]
         [--backend local|ray] [--ray-address ADDR]
 
-Started in its own session by :func:`nodus.runner.service.spawn_detached`, with its output in
+Started in its own session by :func:`nodus.runner.submit.claim.spawn_detached`, with its output in
 ``$NODUS_HOME/work/<run>/runner.log``; it takes the run's lock and drives the run like a
 foreground ``nodus run`` would. Its exit status is the run's.
 
@@ -21,7 +21,7 @@ from nodus.errors import NodusError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nodus.runner.detach")
+    parser = argparse.ArgumentParser(prog="python -m nodus.runner.submit.detach")
     parser.add_argument("run_id")
     parser.add_argument("--home", required=True)
     parser.add_argument("--step", type=int, default=None)
@@ -29,12 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default=None)
     parser.add_argument("--ray-address", default=None)
     args = parser.parse_args(argv)
-    from nodus.runner.attempt import Restore
+    from nodus.runner.attempt.attempt import Restore
     from nodus.runner.backends import Placement
-    from nodus.runner.catalog import Catalog
-    from nodus.runner.locks import RunLock
-    from nodus.runner.phases import Phase
-    from nodus.runner.service import drive
+    from nodus.runner.catalog.core import Catalog
+    from nodus.runner.catalog.locks import RunLock
+    from nodus.runner.catalog.phases import Phase
+    from nodus.runner.submit.claim import drive
 
     try:
         catalog = Catalog(args.home)

@@ -26,8 +26,8 @@ from nodus._atomic import create_new_private, private_folder
 from nodus.errors import CatalogError, NotFoundError, redacted, redacted_values
 from nodus.registry.table import SCHEMA as MODEL_REGISTRY_SCHEMA
 from nodus.registry.table import ModelTable
-from nodus.runner.phases import AttemptOutcome, Phase
-from nodus.runner.run_ids import new_run_id
+from nodus.runner.catalog.phases import AttemptOutcome, Phase
+from nodus.runner.catalog.run_ids import new_run_id
 from nodus.schemas import defaults
 
 _MIGRATIONS = {
@@ -148,7 +148,7 @@ class Run:
     updated_at: str
     finished_at: str | None
     launch: dict[str, Any] | None = None  # {stage: launch.Launch.to_dict()}; None before v3
-    # {run, snapshot, step, stage, mode} of the snapshot it started from (nodus.runner.lineage)
+    # {run, snapshot, step, stage, mode} of the snapshot it started from (runner.upkeep.lineage)
     parent: dict[str, Any] | None = None
     stages: list[dict[str, Any]] = field(default_factory=list)
 
@@ -168,7 +168,7 @@ class Catalog:
     across threads and every statement or transaction holds ``_mutex``.
 
     A runner driving a run against a shared store mirrors the run into it
-    (:mod:`nodus.runner.store_driving`): it registers an observer, told the run's id after each
+    (:mod:`nodus.runner.remote.record`): it registers an observer, told the run's id after each
     change of phase, stage or attempt, and a fence, asked before each commit.
     """
 
@@ -402,7 +402,7 @@ class Catalog:
     ) -> None:
         """Write a run known from elsewhere (its store's record) as these rows, in one
         transaction: its run, stage and attempt rows replace any this catalog had; its events
-        stay. The caller chooses the columns (:mod:`nodus.runner.adoption`)."""
+        stay. The caller chooses the columns (:mod:`nodus.runner.remote.adoption`)."""
         run_id = run["id"]
         statements = [
             (f"DELETE FROM {table} WHERE {column} = ?", (run_id,))

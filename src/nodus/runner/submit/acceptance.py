@@ -4,7 +4,7 @@ From here on the run never looks at the user's files again: every attempt (first
 recovery, resume) starts from the source captured now and reads the resolution stored now, so a
 file edited while a run is going cannot change what the run does. Likewise each stage's
 executable is found now, on the caller's PATH, and every attempt runs that one
-(:mod:`nodus.runner.launch`).
+(:mod:`nodus.runner.workspace.launch`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodus.errors import UsageError
-from nodus.runner import launch, source
-from nodus.runner.catalog import Catalog
-from nodus.runner.lineage import Parent, Source, inherited_stages
-from nodus.runner.locks import lock_name_for
-from nodus.runner.run_ids import new_run_id
-from nodus.runner.store_driving import publish_accepted
+from nodus.runner.catalog.core import Catalog
+from nodus.runner.catalog.locks import lock_name_for
+from nodus.runner.catalog.run_ids import new_run_id
+from nodus.runner.remote.record import publish_accepted
+from nodus.runner.upkeep.lineage import Parent, Source, inherited_stages
+from nodus.runner.workspace import launch, source
 from nodus.schemas.resolved import ResolvedWorkload
 from nodus.schemas.units import human_bytes
 

@@ -39,12 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodus import protocol
-from nodus.runner.acceptance import accept
-from nodus.runner.catalog import Catalog
+from nodus.runner.catalog.core import Catalog
 from nodus.runner.engine import Runner
 from nodus.runner.processes import procfs
-from nodus.runner.service import open_run_store
-from nodus.runner.workspace import Workspace
+from nodus.runner.submit.acceptance import accept
+from nodus.runner.submit.claim import open_run_store
+from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
 from nodus.stages.hf import QUALIFY_DATA, QUALIFY_EXTENSIONS_PROGRAM, QUALIFY_PROGRAM, extensions
 from nodus.stages.hf.qualification import current_versions, record_result

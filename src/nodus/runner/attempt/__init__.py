@@ -1,0 +1,9 @@
+"""One attempt: one process lifetime of one stage.
+
+    attempt.py      prepare the working copy, run the program, poll, capture, classify
+    context.py      what every attempt of one drive shares (``RunContext``)
+    outcome.py      how an attempt ended (``Outcome``)
+    pausing.py      carrying out ``nodus runs pause`` inside the poll loop
+
+May import: catalog, processes, workspace, recovery, upkeep, remote, capture.
+"""

@@ -1,0 +1,43 @@
+"""What every attempt of one drive of a run shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from nodus.runner.catalog.core import Catalog
+from nodus.runner.processes.standby import Standby
+from nodus.runner.workspace.ahead import Ahead
+from nodus.runner.workspace.launch import Launch
+
+__all__ = ["RunContext"]
+
+
+@dataclass
+class RunContext:
+    """What every attempt of a run shares; ``notice`` is set by the runner's signal handler."""
+
+    home: str
+    catalog: Catalog
+    store: Any
+    run_id: str
+    terminal: IO[str]
+    notice: int | None = None
+    launches: dict[str, Launch] = field(default_factory=dict)  # by stage; empty: an old run
+    qualifying: bool = False  # `nodus qualify` only: see protocol.Settings.qualifying
+    backend: str | None = None  # `--backend` of this drive; None: each stage's own
+    ray_address: str | None = None  # `--ray-address`; None: RAY_ADDRESS, else Ray's own lookup
+    # The spare supervisor and those exiting after their end report (containment).
+    standby: Standby = field(init=False)
+    # The last attempt's supervisor saw its whole tree end: no sweep can find anything of it.
+    tree_gone: bool = False
+    # What the stage's ``next/`` holds, laid out by this drive for its next attempt (ahead).
+    ahead: Ahead | None = None
+
+    def __post_init__(self) -> None:
+        self.standby = Standby(self.run_id)
+
+    def event(
+        self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
+    ) -> None:
+        self.catalog.add_event(self.run_id, type_, details, stage=stage, attempt=attempt)
