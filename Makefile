@@ -1,6 +1,8 @@
 # Two entry points, each self-contained on a fresh machine:
 #   make demo   create .venv, install nodus with the ML stack, run the quick-start workload
 #   make test   create .venv, install nodus with test extras, lint, run the test suite
+# and, for the inner loop once .venv exists:
+#   make test-fast   lint and the quick tier (tests not marked slow)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -14,7 +16,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test venv clean quickstart-program
+.PHONY: demo test test-fast venv clean quickstart-program
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +34,11 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+
+test-fast: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 # `nodus qualify` trains the quick-start program: the package ships a byte-for-byte copy of it
 # (installed packages hold no examples/). tests/hf/test_qualify.py fails while the two differ;
