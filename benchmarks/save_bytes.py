@@ -67,7 +67,7 @@ def nodus_side(work: str, trainer, saves: int) -> list[int]:
     from nodus.runner.catalog.core import Catalog
     from nodus.runner.workspace.layout import Workspace
     from nodus.schemas.resolved import ResolvedContinuity, ResolvedExecution, ResolvedStage
-    from nodus.stages.hf.inprocess.control import ControlDir
+    from nodus.stages.hf.inprocess.channel import ControlDir
     from nodus.stages.hf.inprocess.state_copy import Buffers, capture
     from nodus.stages.hf.inprocess.writer import CheckpointWriter
     from nodus.store import open_store

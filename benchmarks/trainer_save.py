@@ -63,7 +63,7 @@ def build_trainer(
 
 
 def stall(saves: int, width: int, bf16: bool = False) -> dict:
-    from nodus.stages.hf.inprocess.control import ControlDir
+    from nodus.stages.hf.inprocess.channel import ControlDir
     from nodus.stages.hf.inprocess.state_copy import Buffers, capture
     from nodus.stages.hf.inprocess.writer import CheckpointWriter
 

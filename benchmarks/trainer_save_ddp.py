@@ -46,7 +46,7 @@ def stall_worker(saves: int, width: int, out: str) -> None:
     import torch.distributed as dist
 
     from nodus.protocol import checkpoint_folder
-    from nodus.stages.hf.inprocess.control import ControlDir
+    from nodus.stages.hf.inprocess.channel import ControlDir
     from nodus.stages.hf.inprocess.state_copy import Buffers, capture, rng_state
     from nodus.stages.hf.inprocess.world import World
     from nodus.stages.hf.inprocess.writer import CheckpointWriter

@@ -12,7 +12,7 @@ Its files, variables and records are those of :mod:`nodus.protocol`. See docs/hf
       session.py                 one prepared Trainer: when to save, requests, resume
       state_copy.py / writer.py  copy state to memory at the boundary / write it in background
       cadence.py                 save_every = "auto": measure what saves cost, pick the cadence
-      control.py                 the program's side of nodus.protocol in .nodus/
+      channel.py                 the program's side of nodus.protocol in .nodus/
       prepare.py                 prepared, unprepared or refused, when the Trainer is built
       profile.py, identity.py    the supported profile and the identity checks
     extensions.py                the profile's extensions: names, what they admit, qualify cases

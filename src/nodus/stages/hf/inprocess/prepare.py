@@ -14,7 +14,7 @@ from typing import Any
 
 from nodus import protocol
 from nodus.stages.hf.inprocess import profile
-from nodus.stages.hf.inprocess.control import ControlDir
+from nodus.stages.hf.inprocess.channel import ControlDir
 from nodus.stages.hf.inprocess.session import Session, refuse
 from nodus.stages.hf.qualification import (
     current_versions,

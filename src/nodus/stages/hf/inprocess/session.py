@@ -25,7 +25,7 @@ from nodus.schemas import defaults
 from nodus.stages.hf.inprocess import collation as collations
 from nodus.stages.hf.inprocess import identity as identities
 from nodus.stages.hf.inprocess.cadence import AutoCadence
-from nodus.stages.hf.inprocess.control import ControlDir
+from nodus.stages.hf.inprocess.channel import ControlDir
 from nodus.stages.hf.inprocess.state_copy import Buffers, capture, rng_state
 from nodus.stages.hf.inprocess.state_json import StateJson
 from nodus.stages.hf.inprocess.world import World, indexed_cpu_loads

@@ -23,7 +23,7 @@ from nodus import protocol
 from nodus._atomic import fsync_dir
 from nodus.stages.hf.inprocess import collation as collations
 from nodus.stages.hf.inprocess import identity as identities
-from nodus.stages.hf.inprocess.control import ControlDir
+from nodus.stages.hf.inprocess.channel import ControlDir
 from nodus.stages.hf.inprocess.state_copy import Captured
 
 
