@@ -198,7 +198,8 @@ def test_runs_accepted_before_launches_were_stored_keep_working(project):
     project.home.mkdir()
     db = sqlite3.connect(project.home / "nodus.db", isolation_level=None)
     for version in (1, 2):
-        db.executescript(catalog_module._MIGRATIONS[version])
+        for statement in catalog_module._MIGRATIONS[version]:
+            db.execute(statement)
     db.execute("PRAGMA user_version = 2")
     db.execute(
         "INSERT INTO runs (id, name, workload, store, lock_name, phase, created_at, updated_at)"

@@ -1,8 +1,9 @@
 """The registry's tables in the run catalog: names, version numbers and aliases.
 
-The catalog (``nodus.runner.catalog.core``) applies :data:`SCHEMA` as one of its migrations and
-hands the registry its statement runners (``Catalog.models``), so the tables are defined here once
-and the runner's SQLite plumbing (WAL, busy timeout, damaged-catalog messages) serves both.
+The catalog (``nodus.runner.catalog.core``) applies :data:`SCHEMA`, a tuple of single statements,
+as one of its migrations and hands the registry its statement runners (``Catalog.models``), so the
+tables are defined here once and the runner's SQLite plumbing (WAL, busy timeout, damaged-catalog
+messages) serves both.
 
 A version number is taken in the same statement that records it: ``models.last_version`` only
 grows, so a deleted version's number is never given again, and a snapshot already registered
@@ -16,12 +17,13 @@ from typing import Any
 
 __all__ = ["SCHEMA", "ModelTable", "VersionRow"]
 
-SCHEMA = """  -- split on semicolons by the catalog: none inside a comment
-CREATE TABLE models (
+# The texts SQLite keeps in sqlite_master, as the first catalogs wrote them (one statement each).
+SCHEMA = (
+    """CREATE TABLE models (
     name TEXT PRIMARY KEY,
     last_version INTEGER NOT NULL        -- the highest number ever given (never reused)
-);
-CREATE TABLE model_versions (
+)""",
+    """CREATE TABLE model_versions (
     name TEXT NOT NULL,
     version INTEGER NOT NULL,
     run_id TEXT NOT NULL,
@@ -36,16 +38,16 @@ CREATE TABLE model_versions (
     registered_at REAL NOT NULL,
     PRIMARY KEY (name, version),
     UNIQUE (name, snapshot)
-);
-CREATE INDEX model_versions_run ON model_versions(run_id);
-CREATE INDEX model_versions_snapshot ON model_versions(snapshot);
-CREATE TABLE model_aliases (
+)""",
+    "CREATE INDEX model_versions_run ON model_versions(run_id)",
+    "CREATE INDEX model_versions_snapshot ON model_versions(snapshot)",
+    """CREATE TABLE model_aliases (
     name TEXT NOT NULL,
     alias TEXT NOT NULL,
     version INTEGER NOT NULL,
     PRIMARY KEY (name, alias)
+)""",
 )
-"""
 
 VersionRow = dict[str, Any]
 Rows = Callable[[str, tuple], list[Any]]

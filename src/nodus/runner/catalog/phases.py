@@ -20,7 +20,14 @@ __all__ = ["AttemptOutcome", "Phase"]
 class Phase(StrEnum):
     """A run's phase (a stage's too, which starts ``PENDING``)."""
 
-    def __new__(cls, value: str, exit_status: int | None, terminal: bool, resumable: bool):
+    # The defaults only let a type checker read ``Phase("RUNNING")`` as the lookup it is.
+    def __new__(
+        cls,
+        value: str,
+        exit_status: int | None = None,
+        terminal: bool = False,
+        resumable: bool = False,
+    ):
         member = str.__new__(cls, value)
         member._value_ = value
         member.exit_status = exit_status
@@ -64,7 +71,7 @@ class Phase(StrEnum):
 class AttemptOutcome(StrEnum):
     """How one attempt ended, and the phase the run stops in because of it."""
 
-    def __new__(cls, value: str, stops_run: Phase | None):
+    def __new__(cls, value: str, stops_run: Phase | None = None):  # None: see Phase.__new__
         member = str.__new__(cls, value)
         member._value_ = value
         member.stops_run = stops_run

@@ -1,0 +1,243 @@
+"""The catalog's connection: one SQLite file shared by several nodus processes.
+
+Several processes use the catalog at once (a runner, ``runs wait``, ``runs cancel``, cron), so it
+runs in WAL mode with a busy timeout, and every write is one short transaction. SQLite's errors
+become messages that say what the user can do (a locked, full, read-only or damaged catalog).
+
+The schema is versioned with ``PRAGMA user_version``: migration ``n`` takes version ``n-1`` to
+``n``, and is a tuple of single SQL statements run one by one in one transaction. Statements are
+never found by splitting text on ``;`` (a ``;`` in a string literal or a comment would cut one in
+two). A catalog written by a newer nodus is refused rather than guessed at.
+
+The statement sets of the tables (``runs``, ``attempts``, ``events``, ``requests``) build on
+:class:`Connection`; ``core.Catalog`` puts them together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TypeVar
+
+from nodus._atomic import create_new_private, private_folder
+from nodus.errors import CatalogError
+from nodus.schemas import defaults
+
+Statement = tuple[str, tuple]  # SQL and its parameters
+Migrations = Mapping[int, Sequence[str]]  # version -> the statements that reach it
+T = TypeVar("T")
+
+
+def now() -> str:
+    """UTC timestamp with milliseconds, sortable as text."""
+    return stamp(datetime.now(UTC))
+
+
+def stamp(at: datetime) -> str:
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Connection:
+    """One connection to ``$NODUS_HOME/nodus.db``, usable from any thread of one process.
+
+    A store may call the fencing guard from its upload thread, so the connection is shared
+    across threads and every statement or transaction holds ``_mutex``.
+
+    Observers are told a run's id after each change of phase, stage or attempt; fences are asked
+    before each commit (:mod:`nodus.runner.remote.record` registers both).
+    """
+
+    def __init__(self, home: str, migrations: Migrations) -> None:
+        self.home = home
+        try:
+            private_folder(home)  # the home, when this makes it: 0700 (docs/security.md)
+        except OSError as error:
+            raise CatalogError(f"nodus's home {home} cannot be made: {_os_words(error)}") from None
+        self.path = os.path.join(home, defaults.CATALOG_FILE)
+        self._mutex = threading.RLock()
+        self._observers: list[Callable[[str], None]] = []
+        self._fences: list[Callable[[str, str, int], None]] = []
+        # Created 0600 before SQLite opens it: its -wal and -shm files take its mode. Only a new
+        # file is touched: closing any descriptor of a database this process has open would
+        # drop the POSIX locks SQLite holds on it (another Catalog of this process).
+        create_new_private(self.path)
+        try:
+            self._db = sqlite3.connect(
+                self.path,
+                timeout=defaults.CATALOG_BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            self._db.row_factory = sqlite3.Row
+            self._enable_wal()
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._migrate(migrations)
+        except sqlite3.Error as error:
+            raise self._explain(error) from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _enable_wal(self) -> None:
+        """Switch a new catalog to WAL, waiting out another process doing the same.
+
+        SQLite does not call its busy handler for a journal-mode change: when two processes
+        open a new catalog at once (`nodus run` creating its home while `nodus runs list` looks),
+        the second is told "database is locked" at once. It is retried here, up to the same
+        busy timeout as any other statement.
+        """
+        deadline = time.monotonic() + defaults.CATALOG_BUSY_TIMEOUT_S
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    def _migrate(self, migrations: Migrations) -> None:
+        newest = max(migrations)
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > newest:
+            raise CatalogError(
+                f"the run catalog {self.path} has schema version {version}, newer than this "
+                f"nodus understands ({newest}); upgrade nodus"
+            )
+        for target in range(version + 1, newest + 1):
+            statements = migrations[target]
+            if isinstance(statements, str):  # iterating it would run it letter by letter
+                raise TypeError(f"migration {target} is one text: give a tuple of statements")
+            self._immediate(functools.partial(_reach, target=target, statements=statements))
+
+    # --- observers and fences ---------------------------------------------------------------
+
+    def observe(self, observer: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``observer(run_id)`` after each phase, stage or attempt change; the remover."""
+        self._observers.append(observer)
+        return lambda: self._observers.remove(observer)
+
+    def add_fence(self, fence: Callable[[str, str, int], None]) -> Callable[[], None]:
+        """``fence(run_id, stage, attempt)`` runs in :meth:`check_fences`; the remover."""
+        self._fences.append(fence)
+        return lambda: self._fences.remove(fence)
+
+    def check_fences(self, run_id: str, stage: str, attempt: int) -> None:
+        """Run every fence; one raises StaleAttemptError when the attempt may not commit."""
+        for fence in list(self._fences):
+            fence(run_id, stage, attempt)
+
+    def _changed(self, run_id: str) -> None:
+        for observer in list(self._observers):
+            observer(run_id)
+
+    # --- statements -------------------------------------------------------------------------
+
+    def _execute(self, sql: str, params: tuple | dict = ()) -> int | None:
+        """One write statement; the new row id for an INSERT."""
+        with self._mutex:
+            try:
+                return self._db.execute(sql, params).lastrowid
+            except sqlite3.Error as error:
+                raise self._explain(error) from None
+
+    def _rows(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+        with self._mutex:
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.Error as error:
+                raise self._explain(error) from None
+
+    def _one(self, sql: str, params: tuple | dict = ()) -> sqlite3.Row | None:
+        rows = self._rows(sql, params)
+        return rows[0] if rows else None
+
+    def _transaction(self, statements: list[Statement]) -> None:
+        """Run ``statements`` in one transaction: all of them or none."""
+        self._immediate(lambda db: [db.execute(sql, params) for sql, params in statements])
+
+    def _immediate(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work(db)`` in one write transaction, taken at once: what it reads stays true
+        until it commits (the next attempt number, a new row's id)."""
+        with self._mutex:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    result = work(self._db)
+                except BaseException:
+                    self._abandon()
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as error:
+                self._abandon()
+                raise self._explain(error) from None
+            return result
+
+    def _abandon(self) -> None:
+        """Roll back a transaction left open by a failure (a later BEGIN would be refused)."""
+        if self._db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+
+    def _explain(self, error: sqlite3.Error) -> CatalogError:
+        """Turn SQLite's words into what the user can do about it."""
+        text = str(error)
+        if "locked" in text or "busy" in text:
+            return CatalogError(
+                f"the run catalog {self.path} is locked by another process and stayed locked "
+                f"for {defaults.CATALOG_BUSY_TIMEOUT_S:.0f}s ({text}); retry, or find the process "
+                f"holding it with `fuser {self.path}`"
+            )
+        if "full" in text:  # SQLITE_FULL: "database or disk is full"
+            return CatalogError(
+                f"the run catalog {self.path} cannot be written: the disk is full ({text}); "
+                "free space on it and retry (nothing in the catalog was lost)"
+            )
+        if "readonly" in text or _read_only(self.home):
+            return CatalogError(
+                f"the run catalog {self.path} cannot be written: {self.home} is read-only "
+                f"({text}); give nodus a writable home (--home or NODUS_HOME)"
+            )
+        if "malformed" in text or "not a database" in text:
+            return CatalogError(
+                f"the run catalog {self.path} is damaged ({text}); move it aside "
+                f"(`mv {self.path} {self.path}.damaged`) and nodus starts a new one; snapshots "
+                "in the store are not affected"
+            )
+        return CatalogError(
+            f"the run catalog {self.path} cannot be used ({text}); check that {self.home} is "
+            "a folder you can write, on a disk with free space"
+        )
+
+
+def _reach(db: sqlite3.Connection, target: int, statements: Sequence[str]) -> None:
+    """Run migration ``target``, one statement at a time, unless another process has already
+    (it may have migrated while this one waited for the write lock)."""
+    if db.execute("PRAGMA user_version").fetchone()[0] >= target:
+        return
+    for statement in statements:
+        db.execute(statement)  # sqlite3 refuses a text holding two statements
+    db.execute(f"PRAGMA user_version = {target}")
+
+
+def _read_only(folder: str) -> bool:
+    """Whether ``folder`` lies on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _os_words(error: OSError) -> str:
+    """An OS error in its own words, with what the user would look for next."""
+    words = error.strerror or str(error)
+    if error.errno == errno.EROFS:
+        return f"{words} (the file system is mounted read-only)"
+    return words
