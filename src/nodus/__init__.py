@@ -3,6 +3,25 @@
 The SDK's names load on first use, so ``import nodus`` (and every ``nodus`` command, which
 imports this package) stays cheap: pydantic is imported only when a workload is touched, the
 runner and the store only when a :class:`Client` does something.
+
+Its packages and modules, top first (each imports only those below it; docs/internals.md draws
+the order and tests/test_layering.py checks it):
+
+    __main__.py   ``python -m nodus``: the command line
+    cli/          the command line: parse, call the client, print, exit status
+    client.py     ``nodus.Client``, the SDK; the command line is a thin layer over it
+    qualify.py    the suite behind ``nodus qualify``: the real runner, interrupted on purpose
+    inventory/    snapshots as people ask about them: references, listings, downloads, plots
+    runner/       runs: accepted, driven, snapshotted while they train, recovered
+    registry/     the model registry: named models, numbered versions, aliases
+    retention/    which kinds of which snapshots may go, and what holds the rest
+    store/        keeps snapshots: storage, blobs, manifests, verified restore, deletion, GC
+    stages/       what runs inside a stage: the directory contract, hf-trainer-v1, methods
+    schemas/      the workload file: models, defaults, resolution, JSON Schema
+    testing/      the shipped ``counter`` program, for users' own tests
+    protocol.py   the runner ↔ program protocol: every name and format between the two
+    errors.py     every error nodus reports to a user, in one tree
+    _atomic.py    files and folders replaced atomically, readable by their owner only
 """
 
 from __future__ import annotations

@@ -7,6 +7,15 @@ framework is imported only inside the handler that needs it.
 
 Every :class:`~nodus.errors.NodusError` is printed as its message and ends the process with its
 exit status; anything else is a bug, reported in one line (``NODUS_DEBUG=1`` shows the traceback).
+
+    workload.py   ``nodus validate``, ``nodus resolve``, ``nodus schema``
+    runs.py       ``nodus run`` and ``nodus runs list|get|wait|cancel|pause|logs|resume|branch``
+    snapshots.py  ``nodus snapshots get|download|pin|release``,
+                  ``nodus runs snapshots|outputs|plot``
+    models.py     ``nodus models …`` and ``nodus snapshots candidate|register``
+    gc.py         ``nodus gc``: expiry, interrupted deletions, unreferenced blobs
+    store.py      ``nodus store verify``: every manifest and blob checked
+    qualify.py    ``nodus qualify``: the hf-trainer-v1 qualification suite on this environment
 """
 
 from __future__ import annotations

@@ -12,6 +12,15 @@ Two packages deal in snapshots and they never overlap:
   and ``nodus runs outputs|plot``.
 
 Its modules import nothing heavy at module level.
+
+    refs.py       a snapshot named on the command line (``ID``, ``RUN@STEP``, a key) → its store
+    runs.py       runs as users see them: the documented ``--json`` shapes, built once
+    listing.py    ``nodus runs snapshots``, ``nodus snapshots get``: saves and their holds
+    download.py   ``nodus snapshots download``, ``nodus runs outputs``: verified copies out
+    merging.py    ``--artifact model`` of a LoRA checkpoint: merged into the run's base model
+    models.py     ``nodus models …``: the registry as people ask about it
+    plot.py       ``nodus runs plot``: metrics over steps, snapshots and recoveries
+    progress.py   a one-line progress bar for long transfers, on a terminal only
 """
 
 from nodus.inventory.refs import Located, Lookup, SnapshotRef, parse_ref

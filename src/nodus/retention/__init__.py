@@ -9,6 +9,9 @@ runner's rotation after each commit, ``nodus gc``) apply what it decides.
   a run's checkpoints, and nothing else decides what a hold protects.
 - :mod:`~nodus.retention.policy`: pure functions over manifests and their holds (``rotation``,
   ``expiry``) returning the :class:`~nodus.retention.policy.Deletion` list, no I/O.
+
+    holds.py      what holds a snapshot, stored and derived
+    policy.py     rotation and expiry: pure functions returning deletions
 """
 
 from nodus.retention.holds import Hold, HoldIndex, protected_kinds, run_holds

@@ -4,6 +4,24 @@
 :func:`nodus.schemas.sdk.resolve` are the SDK's (``nodus.schemas.resolve`` is the resolver
 module, so no function here shadows it). Names load lazily: importing ``nodus.schemas.resolved``
 or ``defaults`` (as the runner and ``nodus runs list`` do) does not pay for pydantic.
+
+    models.py         the workload file as written (the SDK's models)
+    fields.py         field types of the file, each carrying its own rule
+    rules.py          rules across several fields; settings that would do nothing
+    problems.py       pydantic's errors as problems a person can act on
+    files.py          the user's files as the loaders may open them (regular ones only)
+    loader.py         TOML text → ``Workload`` → ``ResolvedWorkload``
+    resolve.py        resolution: a checked ``Workload`` → the explicit ``ResolvedWorkload``
+    resolved.py       the resolved workload: what a run stores and the runner executes
+    remembered.py     resolutions remembered by their inputs, so an unchanged file is not rechecked
+    defaults.py       every default nodus applies, in one place
+    methods.py        framework shortcuts: the stages a ``[method]`` table generates
+    method_rules.py   what a managed method's continuation may change
+    continuation.py   what a run started from another run's snapshot may change
+    snapshot_ref.py   the grammar of a snapshot reference (``ID``, ``RUN@STEP``, ``RUN/STAGE@STEP``)
+    units.py          sizes in the binary units the limits are written in
+    jsonschema.py     the JSON Schema for editors (``nodus schema``)
+    sdk.py            the SDK's entry point over files, submissions and ``Workload`` values
 """
 
 from __future__ import annotations

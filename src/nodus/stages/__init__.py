@@ -1,1 +1,11 @@
-"""Stage execution contracts: the directory contract and the hf-trainer-v1 integration."""
+"""Stage execution contracts: the directory contract and the hf-trainer-v1 integration.
+
+The runner and the program both use these; nothing here imports the runner.
+
+    directory.py    the directory contract: settled, whole ``checkpoint-<step>`` folders
+    layouts.py      checkpoint layouts nodus knows, and when a folder of each is complete
+    formats.py      whether a checkpoint file's bytes are whole
+    step_names.py   the training step a directory-contract program's own names carry
+    hf/             the hf-trainer-v1 integration (its in-process half in ``hf/inprocess/``)
+    methods/        the programs a framework shortcut's generated stages run
+"""

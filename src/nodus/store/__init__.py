@@ -5,6 +5,33 @@
 ``gs://``, …. See ``docs/store.md`` for the layout and the commit protocol, and
 ``docs/internals.md`` for the seam the runner codes against. Modules whose names start with
 ``_`` are this package's own; nothing outside it imports them.
+
+    store.py            ``SnapshotStore``: capture, list, restore, check, deletion, blob GC
+    storage.py          the storage protocol: a handful of operations on ``str`` keys
+    opening.py          which storage a URL opens
+    local_storage.py    ``file://``: a folder on this machine, with the POSIX fast paths
+    fsspec_storage.py   object stores over one fsspec filesystem
+    keys.py             snapshot ids and store keys, each built and parsed by one function
+    manifest.py         what a snapshot is: the manifest, written last to commit it
+    fields.py           typed reads of the JSON objects a store holds
+    names.py            what a path in a snapshot may be
+    kinds.py            whether a file is weights, state or plain files
+    live_folder.py      a live folder captured consistently
+    trust.py            blobs this store object hashed itself, trusted while unchanged
+    restore.py          verified restore
+    restorable.py       which snapshots a new attempt may restore, newest first
+    deletion.py         crash-safe deletion of a kind
+    gc.py               blob GC, safe beside captures and other sweeps
+    owners.py           who wrote a coordination flag, and whether it still runs
+    hold_records.py     stored holds, next to the snapshot they hold
+    run_records.py      run records and leases: a run recoverable from the store alone
+    model_records.py    the registry's versions: each one's reference to its weights' blobs
+    upload.py           background upload of staged snapshots to a remote store
+    verify.py           ``nodus store verify``: every manifest and blob, optionally repaired
+    internals.py        what deletion and verify use of a ``SnapshotStore``
+    _io.py              one pass that copies and hashes (capture and restore)
+    _direct.py          direct I/O for large blobs, past the page cache
+    _faults.py          crash injection for the store's tests, never set in normal use
 """
 
 from nodus.store.gc import GcReport

@@ -2,4 +2,6 @@
 
 ``python -m nodus.testing.counter`` is a tiny deterministic stage program that follows the
 directory contract; see :mod:`nodus.testing.counter`.
+
+    counter.py    a tiny deterministic stage program that follows the directory contract
 """

@@ -12,6 +12,7 @@
     run_ids.py      the shape of a run id
     locks.py        at most one runner per run (an OS file lock the kernel releases)
     unrecorded.py   saves that never reached the store, as the catalog's events record them
+    event_types.py  every type of event a run's log holds, listed once
 
 The bottom room of the runner: it imports no other room.
 """

@@ -8,6 +8,7 @@
     tree.py           the supervisor's view of the tree: members, pidfds, foreign deaths
     procevents.py     the kernel's process-events connector: exit statuses as processes die
     containment.py    the attempt token and the sweep that ends what a lost attempt left
+    standby.py        the runner's supervisors between attempts: the spare, those exiting
     procfs.py         the few /proc and prctl calls the above need
 
 Nothing here imports more than the standard library and ``nodus.schemas.defaults``/``protocol``:
