@@ -4,8 +4,8 @@ The runner's rooms, the store's capture of a live folder and the program's side
 (``nodus.protocol``'s ``EVENT_*``, ingested from ``.nodus/events/``) record events under these
 types; docs/cli.md ("Event types") says what each means and what its details hold.
 ``tests/test_docs_events.py`` checks the three agree: every type here is in that table, and every
-type the code records is here. A directory-contract program may write events of its own types;
-those are the program's, not listed.
+type the code records is here. A stage's program may write events of types of its own; those
+are the program's, not listed.
 """
 
 from __future__ import annotations
