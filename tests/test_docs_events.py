@@ -2,7 +2,7 @@
 them (``nodus.runner.catalog.event_types``) and docs/cli.md's "Event types" table.
 
 The code is scanned, not run: every call that records an event (``add_event``, ``event``,
-``_event``, ``on_event``, ``write_event``, the catalog's ``_event_row``) names its type as a
+``_event``, ``on_event``, ``write_event``, the catalog's ``event_row``) names its type as a
 string literal or an upper-case constant; a lower-case name forwards a type its caller chose and
 is followed there instead.
 """
@@ -25,7 +25,7 @@ DOC = ROOT / "docs" / "cli.md"
 RECORDERS = {
     "add_event": 1,
     "has_event": 1,
-    "_event_row": 3,
+    "event_row": 3,
     "event": 0,
     "_event": 0,
     "on_event": 0,

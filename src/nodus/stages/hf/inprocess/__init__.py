@@ -17,5 +17,5 @@ program's ``PYTHONPATH``) installs :mod:`.hook`, which loads the rest when the p
     collation.py      a collator drawing random numbers resumes exactly
     world.py          the processes training together, as a session sees them
     identity.py       identities recorded with every checkpoint, checked before a resume
-    control.py        the program's side of ``nodus.protocol`` in ``.nodus/``
+    channel.py        the program's side of ``nodus.protocol`` in ``.nodus/``
 """
