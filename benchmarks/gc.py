@@ -29,10 +29,9 @@ import sys
 import tempfile
 import time
 
-import xxhash
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
+from nodus.protocol import content_hasher  # noqa: E402
 from nodus.store import FileEntry, Manifest, SnapshotInfo, classify, keys, open_store  # noqa: E402
 
 NAMES = (  # 8 of the kind `state`, then 8 `weights`; any further ones are `files`
@@ -53,7 +52,9 @@ def build(root: str, snapshots: int, files: int) -> list[str]:
         entries = []
         for name in names[:files]:
             data = os.urandom(1024 + (hash((step, name)) % 3072))
-            digest = xxhash.xxh3_128_hexdigest(data)
+            hasher = content_hasher()
+            hasher.update(data)
+            digest = hasher.hexdigest()
             _write(store.storage.path(keys.blob_key(digest)), data)
             path = f"state/checkpoint-{step}/{name}"
             entries.append(FileEntry(path, len(data), 0o644, digest, classify(path)))

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from nodus import protocol
 from nodus.errors import UsageError
 from nodus.schemas import defaults
 
@@ -118,7 +119,7 @@ class Client:
         _check_foreground(detach, "run")
         # A new run driven here takes this id; its first supervisor starts now, beside the
         # runner's imports and the acceptance (nodus.runner.processes.standby).
-        run_id = _early_spare() if not detach and backend != "ray" else None
+        run_id = _early_spare() if not detach and backend != defaults.BACKEND_RAY else None
         try:
             from nodus.runner.backends import Placement
             from nodus.runner.submit.claim import claim_workload
@@ -144,7 +145,7 @@ class Client:
     def branch(
         self,
         snapshot: str,
-        mode: str = "full-state",
+        mode: str = protocol.FULL_STATE,
         *,
         name: str | None = None,
         set: Mapping[str, Any] | Sequence[str] | None = None,  # noqa: A002 (the flag's name)

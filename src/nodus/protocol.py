@@ -33,6 +33,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    import xxhash
+
 # --- the working copy --------------------------------------------------------------------------
 
 STATE_DIR = "state"
@@ -305,14 +307,39 @@ def numbered_records(folder: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+# --- content hashes ---------------------------------------------------------------------------
+
+CONTENT_HASH = "xxh3-128"
+"""The one content hash of nodus: a store names each blob by its 32 hex digits, and a
+fingerprint written as text reads ``xxh3-128:<hex>`` (:data:`CONTENT_PREFIX`)."""
+CONTENT_PREFIX = f"{CONTENT_HASH}:"
+"""How a content fingerprint starts: a method's dataset and base model (recorded by the runner
+when a run is accepted) and a Trainer's dataset rows (recorded by the integration with each
+checkpoint, compared when one is restored)."""
+
+
+def content_hasher() -> xxhash.xxh3_128:
+    """A fresh :data:`CONTENT_HASH` hasher (``update``, ``hexdigest``); every hash of contents
+    nodus takes starts here.
+
+    ``xxhash`` is imported on the first call, not with this module: the bootstrap imports this
+    module into every process of an integration stage, and most of them never hash.
+    """
+    import xxhash
+
+    return xxhash.xxh3_128()
+
+
 # --- lineage ----------------------------------------------------------------------------------
 
 FULL_STATE = "full-state"
 """A run that continues another run's training state (``resume_from``, ``runs branch --from
 full-state``): the parent's snapshot is restored as a resume would restore it."""
-WEIGHTS = "weights"
-"""A run that starts from another run's weights with fresh optimizer state, at step 0."""
-CONTINUATION_MODES = (FULL_STATE, WEIGHTS)
+MODE_WEIGHTS = "weights"
+"""A run that starts from another run's weights with fresh optimizer state, at step 0. Spelled
+like the artifact kind ``nodus.store.kinds.KIND_WEIGHTS`` because it is what such a run takes
+from its parent, but a different word: a continuation mode, never a kind of file."""
+CONTINUATION_MODES = (FULL_STATE, MODE_WEIGHTS)
 
 
 # --- integration.json --------------------------------------------------------------------------

@@ -6,8 +6,6 @@ Safe from cron while runs capture, and beside another ``nodus gc``; docs/cli.md 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 __all__ = ["register"]
 
@@ -29,12 +27,13 @@ def register(commands, groups, common: argparse.ArgumentParser) -> None:
 
 
 def _gc(args: argparse.Namespace) -> int:
+    from nodus.cli import output
     from nodus.client import Client
     from nodus.schemas.units import human_bytes
 
     report = Client(args.home, args.store).gc(dry_run=args.dry_run)
     if args.json:
-        print(json.dumps(report, indent=2))
+        output.print_json(report)
         return 1 if report["errors"] else 0
     would = "would remove" if report["dry_run"] else "removed"
     for item in report["registered"]:
@@ -49,5 +48,5 @@ def _gc(args: argparse.Namespace) -> int:
     for url in report["deferred"]:
         print(f"  {url}: captures were running; their blobs are swept by the next gc")
     for error in report["errors"]:
-        print(f"nodus: {error}", file=sys.stderr)
+        output.say(error)
     return 1 if report["errors"] else 0

@@ -7,9 +7,8 @@ handlers parse, call and print. ``--json`` shapes are documented in docs/cli.md.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from typing import Any
+
+from nodus.cli import output
 
 __all__ = ["register"]
 
@@ -68,16 +67,6 @@ def _json(parser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def _client(args):
-    from nodus.client import Client
-
-    return Client(args.home, args.store)
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2))
-
-
 def _line(version: dict) -> str:
     """``tiny:2  run_…@24  epoch 2  (run's model, newest, @prod)``."""
     marks = [f"@{alias}" for alias in version["aliases"]]
@@ -94,9 +83,9 @@ def _line(version: dict) -> str:
 
 
 def _list(args) -> int:
-    rows = _client(args).models()
+    rows = output.client(args).models()
     if args.json:
-        _print_json(rows)
+        output.print_json(rows)
         return 0
     if not rows:
         print("no model versions yet (a run registers its model when it succeeds)")
@@ -106,9 +95,9 @@ def _list(args) -> int:
 
 
 def _get(args) -> int:
-    data = _client(args).model(args.ref)
+    data = output.client(args).model(args.ref)
     if args.json:
-        _print_json(data)
+        output.print_json(data)
         return 0
     print(_line(data))
     print(f"  snapshot {data['snapshot']} in {data['store']}")
@@ -118,54 +107,50 @@ def _get(args) -> int:
 
 
 def _alias(args) -> int:
-    data = _client(args).alias_model(args.name, args.version, args.alias)
+    data = output.client(args).alias_model(args.name, args.version, args.alias)
     if args.json:
-        _print_json(data)
+        output.print_json(data)
     else:
-        _say(f"{args.name}@{args.alias} -> {data['ref']}")
+        output.say(f"{args.name}@{args.alias} -> {data['ref']}")
     return 0
 
 
 def _pull(args) -> int:
-    data = _client(args).download_model(args.ref, args.to)
+    data = output.client(args).download_model(args.ref, args.to)
     if args.json:
-        _print_json(data)
+        output.print_json(data)
     else:
-        _say(f"{data['model']}: {len(data['files'])} file(s) written to {data['to']}")
+        output.say(f"{data['model']}: {len(data['files'])} file(s) written to {data['to']}")
     return 0
 
 
 def _delete(args) -> int:
-    data = _client(args).delete_model(args.ref)
+    data = output.client(args).delete_model(args.ref)
     if args.json:
-        _print_json(data)
+        output.print_json(data)
     else:
         later = "; the rest is freed by `nodus gc`" if data["deferred"] else ""
-        _say(f"deleted {data['ref']}: {data['freed_bytes']} bytes freed{later}")
+        output.say(f"deleted {data['ref']}: {data['freed_bytes']} bytes freed{later}")
     return 0
 
 
 def _candidate(args) -> int:
-    data = _client(args).candidate(args.ref)
+    data = output.client(args).candidate(args.ref)
     if args.json:
-        _print_json(data)
+        output.print_json(data)
     elif data["version"] is not None:
         print(f"{data['version']}  epoch {data['epoch']:g}  step {data['step']}")
     else:
-        _say(data["reason"])
+        output.say(data["reason"])
     return 0
 
 
 def _reg(args) -> int:
-    data = _client(args).register(args.ref, args.model)
+    data = output.client(args).register(args.ref, args.model)
     if args.json:
-        _print_json(data)
+        output.print_json(data)
     elif data["new"]:
-        _say(f"registered {data['snapshot']} as {data['ref']}")
+        output.say(f"registered {data['snapshot']} as {data['ref']}")
     else:
-        _say(f"{data['snapshot']} is already {data['ref']}")
+        output.say(f"{data['snapshot']} is already {data['ref']}")
     return 0
-
-
-def _say(text: str) -> None:
-    print(f"nodus: {text}", file=sys.stderr, flush=True)

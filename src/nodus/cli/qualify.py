@@ -13,7 +13,6 @@ for this machine's device type.
 
 from __future__ import annotations
 
-import json
 import sys
 
 
@@ -50,6 +49,7 @@ EXTENSION_NAMES = ("mixed-precision", "processes", "dataloader-workers", "collat
 
 
 def handle(args) -> int:
+    from nodus.cli import output
     from nodus.qualify import qualify
     from nodus.schemas import defaults
     from nodus.stages.hf.qualification import current_versions, describe
@@ -68,18 +68,15 @@ def handle(args) -> int:
         results.append(qualify(home, say=say, extension=extension))
     if args.json:
         shown = [_as_json(result, versions) for result in results]
-        print(
-            json.dumps(
-                shown[0]
-                if cases == [None]
-                else {
-                    "passed": all(r.passed for r in results),
-                    "versions": versions,
-                    "extensions": {r.extension: s for r, s in zip(results, shown)},
-                },
-                indent=2,
-                sort_keys=True,
-            )
+        output.print_json(
+            shown[0]
+            if cases == [None]
+            else {
+                "passed": all(r.passed for r in results),
+                "versions": versions,
+                "extensions": {r.extension: s for r, s in zip(results, shown)},
+            },
+            sort_keys=True,
         )
     else:
         for result in results:

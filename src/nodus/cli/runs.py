@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+from nodus import protocol
+from nodus.cli import output
 from nodus.schemas.units import human_bytes
 
 
@@ -98,7 +100,7 @@ def _branch_parser(runs, common) -> None:
         "--from",
         dest="mode",
         required=True,
-        choices=("full-state", "weights"),
+        choices=protocol.CONTINUATION_MODES,
         help="full-state: continue from the snapshot's training state; weights: start at step "
         "0 from its weights with fresh optimizer state (a warm start)",
     )
@@ -124,22 +126,6 @@ def _parser(group, name: str, help_text: str, common, handler, ref: bool = True)
     return parser
 
 
-def _client(args):
-    """The Client behind every handler; program output goes to stderr when stdout is JSON."""
-    from nodus.client import Client
-
-    output = sys.stderr if getattr(args, "json", False) else sys.stdout
-    return Client(args.home, args.store, output=output, say=_say)
-
-
-def _say(text: str) -> None:
-    print(f"nodus: {text}", file=sys.stderr, flush=True)
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2))
-
-
 # --- nodus run / runs resume --------------------------------------------------------------------
 
 
@@ -152,8 +138,10 @@ def _elsewhere(attempt: dict[str, Any]) -> str:
 
 
 def _placement_options(parser, replaces: str) -> None:
+    from nodus.schemas import defaults
+
     parser.add_argument(
-        "--backend", choices=("local", "ray"), help=f"where attempts run; replaces {replaces}"
+        "--backend", choices=defaults.BACKENDS, help=f"where attempts run; replaces {replaces}"
     )
     parser.add_argument(
         "--ray-address",
@@ -163,7 +151,7 @@ def _placement_options(parser, replaces: str) -> None:
 
 
 def _run(args) -> int:
-    run = _client(args).run(
+    run = output.client(args).run(
         args.file,
         key=args.key,
         detach=args.detach,
@@ -175,7 +163,7 @@ def _run(args) -> int:
 
 
 def _branch(args) -> int:
-    run = _client(args).branch(
+    run = output.client(args).branch(
         args.snapshot,
         args.mode,
         name=args.name,
@@ -187,7 +175,7 @@ def _branch(args) -> int:
 
 
 def _resume(args) -> int:
-    run = _client(args).resume(
+    run = output.client(args).resume(
         args.run,
         step=args.step,
         detach=args.detach,
@@ -200,7 +188,7 @@ def _resume(args) -> int:
 def _report_started(args, run: dict[str, Any]) -> int:
     """The run's exit status; 0 for a run handed to a background runner (it has none yet)."""
     if args.json:
-        _print_json(run)
+        output.print_json(run)
     return run["exit_status"] or 0
 
 
@@ -210,9 +198,9 @@ def _report_started(args, run: dict[str, Any]) -> int:
 def _list(args) -> int:
     from nodus.inventory.runs import lineage_tree
 
-    runs = _client(args).runs(limit=args.limit)
+    runs = output.client(args).runs(limit=args.limit)
     if args.json:
-        _print_json(runs)
+        output.print_json(runs)
         return 0
     drawn = lineage_tree(runs) if args.tree else [(0, run) for run in runs]
     rows = [("ID", "KEY", "NAME", "PHASE", "EXIT", "CREATED", "FROM")]
@@ -222,13 +210,13 @@ def _list(args) -> int:
             r["key"] or "-",
             r["name"],
             r["phase"],
-            _text(r["exit_status"]),
+            output.text(r["exit_status"]),
             r["created_at"],
             _parent_text(r["parent"]),
         )
         for depth, r in drawn
     ]
-    _table(rows)
+    output.table(rows)
     return 0
 
 
@@ -240,12 +228,12 @@ def _parent_text(parent: dict | None) -> str:
 
 
 def _get(args) -> int:
-    data = _client(args).get(args.run)
+    data = output.client(args).get(args.run)
     if args.json:
-        _print_json(data)
+        output.print_json(data)
         return 0
     print(
-        f"{data['id']}  {data['name']}  {data['phase']}  exit {_text(data['exit_status'])}"
+        f"{data['id']}  {data['name']}  {data['phase']}  exit {output.text(data['exit_status'])}"
         + (f"  key {data['key']}" if data["key"] else "")
     )
     if data["message"]:
@@ -301,9 +289,9 @@ def _get(args) -> int:
 
 
 def _delete(args) -> int:
-    deleted = _client(args).delete(args.run)
+    deleted = output.client(args).delete(args.run)
     if args.json:
-        _print_json(deleted)
+        output.print_json(deleted)
     return 0
 
 
@@ -375,32 +363,32 @@ def _launch_line(launch: dict) -> str:
 def _wait(args) -> int:
     from nodus.inventory.runs import capture_failure_line, phase_line
 
-    data = _client(args).wait(args.run)
+    data = output.client(args).wait(args.run)
     if args.json:
-        _print_json(data)
+        output.print_json(data)
     else:
         print(phase_line(data))
         failed = capture_failure_line(data["capture_failures"])
         if failed:
-            _say(failed)
+            output.say(failed)
     return data["exit_status"] if args.exit_status else 0
 
 
 def _cancel(args) -> int:
     from nodus.runner.catalog.phases import Phase
 
-    data = _client(args).cancel(args.run)
+    data = output.client(args).cancel(args.run)
     if args.json:
-        _print_json(data)
+        output.print_json(data)
     else:
         print(f"{data['id']} {data['phase']}")
     return 0 if data["phase"] == Phase.CANCELLED else 1
 
 
 def _pause(args) -> int:
-    pause = _client(args).pause(args.run, checkpoint=args.checkpoint, deadline=args.deadline)
+    pause = output.client(args).pause(args.run, checkpoint=args.checkpoint, deadline=args.deadline)
     if args.json:
-        _print_json(pause)
+        output.print_json(pause)
         return 0
     taken = (
         "accepted by its runner"
@@ -421,7 +409,7 @@ def _pause(args) -> int:
 def _logs(args) -> int:
     from nodus.runner.catalog.phases import Phase
 
-    client = _client(args)
+    client = output.client(args)
     run = client.get(args.run)
     offsets: dict[tuple[str, int], int] = {}
     while True:
@@ -472,13 +460,3 @@ def _poll() -> float:
     from nodus.schemas import defaults
 
     return defaults.WAIT_POLL_S
-
-
-def _text(value: object) -> str:
-    return "-" if value is None else str(value)
-
-
-def _table(rows: list[tuple]) -> None:
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())

@@ -9,10 +9,9 @@ docs/cli.md.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
+from nodus.cli import output
 from nodus.schemas.units import human_bytes
 
 __all__ = ["register"]
@@ -99,28 +98,18 @@ def _lookup(args):
     return Lookup(args.home, args.store)
 
 
-def _client(args):
-    from nodus.client import Client
-
-    return Client(args.home, args.store, say=_say)
-
-
-def _say(text: str) -> None:
-    print(f"nodus: {text}", file=sys.stderr, flush=True)
-
-
 # --- runs snapshots / snapshots get -------------------------------------------------------------
 
 
 def _list(args) -> int:
-    client = _client(args)
+    client = output.client(args)
     rows = client.snapshots(args.run, sort=args.sort, stage=args.stage, reverse=args.reverse)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        output.print_json(rows)
         return 0
     run = client.get(args.run)
     if not rows:
-        _say(f"{run['id']} ({run['phase']}) has no committed snapshots")
+        output.say(f"{run['id']} ({run['phase']}) has no committed snapshots")
         return 0
     multi = len(run["stages"]) > 1
     table = [
@@ -133,7 +122,7 @@ def _list(args) -> int:
             (row["id"],)
             + ((row["stage"],) if multi else ())
             + (
-                _text(row["step"]) + (" !" if row["suspect"] else ""),
+                output.text(row["step"]) + (" !" if row["suspect"] else ""),
                 _epoch(row["epoch"]),
                 str(row["attempt"]),
                 _kinds(row),
@@ -142,7 +131,7 @@ def _list(args) -> int:
                 "yes" if row["model"] else "-",
             )
         )
-    _table(table)
+    output.table(table)
     for row in rows:
         if row["suspect"]:
             said = row["suspect"]["error"] or row["suspect"]["exit"]
@@ -156,7 +145,7 @@ def _get(args) -> int:
     lookup = _lookup(args)
     data = describe(lookup, lookup.locate(args.ref), verify=not args.no_verify)
     if args.json:
-        print(json.dumps(data, indent=2))
+        output.print_json(data)
         return 0
     for line in _detail_lines(data):
         print(line)
@@ -167,7 +156,8 @@ def _detail_lines(data: dict[str, Any]) -> list[str]:
     verdict = {True: "verified", False: "DAMAGED", None: "not verified"}[data["verified"]]
     lines = [
         f"{data['id']}  {data['role']}  run {data['run']}  stage {data['stage'] or '-'}  "
-        f"attempt {data['attempt']}  step {_text(data['step'])}  epoch {_epoch(data['epoch'])}",
+        f"attempt {data['attempt']}  step {output.text(data['step'])}  "
+        f"epoch {_epoch(data['epoch'])}",
         f"  kinds:   {_kinds(data) or 'none'}",
         f"  metrics: {_metrics(data['metrics']) or '-'}",
         f"  hashes:  {verdict}",
@@ -206,7 +196,7 @@ def _detail_lines(data: dict[str, Any]) -> list[str]:
 
 
 def _download(args) -> int:
-    return _report_written(args, _client(args).download(args.ref, args.to, args.artifact))
+    return _report_written(args, output.client(args).download(args.ref, args.to, args.artifact))
 
 
 def _outputs(args) -> int:
@@ -239,9 +229,9 @@ def _outputs(args) -> int:
 
 def _report_written(args, report: dict[str, Any]) -> int:
     if args.json:
-        print(json.dumps(report, indent=2))
+        output.print_json(report)
     else:
-        _say(
+        output.say(
             f"wrote {len(report['files'])} file(s) of {report['snapshot']} "
             f"({report['artifact']}) into {report['to']}, verified"
         )
@@ -277,14 +267,10 @@ def _report_holds(args, located, message: str) -> int:
     lookup = _lookup(args)
     data = describe(lookup, located, verify=False)
     if args.json:
-        print(
-            json.dumps(
-                {"id": data["id"], "pinned": data["pinned"], "holds": data["holds"]}, indent=2
-            )
-        )
+        output.print_json({"id": data["id"], "pinned": data["pinned"], "holds": data["holds"]})
     else:
         remaining = ", ".join(h["type"] for h in data["holds"]) or "none"
-        _say(f"{message}; holds now: {remaining}")
+        output.say(f"{message}; holds now: {remaining}")
     return 0
 
 
@@ -299,7 +285,7 @@ def _plot(args) -> int:
     series = collect(lookup.store_of_run(run), lookup.catalog, run)
     drawn = draw(run, series, args.out)
     snapshots = sum(len(s.snapshots) for s in series)
-    _say(
+    output.say(
         f"drew {', '.join(drawn) or 'the snapshots'} of {run.id} ({snapshots} snapshot(s)) "
         f"into {args.out}"
     )
@@ -307,10 +293,6 @@ def _plot(args) -> int:
 
 
 # --- formatting ---------------------------------------------------------------------------------
-
-
-def _text(value: object) -> str:
-    return "-" if value is None else str(value)
 
 
 def _epoch(value: float | None) -> str:
@@ -330,9 +312,3 @@ def _metrics(metrics: dict[str, Any]) -> str:
             continue
         shown.append(f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}")
     return " ".join(shown)
-
-
-def _table(rows: list[tuple]) -> None:
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())

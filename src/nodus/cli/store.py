@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 __all__ = ["register"]
 
@@ -24,13 +23,14 @@ def register(commands, groups, common: argparse.ArgumentParser) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from nodus.cli import output
     from nodus.schemas import defaults
     from nodus.store import open_store
 
     store = open_store(defaults.store_url(args.store, args.home))
     report = store.verify(repair=args.repair)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+        output.print_json(report.to_dict(), sort_keys=True)
     else:
         print("\n".join(report.lines()))
     return 0 if report.sound else 1

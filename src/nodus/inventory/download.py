@@ -28,6 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 from nodus.errors import NotFoundError, UnsafePathError, UsageError
 from nodus.inventory.progress import Progress
 from nodus.protocol import checkpoint_step
+from nodus.store.kinds import KIND_WEIGHTS
 
 if TYPE_CHECKING:
     from nodus.store import SnapshotStore
@@ -137,11 +138,11 @@ def _holds_adapter_only(manifest: Any) -> bool:
 
 
 def _weights(manifest: Any, entries: list[Any]) -> list[Any]:
-    return [e for e in entries if e.kind == "weights"]
+    return [e for e in entries if e.kind == KIND_WEIGHTS]
 
 
 def _model(manifest: Any, entries: list[Any]) -> list[Any]:
-    files = [e for e in entries if e.kind == "weights" and not _named(e, _ADAPTER)]
+    files = [e for e in entries if e.kind == KIND_WEIGHTS and not _named(e, _ADAPTER)]
     if not any(_named(e, _MODEL_WEIGHTS) for e in files):
         raise NotFoundError(f"{manifest.id} holds no model weights{_why_not(manifest, entries)}")
     return files
@@ -171,7 +172,7 @@ def _resumable(manifest: Any, entries: list[Any]) -> list[Any]:
 
 def _why_not(manifest: Any, entries: list[Any]) -> str:
     """The reason a user can act on: deleted by retention, or another artifact instead."""
-    if "weights" in manifest.deleting:
+    if KIND_WEIGHTS in manifest.deleting:
         return " any more (retention deleted them; pin snapshots whose weights you want kept)"
     if any(_named(e, _ADAPTER) for e in entries):
         return "; it holds a LoRA adapter: use --artifact adapter"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodus.registry.registry import Registry, Version
 from nodus.retention.holds import is_epoch_save, run_model
+from nodus.store.kinds import KIND_WEIGHTS
 
 if TYPE_CHECKING:
     from nodus.store import Manifest, SnapshotStore
@@ -54,7 +55,7 @@ def register_epoch_saves(
     }
     made = []
     for manifest in sorted(manifests, key=lambda m: (m.step or 0, m.created)):
-        if not is_epoch_save(manifest, run) or "weights" not in manifest.kinds:
+        if not is_epoch_save(manifest, run) or KIND_WEIGHTS not in manifest.kinds:
             continue
         if (manifest.stage, manifest.epoch) in done:
             continue

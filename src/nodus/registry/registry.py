@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from nodus.errors import NotFoundError, StoreError, UsageError
 from nodus.registry.naming import check_alias, check_name, parse_exact, parse_model_ref
 from nodus.registry.table import ModelTable, VersionRow
+from nodus.store.kinds import KIND_WEIGHTS
 from nodus.store.model_records import ModelVersion
 
 if TYPE_CHECKING:
@@ -278,11 +279,11 @@ def _weights_of(manifest: Manifest) -> tuple:
             f"{manifest.id} is a run's {manifest.role} snapshot: only checkpoints' weights "
             "are registered as model versions"
         )
-    files = tuple(e for e in manifest.held_files(("weights",)) if not e.is_link)
+    files = tuple(e for e in manifest.held_files((KIND_WEIGHTS,)) if not e.is_link)
     if not files:
         why = (
             "retention deleted them"
-            if "weights" in manifest.deleting
+            if KIND_WEIGHTS in manifest.deleting
             else f"it holds {', '.join(manifest.kinds) or 'nothing'}"
         )
         raise UsageError(f"{manifest.id} holds no weights to register ({why})")

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, UsageError
-from nodus.protocol import WEIGHTS
+from nodus.protocol import MODE_WEIGHTS
+from nodus.store.kinds import KIND_WEIGHTS
 from nodus.store.restorable import by_recency, newest_first
 
 if TYPE_CHECKING:
@@ -186,13 +187,15 @@ def holds_of(
         kinds = tuple(record.get("kinds") or manifest.kinds)
         holds.append(Hold("pin", kinds, f"pinned by {record.get('by', '?')}"))
     if is_epoch_save(manifest, run) and not index.has(manifest.id, EPOCH_RELEASED):
-        holds.append(Hold("epoch", ("weights",), f"weights of the epoch {manifest.epoch:g} save"))
+        holds.append(
+            Hold("epoch", (KIND_WEIGHTS,), f"weights of the epoch {manifest.epoch:g} save")
+        )
     if resume_target_id == manifest.id:
         holds.append(
             Hold("resume_target", manifest.kinds, f"a resume of {manifest.run} would restore it")
         )
     if model_id == manifest.id:
-        holds.append(Hold("model", ("weights",), f"the model of {manifest.run}"))
+        holds.append(Hold("model", (KIND_WEIGHTS,), f"the model of {manifest.run}"))
     for brancher, mode in branches:
         kinds = _branch_kinds(manifest, mode)
         holds.append(Hold("branch", kinds, f"{brancher} started from it"))
@@ -202,10 +205,10 @@ def holds_of(
 def _branch_kinds(manifest: Any, mode: str) -> tuple[str, ...]:
     """What a run started from ``manifest`` needs: everything for a full-state start; for a
     warm start the weights, or a directory-contract program's own ``files`` (its weights)."""
-    if mode != WEIGHTS:
+    if mode != MODE_WEIGHTS:
         return tuple(manifest.kinds)
-    if any(entry.kind == "weights" for entry in manifest.files):
-        return ("weights",)
+    if any(entry.kind == KIND_WEIGHTS for entry in manifest.files):
+        return (KIND_WEIGHTS,)
     return tuple(manifest.kinds)
 
 
@@ -245,5 +248,5 @@ def run_model(run: Any | None, manifests: list[Any]) -> str | None:
     if run is None or run.phase != "SUCCEEDED" or not run.stages:
         return None
     last = run.stages[-1]["name"]
-    weights = by_recency(m for m in manifests if m.stage == last and "weights" in m.kinds)
+    weights = by_recency(m for m in manifests if m.stage == last and KIND_WEIGHTS in m.kinds)
     return weights[0].id if weights else None

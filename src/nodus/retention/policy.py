@@ -37,12 +37,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nodus.retention.holds import Hold, protected_kinds
+from nodus.store.kinds import KIND_WEIGHTS
 from nodus.store.restorable import by_recency, current, holds_training_state
 
 __all__ = ["Deletion", "KeepPolicy", "KeepRecoverable", "KeepWeights", "expiry", "rotation"]
 
 DAY_S = 86_400.0
-WEIGHTS = "weights"
 
 Pair = tuple[str, str]  # (snapshot id, kind)
 Protected = Mapping[str, set[str]]  # snapshot id -> kinds its holds name
@@ -84,8 +84,10 @@ class KeepWeights:
     count: int
 
     def __call__(self, ranked: Sequence[Any], protected: Protected) -> set[Pair]:
-        candidates = [m for m in ranked if WEIGHTS in m.kinds and WEIGHTS not in protected[m.id]]
-        return {(m.id, WEIGHTS) for m in candidates[: self.count]}
+        candidates = [
+            m for m in ranked if KIND_WEIGHTS in m.kinds and KIND_WEIGHTS not in protected[m.id]
+        ]
+        return {(m.id, KIND_WEIGHTS) for m in candidates[: self.count]}
 
 
 def rotation(
@@ -148,7 +150,7 @@ def _unkept(
 
 
 def _training_state(manifest: Any) -> set[str]:
-    return set(manifest.kinds) - {WEIGHTS}
+    return set(manifest.kinds) - {KIND_WEIGHTS}
 
 
 def _checkpoints(manifests: Iterable[Any]) -> list[Any]:

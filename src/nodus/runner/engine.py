@@ -35,12 +35,11 @@ import socket
 from typing import IO, Any
 
 from nodus.errors import NotFoundError, StoreError
-from nodus.protocol import WEIGHTS
+from nodus.protocol import MODE_WEIGHTS
 from nodus.runner.attempt.attempt import Restore
 from nodus.runner.attempt.context import RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends import backend_of, new_attempt
-from nodus.runner.backends.base import RAY
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.unrecorded import unrecorded, unrecorded_note
@@ -49,6 +48,7 @@ from nodus.runner.processes.containment import kill_survivors
 from nodus.runner.recovery import suspects
 from nodus.runner.upkeep.lineage import Parent, inherited_stages
 from nodus.runner.workspace.launch import stored
+from nodus.schemas.defaults import BACKEND_RAY
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
 from nodus.store.restorable import holds_training_state, newest_first
 
@@ -111,7 +111,8 @@ class Runner:
             if row["phase"] == Phase.SUCCEEDED:
                 overlays += self._outputs_of(stage)
                 continue
-            if backend_of(self.ctx, stage) != RAY:  # its supervisor starts while it is prepared
+            # A local attempt's supervisor starts while the attempt is prepared.
+            if backend_of(self.ctx, stage) != BACKEND_RAY:
                 self.ctx.standby.start_spare()
             status = self._run_stage(stage, row, restore, overlays)
             if status != 0:
@@ -331,7 +332,7 @@ class Runner:
             manifest = self.ctx.store.get(parent.snapshot)
         except NotFoundError:
             manifest = None
-        if manifest is not None and (parent.mode == WEIGHTS or holds_training_state(manifest)):
+        if manifest is not None and (parent.mode == MODE_WEIGHTS or holds_training_state(manifest)):
             return None
         return (
             f"stage {stage.name!r} of {self.run.id} starts from {parent.snapshot} (step "

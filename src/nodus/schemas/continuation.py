@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nodus.errors import Problem, WorkloadError
-from nodus.protocol import CONTINUATION_MODES, FULL_STATE, WEIGHTS
+from nodus.protocol import CONTINUATION_MODES, FULL_STATE, MODE_WEIGHTS
 from nodus.schemas.method_rules import method_continuation_problems
 
 __all__ = [
@@ -68,7 +68,7 @@ EPOCH_SAVES_RULE = (
 )
 
 # What each mode keeps equal, per stage: a branch from weights may run another program on them.
-_EQUAL_PER_STAGE = {FULL_STATE: ("command", "integration"), WEIGHTS: ("integration",)}
+_EQUAL_PER_STAGE = {FULL_STATE: ("command", "integration"), MODE_WEIGHTS: ("integration",)}
 
 
 def continuation_problems(

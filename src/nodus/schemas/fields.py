@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 
 from nodus import protocol
-from nodus.schemas import defaults
+from nodus.schemas import defaults, units
 
 NAME_PATTERN = r"[a-z0-9][a-z0-9._-]*"
 _NAME = re.compile(NAME_PATTERN)
@@ -188,18 +188,14 @@ def check_resume_from(value: str) -> str:
     return value
 
 
-_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")
-
-
 def duration_seconds(value: Any) -> Any:
     """``"90s"``, ``"15m"``, ``"1h"``, ``"2d"`` or a number of seconds, as seconds (>= 0)."""
     if isinstance(value, bool):
         raise ValueError('give a duration such as "30s", "15m" or "1h"')
     if isinstance(value, int | float):
         seconds = float(value)
-    elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
-        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    elif isinstance(value, str) and (parsed := units.duration_seconds(value)) is not None:
+        seconds = parsed
     else:
         raise ValueError('give a duration such as "30s", "15m" or "1h" (or seconds)')
     if not 0 <= seconds < float("inf"):
@@ -266,7 +262,7 @@ Duration = Annotated[
     WithJsonSchema(
         {
             "anyOf": [
-                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[smhd]?\s*$"},
+                {"type": "string", "pattern": f"^{units.DURATION_PATTERN}$"},
                 {"type": "number", "minimum": 0},
             ]
         }

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodus.errors import Problem
-from nodus.protocol import FULL_STATE, WEIGHTS
+from nodus.protocol import FULL_STATE, MODE_WEIGHTS
 
 __all__ = ["KEPT", "method_continuation_problems"]
 
@@ -69,13 +69,13 @@ def method_continuation_problems(
     parent_started_from_adapter: bool = False,
 ) -> list[Problem]:
     """Every method rule ``child`` breaks by starting from ``parent`` in ``mode``."""
-    if mode not in (FULL_STATE, WEIGHTS):
-        raise ValueError(f"mode must be {FULL_STATE!r} or {WEIGHTS!r}, not {mode!r}")
+    if mode not in (FULL_STATE, MODE_WEIGHTS):
+        raise ValueError(f"mode must be {FULL_STATE!r} or {MODE_WEIGHTS!r}, not {mode!r}")
     before, after = parent.get("framework"), child.get("framework")
     if before is None and after is None:
         return []  # neither is a managed method: nothing of theirs to keep
     old, new = dict(parent.get("method") or {}), dict(child.get("method") or {})
-    if mode == WEIGHTS:
+    if mode == MODE_WEIGHTS:
         return _weights_problems(after, old, new)
     if before != after:
         message = _RULE_KEEPS.format(key="its method") + f": the source run has {_shown(before)}"

@@ -340,16 +340,14 @@ def content_fingerprint(path: str) -> str:
     than what it was accepted with, and a download that merges a checkpoint's adapter checks
     the base model's, so the adapter is never merged into weights it was not trained on.
     """
-    import xxhash
-
-    digest = xxhash.xxh3_128()
+    digest = protocol.content_hasher()
     files = [path] if os.path.isfile(path) else _files_under(path)
     for name in files:
         digest.update(os.path.relpath(name, path).encode() + b"\0")
         with open(name, "rb") as handle:
             while chunk := handle.read(1 << 20):
                 digest.update(chunk)
-    return f"xxh3-128:{digest.hexdigest()}"
+    return f"{protocol.CONTENT_PREFIX}{digest.hexdigest()}"
 
 
 def _files_under(folder: str) -> list[str]:

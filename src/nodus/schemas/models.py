@@ -181,8 +181,8 @@ ContinuityInput = Annotated[
 
 
 class Backend(str, Enum):
-    LOCAL = "local"
-    RAY = "ray"
+    LOCAL = defaults.BACKEND_LOCAL
+    RAY = defaults.BACKEND_RAY
 
 
 class Execution(_Model):

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from nodus import protocol
 from nodus.errors import Problem
+from nodus.schemas import defaults
 from nodus.schemas.models import Framework, Overrides, Workload
 from nodus.schemas.resolved import ResolvedStage
 
@@ -49,7 +50,7 @@ _NO_AUTO_CADENCE = (
 
 
 def _on_ray(stage: ResolvedStage) -> bool:
-    return stage.execution.backend == "ray"
+    return stage.execution.backend == defaults.BACKEND_RAY
 
 
 _NO_CLUSTER = (

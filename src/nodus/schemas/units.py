@@ -1,12 +1,21 @@
-"""Sizes as people read them: the binary units the workload's own limits are written in.
+"""Sizes and durations as people write and read them.
 
-One formatter for every message and listing (``256.0 MiB``, ``2.0 GiB``); imports nothing, so
-``nodus runs list`` and the runner pay nothing for it.
+One formatter for every message and listing (``256.0 MiB``, ``2.0 GiB``), and the one duration
+grammar (``"90s"``, ``"15m"``, ``"1h"``, ``"2d"``, plain seconds) that a workload's durations and
+``--deadline`` share. Standard library only, so ``nodus runs list`` and the runner pay nothing
+for it.
 """
 
 from __future__ import annotations
 
+import re
+
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+DURATION_PATTERN = r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*"
+"""A duration as text: a number and an optional unit (s, m, h, d), spaces around allowed."""
+_DURATION = re.compile(DURATION_PATTERN)
+_SECONDS_PER = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def human_bytes(count: float) -> str:
@@ -17,3 +26,9 @@ def human_bytes(count: float) -> str:
             return f"{size:.0f} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+def duration_seconds(text: str) -> float | None:
+    """``text`` (:data:`DURATION_PATTERN`) as seconds; None when it is no duration."""
+    match = _DURATION.fullmatch(text)
+    return float(match.group(1)) * _SECONDS_PER[match.group(2)] if match else None

@@ -28,8 +28,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import xxhash
-
+from nodus.protocol import content_hasher
 from nodus.schemas import defaults
 
 __all__ = ["Unsupported", "direct_copy", "direct_read_copy"]
@@ -102,7 +101,7 @@ def _write_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> 
 
     expected = -(-os.fstat(source_fd).st_size // len(buffers[0]))  # chunks, if it keeps its size
     writers = _start_threads(write, "nodus-direct-writer", expected)
-    digest = xxhash.xxh3_128()
+    digest = content_hasher()
     total = 0
     try:
         while not failures:
@@ -155,7 +154,7 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
                 arrived.notify_all()
 
     readers = _start_threads(read, "nodus-direct-reader", chunks)
-    digest = xxhash.xxh3_128()
+    digest = content_hasher()
     total = 0
     try:
         for index in range(chunks):

@@ -10,17 +10,11 @@ import stat
 import threading
 from typing import BinaryIO, Literal
 
-import xxhash
-
+from nodus.protocol import content_hasher
 from nodus.schemas import defaults
 from nodus.store._direct import Unsupported, direct_copy, direct_read_copy
 
-__all__ = ["copy_hashing", "hasher", "hash_stream"]
-
-
-def hasher() -> xxhash.xxh3_128:
-    """The content hash of the store: xxh3-128, written as 32 hex digits."""
-    return xxhash.xxh3_128()
+__all__ = ["copy_hashing", "hash_stream"]
 
 
 def copy_hashing(
@@ -63,7 +57,7 @@ def copy_hashing(
             return _kernel_copy(source.fileno(), sink.fileno(), limit)
         except Unsupported:
             pass
-    digest = hasher()
+    digest = content_hasher()
     # A small file gets a buffer of its size (one byte more, to see its end in one read): a
     # source of a thousand small files must not allocate a thousand full-size buffers.
     buffer = bytearray(min(defaults.STORE_CHUNK_BYTES, size + 1))
@@ -145,7 +139,7 @@ _KERNEL_SLICE = 64 * 1024 * 1024
 
 def _hash_copied(sink_fd: int, copied: queue.SimpleQueue[int | None], out: list[str]) -> None:
     """Hash the sink up to each offset the copier reports, until it reports None."""
-    digest = hasher()
+    digest = content_hasher()
     buffer = bytearray(defaults.STORE_CHUNK_BYTES)
     view = memoryview(buffer)
     offset = 0

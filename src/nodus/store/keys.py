@@ -31,7 +31,7 @@ import secrets
 from collections.abc import Callable, Iterable
 
 from nodus.errors import UnsafePathError
-from nodus.schemas.snapshot_ref import SNAPSHOT_ID_PATTERN
+from nodus.schemas.snapshot_ref import is_snapshot_id  # the one id grammar, used here too
 
 __all__ = [
     "BLOBS",
@@ -92,7 +92,6 @@ _JSON = ".json"
 # A run's source and final outputs live in the same store as its checkpoints; the prefix tells
 # them apart at a glance in logs and on the command line.
 _PREFIX = {"checkpoint": "ckpt", "source": "src", "outputs": "out"}
-_ID = re.compile(rf"^{SNAPSHOT_ID_PATTERN}$")
 _HASH = re.compile(r"^[0-9a-f]{32}\Z")
 _HOLD_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _TOKEN = re.compile(r"^[0-9a-f]{16}$")
@@ -111,10 +110,6 @@ _VERSION = re.compile(r"^[1-9][0-9]*$")
 def new_snapshot_id(role: str = "checkpoint") -> str:
     """A fresh id such as ``ckpt_1f3a…``; random, so concurrent attempts never collide."""
     return f"{_PREFIX[role]}_{secrets.token_hex(8)}"
-
-
-def is_snapshot_id(text: str) -> bool:
-    return bool(_ID.match(text))
 
 
 # --- blobs ---------------------------------------------------------------------------------------

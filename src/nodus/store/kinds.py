@@ -13,9 +13,16 @@ import posixpath
 import re
 from collections.abc import Callable
 
-__all__ = ["KINDS", "classify"]
+__all__ = ["KINDS", "KIND_FILES", "KIND_STATE", "KIND_WEIGHTS", "classify"]
 
-KINDS = ("weights", "state", "files")
+KIND_WEIGHTS = "weights"
+"""Model and adapter weights. Spelled like the continuation mode ``nodus.protocol.MODE_WEIGHTS``
+(a warm start takes this kind from its parent), but a different word: a kind of file."""
+KIND_STATE = "state"
+"""Training state a resume needs besides the weights: optimizer, scheduler, RNG, data position."""
+KIND_FILES = "files"
+"""Everything else: configs, tokenizers, a directory-contract program's own files."""
+KINDS = (KIND_WEIGHTS, KIND_STATE, KIND_FILES)
 """Every artifact kind, in the order reports list them."""
 
 # Basename patterns; matched case-sensitively because the frameworks write exact names.
@@ -67,10 +74,10 @@ def classify(relpath: str) -> str:
     """
     name = posixpath.basename(relpath)
     if _matcher(_WEIGHTS)(name):
-        return "weights"
+        return KIND_WEIGHTS
     if _matcher(_STATE)(name):
-        return "state"
-    return "files"
+        return KIND_STATE
+    return KIND_FILES
 
 
 @functools.cache

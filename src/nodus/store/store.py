@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
 from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError, UsageError
+from nodus.protocol import content_hasher
 from nodus.schemas import defaults
 from nodus.store import deletion, keys
-from nodus.store._io import hash_stream, hasher
+from nodus.store._io import hash_stream
 from nodus.store.gc import (
     GcReport,
     renew_intent,
@@ -31,7 +32,7 @@ from nodus.store.gc import (
 )
 from nodus.store.hold_records import HoldRecords
 from nodus.store.internals import Verdict
-from nodus.store.kinds import KINDS, classify
+from nodus.store.kinds import KIND_WEIGHTS, KINDS, classify
 from nodus.store.live_folder import Candidate, FileCache, ReadResult, read_consistently, select
 from nodus.store.manifest import PERMISSIONS, FileEntry, Manifest, SnapshotInfo
 from nodus.store.model_records import ModelRecords, ModelVersion
@@ -103,7 +104,7 @@ class SnapshotStore:
         already being deleted refuse the version (NotFoundError).
         """
         self._models.write(record)
-        if self._storage.exists(keys.tombstone_key(record.snapshot, "weights")) or not all(
+        if self._storage.exists(keys.tombstone_key(record.snapshot, KIND_WEIGHTS)) or not all(
             self._storage.exists(keys.blob_key(digest)) for digest in record.blobs
         ):
             self._models.delete(record.name, record.version)
@@ -433,7 +434,7 @@ class SnapshotStore:
             raise SnapshotDamagedError(
                 f"snapshot {manifest.id}: {path}: its contents (blob {entry.hash}) are missing"
             ) from None
-        digest = hasher()
+        digest = content_hasher()
         digest.update(data)
         if digest.hexdigest() != entry.hash or len(data) != entry.size:
             raise SnapshotDamagedError(

@@ -422,7 +422,7 @@ class Attempt:
 
     def _warm(self, manifest) -> bool:
         """The parent's snapshot restored as weights only: a warm start at step 0."""
-        return self._from_parent(manifest) and self.inherited.mode == protocol.WEIGHTS
+        return self._from_parent(manifest) and self.inherited.mode == protocol.MODE_WEIGHTS
 
     def _kinds(self, manifest) -> list[str] | None:
         """What to restore: everything, or for a warm start everything but training state."""

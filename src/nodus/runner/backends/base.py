@@ -10,9 +10,8 @@ from nodus.runner.attempt.attempt import Attempt, Restore
 from nodus.runner.attempt.context import RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.upkeep.lineage import Parent
+from nodus.schemas.defaults import BACKEND_LOCAL, BACKEND_RAY
 from nodus.schemas.resolved import ResolvedStage
-
-LOCAL, RAY = "local", "ray"
 
 
 @dataclass(frozen=True)
@@ -60,10 +59,37 @@ def new_attempt(
 ) -> AttemptBackend:
     """A new attempt of ``stage`` on its backend; ``inherited`` is the run's parent when this
     stage continues it (refused at submit on Ray, so only a local attempt gets one)."""
-    if backend_of(ctx, stage) == RAY:
-        from nodus.runner.backends.ray import RayAttempt  # imports ray: only for a Ray stage
+    make = ATTEMPTS[backend_of(ctx, stage)]
+    return make(ctx, stage, source, restore, overlays, recovering, inherited)
 
-        return RayAttempt(ctx, stage, source, restore, overlays, recovering=recovering)
+
+def _local_attempt(
+    ctx: RunContext,
+    stage: ResolvedStage,
+    source: str,
+    restore: Restore,
+    overlays: Sequence[str],
+    recovering: bool,
+    inherited: Parent | None,
+) -> AttemptBackend:
     return Attempt(
         ctx, stage, source, restore, overlays, recovering=recovering, inherited=inherited
     )
+
+
+def _ray_attempt(
+    ctx: RunContext,
+    stage: ResolvedStage,
+    source: str,
+    restore: Restore,
+    overlays: Sequence[str],
+    recovering: bool,
+    inherited: Parent | None,
+) -> AttemptBackend:
+    from nodus.runner.backends.ray import RayAttempt  # imports ray: only for a Ray stage
+
+    return RayAttempt(ctx, stage, source, restore, overlays, recovering=recovering)
+
+
+ATTEMPTS = {BACKEND_LOCAL: _local_attempt, BACKEND_RAY: _ray_attempt}
+"""How each backend the workload schema names (``schemas.defaults.BACKENDS``) makes an attempt."""

@@ -13,7 +13,7 @@ import importlib.util
 from collections.abc import Iterable
 
 from nodus.errors import UsageError
-from nodus.runner.backends.base import RAY
+from nodus.schemas.defaults import BACKEND_RAY
 from nodus.schemas.resolved import ResolvedStage
 
 _IN_PROCESS = ("memory",)  # stores that live in one process: no other node can reach them
@@ -23,7 +23,7 @@ def check_cluster_stages(
     stages: Iterable[ResolvedStage], store_url: str, is_local: bool, backend: str | None
 ) -> None:
     """UsageError when a stage that runs on Ray (``backend`` overrides each stage's) cannot."""
-    on_ray = [s for s in stages if (backend or s.execution.backend) == RAY]
+    on_ray = [s for s in stages if (backend or s.execution.backend) == BACKEND_RAY]
     if not on_ray:
         return
     if importlib.util.find_spec("ray") is None:
@@ -46,7 +46,7 @@ def check_cluster_stages(
 def check_node_count(stages: Iterable[ResolvedStage], backend: str | None) -> None:
     """A resume keeps the node count the run was accepted with: refused otherwise."""
     for stage in stages:
-        if backend and backend != RAY and stage.execution.nodes > 1:
+        if backend and backend != BACKEND_RAY and stage.execution.nodes > 1:
             raise UsageError(
                 f"stage {stage.name!r} was accepted with nodes = {stage.execution.nodes} on "
                 f"Ray; --backend {backend} runs 1 process on this machine. Resume it with "

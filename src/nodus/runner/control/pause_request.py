@@ -8,7 +8,6 @@ training (``latest`` without any snapshot that holds training state).
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -17,19 +16,17 @@ from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.locks import RunLock
 from nodus.runner.catalog.phases import Phase
 from nodus.schemas import defaults
+from nodus.schemas.units import duration_seconds
 from nodus.store import restorable
 
 POLICIES = ("save", "latest")
 OPEN_PAUSE = ("requested", "pausing")
 """States of a pause its runner has not finished carrying out."""
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 
 
 def parse_duration(text: str) -> float:
     """``30s``, ``10m``, ``1h``, ``2d`` or plain seconds, as seconds; UsageError otherwise."""
-    match = _DURATION.match(text)
-    seconds = float(match.group(1)) * _UNITS[match.group(2)] if match else 0.0
+    seconds = duration_seconds(text) or 0.0
     if seconds <= 0:
         raise UsageError(f"--deadline {text!r}: give a positive duration such as 30s, 10m or 1h")
     return seconds

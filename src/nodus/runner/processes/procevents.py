@@ -45,7 +45,6 @@ class ProcessEvents:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.overflowed = False  # the kernel dropped events: some ends were not told here
         self._buffer = bytearray(256)
 
     def fileno(self) -> int:
@@ -66,7 +65,8 @@ class ProcessEvents:
             except OSError as error:
                 if error.errno != errno.ENOBUFS:
                     raise
-                self.overflowed = True  # the socket stays usable: read on
+                # The kernel dropped events (some ends are not told here); the socket stays
+                # usable: read on.
                 continue
             if size < _DATA_AT + _EXIT.size or _WHAT.unpack_from(view, _WHAT_AT)[0] != _EVENT_EXIT:
                 continue

@@ -179,7 +179,9 @@ def claim_branch(
 def _refuse_lineage_on_ray(workload: ResolvedWorkload, backend: str | None, what: str) -> None:
     """A Ray node lays out its own run's snapshots only; starting from another run's is not
     built there yet, so it is refused rather than started from scratch."""
-    if any((backend or stage.execution.backend) == "ray" for stage in workload.stages):
+    if any(
+        (backend or stage.execution.backend) == defaults.BACKEND_RAY for stage in workload.stages
+    ):
         raise UsageError(
             f"{what}: starting a run from another run's snapshot on the Ray backend is not "
             'supported yet; run it with backend = "local"'
@@ -283,7 +285,7 @@ def claim_resume(
     check_cluster_stages(
         stages, run.store, open_run_store(run.store).storage.is_local, placement.backend
     )
-    if not any((placement.backend or s.execution.backend) == "ray" for s in stages):
+    if not any((placement.backend or s.execution.backend) == defaults.BACKEND_RAY for s in stages):
         _check_devices(catalog, run, stage)  # on Ray, the stage's gpu_count places it
     lock = RunLock(home, run.lock_name, run.id).acquire()
     say(f"resuming {run.id} from " + (f"step {step}" if step is not None else "where it stopped"))

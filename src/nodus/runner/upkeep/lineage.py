@@ -22,11 +22,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from nodus.errors import NotFoundError, Problem, StoreError, UsageError, WorkloadError
-from nodus.protocol import FULL_STATE, WEIGHTS
+from nodus.protocol import FULL_STATE, MODE_WEIGHTS
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.unrecorded import unrecorded_step
 from nodus.schemas.snapshot_ref import SnapshotRef, parse_ref
 from nodus.store import restorable
+from nodus.store.kinds import KIND_FILES, KIND_WEIGHTS
 
 __all__ = ["SCAN", "Parent", "find_parent", "inherited_stages", "referencing_runs"]
 
@@ -42,7 +43,7 @@ class Parent:
     snapshot: str
     step: int
     stage: str
-    mode: str  # protocol.FULL_STATE | protocol.WEIGHTS
+    mode: str  # protocol.FULL_STATE | protocol.MODE_WEIGHTS
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,7 +122,7 @@ def started_from_weights(catalog: Catalog, run: Run) -> bool:
     seen: set[str] = set()
     while run.parent and run.id not in seen:
         seen.add(run.id)
-        if run.parent.get("mode") == WEIGHTS:
+        if run.parent.get("mode") == MODE_WEIGHTS:
             return True
         try:
             run = catalog.get_run(run.parent["run"])
@@ -235,8 +236,8 @@ def _check_kinds(manifest: Any, mode: str, field: str, ref: str) -> None:
             f"holds {', '.join(manifest.kinds) or 'nothing'}); branch from its weights with "
             "--from weights, or name a snapshot that keeps its state",
         )
-    wanted = "weights" if any(e.kind == "weights" for e in manifest.files) else "files"
-    if mode == WEIGHTS and wanted not in manifest.kinds:
+    wanted = KIND_WEIGHTS if any(e.kind == KIND_WEIGHTS for e in manifest.files) else KIND_FILES
+    if mode == MODE_WEIGHTS and wanted not in manifest.kinds:
         raise _refused(
             field, ref, f"{manifest.id} (step {manifest.step}) no longer holds its {wanted}"
         )

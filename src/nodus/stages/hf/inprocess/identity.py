@@ -21,6 +21,7 @@ import os
 import sys
 from typing import Any
 
+from nodus import protocol
 from nodus.schemas import defaults
 from nodus.stages.hf.inprocess.profile import accelerate_precision
 from nodus.stages.hf.qualification import current_versions
@@ -72,7 +73,7 @@ def compute(trainer: Any) -> dict[str, str]:
 
 def differences(saved: dict[str, str], now: dict[str, str]) -> list[str]:
     """One line per identity that differs, naming it; [] when the resume may go ahead."""
-    if not str(saved.get("dataset", "")).startswith(_CONTENT_PREFIX):
+    if not str(saved.get("dataset", "")).startswith(protocol.CONTENT_PREFIX):
         # Saved by a nodus that identified data by fingerprint: compared as it was then.
         now = {**now, "dataset": now.get("dataset_fingerprint", "")}
     saved, now = {**BEFORE_EXTENSIONS, **saved}, {**BEFORE_EXTENSIONS, **now}
@@ -140,7 +141,6 @@ def _ordered(value: Any) -> Any:
     return value
 
 
-_CONTENT_PREFIX = "xxh3-128:"
 _CONTENT_BY_FINGERPRINT: dict[str, str] = {}  # within one process a fingerprint means one content
 
 
@@ -161,14 +161,12 @@ def dataset_identity(data: Any) -> dict[str, str]:
 
 def _content(data: Any) -> str:
     """``xxh3-128:<hex> (<rows> rows)`` of the rows in the order the Trainer indexes them."""
-    import xxhash  # a dependency of `datasets`, so present wherever a Dataset is
-
-    digest = xxhash.xxh3_128()
+    digest = protocol.content_hasher()  # xxhash: a dependency of `datasets`, so present here
     for table in (data.data.table, data._indices.table if data._indices is not None else None):
         _hash_arrow(digest, table)
     for described in (data.features.to_dict(), data.format):
         digest.update(json.dumps(described, sort_keys=True, default=str).encode())
-    return f"{_CONTENT_PREFIX}{digest.hexdigest()} ({len(data):,} rows)"
+    return f"{protocol.CONTENT_PREFIX}{digest.hexdigest()} ({len(data):,} rows)"
 
 
 def _hash_arrow(digest: Any, table: Any) -> None:

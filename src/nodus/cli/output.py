@@ -1,0 +1,42 @@
+"""What every command prints, and where: one set of helpers the command modules share.
+
+Results go to stdout (a table, lines, or ``--json``'s document); what nodus says while it works
+goes to stderr as ``nodus: …``, so ``--json`` output stays one document a program can read.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def say(text: str) -> None:
+    """A message for the person at the terminal, on stderr (flushed: progress shows at once)."""
+    print(f"nodus: {text}", file=sys.stderr, flush=True)
+
+
+def print_json(data: Any, sort_keys: bool = False) -> None:
+    """``--json``'s document on stdout, indented."""
+    print(json.dumps(data, indent=2, sort_keys=sort_keys))
+
+
+def text(value: object) -> str:
+    """A table cell: ``-`` for a value that is not there."""
+    return "-" if value is None else str(value)
+
+
+def table(rows: list[tuple]) -> None:
+    """``rows`` (the first one the header) in left-aligned columns two spaces apart."""
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+def client(args: Any) -> Any:
+    """The Client behind a handler, for ``--home`` and ``--store``; a program's own output goes
+    to stderr when stdout carries ``--json``'s document."""
+    from nodus.client import Client
+
+    output = sys.stderr if getattr(args, "json", False) else sys.stdout
+    return Client(args.home, args.store, output=output, say=say)
