@@ -80,7 +80,7 @@ def handle(args) -> int:
         )
     else:
         for result in results:
-            _say(result, describe(versions))
+            _report(result, describe(versions))
     return 0 if all(r.passed for r in results) else 1
 
 
@@ -98,7 +98,7 @@ def _as_json(result, versions) -> dict:
     }
 
 
-def _say(result, versions: str) -> None:
+def _report(result, versions: str) -> None:
     what = (
         f"the extension {result.extension!r} on {result.device} with " if result.extension else ""
     )

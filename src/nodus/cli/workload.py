@@ -84,6 +84,7 @@ def _resolve(args: argparse.Namespace) -> int:
 def _sources(args: argparse.Namespace, resolved: Any) -> list[dict[str, Any]]:
     """What ``nodus run`` would capture now (measured, never copied); what it would say of it,
     a warning or a refusal, goes to stderr."""
+    from nodus.cli import output
     from nodus.runner.workspace import source
     from nodus.schemas import defaults
 
@@ -91,12 +92,12 @@ def _sources(args: argparse.Namespace, resolved: Any) -> list[dict[str, Any]]:
     private = source.private_folders(home, defaults.store_url(args.store, home))
     found = source.sources(resolved.stages, private)
     for text in source.refusals(found, resolved.stages):
-        print(f"nodus: `nodus run` would refuse this workload: {text}", file=sys.stderr)
+        output.say(f"`nodus run` would refuse this workload: {text}")
     for item in found:
         for warning in item.warnings():
-            print(f"nodus: {warning}", file=sys.stderr)
+            output.say(warning)
     for warning in source.credential_warnings(resolved.stages):
-        print(f"nodus: {warning}", file=sys.stderr)
+        output.say(warning)
     return [item.to_dict() for item in found]
 
 

@@ -28,7 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 from nodus.errors import NotFoundError, UnsafePathError, UsageError
 from nodus.inventory.progress import Progress
 from nodus.protocol import checkpoint_step
-from nodus.store.kinds import KIND_WEIGHTS
+from nodus.store.kinds import KIND_STATE, KIND_WEIGHTS
 
 if TYPE_CHECKING:
     from nodus.store import SnapshotStore
@@ -159,7 +159,7 @@ def _adapter(manifest: Any, entries: list[Any]) -> list[Any]:
 
 
 def _resumable(manifest: Any, entries: list[Any]) -> list[Any]:
-    if "state" in manifest.deleting:
+    if KIND_STATE in manifest.deleting:
         raise NotFoundError(
             f"{manifest.id} no longer holds its training state (retention deleted it); "
             "--artifact model still gives its weights, and `nodus snapshots pin` keeps a "

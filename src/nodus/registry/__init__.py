@@ -13,6 +13,7 @@ blobs, lives in the store (:mod:`nodus.store.model_records`). docs/lineage.md is
 """
 
 from nodus.registry.naming import ModelRef, parse_model_ref
-from nodus.registry.registry import Registry, Version
+from nodus.registry.registry import Registry
+from nodus.registry.version import Version
 
 __all__ = ["ModelRef", "Registry", "Version", "parse_model_ref"]

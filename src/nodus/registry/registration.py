@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nodus.registry.registry import Registry, Version
+from nodus.registry.registry import Registry
+from nodus.registry.version import Version
 from nodus.retention.holds import is_epoch_save, run_model
 from nodus.store.kinds import KIND_WEIGHTS
 
@@ -49,9 +50,9 @@ def register_epoch_saves(
     """Register each of ``run``'s epoch-end saves that has no version yet; the new versions."""
     name = model_name(run)
     done = {
-        (row["stage"], row["epoch"])
-        for row in registry.table.of_run(run.id)
-        if row["name"] == name and row["origin"] == "epoch"
+        (version.stage, version.epoch)
+        for version in registry.table.of_run(run.id)
+        if version.name == name and version.origin == "epoch"
     }
     made = []
     for manifest in sorted(manifests, key=lambda m: (m.step or 0, m.created)):

@@ -4,7 +4,8 @@ Two halves, one contract: the catalog's tables (:mod:`nodus.registry.table`) giv
 its number and hold the aliases; the version's store keeps its record
 (:mod:`nodus.store.model_records`), which references the weights' blobs, so a version keeps its
 weights whatever snapshot retention does and ``nodus gc`` sweeps them only once it is deleted.
-The catalog is written first (it decides the number), the store record right after; a version
+Both halves are read into and written from one :class:`nodus.registry.version.Version`. The
+catalog is written first (it decides the number), the store record right after; a version
 whose store record cannot be written is taken back out of the catalog.
 
 ``NAME`` alone resolves to the newest version, which can be an epoch save registered after the
@@ -15,63 +16,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nodus.errors import NotFoundError, StoreError, UsageError
 from nodus.registry.naming import check_alias, check_name, parse_exact, parse_model_ref
-from nodus.registry.table import ModelTable, VersionRow
+from nodus.registry.table import ModelTable
+from nodus.registry.version import ORIGINS, Version
 from nodus.store.kinds import KIND_WEIGHTS
-from nodus.store.model_records import ModelVersion
 
 if TYPE_CHECKING:
     from nodus.store import GcReport, Manifest, SnapshotStore
+    from nodus.store.model_records import ModelVersion
 
-__all__ = ["Registry", "Version"]
-
-ORIGINS = ("epoch", "run", "manual")
-
-
-@dataclass(frozen=True)
-class Version:
-    """One registered version as people see it (the ``models get --json`` shape)."""
-
-    name: str
-    version: int
-    run: str
-    snapshot: str
-    stage: str | None
-    step: int | None
-    epoch: float | None
-    store: str
-    origin: str
-    run_model: bool
-    bytes: int
-    registered_at: float
-    aliases: tuple[str, ...] = field(default=())
-
-    @property
-    def ref(self) -> str:
-        """The exact reference, ``NAME:VERSION``."""
-        return f"{self.name}:{self.version}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ref": self.ref,
-            "name": self.name,
-            "version": self.version,
-            "aliases": list(self.aliases),
-            "run": self.run,
-            "snapshot": self.snapshot,
-            "stage": self.stage,
-            "step": self.step,
-            "epoch": self.epoch,
-            "origin": self.origin,
-            "run_model": self.run_model,
-            "bytes": self.bytes,
-            "registered_at": self.registered_at,
-            "store": self.store,
-        }
+__all__ = ["Registry"]
 
 
 class Registry:
@@ -98,26 +55,27 @@ class Registry:
         assert origin in ORIGINS, origin
         self._stores.setdefault(store.url, store)
         known = self.table.of_snapshot(manifest.id, name)
-        if known and store.model_records.read(name, known[0]["version"]) is not None:
-            return self._version(known[0]), False
+        if known and store.model_records.read(name, known[0].version) is not None:
+            return known[0], False
         files = _weights_of(manifest)
         if known:  # a crash kept its store record from being written: write it now
-            store.add_model_version(_record(known[0], files))
-            return self._version(known[0]), False
+            store.add_model_version(known[0].record(files))
+            return known[0], False
         stored = [r for r in store.model_records.list(name) if r.snapshot == manifest.id]
         if stored:  # registered by a catalog this one was not rebuilt with
-            self.table.insert(_row(stored[0], store.url))
-            return self._version(self.table.of_snapshot(manifest.id, name)[0]), False
+            self.table.insert(Version.of_record(stored[0], store.url))
+            return self.table.of_snapshot(manifest.id, name)[0], False
         numbers = [r.version for r in store.model_records.list(name)]
-        row = self.table.add(
-            _new_row(manifest, name, origin, store.url, files), at_least=max(numbers, default=0) + 1
+        version = self.table.add(
+            _new_version(manifest, name, origin, store.url, files),
+            at_least=max(numbers, default=0) + 1,
         )
         try:
-            store.add_model_version(_record(row, files))
+            store.add_model_version(version.record(files))
         except (NotFoundError, StoreError):
-            self.table.remove(row["name"], row["version"])
+            self.table.remove(version.name, version.version)
             raise
-        return self._version(row), True
+        return version, True
 
     def mark_run_model(self, version: Version) -> Version:
         """Name ``version`` its run's model (``runs get`` shows it), in catalog and store."""
@@ -150,27 +108,26 @@ class Registry:
         newest = self.table.newest(ref.name)
         if newest is None:
             raise NotFoundError(f"model {ref.name!r} has no versions left")
-        return self._version(newest)
+        return newest
 
     def get(self, name: str, version: int) -> Version:
-        row = self.table.get(name, version)
-        if row is None:
+        found = self.table.get(name, version)
+        if found is None:
             numbers = [v.version for v in self.versions() if v.name == name]
             have = ", ".join(map(str, numbers)) or "none"
             raise NotFoundError(f"model {name!r} has no version {version} (its versions: {have})")
-        return self._version(row)
+        return found
 
     def versions(self) -> list[Version]:
         """Every version, by name then number."""
-        return [self._version(row) for row in self.table.all()]
+        return self.table.all()
 
     def of_snapshot(self, snapshot_id: str) -> list[Version]:
-        return [self._version(row) for row in self.table.of_snapshot(snapshot_id)]
+        return self.table.of_snapshot(snapshot_id)
 
     def run_model(self, run_id: str) -> Version | None:
         """The version that is ``run_id``'s own model, once it is registered."""
-        rows = [row for row in self.table.of_run(run_id) if row["run_model"]]
-        return self._version(rows[0]) if rows else None
+        return next((v for v in self.table.of_run(run_id) if v.run_model), None)
 
     def record(self, version: Version) -> tuple[SnapshotStore, ModelVersion]:
         """The version's store and its record there (the files to download)."""
@@ -216,10 +173,10 @@ class Registry:
                 continue
             known = self.table.get(record.name, record.version)
             if known is not None:
-                if record.run_model and known["snapshot"] == record.snapshot:
+                if record.run_model and known.snapshot == record.snapshot:
                     self.table.mark_run_model(record.name, record.version)
                 continue
-            self.table.insert(_row(record, store.url))
+            self.table.insert(Version.of_record(record, store.url))
             added += 1
             for alias, number in store.model_records.aliases(record.name).items():
                 if number == record.version and self.table.alias(record.name, alias) is None:
@@ -232,24 +189,6 @@ class Registry:
         if name not in self.table.names():
             have = ", ".join(self.table.names()) or "none yet"
             raise NotFoundError(f"no model named {name!r} (models: {have})")
-
-    def _version(self, row: VersionRow) -> Version:
-        aliases = self.table.aliases(row["name"])
-        return Version(
-            name=row["name"],
-            version=row["version"],
-            run=row["run_id"],
-            snapshot=row["snapshot"],
-            stage=row["stage"],
-            step=row["step"],
-            epoch=row["epoch"],
-            store=row["store"],
-            origin=row["origin"],
-            run_model=bool(row["run_model"]),
-            bytes=row["bytes"],
-            registered_at=row["registered_at"],
-            aliases=tuple(a for a, number in aliases.items() if number == row["version"]),
-        )
 
     def _store(self, url: str) -> SnapshotStore:
         if url not in self._stores:
@@ -290,50 +229,21 @@ def _weights_of(manifest: Manifest) -> tuple:
     return files
 
 
-def _new_row(manifest: Manifest, name: str, origin: str, store_url: str, files) -> VersionRow:
-    return {
-        "name": name,
-        "run_id": manifest.run,
-        "snapshot": manifest.id,
-        "stage": manifest.stage,
-        "step": manifest.step,
-        "epoch": manifest.epoch,
-        "store": store_url,
-        "origin": origin,
-        "run_model": 0,
-        "bytes": sum(e.size for e in files),
-        "registered_at": time.time(),
-    }
-
-
-def _record(row: VersionRow, files) -> ModelVersion:
-    return ModelVersion(
-        name=row["name"],
-        version=row["version"],
-        run=row["run_id"],
-        snapshot=row["snapshot"],
-        stage=row["stage"],
-        step=row["step"],
-        epoch=row["epoch"],
-        origin=row["origin"],
-        registered_at=row["registered_at"],
-        files=tuple(files),
-        run_model=bool(row["run_model"]),
+def _new_version(
+    manifest: Manifest, name: str, origin: str, store_url: str, files: tuple
+) -> Version:
+    """The version registering ``files`` of ``manifest`` makes, before the catalog numbers it."""
+    return Version(
+        name=name,
+        version=0,
+        run=manifest.run,
+        snapshot=manifest.id,
+        stage=manifest.stage,
+        step=manifest.step,
+        epoch=manifest.epoch,
+        store=store_url,
+        origin=origin,
+        run_model=False,
+        bytes=sum(e.size for e in files),
+        registered_at=time.time(),
     )
-
-
-def _row(record: ModelVersion, store_url: str) -> VersionRow:
-    return {
-        "name": record.name,
-        "version": record.version,
-        "run_id": record.run,
-        "snapshot": record.snapshot,
-        "stage": record.stage,
-        "step": record.step,
-        "epoch": record.epoch,
-        "store": store_url,
-        "origin": record.origin,
-        "run_model": int(record.run_model),
-        "bytes": record.total_bytes,
-        "registered_at": record.registered_at,
-    }

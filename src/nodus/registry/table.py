@@ -7,7 +7,8 @@ messages) serves both.
 
 A version number is taken in the same statement that records it: ``models.last_version`` only
 grows, so a deleted version's number is never given again, and a snapshot already registered
-under a name (``UNIQUE (name, snapshot)``) keeps the version it has.
+under a name (``UNIQUE (name, snapshot)``) keeps the version it has. Versions come in and go out
+as :class:`nodus.registry.version.Version`; a row of these tables is read and written only here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SCHEMA", "ModelTable", "VersionRow"]
+from nodus.registry.version import Version
+
+__all__ = ["SCHEMA", "ModelTable"]
 
 # The texts SQLite keeps in sqlite_master, as the first catalogs wrote them (one statement each).
 SCHEMA = (
@@ -49,7 +52,6 @@ SCHEMA = (
 )""",
 )
 
-VersionRow = dict[str, Any]
 Rows = Callable[[str, tuple], list[Any]]
 Transaction = Callable[[list[tuple[str, tuple]]], None]
 
@@ -68,12 +70,14 @@ class ModelTable:
 
     # --- versions ---------------------------------------------------------------------------
 
-    def add(self, row: VersionRow, at_least: int = 1) -> VersionRow:
-        """Record ``row`` (no ``version``) under the next number, at least ``at_least``; the
-        row as recorded, which is the existing one when its snapshot has that name already."""
-        name, snapshot = row["name"], row["snapshot"]
+    def add(self, version: Version, at_least: int = 1) -> Version:
+        """Record ``version`` (its own number ignored) under the next number, at least
+        ``at_least``; the version as recorded, which is the existing one when its snapshot has
+        that name already."""
+        name, snapshot = version.name, version.snapshot
         fresh = "WHERE NOT EXISTS (SELECT 1 FROM model_versions WHERE name = ? AND snapshot = ?)"
-        values = tuple(row[c] for c in _COLUMNS.split(", ") if c != "version")
+        values = _values(version)
+        values = (values[0], *values[2:])  # the number is the table's: last_version
         self._transaction(
             [
                 (
@@ -94,19 +98,19 @@ class ModelTable:
         assert found, f"{name}: {snapshot} was just recorded"
         return found[0]
 
-    def insert(self, row: VersionRow) -> None:
+    def insert(self, version: Version) -> None:
         """Record a version known from its store record, under its own number (adoption)."""
         self._transaction(
             [
                 (
                     "INSERT INTO models (name, last_version) VALUES (?, ?) ON CONFLICT(name) "
                     "DO UPDATE SET last_version = MAX(last_version, excluded.last_version)",
-                    (row["name"], row["version"]),
+                    (version.name, version.version),
                 ),
                 (
                     f"INSERT OR IGNORE INTO model_versions ({_COLUMNS}) VALUES "
                     f"({', '.join('?' for _ in _COLUMNS.split(', '))})",
-                    tuple(row[c] for c in _COLUMNS.split(", ")),
+                    _values(version),
                 ),
             ]
         )
@@ -131,23 +135,23 @@ class ModelTable:
             ]
         )
 
-    def get(self, name: str, version: int) -> VersionRow | None:
+    def get(self, name: str, version: int) -> Version | None:
         rows = self._select("WHERE name = ? AND version = ?", (name, version))
         return rows[0] if rows else None
 
-    def newest(self, name: str) -> VersionRow | None:
+    def newest(self, name: str) -> Version | None:
         rows = self._select("WHERE name = ? ORDER BY version DESC LIMIT 1", (name,))
         return rows[0] if rows else None
 
-    def all(self) -> list[VersionRow]:
+    def all(self) -> list[Version]:
         return self._select("ORDER BY name, version", ())
 
-    def of_snapshot(self, snapshot: str, name: str | None = None) -> list[VersionRow]:
+    def of_snapshot(self, snapshot: str, name: str | None = None) -> list[Version]:
         if name is None:
             return self._select("WHERE snapshot = ? ORDER BY name, version", (snapshot,))
         return self._select("WHERE snapshot = ? AND name = ?", (snapshot, name))
 
-    def of_run(self, run_id: str) -> list[VersionRow]:
+    def of_run(self, run_id: str) -> list[Version]:
         return self._select("WHERE run_id = ? ORDER BY name, version", (run_id,))
 
     def names(self) -> list[str]:
@@ -179,5 +183,46 @@ class ModelTable:
         )
         return {row["alias"]: row["version"] for row in rows}
 
-    def _select(self, clause: str, params: tuple) -> list[VersionRow]:
-        return [dict(row) for row in self._rows(f"SELECT * FROM model_versions {clause}", params)]
+    def _select(self, clause: str, params: tuple) -> list[Version]:
+        rows = self._rows(f"SELECT * FROM model_versions {clause}", params)
+        aliases = {name: self.aliases(name) for name in {row["name"] for row in rows}}
+        return [_version(row, aliases[row["name"]]) for row in rows]
+
+
+def _values(version: Version) -> tuple:
+    """``version`` as the columns of ``model_versions``, in ``_COLUMNS`` order."""
+    v = version
+    return (
+        v.name,
+        v.version,
+        v.run,
+        v.snapshot,
+        v.stage,
+        v.step,
+        v.epoch,
+        v.store,
+        v.origin,
+        int(v.run_model),
+        v.bytes,
+        v.registered_at,
+    )
+
+
+def _version(row: Any, aliases: dict[str, int]) -> Version:
+    """The version a ``model_versions`` row records, with those of its model's ``aliases`` that
+    point at it."""
+    return Version(
+        name=row["name"],
+        version=row["version"],
+        run=row["run_id"],
+        snapshot=row["snapshot"],
+        stage=row["stage"],
+        step=row["step"],
+        epoch=row["epoch"],
+        store=row["store"],
+        origin=row["origin"],
+        run_model=bool(row["run_model"]),
+        bytes=row["bytes"],
+        registered_at=row["registered_at"],
+        aliases=tuple(alias for alias, number in aliases.items() if number == row["version"]),
+    )

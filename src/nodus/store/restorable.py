@@ -25,14 +25,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from nodus.errors import NotFoundError
+from nodus.store.kinds import KIND_FILES, KIND_STATE
 
 
 def holds_training_state(manifest: Any) -> bool:
     """True while ``manifest`` can continue training (see the module docstring)."""
-    if "state" in manifest.kinds:
+    if KIND_STATE in manifest.kinds:
         return True
-    had_state = any(entry.kind == "state" for entry in manifest.files)
-    return not had_state and "files" in manifest.kinds
+    had_state = any(entry.kind == KIND_STATE for entry in manifest.files)
+    return not had_state and KIND_FILES in manifest.kinds
 
 
 def by_recency(manifests: Iterable[Any]) -> list[Any]:
