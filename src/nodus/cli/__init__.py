@@ -1,7 +1,8 @@
 """The ``nodus`` command line.
 
 Each command module registers its parsers with ``register(commands, groups, common)`` and does
-its work in a handler ``(args) -> int``. Command modules import nothing heavy at module level:
+its work in a handler ``(args) -> int``, printing through :mod:`nodus.cli.output` (messages,
+``--json`` documents, tables, the Client). Command modules import nothing heavy at module level:
 ``nodus validate`` and ``nodus runs list`` must answer in well under half a second, so an ML
 framework is imported only inside the handler that needs it.
 
@@ -16,6 +17,7 @@ exit status; anything else is a bug, reported in one line (``NODUS_DEBUG=1`` sho
     gc.py         ``nodus gc``: expiry, interrupted deletions, unreferenced blobs
     store.py      ``nodus store verify``: every manifest and blob checked
     qualify.py    ``nodus qualify``: the hf-trainer-v1 qualification suite on this environment
+    output.py     what every command prints, and where: messages, ``--json``, tables, the Client
 """
 
 from __future__ import annotations

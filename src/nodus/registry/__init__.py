@@ -4,9 +4,11 @@ Between the runner and retention (``runner → registry → retention → store`
 registers what a run makes (:mod:`nodus.registry.registration`), the inventory and the command
 line look versions up and change them (:class:`Registry`). Numbers and aliases live in the run
 catalog (:mod:`nodus.registry.table`); each version's record, its own reference to the weights'
-blobs, lives in the store (:mod:`nodus.store.model_records`). docs/lineage.md is the user's view.
+blobs, lives in the store (:mod:`nodus.store.model_records`); both are read into one
+:class:`Version`. docs/lineage.md is the user's view.
 
     naming.py        model names, aliases, the ``NAME[:VERSION|@ALIAS]`` grammar
+    version.py       ``Version``: a registered version, read from the catalog or the store
     registry.py      ``Registry``: register, resolve, alias, delete, adopt
     table.py         its tables in the run catalog (applied as one of the catalog's migrations)
     registration.py  what a run registers by itself: epoch saves, the run's model
