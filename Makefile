@@ -1,8 +1,8 @@
 # Two entry points, each self-contained on a fresh machine:
 #   make demo   create .venv, install nodus with the ML stack, run the quick-start workload
-#   make test   create .venv, install nodus with test extras, lint, run the test suite
+#   make test   create .venv, install nodus with test extras, lint, type-check, run the test suite
 # and, for the inner loop once .venv exists:
-#   make test-fast   lint and the quick tier (tests not marked slow)
+#   make test-fast   lint, type-check and the quick tier (tests not marked slow)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -33,11 +33,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 # `nodus qualify` trains the quick-start program: the package ships a byte-for-byte copy of it
@@ -48,4 +50,4 @@ quickstart-program:
 	cp examples/quickstart/train.txt src/nodus/stages/hf/qualify_data.txt
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache

@@ -163,8 +163,8 @@ def qualify(home: str, say: Say = print, extension: str | None = None) -> Result
         "resumed_from": result.resumed_from,
         "problems": result.problems,
     }
-    named = None if extension is None else extensions.key(extension, result.device)
-    result.record = record_result(home, versions, result.passed, details, named)
+    key = None if extension is None else extensions.key(extension, result.device)
+    result.record = record_result(home, versions, result.passed, details, key)
     return result
 
 
@@ -411,7 +411,7 @@ class _Killer(threading.Thread):
         for number, step in enumerate(steps, start=1):
             whom = self._whom(number)
             self.say(f"attempt {number}: SIGKILL{whom} after the save of step {step}")
-            self._wait(number, lambda ws, s=step: os.path.exists(ws.control.save_record(s)))
+            self._wait(number, _saved(step))
             if number == len(steps):
                 # Read when the runner starts the next attempt, which this kill causes.
                 os.environ[protocol.ENV_WRITE_DELAY] = HOLD_SAVE_S
@@ -483,6 +483,11 @@ class _Killer(threading.Thread):
         recorded = {step for step, _ in protocol.numbered_records(ws.control.saves)}
         if building & (published | recorded):
             self.problems.append("an interrupted save became visible in state/")
+
+
+def _saved(step: int) -> Callable[[Workspace], bool]:
+    """Whether the attempt in a workspace has recorded its save of ``step``."""
+    return lambda ws: os.path.exists(ws.control.save_record(step))
 
 
 def _building(ws: Workspace) -> bool:

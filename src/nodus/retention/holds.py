@@ -110,7 +110,7 @@ def pin(store: SnapshotStore, manifest: Manifest) -> bool:
 def check_release(manifest: Manifest, run: Any | None) -> None:
     """An epoch hold is released only once the run has stopped (seed 001: "once the run has
     finished"): until then its epochs are still being registered and trained on."""
-    if is_epoch_save(manifest, run) and not run.phase.stopped:
+    if run is not None and is_epoch_save(manifest, run) and not run.phase.stopped:
         raise UsageError(
             f"{manifest.id} is the epoch {manifest.epoch:g} save of {run.id}, which is "
             f"{run.phase.value}: its epoch hold is released once the run has finished "

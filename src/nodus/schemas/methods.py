@@ -136,20 +136,25 @@ def generated_stages(workload: Workload, resolved: dict[str, Any]) -> list[Stage
         execution["keep_recoverable"] = method.checkpoint_keep
         execution["keep_adapters"] = method.checkpoint_keep
     python = sys.executable
-    train = Stage(
-        name=TRAIN_STAGE,
-        command=[python, "-m", protocol.METHOD_TRAIN_PROGRAM],
-        integration=protocol.INTEGRATION_HF_TRAINER_V1,
-        outputs=[protocol.METHOD_TRAINED_DIR],
-        execution=execution,
+    train = Stage.model_validate(
+        {
+            "name": TRAIN_STAGE,
+            "command": [python, "-m", protocol.METHOD_TRAIN_PROGRAM],
+            "integration": protocol.INTEGRATION_HF_TRAINER_V1,
+            "outputs": [protocol.METHOD_TRAINED_DIR],
+            "execution": execution,
+        }
     )
-    outputs = list(workload.outputs) if workload.given("outputs") else list(defaults.METHOD_OUTPUTS)
-    export = Stage(
-        name=EXPORT_STAGE,
-        command=[python, "-m", protocol.METHOD_EXPORT_PROGRAM, outputs[0]],
-        integration="none",
-        continuity="restartable",
-        outputs=outputs[:1],
+    written = workload.outputs if workload.given("outputs") else None
+    outputs = list(written if written is not None else defaults.METHOD_OUTPUTS)
+    export = Stage.model_validate(
+        {
+            "name": EXPORT_STAGE,
+            "command": [python, "-m", protocol.METHOD_EXPORT_PROGRAM, outputs[0]],
+            "integration": "none",
+            "continuity": "restartable",
+            "outputs": outputs[:1],
+        }
     )
     return [train, export]
 

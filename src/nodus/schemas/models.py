@@ -105,7 +105,7 @@ class _Model(BaseModel):
             _VALIDATING.reset(token)
 
     @classmethod
-    def model_validate(cls, obj: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Any:
         """As pydantic's, but refusing with :class:`WorkloadError` listing every problem."""
         token = _VALIDATING.set(True)
         try:

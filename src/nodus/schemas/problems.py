@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from nodus.errors import Problem
 
@@ -74,7 +75,7 @@ def field_path(loc: Sequence[Any]) -> str:
     return text
 
 
-def _problem(detail: dict[str, Any], root: type[BaseModel]) -> Problem:
+def _problem(detail: ErrorDetails, root: type[BaseModel]) -> Problem:
     loc = tuple(detail["loc"])
     kind = detail["type"]
     if kind == "extra_forbidden":
@@ -95,7 +96,7 @@ def _in_env(loc: tuple[Any, ...]) -> bool:
 _ENV = "env"
 
 
-def _rule(detail: dict[str, Any]) -> str:
+def _rule(detail: ErrorDetails) -> str:
     context = detail.get("ctx") or {}
     if detail["type"] in ("value_error", "assertion_error") and "error" in context:
         return str(context["error"])

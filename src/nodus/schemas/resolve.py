@@ -36,7 +36,6 @@ from nodus.errors import Problem, WorkloadError
 from nodus.schemas import defaults, methods
 from nodus.schemas.fields import normal_path
 from nodus.schemas.models import (
-    Continuity,
     ContinuityMode,
     Execution,
     Integration,
@@ -68,41 +67,48 @@ def resolve(
     ``base_dir`` defaults to the folder of the file the workload was loaded from, else the current
     directory. Raises :class:`WorkloadError` listing every problem.
     """
-    if overrides is not None and not isinstance(overrides, Overrides):
-        overrides = Overrides.model_validate(dict(overrides))
+    table = _overrides_table(overrides)
     if base_dir is None:
         base_dir = os.path.dirname(workload.source) if workload.source else os.getcwd()
-    problems = check_workload(workload, overrides)
+    problems = check_workload(workload, table)
     method: dict[str, Any] = {}
     generated = None
-    if workload.given("framework"):
+    framework = workload.framework if workload.given("framework") else None
+    if framework is not None:
         if workload.method is None:  # check_workload named the missing table
             raise WorkloadError(problems, workload.source)
-        code = os.path.join(os.path.abspath(base_dir), _pick([overrides, workload], "code", "."))
+        code = os.path.join(os.path.abspath(base_dir), _pick([table, workload], "code", "."))
         method, method_problems = methods.resolve_method(
-            workload.framework, workload.method, os.path.abspath(base_dir), os.path.normpath(code)
+            framework, workload.method, os.path.abspath(base_dir), os.path.normpath(code)
         )
         problems.extend(method_problems)
         generated = methods.generated_stages(workload, method)
     stages = []
-    for prefix, name, layers in _stage_layers(workload, overrides, generated):
+    for prefix, name, layers in _stage_layers(workload, table, generated):
         stage, stage_problems = _resolve_stage(prefix, name, layers, os.path.abspath(base_dir))
         stages.append(stage)
         problems.extend(stage_problems)
-    problems.extend(without_effect(workload, overrides, stages))
+    problems.extend(without_effect(workload, table, stages))
     if problems:
         raise WorkloadError(problems, workload.source)
     if generated is not None:  # the generated programs read their settings from the environment
         variables = methods.method_environment(method)
         stages = [replace(stage, env={**stage.env, **variables}) for stage in stages]
     return ResolvedWorkload(
-        name=_pick([overrides, workload], "name", None),
+        name=_pick([table, workload], "name", None),
         stages=tuple(stages),
         source=os.path.abspath(workload.source) if workload.source else "",
-        resume_from=_pick([overrides, workload], "resume_from", None),
-        framework=workload.framework.value if generated is not None else None,
+        resume_from=_pick([table, workload], "resume_from", None),
+        framework=framework.value if framework is not None else None,
         method=method,
     )
+
+
+def _overrides_table(overrides: Overrides | Mapping[str, Any] | None) -> Overrides | None:
+    """The command line's overrides as a checked table (a mapping is validated into one)."""
+    if overrides is None or isinstance(overrides, Overrides):
+        return overrides
+    return Overrides.model_validate(dict(overrides))
 
 
 def _stage_layers(
@@ -236,17 +242,21 @@ def _execution(layers: Sequence[_StageFields]) -> ResolvedExecution:
 
 
 def _continuity(layers: Sequence[_StageFields]) -> ResolvedContinuity:
-    tables: list[Continuity] = [layer.continuity for layer in layers if layer.given("continuity")]
+    tables = [
+        layer.continuity
+        for layer in layers
+        if layer.continuity is not None and layer.given("continuity")
+    ]
     mode = _pick(tables, "mode", ContinuityMode(defaults.CONTINUITY_MODE))
-    resume = defaults.RESUME_ON_INTERRUPTION[mode.value]
+    resume: bool | None = defaults.RESUME_ON_INTERRUPTION[mode.value]
     for table in tables:
         if table.given("resume_on_interruption"):
             resume = table.resume_on_interruption
             break
         if table.given("mode"):  # a new mode brings its own default flag
             break
-    paths = next((t.checkpoint_paths for t in tables if t.checkpoint_paths), None)
-    paths = paths or defaults.CHECKPOINT_PATHS
+    written = next((t.checkpoint_paths for t in tables if t.checkpoint_paths), None)
+    paths = written or defaults.CHECKPOINT_PATHS
     return ResolvedContinuity(
         mode.value,
         bool(resume),
@@ -310,7 +320,11 @@ def _unused_marker(
         if not value or (key != "resume_args" and integration is not Integration.HF_TRAINER_V1):
             continue
         written = next(
-            layer for layer in layers if layer.given("continuity") and layer.continuity.given(key)
+            layer
+            for layer in layers
+            if layer.continuity is not None
+            and layer.given("continuity")
+            and layer.continuity.given(key)
         )
         problems.append(
             Problem(
@@ -335,8 +349,8 @@ def overridden_stage(stage: Mapping[str, Any], overrides: Overrides) -> dict[str
         result["env"] = {**stage["env"], **(overrides.env or {})}
     if overrides.given("outputs"):
         result["outputs"] = [normal_path(path) for path in overrides.outputs or ()]
-    if overrides.given("execution"):
-        table = overrides.execution
+    table = overrides.execution
+    if table is not None and overrides.given("execution"):
         given = {name: getattr(table, name) for name in table.model_fields_set}
         result["execution"] = {**stage["execution"], **given}
         result["execution"]["grace_period"] = float(result["execution"]["grace_period"])

@@ -118,16 +118,17 @@ def _written(
 ) -> tuple[str, object] | None:
     """Where the ``execution.<key>`` stage ``index`` takes is written, and its value."""
     # a shortcut's stages are generated: its [[stages]] entries (refused) are none of them
-    written_stages = workload.stages and not workload.given("framework")
-    entry = workload.stages[index] if written_stages else None
+    written_stages = workload.stages if not workload.given("framework") else None
+    entry = written_stages[index] if written_stages else None
     levels = (
         ("(command line) execution", overrides),
         (f"stages[{index}].execution", entry),
         ("execution", workload),
     )
     for where, level in levels:
-        if level is not None and level.given("execution") and level.execution.given(key):
-            return f"{where}.{key}", getattr(level.execution, key)
+        execution = level.execution if level is not None and level.given("execution") else None
+        if execution is not None and execution.given(key):
+            return f"{where}.{key}", getattr(execution, key)
     return None
 
 
@@ -167,11 +168,12 @@ _EXECUTION_FROM_METHOD = {
 
 def _shortcut(workload: Workload) -> list[Problem]:
     """A framework shortcut and its [method] table go together, and generate the stages."""
-    if not workload.given("framework"):
+    framework = workload.framework if workload.given("framework") else None
+    if framework is None:
         if workload.given("method"):
             return [Problem("method", "a [method] table needs framework = 'sft', 'dpo' or 'grpo'")]
         return []
-    problems = [*_method_problems(workload)]
+    problems = [*_method_problems(workload, framework)]
     for key, why in _GENERATED.items():
         if workload.given(key):
             value = getattr(workload, key)
@@ -181,7 +183,7 @@ def _shortcut(workload: Workload) -> list[Problem]:
             problems.append(
                 Problem(key, f"cannot be written next to a framework shortcut: {why}", shown, True)
             )
-    if workload.given("execution"):
+    if workload.execution is not None and workload.given("execution"):
         for key, method_key in _EXECUTION_FROM_METHOD.items():
             if workload.execution.given(key):
                 problems.append(
@@ -193,12 +195,13 @@ def _shortcut(workload: Workload) -> list[Problem]:
                         True,
                     )
                 )
-    if workload.given("outputs") and len(workload.outputs) != 1:
+    outputs = workload.outputs
+    if outputs is not None and workload.given("outputs") and len(outputs) != 1:
         problems.append(
             Problem(
                 "outputs",
                 "a framework shortcut exports its model into one folder; give exactly one",
-                list(workload.outputs),
+                list(outputs),
                 True,
             )
         )
@@ -234,15 +237,14 @@ def _shortcut_stages(workload: Workload) -> list[Problem]:
     return problems
 
 
-def _method_problems(workload: Workload) -> list[Problem]:
+def _method_problems(workload: Workload, framework: Framework) -> list[Problem]:
     method = workload.method
     if method is None:
-        framework = workload.framework.value
-        return [Problem("method", f"framework = '{framework}' needs a [method] table")]
+        return [Problem("method", f"framework = '{framework.value}' needs a [method] table")]
     problems = []
     if method.given("max_steps") == method.given("num_epochs"):
         problems.append(Problem("method", "give exactly one of max_steps and num_epochs"))
-    grpo = workload.framework is Framework.GRPO
+    grpo = framework is Framework.GRPO
     if grpo and not method.reward_functions:
         problems.append(
             Problem("method.reward_functions", "grpo needs at least one 'module:function'")

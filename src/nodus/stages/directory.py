@@ -71,9 +71,10 @@ class DirectoryWatcher:
         self.clock = clock
         self.folders = False  # state/ held checkpoint folders at the last poll
         self.custom = 0  # objects registered for checkpointing in the folders captured
-        self._pending: dict[int, tuple[tuple | None, float]] = {}
-        self._reported: dict[int, tuple] = {}  # the form each step was last reported in
-        self._captured: dict[int, tuple] = {}  # the form each step was last captured in
+        self._pending: dict[int, tuple[tuple[Entry, ...], float]] = {}
+        # the form each step was last reported in, and last captured in
+        self._reported: dict[int, tuple[Entry, ...]] = {}
+        self._captured: dict[int, tuple[Entry, ...]] = {}
         for step in seen:  # e.g. the restored step: handled as it is now
             self.handled(step)
 

@@ -27,6 +27,7 @@ import queue
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 from nodus.protocol import content_hasher
 from nodus.schemas import defaults
@@ -159,7 +160,8 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
     try:
         for index in range(chunks):
             with arrived:
-                arrived.wait_for(lambda index=index: index in ready)
+                while index not in ready:
+                    arrived.wait()
                 got = ready.pop(index)
             if isinstance(got, Exception):
                 _raise(got)
@@ -196,7 +198,7 @@ def _start_threads(target, name: str, chunks: int) -> list[threading.Thread]:
     return threads
 
 
-def _raise(error: Exception) -> None:
+def _raise(error: Exception) -> NoReturn:
     """Re-raise a worker's failure; an invalid-argument one means direct I/O is refused here."""
     if isinstance(error, OSError) and error.errno == errno.EINVAL:
         raise _Refused() from error

@@ -34,7 +34,7 @@ import secrets
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 from nodus.errors import SnapshotDamagedError, StoreError, UnsafePathError, UsageError
 from nodus.store import keys
@@ -114,7 +114,7 @@ def write_verified(
                 if shared is None:
                     _stage(storage, snapshot_id, entry, temp, wrap)
                 staged.append((temp, final, entry, bool(shared)))
-        links = [(e, d) for e, d in pairs if e.is_link]
+        links = [(d, e.target) for e, d in pairs if e.target is not None]
         _make_links(snapshot_id, root, links, folders)
     except BaseException:
         for temp, _final, _entry, _shared in staged:
@@ -150,20 +150,21 @@ def _refuse_unsafe(snapshot_id: str, pairs: Sequence[tuple[FileEntry, str]]) -> 
 
 
 def _make_links(
-    snapshot_id: str, root: str, links: list[tuple[FileEntry, str]], folders: set[str]
+    snapshot_id: str, root: str, links: list[tuple[str, str]], folders: set[str]
 ) -> None:
-    """Make every link, then resolve each: any that leads out of ``root`` refuses them all."""
+    """Make every link (destination, its target), then resolve each: any that leads out of
+    ``root`` refuses them all."""
     made: list[str] = []
     try:
-        for entry, dest in links:
+        for dest, link_target in links:
             final = _checked_destination(root, dest, folders)
-            _link(entry.target, final)
+            _link(link_target, final)
             made.append(final)
-        for (entry, dest), final in zip(links, made, strict=True):
+        for (dest, link_target), final in zip(links, made, strict=True):
             resolved = os.path.realpath(final)
             if not _within(resolved, root):
                 raise UnsafePathError(
-                    f"snapshot {snapshot_id}: symlink {dest!r} -> {entry.target!r} resolves "
+                    f"snapshot {snapshot_id}: symlink {dest!r} -> {link_target!r} resolves "
                     f"to {resolved}, outside {root}; refusing to restore it"
                 )
     except BaseException:
@@ -200,7 +201,9 @@ def _without_copy(
     if sources is None:
         return None
     blob_path = storage.local_file(keys.blob_key(entry.hash))
-    blob = _stat(blob_path) if blob_path is not None else None
+    if blob_path is None:
+        return None  # the store is not on this disk: nothing here is its blob
+    blob = _stat(blob_path)
     if sources.reuse is not None and blob is not None:
         at_target = os.path.join(target, *dest.split("/"))
         reused = _reuse(snapshot_id, sources, dest, at_target, entry, temp, blob_path, blob)
@@ -336,7 +339,8 @@ def _stage(storage: Storage, snapshot_id: str, entry: FileEntry, temp: str, wrap
             storage.open(keys.blob_key(entry.hash)) as source,
             open(temp, "w+b", buffering=0) as sink,
         ):
-            direct = "read" if storage.is_local else None  # large blobs: past the page cache
+            # Large blobs: past the page cache.
+            direct: Literal["read"] | None = "read" if storage.is_local else None
             # At most one byte more than the entry's size is read: a blob that is longer (or
             # endless, as a device would be) is damage as soon as that byte is seen.
             digest, size = copy_hashing(

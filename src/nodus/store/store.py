@@ -8,14 +8,16 @@ commit.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import enum
 import json
 import logging
 import os
 import stat
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError, UsageError
 from nodus.protocol import content_hasher
@@ -154,6 +156,7 @@ class SnapshotStore:
             wait_for_sweep(self._storage)  # only now may existing blobs be trusted (see gc.py)
             for candidate in select(root, paths, excludes, on_event or _log_event):
                 linkable = any(candidate.rel.startswith(f"{i}/") for i in immutable)
+                read: tuple[FileEntry, str | None] | None | Literal[_Copy.COPY]
                 read = self._link_one(candidate) if linkable else _COPY
                 if read is _COPY:
                     read = self._read_one(candidate)
@@ -215,7 +218,9 @@ class SnapshotStore:
                 return None
         return self._entry(candidate, kind, read), read.spool
 
-    def _link_one(self, candidate: Candidate) -> tuple[FileEntry, None] | None | object:
+    def _link_one(
+        self, candidate: Candidate
+    ) -> tuple[FileEntry, None] | None | Literal[_Copy.COPY]:
         """The entry for a file stored as a link to itself (no copy written), None when it
         vanished, or ``_COPY`` when it must be copied after all (see ``Storage.link_file``)."""
         if candidate.target is not None or not self._storage.is_local:
@@ -328,7 +333,7 @@ class SnapshotStore:
             self._forget(snapshot_id)  # deleted since we read it (by another gc)
         return self._load(snapshot_id, deleting)
 
-    def _ids(self) -> list[str]:
+    def _ids(self) -> builtins.list[str]:
         ids = (keys.snapshot_id_of_key(info.key) for info in self._storage.list(keys.SNAPSHOTS))
         return [snapshot_id for snapshot_id in ids if snapshot_id]
 
@@ -442,7 +447,9 @@ class SnapshotStore:
             )
         return data
 
-    def check(self, snapshot_id: str, _verdicts: dict[str, Verdict] | None = None) -> list[str]:
+    def check(
+        self, snapshot_id: str, _verdicts: dict[str, Verdict] | None = None
+    ) -> builtins.list[str]:
         """Every problem with a committed snapshot's held files; [] means it restores."""
         try:
             manifest = self._stored(snapshot_id)
@@ -513,7 +520,7 @@ class SnapshotStore:
         retry_s = defaults.SWEEP_RETRY_S
         return self._timed("finish deletions", lambda: deletion.finish_deletions(self, retry_s))
 
-    def pending_deletions(self) -> list[tuple[str, str]]:
+    def pending_deletions(self) -> builtins.list[tuple[str, str]]:
         """(snapshot id, kind) of every deletion begun and not yet finished."""
         return deletion.pending(self)
 
@@ -524,7 +531,7 @@ class SnapshotStore:
 
     def unreferenced_blobs(
         self, grace_s: float = defaults.BLOB_GC_GRACE_S
-    ) -> list[tuple[str, int]]:
+    ) -> builtins.list[tuple[str, int]]:
         """(key, size) of each blob a sweep would delete now; reads only (``gc --dry-run``)."""
         doomed, _kept = unreferenced(self._storage, self._held_blobs(), grace_s)
         return doomed
@@ -595,7 +602,13 @@ class SnapshotStore:
         self._blobs.pop(snapshot_id, None)
 
 
-_COPY = object()  # _link_one: this file is copied into the store after all
+class _Copy(enum.Enum):
+    """The one value of ``_COPY`` (an enum member, so a type checker tells it from an entry)."""
+
+    COPY = "copy"
+
+
+_COPY = _Copy.COPY  # _link_one: this file is copied into the store after all
 _WRITABLE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
 

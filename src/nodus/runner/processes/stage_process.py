@@ -66,7 +66,8 @@ class Supervisor:
         if not self.taken:
             self.taken = True
             self.sock.close()
-            self.process.stdout.close()
+            if self.process.stdout is not None:  # always a pipe (spawn_supervisor)
+                self.process.stdout.close()
             reap_supervisor(self.process)
 
 

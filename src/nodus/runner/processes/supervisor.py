@@ -252,10 +252,11 @@ class Supervisor:
                 break
             reaped.append((pid, raw))
         assert self.program is not None
-        reaped.sort(key=lambda ended: ended[0] == self.program.pid)
+        program_pid = self.program.pid
+        reaped.sort(key=lambda ended: ended[0] == program_pid)
         for pid, raw in reaped:
             member = self.tree.forget(pid)
-            if pid == self.program.pid:
+            if pid == program_pid:
                 self._take_exit_events()
                 self._take_member_ends(self._ended_pidfds())
                 self._program_ended(raw)

@@ -61,14 +61,17 @@ class Tree:
         and for a member already reaped by its parent (vanished).
         """
         entry = procfs.stat(member.pid)
-        same = entry is not None and entry.starttime == member.starttime
-        if same and entry.ppid == self.root:
+        if entry is not None and entry.starttime != member.starttime:
+            entry = None  # the pid is another process's now
+        if entry is not None and entry.ppid == self.root:
             self._close(member)
             return None
         status = None
         # The zombie's status is its own only if the pidfd still reaches it after the read.
-        if same and entry.state == "Z" and procfs.signal_pidfd(member.pidfd, 0):
-            status = entry.exit_code
+        pidfd = member.pidfd
+        if entry is not None and entry.state == "Z" and pidfd is not None:
+            if procfs.signal_pidfd(pidfd, 0):
+                status = entry.exit_code
         self.forget(member.pid)
         return status
 

@@ -24,7 +24,7 @@ registered here (:func:`nodus.runner.upkeep.registration.catch_up`).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NodusError, StoreError
 from nodus.registry import Registry
@@ -34,6 +34,9 @@ from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.run_ids import RUN_ID
 from nodus.runner.upkeep.registration import catch_up
 from nodus.store.run_records import RunRecords
+
+if TYPE_CHECKING:
+    from nodus.store import SnapshotStore
 
 # What the record keeps of the catalog's rows: enough for `runs get`, for a resume to find the
 # source and the newest snapshot, and for attempt numbers to go on where they stopped. Paths
@@ -82,7 +85,7 @@ def record_of(run: Run, driver: str | None) -> dict[str, Any]:
     return record
 
 
-def adopt_from_store(catalog: Catalog, store: Any, ref: str) -> Run | None:
+def adopt_from_store(catalog: Catalog, store: SnapshotStore, ref: str) -> Run | None:
     """The run ``ref`` (an id or a ``--key``) adopted from ``store``'s record; None without one.
 
     The adopted run keeps its snapshots in ``store``, by the URL this machine reaches it with.
@@ -103,7 +106,7 @@ def adopt_from_store(catalog: Catalog, store: Any, ref: str) -> Run | None:
     return catalog.get_run(record["id"])
 
 
-def refresh(catalog: Catalog, store: Any, records: RunRecords, run: Run) -> Run:
+def refresh(catalog: Catalog, store: SnapshotStore, records: RunRecords, run: Run) -> Run:
     """``run`` as the store's record has it when that is ahead of the catalog, else as it is.
 
     Ahead means another machine drove it since: the record knows more attempts, or it finished.
@@ -121,7 +124,7 @@ def refresh(catalog: Catalog, store: Any, records: RunRecords, run: Run) -> Run:
     return catalog.get_run(run.id)
 
 
-def _adopt_versions(catalog: Catalog, store: Any, run_id: str) -> int:
+def _adopt_versions(catalog: Catalog, store: SnapshotStore, run_id: str) -> int:
     """Enter the run's model versions from their store records (numbers, aliases, the run's
     model) and register the run's model if no machine did; how many versions are new here."""
     added = Registry(catalog.models).adopt(store, run_id)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.runner.catalog.core import Catalog, Run
@@ -28,8 +28,11 @@ from nodus.runner.remote.adoption import record_of
 from nodus.schemas import defaults
 from nodus.store.run_records import Lease, Leases, RunRecords
 
+if TYPE_CHECKING:
+    from nodus.store import SnapshotStore
 
-def publish_accepted(catalog: Catalog, store: Any, run_id: str) -> None:
+
+def publish_accepted(catalog: Catalog, store: SnapshotStore, run_id: str) -> None:
     """Write a newly accepted run's record (and its key's index entry) into its store."""
     run = catalog.get_run(run_id)
     records = RunRecords(store.storage)
@@ -46,7 +49,7 @@ class StoreDriving:
     record is ahead of it (``driving.run``); leaving gives the lease back.
     """
 
-    def __init__(self, catalog: Catalog, store: Any, run: Run) -> None:
+    def __init__(self, catalog: Catalog, store: SnapshotStore, run: Run) -> None:
         self.catalog = catalog
         self.run = run
         self._store = store

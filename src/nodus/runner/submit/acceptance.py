@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nodus.errors import UsageError
 from nodus.runner.catalog.core import Catalog
@@ -23,6 +23,9 @@ from nodus.runner.upkeep.lineage import Parent, Source, inherited_stages
 from nodus.runner.workspace import launch, source
 from nodus.schemas.resolved import ResolvedWorkload
 from nodus.schemas.units import human_bytes
+
+if TYPE_CHECKING:
+    from nodus.store import SnapshotStore
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class Accepted:
 
 def accept(
     catalog: Catalog,
-    store: Any,
+    store: SnapshotStore,
     store_url: str,
     workload: ResolvedWorkload,
     key: str | None,

@@ -369,8 +369,9 @@ def drive(
     run = catalog.get_run(run_id)
     store = open_run_store(run.store)
     with StoreDriving(catalog, store, run) as driving:
-        if driving.run.phase.final:  # another machine finished it meanwhile
-            return driving.run.phase.exit_status
+        stopped = driving.run.phase
+        if stopped.final and stopped.exit_status is not None:  # another machine finished it
+            return stopped.exit_status
         runner = Runner(
             home=home,
             catalog=catalog,

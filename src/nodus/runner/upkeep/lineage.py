@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, Problem, StoreError, UsageError, WorkloadError
 from nodus.protocol import FULL_STATE, MODE_WEIGHTS
@@ -28,6 +28,9 @@ from nodus.runner.catalog.unrecorded import unrecorded_step
 from nodus.schemas.snapshot_ref import SnapshotRef, parse_ref
 from nodus.store import restorable
 from nodus.store.kinds import KIND_FILES, KIND_WEIGHTS
+
+if TYPE_CHECKING:
+    from nodus.store import Manifest, SnapshotStore
 
 __all__ = ["SCAN", "Parent", "find_parent", "inherited_stages", "referencing_runs"]
 
@@ -58,8 +61,8 @@ class Source:
     """A parent found at submit: its run, its snapshot's manifest, the store both live in."""
 
     run: Run
-    manifest: Any
-    store: Any
+    manifest: Manifest
+    store: SnapshotStore
     parent: Parent
 
 
@@ -91,9 +94,12 @@ def find_parent(
             f"the source run {run.id} keeps its snapshots in {run.store}, this run would keep "
             f"its own in {store_url}; give --store {run.store}",
         )
+    stage = manifest.stage
+    if stage is None:  # every checkpoint nodus captures is a stage's (a hand-made one is not)
+        raise _refused(field, text, f"{manifest.id} names no stage: not a run's checkpoint")
     if mode == FULL_STATE and devices is not None:
-        _check_devices(catalog, run, manifest.stage, devices, field, text)
-    parent = Parent(run.id, manifest.id, manifest.step or 0, manifest.stage, mode)
+        _check_devices(catalog, run, stage, devices, field, text)
+    parent = Parent(run.id, manifest.id, manifest.step or 0, stage, mode)
     return Source(run, manifest, store, parent)
 
 
@@ -142,7 +148,7 @@ def inherited_stages(workload: dict[str, Any], parent: Parent) -> tuple[str, ...
 
 def _locate(
     catalog: Catalog, ref: SnapshotRef, field: str, store_url: str | None
-) -> tuple[Run, Any, Any]:
+) -> tuple[Run, Manifest, SnapshotStore]:
     from nodus.store import open_store
 
     if ref.snapshot_id is not None:
@@ -167,7 +173,7 @@ def _locate(
 
 def _by_id(
     catalog: Catalog, ref: SnapshotRef, field: str, store_url: str | None
-) -> tuple[Run, Any, Any]:
+) -> tuple[Run, Manifest, SnapshotStore]:
     """A snapshot id: looked for in the new run's store, then in every store the catalog uses."""
     from nodus.store import open_store
 
@@ -206,10 +212,10 @@ def _check_finished(run: Run, field: str, ref: str) -> None:
 
 def _run_named(catalog: Catalog, text: str, field: str, ref: str) -> tuple[Run, str | None]:
     """``RUN`` or ``RUN/STAGE`` (RUN an id or key; a key may hold ``/``): the run and stage."""
-    candidates = [(text, None)]
+    candidates: list[tuple[str, str | None]] = [(text, None)]
     if "/" in text:
-        head, _, stage = text.rpartition("/")
-        candidates.append((head, stage))
+        head, _, tail = text.rpartition("/")
+        candidates.append((head, tail))
     for name, stage in candidates:
         try:
             return catalog.get_run(name), stage
@@ -225,7 +231,7 @@ def _refuse_unrecorded(catalog: Catalog, run: Run, step: int | None, field: str,
         raise _refused(field, ref, why)
 
 
-def _check_kinds(manifest: Any, mode: str, field: str, ref: str) -> None:
+def _check_kinds(manifest: Manifest, mode: str, field: str, ref: str) -> None:
     """``full-state`` needs the training state, ``weights`` the weights (or the program's
     own files), still held: retention may have deleted one kind and kept the other."""
     if mode == FULL_STATE and not restorable.holds_training_state(manifest):

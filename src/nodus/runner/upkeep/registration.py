@@ -12,7 +12,7 @@ A catch-up never undoes a deletion: a run whose model this catalog registered on
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NodusError
 from nodus.registry import Registry, Version
@@ -20,13 +20,16 @@ from nodus.registry.registration import register_run_model, version_event
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.phases import Phase
 
+if TYPE_CHECKING:
+    from nodus.store import Manifest, SnapshotStore
+
 __all__ = ["REGISTERED", "catch_up", "register_model"]
 
 REGISTERED = "run_model_registered"
 """The event that says the run's model was registered here (its details: the version)."""
 
 
-def register_model(catalog: Catalog, store: Any, run_id: str) -> Version | None:
+def register_model(catalog: Catalog, store: SnapshotStore, run_id: str) -> Version | None:
     """Register ``run_id``'s model (and any epoch save still unregistered); the run's model.
 
     A store that fails leaves a ``model_registration_failed`` event: the run still succeeded,
@@ -39,7 +42,11 @@ def register_model(catalog: Catalog, store: Any, run_id: str) -> Version | None:
 
 
 def catch_up(
-    catalog: Catalog, store: Any, run: Run, by: str, manifests: list | None = None
+    catalog: Catalog,
+    store: SnapshotStore,
+    run: Run,
+    by: str,
+    manifests: list[Manifest] | None = None,
 ) -> Version | None:
     """Register the model of a SUCCEEDED ``run`` that has none yet; the version made, or None
     (not succeeded, registered already, registered here once and deleted since, no weights).
@@ -56,7 +63,11 @@ def catch_up(
 
 
 def _register(
-    catalog: Catalog, store: Any, run: Run, detail: dict, manifests: list | None = None
+    catalog: Catalog,
+    store: SnapshotStore,
+    run: Run,
+    detail: dict[str, Any],
+    manifests: list[Manifest] | None = None,
 ) -> Version | None:
     try:
         if manifests is None:

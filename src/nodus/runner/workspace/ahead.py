@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nodus.errors import NodusError
 from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
+
+if TYPE_CHECKING:
+    from nodus.store import SnapshotStore
 
 
 @dataclass(frozen=True)
@@ -33,14 +36,14 @@ class Ahead:
     overlays: tuple[str, ...]  # the outputs' snapshot ids, laid over the source in this order
 
 
-def lay_source(store: Any, target: str, source: str, overlays: Sequence[str]) -> None:
+def lay_source(store: SnapshotStore, target: str, source: str, overlays: Sequence[str]) -> None:
     """The source restored into the empty folder ``target``, the outputs laid over it."""
     store.restore(source, target)
     for snapshot in overlays:
         store.restore(snapshot, target, overlay=True)
 
 
-def lay_ahead(store: Any, ws: Workspace, ahead: Ahead) -> bool:
+def lay_ahead(store: SnapshotStore, ws: Workspace, ahead: Ahead) -> bool:
     """Lay ``ahead`` out in ``ws.next`` with the copy's folders; False when nothing was laid
     out (too large to hold twice, or the store failed: the recovery restores it instead)."""
     ws.discard_next()

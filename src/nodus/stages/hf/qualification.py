@@ -139,8 +139,8 @@ def record_result(
         entry = {**entry, **result}
     else:
         results = entry.get("extensions")
-        entry = {**entry, "extensions": {**(results if isinstance(results, dict) else {})}}
-        entry["extensions"][extension] = result
+        earlier = results if isinstance(results, dict) else {}
+        entry = {**entry, "extensions": {**earlier, extension: result}}
     kept.append({**entry, **versions})
     write_json_atomic(path, {"environments": kept})
     return path

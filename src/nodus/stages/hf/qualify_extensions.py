@@ -24,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.getcwd())
 import train  # noqa: E402  (the quick-start program in the working copy)
@@ -50,7 +52,7 @@ def main() -> None:
         set_seed(args.seed)
         model = masked_lm(tokenizer)
         data = masking_dataset(tokenizer)
-        collator = DataCollatorForLanguageModeling(tokenizer)
+        collator: Callable[[list[Any]], dict[str, Any]] = DataCollatorForLanguageModeling(tokenizer)
     else:
         tokenizer = train.build_tokenizer()
         set_seed(args.seed)

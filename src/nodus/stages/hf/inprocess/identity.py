@@ -210,8 +210,9 @@ def _source(data: Any) -> str:
     info = getattr(data, "info", None)
     files = sorted(getattr(info, "download_checksums", None) or {})
     more = f" and {len(files) - 3} more files" if len(files) > 3 else ""
+    builder = getattr(info, "builder_name", None)
     parts = [
-        f"{info.builder_name} dataset" if getattr(info, "builder_name", None) else "dataset",
+        f"{builder} dataset" if builder else "dataset",
         f"split {data.split}" if getattr(data, "split", None) else "",
         f"from {', '.join(files[:3])}{more}" if files else "",
     ]
@@ -226,12 +227,12 @@ def same_arguments(saved: dict[str, Any], now: dict[str, Any]) -> bool:
     fewer of them (``local_rank`` differs between the ranks of a world) still matches."""
     if saved.get("training_arguments") == now.get("training_arguments"):
         return True
-    values = [i.get("training_argument_values") for i in (saved, now)]
-    if not all(isinstance(v, dict) for v in values):
+    before, after = (i.get("training_argument_values") for i in (saved, now))
+    if not isinstance(before, dict) or not isinstance(after, dict):
         return False
     kept = [
         {k: v for k, v in value.items() if k not in defaults.HF_IDENTITY_IGNORED_ARGS}
-        for value in values
+        for value in (before, after)
     ]
     return kept[0] == kept[1]
 
