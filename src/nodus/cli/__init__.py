@@ -75,7 +75,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     builds each of tens of commands' parsers otherwise, to use one: most of a short command's
     start-up). Every command's, when the line names none of them or asks for the overview."""
     words = _command_words(sys.argv[1:] if argv is None else argv)
-    return _build(words) or _build(())
+    parser = _build(words) or _build(())
+    assert parser is not None  # with no words every command is built: never None
+    return parser
 
 
 def _command_words(argv: Sequence[str]) -> tuple[str, ...]:
@@ -131,7 +133,7 @@ def _build(words: tuple[str, ...]) -> argparse.ArgumentParser | None:
         module.register(_Only(commands, wanted), groups, common)
     if wanted is not None and wanted not in commands.choices:
         return None
-    if len(words) == 2 and words[1] not in subcommands.choices:
+    if len(words) == 2 and subcommands is not None and words[1] not in subcommands.choices:
         return None
     return parser
 
@@ -213,7 +215,7 @@ def _environment_words(error: OSError) -> str:
         errno.ENOSPC: "the disk is full: free space on it and retry",
         errno.EDQUOT: "the disk quota is used up: free space and retry",
         errno.EROFS: "the file system is mounted read-only: use a writable place (--home, --store)",
-    }.get(error.errno, "nodus may not write there: check the owner and permissions")
+    }.get(error.errno or 0, "nodus may not write there: check the owner and permissions")
     return f"{error.strerror}{where}; {advice}"
 
 
