@@ -35,6 +35,7 @@ from nodus.schemas import defaults
 if TYPE_CHECKING:
     from nodus.runner.attempt.context import RunContext
     from nodus.runner.capture.capturer import Capturer
+    from nodus.runner.catalog.attempt_context import AttemptContext
     from nodus.runner.processes.stage_process import StageProcess
     from nodus.runner.workspace.layout import Workspace
     from nodus.schemas.resolved import ResolvedStage
@@ -44,6 +45,7 @@ class PausableAttempt(Protocol):
     """What a pause needs of the attempt it ends (:class:`nodus.runner.attempt.attempt.Attempt`)."""
 
     ctx: RunContext
+    context: AttemptContext
     stage: ResolvedStage
     number: int
     ws: Workspace
@@ -222,7 +224,7 @@ class PauseDriver:
         self.catalog.update_pause(self.pause["id"], **values)
 
     def _event(self, type_: str, details: dict[str, Any]) -> None:
-        self.attempt.ctx.event(type_, details, self.attempt.stage.name, self.attempt.number)
+        self.attempt.context.event(type_, details)
 
 
 def _folder_bytes(folder: str) -> int:

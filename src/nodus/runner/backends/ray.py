@@ -115,13 +115,7 @@ class RayAttempt:
     def run(self) -> Outcome:
         if not self.recovering:
             self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
-        rotation = Rotation(
-            store=self.ctx.store,
-            catalog=self.ctx.catalog,
-            run_id=self.ctx.run_id,
-            stage=self.stage,
-            attempt=self.number,
-        )
+        rotation = Rotation(self.ctx.attempt_context(self.stage, self.number))
         try:
             outcome = self._run(rotation)
         finally:
