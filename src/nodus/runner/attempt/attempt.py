@@ -374,7 +374,7 @@ class Attempt:
             return []  # nothing to restore: the store is not asked
         manifests = self.ctx.store.list(run=self.ctx.run_id, stage=self.stage.name)
         events: list[dict[str, Any]] = []
-        if restore.step is None:  # by hand at a step: even a suspect one
+        if restore.step is None:  # suspects are passed over, unless a step was asked by hand
             events = self.ctx.catalog.events(self.ctx.run_id, types=(suspects.EVENT,))
         chosen = restore_candidates(restore, manifests, events, self.stage.name, continues)
         if not chosen.parent or self.inherited is None:
