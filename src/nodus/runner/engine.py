@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from types import FrameType
 from typing import IO, Any
 
 from nodus.errors import NotFoundError, StoreError
@@ -125,7 +126,7 @@ class Runner:
         message = unrecorded_note(missing) if missing else None
         self.catalog.set_phase(self.run.id, Phase.SUCCEEDED, message=message)
         self._register_model()
-        return Phase.SUCCEEDED.exit_status
+        return _status(Phase.SUCCEEDED)
 
     def _register_model(self) -> None:
         """The run's model becomes a version of its model (once; seed 001). A runner killed
@@ -197,7 +198,7 @@ class Runner:
         """The end of the stage's attempts: the next stage, or the run stops; its status."""
         if decision.action is Action.NEXT_STAGE:
             self.catalog.set_stage(self.run.id, stage.name, phase=Phase.SUCCEEDED)
-            return Phase.SUCCEEDED.exit_status
+            return _status(Phase.SUCCEEDED)
         assert decision.kind is not None
         return self._stop(stage, decision.kind, decision.detail)
 
@@ -251,7 +252,7 @@ class Runner:
         phase = kind.stops_run
         assert phase is not None, f"an attempt that {kind} does not stop the run"
         self.catalog.set_phase(self.run.id, phase, message=detail, stage=stage.name)
-        return phase.exit_status
+        return _status(phase)
 
     def _lost_training_state(self, stage: ResolvedStage, restore: Restore) -> str | None:
         """Why a checkpointed stage must not start again from its source, or None if it may.
@@ -341,7 +342,13 @@ class Runner:
     def _install_notice_handlers(self) -> dict:
         """SIGTERM/SIGINT to the runner are a preemption notice, handled by the poll loop."""
 
-        def notice(signum, _frame) -> None:
+        def notice(signum: int, _frame: FrameType | None) -> None:
             self.ctx.notice = signum
 
         return {signum: signal.signal(signum, notice) for signum in (signal.SIGTERM, signal.SIGINT)}
+
+
+def _status(phase: Phase) -> int:
+    """The exit status of a phase the run's drive ends in (each of them has one)."""
+    assert phase.exit_status is not None, f"a run does not stop {phase}"
+    return phase.exit_status

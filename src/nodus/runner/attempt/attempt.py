@@ -23,6 +23,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -89,7 +90,7 @@ class Attempt:
         stage: ResolvedStage,
         source: str,
         restore: Restore,
-        overlays=(),
+        overlays: Sequence[str] = (),
         recovering: bool = False,
         inherited: Parent | None = None,
     ) -> None:
@@ -174,7 +175,9 @@ class Attempt:
             return None
         return Uploads(self.context, home=self.ctx.home, ws=self.ws, rotation=rotation)
 
-    def _run(self, restored, rotation: Rotation, supervisor: Supervisor | None) -> Outcome:
+    def _run(
+        self, restored: Manifest | None, rotation: Rotation, supervisor: Supervisor | None
+    ) -> Outcome:
         """Start the program, supervise it and capture; how it ended."""
         capturer = self._capturer(restored, rotation)
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
@@ -217,7 +220,7 @@ class Attempt:
         self.process.finish_output()
         return outcome
 
-    def _restored_launch(self, restored) -> tuple[dict[str, str], list[str]]:
+    def _restored_launch(self, restored: Manifest | None) -> tuple[dict[str, str], list[str]]:
         """What an attempt that restored a snapshot holding training state adds to the
         program's environment (its step, where its checkpoint lies in the copy) and to its
         command (``[continuity] resume_args``); nothing on a fresh or warm start."""
@@ -252,7 +255,7 @@ class Attempt:
             uploads=self.uploads,
         )
 
-    def _disk_guard(self, restored) -> DiskGuard:
+    def _disk_guard(self, restored: Manifest | None) -> DiskGuard:
         """The attempt's disk guard, checked before saves begin with the restored size."""
         guard = DiskGuard(
             staging_disk(self.ctx.store, self.ctx.home),
@@ -291,7 +294,7 @@ class Attempt:
 
     # --- preparation ------------------------------------------------------------------------
 
-    def _prepare(self):
+    def _prepare(self) -> Manifest | None:
         """The copy laid out again: source, earlier outputs, restored selection; its manifest."""
         if not self.recovering:
             self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
@@ -341,7 +344,7 @@ class Attempt:
             warm_start_step=restored.step if restored and self.warm_start else None,
         )
         if step is not None and restored is not None:
-            commit = protocol.CommitRecord(step=restored.step, snapshot=restored.id)
+            commit = protocol.CommitRecord(step=step, snapshot=restored.id)
             write_json_atomic(self.ws.control.committed, commit.to_dict(), durable=False)
         self.ctx.catalog.update_attempt(
             self.ctx.run_id,
@@ -384,20 +387,25 @@ class Attempt:
         except NotFoundError:
             return []  # the runner fails the stage before the attempt (Runner._parent_gone)
 
-    def _from_parent(self, manifest) -> bool:
+    def _from_parent(self, manifest: Manifest) -> bool:
         return self.inherited is not None and manifest.id == self.inherited.snapshot
 
-    def _warm(self, manifest) -> bool:
+    def _warm(self, manifest: Manifest) -> bool:
         """The parent's snapshot restored as weights only: a warm start at step 0."""
-        return self._from_parent(manifest) and self.inherited.mode == protocol.WEIGHTS
+        parent = self.inherited
+        return (
+            parent is not None
+            and manifest.id == parent.snapshot
+            and parent.mode == protocol.WEIGHTS
+        )
 
-    def _kinds(self, manifest) -> list[str] | None:
+    def _kinds(self, manifest: Manifest) -> list[str] | None:
         """What to restore: everything, or for a warm start everything but training state."""
         if self._warm(manifest):
             return [kind for kind in manifest.kinds if kind != "state"]
         return None
 
-    def _linkable(self, manifest) -> tuple[str, ...]:
+    def _linkable(self, manifest: Manifest) -> tuple[str, ...]:
         """Folders a restore may lay out as links to their blobs: an integration's checkpoint,
         which it never writes into (the directory contract allows writing in place)."""
         if self.stage.integration is None or manifest.step is None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from nodus import protocol
@@ -428,26 +428,28 @@ class Capturer:
             details["others"] = len(problems) - 1
         self.event("checkpoint_incomplete", details)
 
-    def _problems(self, entries, died_at: float | None) -> list[tuple[str, str]]:
+    def _problems(self, entries: Iterable[Entry], died_at: float | None) -> list[tuple[str, str]]:
         """The files of ``entries`` (relative to the copy) that fail their format's check or,
         after a death by signal at ``died_at``, changed within the settle window before it."""
         if not self.watch_folders:
             return []  # an integration publishes whole folders only
         # The death is seen up to a poll after it happened.
         since = None if died_at is None else died_at - self.watcher.settle_s - defaults.POLL_S
-        problems = []
+        problems: list[tuple[str, str]] = []
         for path, _size, mtime in entries:
             if mtime < self._since_ns:
                 continue
             why = formats.torn(os.path.join(self.ws.copy, path), path)
-            if why is None and since is not None and mtime / 1e9 >= since:
+            if why is None and died_at is not None and since is not None and mtime / 1e9 >= since:
                 ago = max(0.0, died_at - mtime / 1e9)
                 why = f"written {ago:.1f} s before the program died by a signal: maybe cut off"
             if why is not None:
                 problems.append((path, why))
         return problems
 
-    def _folder_problems(self, entries, folders: dict[str, list[str]]) -> list[tuple[str, str]]:
+    def _folder_problems(
+        self, entries: Iterable[Entry], folders: dict[str, list[str]]
+    ) -> list[tuple[str, str]]:
         """``folders`` of the selection ``entries`` (their names carry a step) that are not
         whole checkpoints (:func:`nodus.stages.layouts.judge`), and torch distributed
         checkpoints anywhere in it without their metadata."""

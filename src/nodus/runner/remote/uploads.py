@@ -95,6 +95,7 @@ class Uploads:
         self.context.event(
             "snapshot_committed", {"snapshot": manifest.id, "step": manifest.step, "reason": reason}
         )
+        assert manifest.step is not None  # a checkpoint's (outputs returned above)
         commit = protocol.CommitRecord(step=manifest.step, snapshot=manifest.id)
         write_json_atomic(self.ws.control.committed, commit.to_dict())
         if self.rotation is not None:
