@@ -27,6 +27,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from nodus.runner.capture.capturer import Capturer  # noqa: E402
+from nodus.runner.catalog.attempt_context import AttemptContext  # noqa: E402
 from nodus.runner.catalog.core import Catalog  # noqa: E402
 from nodus.runner.workspace.layout import Workspace  # noqa: E402
 from nodus.schemas.resolved import (  # noqa: E402
@@ -71,15 +72,9 @@ class Setup:
         self.ws.make_private_folders()
         for step in range(1, history + 1):
             write_folder(self.ws, step, 3, 1024)
-        self.capturer = Capturer(
-            store=self.store,
-            catalog=self.catalog,
-            run_id=self.run_id,
-            stage=stage(),
-            attempt=self.catalog.start_attempt(self.run_id, "main"),
-            ws=self.ws,
-            restored_step=None,
-        )
+        number = self.catalog.start_attempt(self.run_id, "main")
+        context = AttemptContext(self.store, self.catalog, self.run_id, stage(), number)
+        self.capturer = Capturer(context, self.ws)
         self.next_step = history + 1_000_000
 
     def capture_new(self, files: int, size: int) -> float:

@@ -64,6 +64,7 @@ def folder_bytes(folder: str) -> int:
 
 def nodus_side(work: str, trainer, saves: int) -> list[int]:
     from nodus.runner.capture.capturer import Capturer
+    from nodus.runner.catalog.attempt_context import AttemptContext
     from nodus.runner.catalog.core import Catalog
     from nodus.runner.workspace.layout import Workspace
     from nodus.schemas.resolved import ResolvedContinuity, ResolvedExecution, ResolvedStage
@@ -88,15 +89,9 @@ def nodus_side(work: str, trainer, saves: int) -> list[int]:
         continuity=ResolvedContinuity("checkpointed", True, ("state",)),
         execution=ResolvedExecution(10, False, 1, 3, 10, 5.0, 7),
     )
-    capturer = Capturer(
-        store=open_store("file://" + os.path.join(work, "store")),
-        catalog=catalog,
-        run_id=run_id,
-        stage=stage,
-        attempt=catalog.start_attempt(run_id, "main"),
-        ws=ws,
-        restored_step=None,
-    )
+    store = open_store("file://" + os.path.join(work, "store"))
+    number = catalog.start_attempt(run_id, "main")
+    capturer = Capturer(AttemptContext(store, catalog, run_id, stage, number), ws)
     writer = CheckpointWriter(ControlDir(ws.private, ws.state), trainer, lambda step: None)
     buffers = Buffers()
     counts = []

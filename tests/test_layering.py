@@ -53,7 +53,7 @@ _BELOW_RUNNER = {"registry", "retention", "store", "stages", "schemas", *BASE}
 RUNNER_ROOMS = {
     "catalog": set(),
     "workspace": set(),
-    "recovery": set(),
+    "recovery": {"catalog"},
     "processes": {"catalog"},
     "upkeep": {"catalog"},
     "remote": {"catalog", "upkeep", "workspace"},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.catalog.core import Catalog
 from nodus.runner.upkeep.rotation import Rotation
 from nodus.schemas.loader import resolve_file
@@ -54,9 +55,7 @@ def _run(tmp_path):
 def test_a_deferred_deletion_whose_snapshot_is_gone_leaves_rotation_working(tmp_path):
     resolved, store, catalog, run_id, copy = _run(tmp_path)
     ids = [_commit(store, copy, run_id, step) for step in (1, 2, 3, 4)]
-    rotation = Rotation(
-        store=store, catalog=catalog, run_id=run_id, stage=resolved.stages[0], attempt=1
-    )
+    rotation = Rotation(AttemptContext(store, catalog, run_id, resolved.stages[0], 1))
 
     # A capture is running: the pass marks the kinds of steps 1 and 2, their frees wait.
     write_intent(store.storage, "ckpt_running")
@@ -85,18 +84,14 @@ def test_a_hurried_close_finishes_what_was_asked_and_leaves_an_idle_worker_to_en
     """A recovery closes its attempt's rotation in a hurry: a pass asked for still runs whole
     before the close returns; a worker with nothing to do is not waited for, and ends alone."""
     resolved, store, catalog, run_id, copy = _run(tmp_path)
-    rotation = Rotation(
-        store=store, catalog=catalog, run_id=run_id, stage=resolved.stages[0], attempt=1
-    )
+    rotation = Rotation(AttemptContext(store, catalog, run_id, resolved.stages[0], 1))
     for step in (1, 2, 3):
         _commit(store, copy, run_id, step)
     rotation.request()
     rotation.close(hurry=True)  # asked for: done before the close returns
     assert [m.step for m in store.list(run=run_id)] == [2, 3]  # as the first test keeps two
 
-    idle = Rotation(
-        store=store, catalog=catalog, run_id=run_id, stage=resolved.stages[0], attempt=2
-    )
+    idle = Rotation(AttemptContext(store, catalog, run_id, resolved.stages[0], 2))
     idle.request()
     wait_for(lambda: not idle._passing and not idle._asked, "the pass")
     idle.close(hurry=True)

@@ -12,6 +12,7 @@ import pytest
 
 from nodus.errors import StaleAttemptError
 from nodus.runner.capture.capturer import Capturer
+from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.workspace.layout import Workspace
 from nodus.schemas.resolved import ResolvedContinuity, ResolvedExecution, ResolvedStage
 from nodus.store import keys, restorable
@@ -32,17 +33,12 @@ def stage(paths=("state", "progress.json"), integration=None) -> ResolvedStage:
 
 
 def capturer(setup, **kwargs) -> Capturer:
+    """A capture loop of a new attempt; ``store`` (default: the real one) it commits into."""
     catalog, run_id, store, ws = setup
     number = catalog.start_attempt(run_id, "main")
-    return Capturer(
-        store=store,
-        catalog=catalog,
-        run_id=run_id,
-        stage=kwargs.get("stage", stage()),
-        attempt=number,
-        ws=ws,
-        restored_step=None,
-    )
+    into = kwargs.get("store", store)
+    context = AttemptContext(into, catalog, run_id, kwargs.get("stage", stage()), number)
+    return Capturer(context, ws)
 
 
 def checkpoint(ws: Workspace, step: int) -> None:
@@ -214,8 +210,7 @@ class _PruningStore:
 def test_a_checkpoint_folder_removed_during_its_capture_is_never_committed(setup):
     catalog, run_id, store, ws = setup
     checkpoint(ws, 30)
-    capture = capturer(setup)
-    capture.store = _PruningStore(store, os.path.join(ws.state, "checkpoint-30"))
+    capture = capturer(setup, store=_PruningStore(store, os.path.join(ws.state, "checkpoint-30")))
     assert capture.capture(30, reason="settled") is None
     assert store.list(run=run_id) == []  # no snapshot at step 30 missing its files
     skipped = [e for e in catalog.events(run_id) if e["type"] == "capture_skipped"]
@@ -238,8 +233,7 @@ class _PublishingStore:
 def test_a_checkpoint_published_during_a_capture_never_joins_that_snapshot(setup):
     catalog, run_id, store, ws = setup
     checkpoint(ws, 10)
-    capture = capturer(setup)
-    capture.store = _PublishingStore(store, ws, 20)
+    capture = capturer(setup, store=_PublishingStore(store, ws, 20))
     snapshot = capture.capture(10, reason="settled")
     # one generation of state per snapshot: step 20 was not listed when step 10 was selected
     assert sorted(e.path for e in store.get(snapshot).files) == ["state/checkpoint-10/state.json"]
@@ -252,12 +246,8 @@ def test_a_restored_attempt_that_saves_nothing_commits_nothing(setup):
     first = capturer(setup).capture(10, reason="settled")
     number = catalog.start_attempt(run_id, "main")
     restored = Capturer(
-        store=store,
-        catalog=catalog,
-        run_id=run_id,
-        stage=stage(),
-        attempt=number,
-        ws=ws,
+        AttemptContext(store, catalog, run_id, stage(), number),
+        ws,
         restored_step=10,
         restored_snapshot=first,
     )

@@ -12,7 +12,9 @@ succeeded it starts attempts until one ends the stage:
                    otherwise RECOVERING and a new attempt (checkpointed: newest committed
                    snapshot, restartable: the source alone), at most ``max_recoveries`` times.
 
-The phase and exit status of each come from :mod:`nodus.runner.catalog.phases`.
+The phase and exit status of each come from :mod:`nodus.runner.catalog.phases`; what follows
+an attempt is decided by :func:`nodus.runner.recovery.decisions.decide`, a pure function over
+what the engine gathers, and carried out here.
 
 A runner that finds an attempt still marked running (its runner died) treats it as an
 interruption of that attempt, after making sure nothing of it is left alive.
@@ -32,11 +34,11 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from types import FrameType
 from typing import IO, Any
 
 from nodus.errors import NotFoundError, StoreError
 from nodus.protocol import MODE_WEIGHTS
-from nodus.runner.attempt.attempt import Restore
 from nodus.runner.attempt.context import RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends import backend_of, new_attempt
@@ -45,7 +47,8 @@ from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.unrecorded import unrecorded, unrecorded_note
 from nodus.runner.control.outside import settle_open_pause
 from nodus.runner.processes.containment import kill_survivors
-from nodus.runner.recovery import suspects
+from nodus.runner.recovery import decisions, suspects
+from nodus.runner.recovery.decisions import Action, Decision, Restore, Restored, checkpointed
 from nodus.runner.upkeep.lineage import Parent, inherited_stages
 from nodus.runner.workspace.launch import stored
 from nodus.schemas.defaults import BACKEND_RAY
@@ -124,7 +127,7 @@ class Runner:
         message = unrecorded_note(missing) if missing else None
         self.catalog.set_phase(self.run.id, Phase.SUCCEEDED, message=message)
         self._register_model()
-        return Phase.SUCCEEDED.exit_status
+        return _status(Phase.SUCCEEDED)
 
     def _register_model(self) -> None:
         """The run's model becomes a version of its model (once; seed 001). A runner killed
@@ -139,15 +142,14 @@ class Runner:
     ) -> int:
         recoveries = row["recoveries"]
         lost = self._reap_lost_attempts(stage, row)
-        if restore is None:  # not a resume by hand: continue where the stage stood
-            restore = Restore(newest=bool(row["attempts"]) and _checkpointed(stage))
-            outcome = Outcome(AttemptOutcome.INTERRUPTED, "its runner died") if lost else None
-        else:
-            if restore.by_hand and restore.step is None:
-                restore = Restore(newest=_checkpointed(stage), by_hand=True)
-            outcome = None
+        first = decisions.first_restore(stage, restore, attempted=bool(row["attempts"]))
+        # Not a resume by hand: the attempts its dead runner left count as interrupted.
+        decision = None
+        if lost and restore is None:
+            died = Outcome(AttemptOutcome.INTERRUPTED, "its runner died")
+            decision = decisions.decide(stage, died, recoveries, self.run.id)
         try:
-            return self._attempts(stage, row, restore, overlays, outcome, recoveries)
+            return self._attempts(stage, row, first, overlays, decision, recoveries)
         finally:
             self._nothing_ahead(stage)
 
@@ -157,23 +159,24 @@ class Runner:
         row: dict,
         restore: Restore,
         overlays: list[str],
-        outcome: Outcome | None,
+        decision: Decision | None,
         recoveries: int,
     ) -> int:
-        """Attempts of ``stage`` until one ends it: recovered while continuity allows, and
-        stepped back past a snapshot the program could not continue from (suspects)."""
-        recovering = outcome is not None
+        """Attempts of ``stage`` until one ends it, each followed by what
+        :func:`~nodus.runner.recovery.decisions.decide` says: recovered while continuity
+        allows, stepped back past a snapshot the program could not continue from (suspects)."""
+        recovering = decision is not None
         while True:
-            if outcome is not None:  # an interruption: continuity decides what follows
-                verdict = self._after_interruption(stage, outcome, recoveries)
-                if verdict is not None:
-                    return verdict
+            if decision is not None:
+                if decision.action is not Action.RECOVER:
+                    return self._carry_out(stage, decision)
+                self._recover(stage, decision, recoveries)
                 recoveries += 1
-                restore = Restore(newest=_checkpointed(stage))
-                recovering = True
+                assert decision.restore is not None
+                restore, recovering = decision.restore, True
             lost_state = self._lost_training_state(stage, restore) or self._parent_gone(stage)
             if lost_state:
-                return self._stop(stage, Outcome(AttemptOutcome.FAILED, lost_state))
+                return self._stop(stage, AttemptOutcome.FAILED, lost_state)
             attempt = new_attempt(
                 self.ctx,
                 stage,
@@ -185,82 +188,48 @@ class Runner:
             )
             outcome = attempt.run()
             self._discard_older_attempts(stage, attempt.number)
-            if outcome.kind == AttemptOutcome.SUCCEEDED:
-                self.catalog.set_stage(self.run.id, stage.name, phase=Phase.SUCCEEDED)
-                return Phase.SUCCEEDED.exit_status
-            if outcome.kind == AttemptOutcome.INTERRUPTED:
-                continue
-            back = self._step_back(stage, attempt.number, outcome, recoveries)
-            if isinstance(back, Outcome):
-                return self._stop(stage, back)
-            recoveries += 1
-            restore, outcome, recovering = back, None, True
+            restored = None
+            if decisions.judges_restore(stage, outcome):
+                restored = self._restored(stage, attempt.number)
+            decision = decisions.decide(stage, outcome, recoveries, self.run.id, restored)
+            if decision.suspect is not None:
+                self.ctx.event(suspects.EVENT, decision.suspect, stage.name, attempt.number)
 
-    def _step_back(
-        self, stage: ResolvedStage, number: int, outcome: Outcome, recoveries: int
-    ) -> Outcome | Restore:
-        """The restore of an older snapshot after a restored attempt whose program failed
-        before it committed anything (its snapshot is marked suspect); else how the stage
-        ends (:mod:`nodus.runner.recovery.suspects`)."""
-        if not (outcome.program_failed and _checkpointed(stage)):
-            return outcome
+    def _carry_out(self, stage: ResolvedStage, decision: Decision) -> int:
+        """The end of the stage's attempts: the next stage, or the run stops; its status."""
+        if decision.action is Action.NEXT_STAGE:
+            self.catalog.set_stage(self.run.id, stage.name, phase=Phase.SUCCEEDED)
+            return _status(Phase.SUCCEEDED)
+        assert decision.kind is not None
+        return self._stop(stage, decision.kind, decision.detail)
+
+    def _recover(self, stage: ResolvedStage, decision: Decision, recoveries: int) -> None:
+        """The run records a recovery before its next attempt starts."""
+        self.catalog.set_stage(self.run.id, stage.name, recoveries=recoveries + 1)
+        self.catalog.set_phase(
+            self.run.id, Phase.RECOVERING, message=decision.detail, stage=stage.name
+        )
+
+    def _restored(self, stage: ResolvedStage, number: int) -> Restored:
+        """What the decision reads of the snapshot attempt ``number`` restored before its
+        program failed (:mod:`nodus.runner.recovery.suspects`)."""
         attempts = self.catalog.attempts(self.run.id, stage.name)
         attempt = next(a for a in attempts if a["number"] == number)
-        snapshot = attempt["restored_snapshot"]
+        snapshot, step = attempt["restored_snapshot"], attempt["restored_step"]
         parent = self._inherited(stage)
-        if snapshot is None or (parent is not None and snapshot == parent.snapshot):
-            return outcome  # a fresh start, or another run's snapshot: not ours to judge
+        from_parent = parent is not None and snapshot == parent.snapshot
+        if snapshot is None or from_parent:
+            return Restored(snapshot, step, from_parent=from_parent)  # nothing of ours to judge
         manifests = self.ctx.store.list(run=self.run.id, stage=stage.name)
-        if any(m.attempt == number for m in manifests):
-            return outcome  # it continued from the snapshot, and failed later
         events = self.catalog.events(self.run.id, types=suspects.ROW_EVENTS)
-        details = {
-            "snapshot": snapshot,
-            "step": attempt["restored_step"],
-            "error": suspects.last_error_line(attempt["log_path"]),
-            "exit": outcome.detail,
-        }
-        older = suspects.usable(manifests, events, stage.name, older_than=snapshot)
-        decision = suspects.decide(
-            events, stage.name, details, older, recoveries, stage.execution.max_recoveries
+        return Restored(
+            snapshot,
+            step,
+            committed=any(m.attempt == number for m in manifests),
+            error=suspects.last_error_line(attempt["log_path"]),
+            row=events,
+            older=suspects.usable(manifests, events, stage.name, older_than=snapshot),
         )
-        self.ctx.event(suspects.EVENT, details, stage.name, number)
-        if not decision.go_on:
-            return Outcome(AttemptOutcome.FAILED, f"{outcome.detail}; {decision.why}")
-        self.catalog.set_stage(self.run.id, stage.name, recoveries=recoveries + 1)
-        self.catalog.set_phase(
-            self.run.id, Phase.RECOVERING, message=decision.why, stage=stage.name
-        )
-        return Restore(newest=True, older_than=snapshot)
-
-    def _after_interruption(self, stage: ResolvedStage, outcome: Outcome, recoveries: int):
-        """None to recover with a new attempt, else the exit status the run stops with."""
-        if not stage.continuity.resume_on_interruption:
-            return self._stop(
-                stage,
-                Outcome(
-                    AttemptOutcome.PREEMPTED,
-                    f"{outcome.detail}; "
-                    "resume_on_interruption is false: resume it with "
-                    f"`nodus runs resume {self.run.id}`",
-                ),
-            )
-        limit = stage.execution.max_recoveries
-        if recoveries >= limit:
-            return self._stop(
-                stage,
-                Outcome(
-                    AttemptOutcome.FAILED,
-                    f"stage {stage.name!r} was interrupted "
-                    f"{recoveries + 1} times ({outcome.detail}); max_recoveries = "
-                    f"{limit} automatic recoveries are used up",
-                ),
-            )
-        self.catalog.set_stage(self.run.id, stage.name, recoveries=recoveries + 1)
-        self.catalog.set_phase(
-            self.run.id, Phase.RECOVERING, message=outcome.detail, stage=stage.name
-        )
-        return None
 
     def _reap_lost_attempts(self, stage: ResolvedStage, row: dict) -> bool:
         """Attempts still marked running belong to a dead runner: kill leftovers, end them."""
@@ -278,12 +247,13 @@ class Runner:
             self.ctx.event("runner_lost", {"attempt": attempt["number"]}, stage.name)
         return bool(lost)
 
-    def _stop(self, stage: ResolvedStage, outcome: Outcome) -> int:
-        """Stop the run in the phase ``outcome`` calls for; its exit status."""
-        phase = outcome.kind.stops_run
-        assert phase is not None, f"an attempt that {outcome.kind} does not stop the run"
-        self.catalog.set_phase(self.run.id, phase, message=outcome.detail, stage=stage.name)
-        return phase.exit_status
+    def _stop(self, stage: ResolvedStage, kind: AttemptOutcome, detail: str) -> int:
+        """Stop the run in the phase an attempt that ended as ``kind`` calls for; its exit
+        status."""
+        phase = kind.stops_run
+        assert phase is not None, f"an attempt that {kind} does not stop the run"
+        self.catalog.set_phase(self.run.id, phase, message=detail, stage=stage.name)
+        return _status(phase)
 
     def _lost_training_state(self, stage: ResolvedStage, restore: Restore) -> str | None:
         """Why a checkpointed stage must not start again from its source, or None if it may.
@@ -291,7 +261,7 @@ class Runner:
         Progress is known when the stage committed snapshots, or (on a resume by hand) when an
         earlier attempt's program ran at all.
         """
-        if not (_checkpointed(stage) and restore.newest):
+        if not (checkpointed(stage) and restore.newest):
             return None
         # An empty capture (the program exited before writing anything) is no progress.
         manifests = [m for m in self.ctx.store.list(run=self.run.id, stage=stage.name) if m.files]
@@ -373,11 +343,13 @@ class Runner:
     def _install_notice_handlers(self) -> dict:
         """SIGTERM/SIGINT to the runner are a preemption notice, handled by the poll loop."""
 
-        def notice(signum, _frame) -> None:
+        def notice(signum: int, _frame: FrameType | None) -> None:
             self.ctx.notice = signum
 
         return {signum: signal.signal(signum, notice) for signum in (signal.SIGTERM, signal.SIGINT)}
 
 
-def _checkpointed(stage: ResolvedStage) -> bool:
-    return stage.continuity.mode == "checkpointed"
+def _status(phase: Phase) -> int:
+    """The exit status of a phase the run's drive ends in (each of them has one)."""
+    assert phase.exit_status is not None, f"a run does not stop {phase}"
+    return phase.exit_status

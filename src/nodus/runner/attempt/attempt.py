@@ -1,11 +1,12 @@
-"""One attempt: prepare its working copy, run the program, capture, and classify how it ended.
+"""One attempt: prepare its working copy, run the program, capture, and say how it ended.
 
 The poll loop is the runner's only loop: every ``POLL_S`` it ingests the program's events and
 save records, captures settled checkpoint folders, looks for a preemption notice (a signal to the
 runner) and for control requests other nodus processes wrote into the catalog, and checks
 whether the program ended. Nothing else ever blocks it except a capture.
 
-How an attempt ends (:class:`~nodus.runner.catalog.phases.AttemptOutcome`):
+How an attempt ends (:class:`~nodus.runner.catalog.phases.AttemptOutcome`; the program's end is
+told by :func:`nodus.runner.attempt.outcome.classify`):
 
     succeeded    exit 0 (outputs captured)
     failed       non-zero exit, or the command could not start
@@ -22,16 +23,16 @@ import os
 import signal
 import socket
 import time
-from dataclasses import dataclass, replace
-from functools import partial
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import NotFoundError, StaleAttemptError, StoreError
 from nodus.runner.attempt.context import RunContext
-from nodus.runner.attempt.outcome import Outcome
-from nodus.runner.capture.capturer import Capturer, fence
+from nodus.runner.attempt.outcome import Exit, Outcome, classify
+from nodus.runner.capture.capturer import Capturer
 from nodus.runner.capture.disk_guard import DiskGuard, staging_disk
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.unrecorded import unrecorded_note
@@ -40,6 +41,7 @@ from nodus.runner.processes.containment import (
     kill_survivors,
     record_survivors,
 )
+from nodus.runner.processes.messages import Loss
 from nodus.runner.processes.stage_process import (
     CannotStartError,
     StageProcess,
@@ -48,6 +50,7 @@ from nodus.runner.processes.stage_process import (
     spawn_supervisor,
 )
 from nodus.runner.recovery import suspects
+from nodus.runner.recovery.decisions import Restore, restore_candidates
 from nodus.runner.remote.uploads import Uploads
 from nodus.runner.upkeep.lineage import Parent
 from nodus.runner.upkeep.rotation import Rotation
@@ -63,21 +66,15 @@ from nodus.runner.workspace.layout import (
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 from nodus.stages.directory import restored_checkpoint
-from nodus.store import restorable
+
+if TYPE_CHECKING:
+    from nodus.store.manifest import Manifest
+
+__all__ = ["Attempt", "NothingIntactError", "Restore", "record_end"]
 
 
 class NothingIntactError(Exception):
     """Every snapshot the attempt could continue from is damaged: it fails, never starts over."""
-
-
-@dataclass(frozen=True)
-class Restore:
-    """What to lay over the source: the newest checkpoint, one at a step, or nothing."""
-
-    newest: bool = False
-    step: int | None = None
-    by_hand: bool = False  # ``nodus runs resume``: continue from the newest, or fail loudly
-    older_than: str | None = None  # newest only among those older than this suspect snapshot
 
 
 class Attempt:
@@ -93,7 +90,7 @@ class Attempt:
         stage: ResolvedStage,
         source: str,
         restore: Restore,
-        overlays=(),
+        overlays: Sequence[str] = (),
         recovering: bool = False,
         inherited: Parent | None = None,
     ) -> None:
@@ -111,6 +108,8 @@ class Attempt:
         self.number = ctx.catalog.start_attempt(
             ctx.run_id, stage.name, host=socket.gethostname(), devices=device_count()
         )
+        # What its workers (capture, rotation, uploads) share: ``ctx`` is the whole run's.
+        self.context = ctx.attempt_context(stage, self.number)
         self.ws = Workspace.of(ctx.home, ctx.run_id, stage.name, self.number)
         self.process: StageProcess | None = None
         self._save_request = 0
@@ -168,31 +167,17 @@ class Attempt:
 
     def _rotation(self) -> Rotation:
         """Retention after each commit, beside the capture loop."""
-        return Rotation(
-            store=self.ctx.store,
-            catalog=self.ctx.catalog,
-            run_id=self.ctx.run_id,
-            stage=self.stage,
-            attempt=self.number,
-        )
+        return Rotation(self.context)
 
     def _uploads(self, rotation: Rotation) -> Uploads | None:
         """With a remote store: captures go to staging first and upload in the background."""
         if self.ctx.store.storage.is_local:
             return None
-        return Uploads(
-            home=self.ctx.home,
-            store=self.ctx.store,
-            catalog=self.ctx.catalog,
-            run_id=self.ctx.run_id,
-            stage=self.stage,
-            attempt=self.number,
-            ws=self.ws,
-            rotation=rotation,
-            guard=partial(fence, self.ctx.catalog, self.ctx.run_id, self.stage.name, self.number),
-        )
+        return Uploads(self.context, home=self.ctx.home, ws=self.ws, rotation=rotation)
 
-    def _run(self, restored, rotation: Rotation, supervisor: Supervisor | None) -> Outcome:
+    def _run(
+        self, restored: Manifest | None, rotation: Rotation, supervisor: Supervisor | None
+    ) -> Outcome:
         """Start the program, supervise it and capture; how it ended."""
         capturer = self._capturer(restored, rotation)
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
@@ -219,12 +204,7 @@ class Attempt:
         except (CannotStartError, MissingSecretError) as error:
             return Outcome(AttemptOutcome.FAILED, str(error))
         if self.process.replaced is not None:  # the spare could not start it; a new one did
-            self.ctx.event(
-                "supervisor_replaced",
-                {"reason": self.process.replaced},
-                self.stage.name,
-                self.number,
-            )
+            self.context.event("supervisor_replaced", {"reason": self.process.replaced})
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, pid=self.process.pid
         )
@@ -240,7 +220,7 @@ class Attempt:
         self.process.finish_output()
         return outcome
 
-    def _restored_launch(self, restored) -> tuple[dict[str, str], list[str]]:
+    def _restored_launch(self, restored: Manifest | None) -> tuple[dict[str, str], list[str]]:
         """What an attempt that restored a snapshot holding training state adds to the
         program's environment (its step, where its checkpoint lies in the copy) and to its
         command (``[continuity] resume_args``); nothing on a fresh or warm start."""
@@ -262,28 +242,25 @@ class Attempt:
         )
         return env, args
 
-    def _capturer(self, restored, rotation: Rotation) -> Capturer:
+    def _capturer(self, restored: Manifest | None, rotation: Rotation) -> Capturer:
+        continued = restored if restored is not None and not self.warm_start else None
         return Capturer(
-            store=self.ctx.store,
-            catalog=self.ctx.catalog,
-            run_id=self.ctx.run_id,
-            stage=self.stage,
-            attempt=self.number,
-            ws=self.ws,
-            restored_step=restored.step if restored and not self.warm_start else None,
-            restored_snapshot=restored.id if restored and not self.warm_start else None,
+            self.context,
+            self.ws,
+            restored_step=continued.step if continued else None,
+            restored_snapshot=continued.id if continued else None,
             inherited_step=restored.step if restored and self.warm_start else None,
             rotation=rotation,
             disk_guard=self._disk_guard(restored),
             uploads=self.uploads,
         )
 
-    def _disk_guard(self, restored) -> DiskGuard:
+    def _disk_guard(self, restored: Manifest | None) -> DiskGuard:
         """The attempt's disk guard, checked before saves begin with the restored size."""
         guard = DiskGuard(
             staging_disk(self.ctx.store, self.ctx.home),
             self.ws.control,
-            lambda type_, details: self.ctx.event(type_, details, self.stage.name, self.number),
+            self.context.event,
         )
         if restored is not None:
             guard.check(restored.total_bytes)
@@ -310,16 +287,14 @@ class Attempt:
             return
         now = python_version(launch.executable, launch.path)
         if now is not None and now != launch.python:
-            self.ctx.event(
+            self.context.event(
                 "interpreter_changed",
                 {"executable": launch.executable, "accepted": launch.python, "now": now},
-                self.stage.name,
-                self.number,
             )
 
     # --- preparation ------------------------------------------------------------------------
 
-    def _prepare(self):
+    def _prepare(self) -> Manifest | None:
         """The copy laid out again: source, earlier outputs, restored selection; its manifest."""
         if not self.recovering:
             self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
@@ -342,11 +317,9 @@ class Attempt:
             except (StoreError, OSError) as error:
                 # A damaged snapshot is passed over, never half-applied: rebuild and try older.
                 damaged.append((manifest, str(error)))
-                self.ctx.event(
+                self.context.event(
                     "snapshot_damaged",
                     {"snapshot": manifest.id, "step": manifest.step, "error": str(error)},
-                    self.stage.name,
-                    self.number,
                 )
                 continue
             restored = manifest
@@ -371,7 +344,7 @@ class Attempt:
             warm_start_step=restored.step if restored and self.warm_start else None,
         )
         if step is not None and restored is not None:
-            commit = protocol.CommitRecord(step=restored.step, snapshot=restored.id)
+            commit = protocol.CommitRecord(step=step, snapshot=restored.id)
             write_json_atomic(self.ws.control.committed, commit.to_dict(), durable=False)
         self.ctx.catalog.update_attempt(
             self.ctx.run_id,
@@ -383,7 +356,7 @@ class Attempt:
         )
         if from_parent and self.inherited is not None:
             details = {**self.inherited.to_dict(), "warm_start": self.warm_start}
-            self.ctx.event("parent_restored", details, self.stage.name, self.number)
+            self.context.event("parent_restored", details)
         return restored
 
     def _nothing_intact(self, damaged: list[tuple[Any, str]]) -> str:
@@ -396,41 +369,43 @@ class Attempt:
             f"than start again from the beginning: {each}"
         )
 
-    def _candidates(self) -> list:
-        """Restorable checkpoints to try, newest first (only the asked step with ``step``).
-
-        A stage that continues the run's parent restores the parent's snapshot until it has
-        a restorable snapshot of its own (:mod:`nodus.runner.upkeep.lineage`).
-        """
-        wanted = self.restore.newest or self.restore.step is not None
-        if not wanted and self.inherited is None:
-            return []
+    def _candidates(self) -> list[Manifest]:
+        """Restorable checkpoints to try, newest first
+        (:func:`~nodus.runner.recovery.decisions.restore_candidates`)."""
+        restore, continues = self.restore, self.inherited is not None
+        if not (restore.newest or restore.step is not None or continues):
+            return []  # nothing to restore: the store is not asked
         manifests = self.ctx.store.list(run=self.ctx.run_id, stage=self.stage.name)
-        if self.restore.step is not None:  # by hand: even a suspect one
-            return restorable.at_step(manifests, self.restore.step)
-        events = self.ctx.catalog.events(self.ctx.run_id, types=(suspects.EVENT,))
-        own = suspects.usable(manifests, events, self.stage.name, self.restore.older_than)
-        if self.inherited is None or own:
-            return own if self.restore.newest else []
+        events: list[dict[str, Any]] = []
+        if restore.step is None:  # suspects are passed over, unless a step was asked by hand
+            events = self.ctx.catalog.events(self.ctx.run_id, types=(suspects.EVENT,))
+        chosen = restore_candidates(restore, manifests, events, self.stage.name, continues)
+        if not chosen.parent or self.inherited is None:
+            return list(chosen.own)
         try:
             return [self.ctx.store.get(self.inherited.snapshot)]
         except NotFoundError:
             return []  # the runner fails the stage before the attempt (Runner._parent_gone)
 
-    def _from_parent(self, manifest) -> bool:
+    def _from_parent(self, manifest: Manifest) -> bool:
         return self.inherited is not None and manifest.id == self.inherited.snapshot
 
-    def _warm(self, manifest) -> bool:
+    def _warm(self, manifest: Manifest) -> bool:
         """The parent's snapshot restored as weights only: a warm start at step 0."""
-        return self._from_parent(manifest) and self.inherited.mode == protocol.MODE_WEIGHTS
+        parent = self.inherited
+        return (
+            parent is not None
+            and manifest.id == parent.snapshot
+            and parent.mode == protocol.MODE_WEIGHTS
+        )
 
-    def _kinds(self, manifest) -> list[str] | None:
+    def _kinds(self, manifest: Manifest) -> list[str] | None:
         """What to restore: everything, or for a warm start everything but training state."""
         if self._warm(manifest):
             return [kind for kind in manifest.kinds if kind != "state"]
         return None
 
-    def _linkable(self, manifest) -> tuple[str, ...]:
+    def _linkable(self, manifest: Manifest) -> tuple[str, ...]:
         """Folders a restore may lay out as links to their blobs: an integration's checkpoint,
         which it never writes into (the directory contract allows writing in place)."""
         if self.stage.integration is None or manifest.step is None:
@@ -516,55 +491,47 @@ class Attempt:
         return None
 
     def classify(self, status: int) -> Outcome:
-        """How an attempt whose program exited with ``status`` ended."""
-        assert self.process is not None
-        if self.process.supervisor_lost is not None:
-            return Outcome(
-                AttemptOutcome.INTERRUPTED,
-                f"the attempt's supervisor was lost ({self.process.supervisor_lost})",
-            )
-        if status == 0:
+        """How an attempt whose program exited with ``status`` ended
+        (:func:`~nodus.runner.attempt.outcome.classify`), and what follows from it here: the
+        outputs of a success captured, a process its tree lost recorded."""
+        ended = self._exit(status)
+        outcome = classify(ended)
+        if outcome.kind == AttemptOutcome.SUCCEEDED:
             self._capture_outputs()
-            return Outcome(AttemptOutcome.SUCCEEDED, "exit status 0")
-        if status > 0:
-            return self._classify_exit(status)
-        name = signal_name(-status)
-        if -status in self.process.signals_sent:
-            return Outcome(AttemptOutcome.FAILED, f"stopped by {name} from nodus")
-        oom = " (an OOM kill)" if self.process.ending and self.process.ending.oom else ""
-        return Outcome(
-            AttemptOutcome.INTERRUPTED, f"killed by {name}{oom}, which nodus did not send"
+        elif ended.loss is not None:
+            self._record_loss(ended.loss, status)
+        return outcome
+
+    def _exit(self, status: int) -> Exit:
+        """What the classification reads of the program that ended with ``status``; the
+        catalog is read for a refusal only after a plain non-zero exit."""
+        assert self.process is not None
+        lost = self.process.supervisor_lost
+        loss = self.process.interruption() if status > 0 and lost is None else None
+        refusal = self._refusal() if status > 0 and lost is None and loss is None else ""
+        return Exit(
+            status=status,
+            program=self.stage.command[0],
+            supervisor_lost=lost,
+            sent=tuple(self.process.signals_sent),
+            oom=bool(self.process.ending and self.process.ending.oom),
+            loss=loss,
+            refusal=refusal,
         )
 
-    def _classify_exit(self, status: int) -> Outcome:
-        """A non-zero exit fails the stage, unless its tree lost a process to a foreign signal."""
-        assert self.process is not None
-        program = self.stage.command[0]
-        loss = self.process.interruption()
-        if loss is None:
-            refusal = self._refusal()
-            detail = f"{program} exited with status {status}{refusal}"
-            return Outcome(AttemptOutcome.FAILED, detail, program_failed=not refusal)
-        name = signal_name(loss.signal)
-        self.ctx.event(
+    def _record_loss(self, loss: Loss, status: int) -> None:
+        """A process of the tree killed by a signal nodus did not send: the run says which."""
+        self.context.event(
             "process_killed",
             {
                 "pid": loss.pid,
                 "command": loss.command,
-                "signal": name,
+                "signal": signal_name(loss.signal),
                 "oom_kill": loss.oom,
                 "exit_status": status,
                 # its own status, the kernel's exit event, or a shell's 128+N
                 "evidence": loss.evidence,
             },
-            self.stage.name,
-            self.number,
-        )
-        how = f"{name} (an OOM kill)" if loss.oom else name
-        return Outcome(
-            AttemptOutcome.INTERRUPTED,
-            f"process {loss.pid} ({loss.command}) was killed by {how}, which nodus did not "
-            f"send; {program} then exited with status {status}",
         )
 
     def _refusal(self) -> str:
@@ -581,12 +548,7 @@ class Attempt:
         assert self.process is not None
         grace = self.stage.execution.grace_period
         signame = signal_name(self.ctx.notice or signal.SIGTERM)
-        self.ctx.event(
-            "preemption_notice",
-            {"signal": signame, "grace_period": grace},
-            self.stage.name,
-            self.number,
-        )
+        self.context.event("preemption_notice", {"signal": signame, "grace_period": grace})
         died_at = None
         if self.stage.integration is not None and capturer.watch_folders is False:
             self._await_stop_save(capturer, grace)
@@ -627,22 +589,21 @@ class Attempt:
             role="outputs",
         )
         into = self.ctx.store if self.uploads is None else self.uploads.staging
-        guard = partial(fence, self.ctx.catalog, self.ctx.run_id, self.stage.name, self.number)
         try:
             # a superseded attempt never commits outputs (an upload is fenced when it is sent)
             manifest = into.capture(
                 self.ws.copy,
                 list(self.stage.outputs),
                 info=info,
-                guard=guard if self.uploads is None else None,
+                guard=self.context.fence if self.uploads is None else None,
             )
         except (StoreError, OSError) as error:
-            self.ctx.event("outputs_failed", {"error": str(error)}, self.stage.name, self.number)
+            self.context.event("outputs_failed", {"error": str(error)})
             return
         if self.uploads is not None:  # `outputs_committed` once it is uploaded
             self.uploads.submit(manifest, "outputs", keep=True)
             return
-        self.ctx.event("outputs_committed", {"snapshot": manifest.id}, self.stage.name, self.number)
+        self.context.event("outputs_committed", {"snapshot": manifest.id})
 
     def _end(self, outcome: Outcome) -> Outcome:
         if self.process is not None:  # what a lost supervisor left behind, killed by token

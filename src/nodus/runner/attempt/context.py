@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
+from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.catalog.core import Catalog
 from nodus.runner.processes.standby import Standby
 from nodus.runner.workspace.ahead import Ahead
 from nodus.runner.workspace.launch import Launch
+from nodus.schemas.resolved import ResolvedStage
+
+if TYPE_CHECKING:
+    from nodus.store.store import SnapshotStore
 
 __all__ = ["RunContext"]
 
@@ -19,7 +24,7 @@ class RunContext:
 
     home: str
     catalog: Catalog
-    store: Any
+    store: SnapshotStore
     run_id: str
     terminal: IO[str]
     notice: int | None = None
@@ -41,3 +46,7 @@ class RunContext:
         self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
     ) -> None:
         self.catalog.add_event(self.run_id, type_, details, stage=stage, attempt=attempt)
+
+    def attempt_context(self, stage: ResolvedStage, number: int) -> AttemptContext:
+        """What the workers of attempt ``number`` of ``stage`` share."""
+        return AttemptContext(self.store, self.catalog, self.run_id, stage, number)

@@ -33,21 +33,26 @@ from nodus.runner.recovery import suspects
 from nodus.schemas import defaults
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from nodus.runner.attempt.context import RunContext
     from nodus.runner.capture.capturer import Capturer
+    from nodus.runner.catalog.attempt_context import AttemptContext
     from nodus.runner.processes.stage_process import StageProcess
     from nodus.runner.workspace.layout import Workspace
     from nodus.schemas.resolved import ResolvedStage
+    from nodus.store.manifest import Manifest
 
 
 class PausableAttempt(Protocol):
     """What a pause needs of the attempt it ends (:class:`nodus.runner.attempt.attempt.Attempt`)."""
 
     ctx: RunContext
+    context: AttemptContext
     stage: ResolvedStage
     number: int
     ws: Workspace
-    process: StageProcess
+    process: StageProcess | None
 
     def classify(self, status: int) -> Outcome: ...
     def died_at(self, status: int) -> float | None: ...
@@ -63,6 +68,7 @@ class PauseDriver:
         self.capturer = capturer
         self.pause = pause
         self.catalog = attempt.ctx.catalog
+        assert attempt.process is not None, "a pause is taken up while the program runs"
         self.process = attempt.process
         grace = attempt.stage.execution.grace_period
         # Monotonic clocks from the moment the runner took the pause up.
@@ -121,7 +127,7 @@ class PauseDriver:
 
     # --- waiting ----------------------------------------------------------------------------
 
-    def _wait(self, done, signalled: bool = False) -> Outcome | None:
+    def _wait(self, done: Callable[[], bool], signalled: bool = False) -> Outcome | None:
         """Poll until ``done()``; an Outcome if the attempt ended some other way meanwhile.
 
         With ``signalled`` the program was asked to stop by SIGTERM, so its exit *is* the pause
@@ -202,7 +208,7 @@ class PauseDriver:
     def _integration(self) -> bool:
         return self.attempt.stage.integration is not None and not self.capturer.watch_folders
 
-    def _newest_restorable(self):
+    def _newest_restorable(self) -> Manifest | None:
         """What a resume will restore: the newest snapshot, suspects passed over."""
         ctx, stage = self.attempt.ctx, self.attempt.stage.name
         manifests = ctx.store.list(run=ctx.run_id, stage=stage)
@@ -222,7 +228,7 @@ class PauseDriver:
         self.catalog.update_pause(self.pause["id"], **values)
 
     def _event(self, type_: str, details: dict[str, Any]) -> None:
-        self.attempt.ctx.event(type_, details, self.attempt.stage.name, self.attempt.number)
+        self.attempt.context.event(type_, details)
 
 
 def _folder_bytes(folder: str) -> int:

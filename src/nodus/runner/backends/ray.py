@@ -21,6 +21,7 @@ Multi-node stages get the ``torch.distributed`` rendezvous environment: ``MASTER
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -74,7 +75,7 @@ def connect(address: str | None) -> None:
     ray.init(
         address=address or os.environ.get("RAY_ADDRESS") or _RAY_LOOKUP,
         namespace="nodus",
-        logging_level="ERROR",
+        logging_level=logging.ERROR,
         log_to_driver=False,
         configure_logging=False,
     )
@@ -115,13 +116,7 @@ class RayAttempt:
     def run(self) -> Outcome:
         if not self.recovering:
             self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
-        rotation = Rotation(
-            store=self.ctx.store,
-            catalog=self.ctx.catalog,
-            run_id=self.ctx.run_id,
-            stage=self.stage,
-            attempt=self.number,
-        )
+        rotation = Rotation(self.ctx.attempt_context(self.stage, self.number))
         try:
             outcome = self._run(rotation)
         finally:
@@ -163,10 +158,9 @@ class RayAttempt:
             bundle = {"CPU": execution.cpus, "GPU": execution.gpu_count}
             if execution.memory:
                 bundle["memory"] = execution.memory
-            self._group = ray.util.placement_group(
-                [bundle] * execution.nodes, strategy="STRICT_SPREAD"
-            )
-            ray.get(self._group.ready(), timeout=PLACEMENT_TIMEOUT_S)
+            group = ray.util.placement_group([bundle] * execution.nodes, strategy="STRICT_SPREAD")
+            self._group = group
+            ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
         for rank in range(execution.nodes):
             options = dict(resources, max_restarts=0, max_concurrency=1)
             if self._group is not None:
@@ -301,7 +295,7 @@ class RayAttempt:
         if rank == 0 and attempt is not None:
             self._mirror(attempt)
         if rank == 0 and news["pause"] is not None and self._pause is not None:
-            self._relay_pause(news["pause"])
+            self._relay_pause(self._pause, news["pause"])
         if news["outcome"] is None:
             return None
         return Outcome(AttemptOutcome(news["outcome"]["kind"]), news["outcome"]["detail"])
@@ -323,9 +317,9 @@ class RayAttempt:
         )
         catalog.set_phase(run_id, Phase.RUNNING, stage=stage)
 
-    def _relay_pause(self, pause: dict[str, Any]) -> None:
+    def _relay_pause(self, pause_id: int, pause: dict[str, Any]) -> None:
         values = {key: pause[key] for key in _RELAYED_PAUSE if key in pause}
-        self.ctx.catalog.update_pause(self._pause, **values)
+        self.ctx.catalog.update_pause(pause_id, **values)
 
     def _write_output(self, data: bytes) -> None:
         private_folder(os.path.dirname(self.ws.log_path))

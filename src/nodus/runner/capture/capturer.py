@@ -33,7 +33,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from nodus import protocol
 from nodus._atomic import write_json_atomic
@@ -41,15 +42,17 @@ from nodus.errors import StaleAttemptError, StoreError
 from nodus.protocol import checkpoint_folder, checkpoint_steps
 from nodus.runner.capture.disk_guard import DiskGuard
 from nodus.runner.capture.selection import appeared, fingerprint, narrowed
-from nodus.runner.catalog.core import Catalog
+from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.remote.uploads import Uploads
 from nodus.runner.upkeep.rotation import Rotation
 from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
-from nodus.schemas.resolved import ResolvedStage
 from nodus.stages import formats, layouts, step_names
 from nodus.stages.directory import DirectoryWatcher, Entry, signature, step_folders
 from nodus.stages.layouts import Verdict
+
+if TYPE_CHECKING:
+    from nodus.store.manifest import Manifest
 
 
 class Capturer:
@@ -57,28 +60,20 @@ class Capturer:
 
     def __init__(
         self,
-        *,
-        store: Any,
-        catalog: Catalog,
-        run_id: str,
-        stage: ResolvedStage,
-        attempt: int,
+        context: AttemptContext,
         ws: Workspace,
-        restored_step: int | None,
+        *,
+        restored_step: int | None = None,
         restored_snapshot: str | None = None,
         inherited_step: int | None = None,
         rotation: Rotation | None = None,
         disk_guard: DiskGuard | None = None,
         uploads: Uploads | None = None,
     ) -> None:
-        self.store = store
+        self.context = context  # the store, catalog, run, stage and attempt number
         self.disk_guard = disk_guard  # asked before each periodic capture
         self.uploads = uploads  # a remote store: capture into staging, upload in the background
         self.rotation = rotation  # told after each commit; it runs beside this loop
-        self.catalog = catalog
-        self.run_id = run_id
-        self.stage = stage
-        self.attempt = attempt
         self.ws = ws
         self.last_step = restored_step
         self.answered: set[int] = set()  # save requests fulfilled by a committed capture
@@ -103,9 +98,9 @@ class Capturer:
         )
         seen = [step for step in (restored_step, inherited_step) if step is not None]
         self.watcher = DirectoryWatcher(
-            ws.state, marker=stage.continuity.checkpoint_complete, seen=seen
+            ws.state, marker=context.stage.continuity.checkpoint_complete, seen=seen
         )
-        self.template = stage.continuity.checkpoint_name
+        self.template = context.stage.continuity.checkpoint_name
         # Only what this attempt's program wrote can be half written: what was laid out
         # (source, restore) keeps its captured mtime. A second of margin for coarse clocks.
         self._since_ns = time.time_ns() - 1_000_000_000
@@ -118,7 +113,7 @@ class Capturer:
             self._count_custom(step_folders(self._committed_state, self.template))
         # With an integration the save records drive captures; the watcher only takes over
         # when the integration reports that it left the program unprepared.
-        self.watch_folders = stage.integration is None
+        self.watch_folders = context.stage.integration is None
 
     # --- triggers ---------------------------------------------------------------------------
 
@@ -265,7 +260,7 @@ class Capturer:
         died_at: float | None,
     ) -> str | None:
         paths, excludes, listed = narrowed(
-            self.ws.copy, self.stage.continuity.checkpoint_paths, step
+            self.ws.copy, self.context.stage.continuity.checkpoint_paths, step
         )
         state = fingerprint(self.ws.copy, paths, excludes)
         if state == self._committed_state:
@@ -314,7 +309,7 @@ class Capturer:
         """Commit the selection whole (it holds no checkpoint folders), with the step its names
         carry or else the next of the capture's sequence; None when nothing was committed.
         ``entries``: the selection's fingerprint when the caller has just taken it."""
-        paths = list(self.stage.continuity.checkpoint_paths)
+        paths = list(self.context.stage.continuity.checkpoint_paths)
         entries = self._selection_entries() if entries is None else entries
         if not entries:
             return None
@@ -350,26 +345,26 @@ class Capturer:
         paths: list[str],
         excludes: list[str],
         *,
-        guard,
+        guard: Callable[[], None],
         reason: str,
         epoch: float | None = None,
         metrics: dict[str, Any] | None = None,
         immutable: tuple[str, ...] = (),
-    ):
+    ) -> Manifest | None:
         """The store's capture of ``paths`` at ``step``: its manifest, or None (an event says
         why) when the files changed meanwhile or the store failed."""
         from nodus.store.manifest import SnapshotInfo
 
         info = SnapshotInfo(
-            run=self.run_id,
-            stage=self.stage.name,
-            attempt=self.attempt,
+            run=self.context.run_id,
+            stage=self.context.stage.name,
+            attempt=self.context.attempt,
             step=step,
             epoch=epoch,
             metrics=metrics or {},
             role="checkpoint",
         )
-        into = self.store if self.uploads is None else self.uploads.staging
+        into = self.context.store if self.uploads is None else self.uploads.staging
         try:
             return into.capture(
                 self.ws.copy,
@@ -391,7 +386,7 @@ class Capturer:
             self.event("capture_failed", {"step": step, "reason": reason, "error": str(error)})
             return None
 
-    def _committed(self, manifest, step: int, state: tuple, reason: str) -> str:
+    def _committed(self, manifest: Manifest, step: int, state: tuple, reason: str) -> str:
         """What follows a commit: the run's record of it, retention, the program's notice."""
         self._committed_state = state
         self._committed_id = manifest.id
@@ -433,30 +428,32 @@ class Capturer:
             details["others"] = len(problems) - 1
         self.event("checkpoint_incomplete", details)
 
-    def _problems(self, entries, died_at: float | None) -> list[tuple[str, str]]:
+    def _problems(self, entries: Iterable[Entry], died_at: float | None) -> list[tuple[str, str]]:
         """The files of ``entries`` (relative to the copy) that fail their format's check or,
         after a death by signal at ``died_at``, changed within the settle window before it."""
         if not self.watch_folders:
             return []  # an integration publishes whole folders only
         # The death is seen up to a poll after it happened.
         since = None if died_at is None else died_at - self.watcher.settle_s - defaults.POLL_S
-        problems = []
+        problems: list[tuple[str, str]] = []
         for path, _size, mtime in entries:
             if mtime < self._since_ns:
                 continue
             why = formats.torn(os.path.join(self.ws.copy, path), path)
-            if why is None and since is not None and mtime / 1e9 >= since:
+            if why is None and died_at is not None and since is not None and mtime / 1e9 >= since:
                 ago = max(0.0, died_at - mtime / 1e9)
                 why = f"written {ago:.1f} s before the program died by a signal: maybe cut off"
             if why is not None:
                 problems.append((path, why))
         return problems
 
-    def _folder_problems(self, entries, folders: dict[str, list[str]]) -> list[tuple[str, str]]:
+    def _folder_problems(
+        self, entries: Iterable[Entry], folders: dict[str, list[str]]
+    ) -> list[tuple[str, str]]:
         """``folders`` of the selection ``entries`` (their names carry a step) that are not
         whole checkpoints (:func:`nodus.stages.layouts.judge`), and torch distributed
         checkpoints anywhere in it without their metadata."""
-        marker = self.stage.continuity.checkpoint_complete
+        marker = self.context.stage.continuity.checkpoint_complete
         # A folder laid out whole and left as it was (the source's, a restored one) is whole.
         written = {path for path, _size, mtime in entries if mtime >= self._since_ns}
         problems = []
@@ -479,7 +476,7 @@ class Capturer:
 
     def _selection_entries(self) -> tuple[Entry, ...]:
         """Names, sizes and mtimes of the whole selection now."""
-        return fingerprint(self.ws.copy, list(self.stage.continuity.checkpoint_paths), [])
+        return fingerprint(self.ws.copy, list(self.context.stage.continuity.checkpoint_paths), [])
 
     def _guard_selection(self, entries: tuple) -> None:
         """Fencing, then: the selection is as it was when its files were checked."""
@@ -494,9 +491,9 @@ class Capturer:
         network. The store's own fences (its run record and lease) guard the remote commit,
         which the uploader makes later (:mod:`nodus.runner.remote.uploads`)."""
         if self.uploads is not None:
-            fence_here(self.catalog, self.run_id, self.stage.name, self.attempt)
+            self.context.fence_here()
         else:
-            fence(self.catalog, self.run_id, self.stage.name, self.attempt)
+            self.context.fence()
 
     def finish_uploads(self) -> None:
         """Wait until what was captured is stored (remote store); a no-op for a local one."""
@@ -515,7 +512,9 @@ class Capturer:
 
     def _selection(self, step: int) -> tuple:
         """The fingerprint of what a capture at ``step`` would take."""
-        paths, excludes, _ = narrowed(self.ws.copy, self.stage.continuity.checkpoint_paths, step)
+        paths, excludes, _ = narrowed(
+            self.ws.copy, self.context.stage.continuity.checkpoint_paths, step
+        )
         return fingerprint(self.ws.copy, paths, excludes)
 
     # --- events -----------------------------------------------------------------------------
@@ -533,26 +532,7 @@ class Capturer:
             os.remove(path)
 
     def event(self, type_: str, details: dict[str, Any]) -> None:
-        self.catalog.add_event(
-            self.run_id, type_, details, stage=self.stage.name, attempt=self.attempt
-        )
-
-
-def fence(catalog: Catalog, run_id: str, stage: str, attempt: int) -> None:
-    """Attempt fencing before a commit into the run's store: StaleAttemptError unless
-    ``attempt`` is still the stage's current one, here and in the store's run record."""
-    fence_here(catalog, run_id, stage, attempt)
-    catalog.check_fences(run_id, stage, attempt)  # the store's record and lease, when driven
-
-
-def fence_here(catalog: Catalog, run_id: str, stage: str, attempt: int) -> None:
-    """The catalog's part of :func:`fence`, which needs no store."""
-    current = catalog.current_attempt(run_id, stage)
-    if current != attempt:
-        raise StaleAttemptError(
-            f"attempt {attempt} of {run_id}/{stage} was superseded by "
-            f"attempt {current}; its snapshot is not committed"
-        )
+        self.context.event(type_, details)
 
 
 class _FolderChanged(Exception):

@@ -13,6 +13,7 @@
     locks.py        at most one runner per run (an OS file lock the kernel releases)
     unrecorded.py   saves that never reached the store, as the catalog's events record them
     event_types.py  every type of event a run's log holds, listed once
+    attempt_context.py  what one attempt's workers share (store, catalog, run, stage, number)
 
 The bottom room of the runner: it imports no other room.
 """

@@ -1,6 +1,8 @@
-"""Recovery decisions: which snapshot an attempt restores, and when to stop recovering.
+"""Recovery decisions: what follows an attempt, which snapshot the next one restores.
 
+    decisions.py    what follows an attempt (next stage, recover, stop) and which snapshots
+                    an attempt tries to restore: pure functions over plain data
     suspects.py     a restored snapshot the program could not continue from is passed over
 
-Imports no other room of the runner.
+May import: catalog (how an attempt ended, as :mod:`nodus.runner.catalog.phases` names it).
 """

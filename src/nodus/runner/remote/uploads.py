@@ -22,16 +22,18 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodus import protocol
 from nodus._atomic import private_folder, write_json_atomic
-from nodus.runner.catalog.core import Catalog
+from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.catalog.unrecorded import UNRECORDED
 from nodus.runner.upkeep.rotation import Rotation
 from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
-from nodus.schemas.resolved import ResolvedStage
+
+if TYPE_CHECKING:
+    from nodus.store.manifest import Manifest
 
 __all__ = [
     "Uploads",
@@ -44,86 +46,70 @@ class Uploads:
     """The uploads of one attempt: staging store, uploader, and what the run records."""
 
     def __init__(
-        self,
-        *,
-        home: str,
-        store: Any,
-        catalog: Catalog,
-        run_id: str,
-        stage: ResolvedStage,
-        attempt: int,
-        ws: Workspace,
-        rotation: Rotation | None,
-        guard,
+        self, context: AttemptContext, *, home: str, ws: Workspace, rotation: Rotation | None
     ) -> None:
         from nodus.store.upload import Uploader, open_staging
 
-        self.catalog = catalog
-        self.run_id = run_id
-        self.stage = stage
-        self.attempt = attempt
+        self.context = context
         self.ws = ws
         self.rotation = rotation
-        self.status_path = upload_status_path(home, run_id)
-        self.staging = open_staging(home, store.url)
+        self.status_path = upload_status_path(home, context.run_id)
+        self.staging = open_staging(home, context.store.url)
         self._reasons: dict[str, str] = {}
-        self._finished: list | None = None
+        self._finished: list[Manifest] | None = None
+        # The remote commit is fenced by the catalog and the store's run record and lease.
         self.uploader = Uploader(
             self.staging,
-            store,
-            guard=guard,
+            context.store,
+            guard=context.fence,
             on_commit=self._committed,
             on_skip=self._skipped,
             on_progress=self._publish,
         )
 
-    def submit(self, manifest, reason: str, *, keep: bool = False) -> None:
+    def submit(self, manifest: Manifest, reason: str, *, keep: bool = False) -> None:
         """A snapshot committed into staging: record it and queue its upload."""
         self._reasons[manifest.id] = reason
         if manifest.role != "outputs":
             details = {"snapshot": manifest.id, "step": manifest.step, "reason": reason}
-            self._event("snapshot_staged", details)
+            self.context.event("snapshot_staged", details)
         self.uploader.submit(manifest, keep=keep)
 
-    def finish(self) -> list:
+    def finish(self) -> list[Manifest]:
         """Wait for every upload (retrying a failing store for ``unrecorded_retry``); the
         snapshots left unrecorded, each recorded as a ``snapshot_unrecorded`` event."""
         if self._finished is None:
-            self._finished = self.uploader.finish(self.stage.execution.unrecorded_retry)
+            self._finished = self.uploader.finish(self.context.stage.execution.unrecorded_retry)
             for manifest in self._finished:
                 details = {"snapshot": manifest.id, "step": manifest.step, "role": manifest.role}
-                self._event(UNRECORDED, details)
+                self.context.event(UNRECORDED, details)
         return self._finished
 
     # --- the uploader's callbacks (its threads) -----------------------------------------------
 
-    def _committed(self, manifest) -> None:
+    def _committed(self, manifest: Manifest) -> None:
         if manifest.role == "outputs":
-            self._event("outputs_committed", {"snapshot": manifest.id})
+            self.context.event("outputs_committed", {"snapshot": manifest.id})
             return
         reason = self._reasons.get(manifest.id, "save")
-        self._event(
+        self.context.event(
             "snapshot_committed", {"snapshot": manifest.id, "step": manifest.step, "reason": reason}
         )
+        assert manifest.step is not None  # a checkpoint's (outputs returned above)
         commit = protocol.CommitRecord(step=manifest.step, snapshot=manifest.id)
         write_json_atomic(self.ws.control.committed, commit.to_dict())
         if self.rotation is not None:
             self.rotation.request()
 
-    def _skipped(self, manifest, reason: str) -> None:
+    def _skipped(self, manifest: Manifest, reason: str) -> None:
         details = {"snapshot": manifest.id, "step": manifest.step, "reason": reason}
-        self._event("checkpoint_upload_skipped", details)
+        self.context.event("checkpoint_upload_skipped", details)
 
     def _publish(self, status: dict[str, Any]) -> None:
         try:
-            write_json_atomic(self.status_path, {**status, "stage": self.stage.name})
+            write_json_atomic(self.status_path, {**status, "stage": self.context.stage.name})
         except OSError:
             pass  # only the progress display is at stake
-
-    def _event(self, type_: str, details: dict[str, Any]) -> None:
-        self.catalog.add_event(
-            self.run_id, type_, details, stage=self.stage.name, attempt=self.attempt
-        )
 
 
 def upload_status_path(home: str, run_id: str) -> str:

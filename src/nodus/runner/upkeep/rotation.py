@@ -24,18 +24,21 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nodus.errors import NodusError, NotFoundError
 from nodus.registry import Registry
 from nodus.registry.registration import register_epoch_saves, version_event
 from nodus.retention.holds import HoldIndex, run_holds
 from nodus.retention.policy import Deletion, rotation
-from nodus.runner.catalog.core import Catalog
+from nodus.runner.catalog.attempt_context import AttemptContext
+from nodus.runner.catalog.core import Run
 from nodus.runner.catalog.phases import Phase
 from nodus.runner.upkeep.lineage import referencing_runs
 from nodus.schemas import defaults
-from nodus.schemas.resolved import ResolvedStage
+
+if TYPE_CHECKING:
+    from nodus.store.manifest import Manifest
 
 __all__ = ["Rotation"]
 
@@ -45,17 +48,12 @@ log = logging.getLogger("nodus.runner")
 class Rotation:
     """The rotation worker of one attempt of one stage."""
 
-    def __init__(
-        self, *, store: Any, catalog: Catalog, run_id: str, stage: ResolvedStage, attempt: int
-    ) -> None:
+    def __init__(self, context: AttemptContext) -> None:
         from nodus.store import SnapshotStore
 
+        self.context = context
         # Its own store object over the same storage: the capture's caches stay the capture's.
-        self.store = SnapshotStore(store.storage)
-        self.catalog = catalog
-        self.run_id = run_id
-        self.stage = stage
-        self.attempt = attempt
+        self.store = SnapshotStore(context.store.storage)
         self._wake = threading.Condition()
         self._asked = False
         self._passing = False  # the worker is in a pass (set and read under ``_wake``)
@@ -72,7 +70,7 @@ class Rotation:
             self._asked = True
             if self._thread is None:
                 self._thread = threading.Thread(
-                    target=self._work, name=f"rotation-{self.stage.name}", daemon=True
+                    target=self._work, name=f"rotation-{self.context.stage.name}", daemon=True
                 )
                 self._thread.start()
             self._wake.notify()
@@ -97,7 +95,7 @@ class Rotation:
         self._thread.join(timeout)
         if self._thread.is_alive():
             self._abandoned = True
-            self._event("rotation_unfinished", {"waited_s": timeout})
+            self.context.event("rotation_unfinished", {"waited_s": timeout})
 
     # --- the worker ---------------------------------------------------------------------------
 
@@ -124,38 +122,42 @@ class Rotation:
                     return
                 self._delete(deletion)
         except Exception as error:  # a failed pass must never fail the run
-            log.warning("rotation of %s/%s failed: %s", self.run_id, self.stage.name, error)
-            self._event("rotation_failed", {"error": f"{type(error).__name__}: {error}"})
+            log.warning(
+                "rotation of %s/%s failed: %s", self.context.run_id, self.context.stage.name, error
+            )
+            self.context.event("rotation_failed", {"error": f"{type(error).__name__}: {error}"})
 
     def _decide(self) -> list[Deletion]:
-        run = self.catalog.get_run(self.run_id)
+        run = self.context.catalog.get_run(self.context.run_id)
         if run.phase.final:
             # This attempt is live, so the run is unfinished whatever the catalog says by
             # now: what a retry would restore stays held.
             run = dataclasses.replace(run, phase=Phase.RUNNING)
-        manifests = self.store.list(run=self.run_id)
+        manifests = self.store.list(run=self.context.run_id)
         self._register_epochs(run, manifests)
         holds = run_holds(
-            run, manifests, HoldIndex(self.store), referencing_runs(self.catalog, run)
+            run, manifests, HoldIndex(self.store), referencing_runs(self.context.catalog, run)
         )
-        execution = self.stage.execution
+        execution = self.context.stage.execution
         return rotation(
-            [m for m in manifests if m.stage == self.stage.name],
+            [m for m in manifests if m.stage == self.context.stage.name],
             holds,
             keep_recoverable=execution.keep_recoverable,
             keep_adapters=execution.keep_adapters,
         )
 
-    def _register_epochs(self, run: Any, manifests: list) -> None:
+    def _register_epochs(self, run: Run, manifests: list[Manifest]) -> None:
         """Each epoch-end save becomes a model version when it commits (seed 001); a failure
         is an event, and the next pass (or the run's end) tries again."""
         try:
-            made = register_epoch_saves(Registry(self.catalog.models), self.store, run, manifests)
+            made = register_epoch_saves(
+                Registry(self.context.catalog.models), self.store, run, manifests
+            )
         except NodusError as error:
-            self._event("model_registration_failed", {"error": str(error)})
+            self.context.event("model_registration_failed", {"error": str(error)})
             return
         for version in made:
-            self._event("model_version_registered", version_event(version))
+            self.context.event("model_version_registered", version_event(version))
 
     def _delete(self, deletion: Deletion) -> None:
         try:
@@ -166,7 +168,7 @@ class Rotation:
             return  # deleted meanwhile (`nodus gc`, a whole run's deletion): nothing left to do
         if report.deferred:
             self._unfreed.add((deletion.snapshot_id, deletion.kind))
-        self._event(
+        self.context.event(
             "snapshot_kind_deleted",
             {
                 "snapshot": deletion.snapshot_id,
@@ -189,8 +191,3 @@ class Rotation:
                 deferred = False
             if not deferred:
                 self._unfreed.discard((snapshot_id, kind))
-
-    def _event(self, type_: str, details: dict[str, Any]) -> None:
-        self.catalog.add_event(
-            self.run_id, type_, details, stage=self.stage.name, attempt=self.attempt
-        )
