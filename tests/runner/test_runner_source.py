@@ -151,6 +151,22 @@ def test_a_bang_line_brings_a_default_back_and_resolve_shows_the_excludes(projec
     assert ".venv/lib/site.py" in _copy_files(project, run["id"])
 
 
+def test_nodusignore_lines_follow_gitignore_in_the_store_and_the_working_copy(project):
+    """tests/runner/test_nodusignore.py holds a test per rule; this is the run that uses them."""
+    project.write(steps=2, save_every=1)
+    paths = ["train.py", "data/a.bin", "src/data/b.py", "model.ckpt", "src/m.ckpt", "keep.ckpt"]
+    _files(project.root, [*paths, "build", "src/build/x.o", "#notes"])
+    ignore = "# outputs\n/data\n**/*.ckpt\n!keep.ckpt\nbuild/\n\\#notes\n"
+    (project.root / ".nodusignore").write_text(ignore)
+    run, _said = _run(project)
+    paths = {entry.path for entry in _source_manifest(project, run["id"]).files}
+    expected = {"workload.toml", ".nodusignore", "train.py", "src/data/b.py", "keep.ckpt", "build"}
+    assert paths == expected
+    copied = _copy_files(project, run["id"])
+    assert copied >= expected - {".nodusignore"}
+    assert not copied & {"data/a.bin", "model.ckpt", "src/m.ckpt", "src/build/x.o", "#notes"}
+
+
 def test_a_command_inside_a_left_out_folder_is_refused(project):
     project.write(command=[".venv/bin/python", "train.py"])
     _files(project.root, [".venv/bin/python", "train.py"])

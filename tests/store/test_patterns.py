@@ -1,4 +1,4 @@
-"""Exclude patterns (``.nodusignore`` semantics, as gitignore's): what a capture leaves out."""
+"""Exclude patterns (nodus's own, and a selection's): what a capture leaves out."""
 
 from __future__ import annotations
 

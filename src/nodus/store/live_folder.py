@@ -18,6 +18,7 @@ import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from nodus import protocol
 from nodus.errors import StoreError, UsageError
@@ -27,6 +28,7 @@ from nodus.store.names import path_problem
 
 __all__ = [
     "Candidate",
+    "Excluder",
     "FileCache",
     "Patterns",
     "ReadResult",
@@ -48,10 +50,20 @@ class Candidate:
     target: str | None = None  # set for symlinks
 
 
+@runtime_checkable
+class Excluder(Protocol):
+    """Says whether one path is left out; its folders were judged on the way down."""
+
+    def leaves_out(self, path: str, name: str, is_dir: bool = False) -> bool: ...
+
+
 def select(
-    root: str, paths: Sequence[str], excludes: Sequence[str], on_event: EventSink
+    root: str, paths: Sequence[str], excludes: Sequence[str] | Excluder, on_event: EventSink
 ) -> list[Candidate]:
     """Everything the literal ``paths`` select under ``root``; missing ones are skipped.
+
+    ``excludes``: :class:`Patterns` to compile, or an :class:`Excluder` that decides alone (a
+    source's, :mod:`nodus.runner.workspace.source`, which leaves out ``.nodus`` itself).
 
     ``.`` selects everything except the runner-private folder. Symlinks are kept as links only
     when they point inside the selection; any other is refused and reported through
@@ -61,7 +73,9 @@ def select(
     """
     selection = [_normalise(path) for path in paths]
     # Last, so no "!" line can bring it back; compiled once for the whole walk.
-    patterns = Patterns([*excludes, protocol.CONTROL_DIR])
+    patterns = (
+        excludes if isinstance(excludes, Excluder) else Patterns([*excludes, protocol.CONTROL_DIR])
+    )
     found: dict[str, Candidate] = {}
     for rel in selection:
         for candidate in _walk(root, rel, patterns, on_event):
@@ -95,15 +109,15 @@ def _normalise(path: str) -> str:
 
 
 def _walk(
-    root: str, rel: str, patterns: Patterns, on_event: EventSink, judged: bool = False
+    root: str, rel: str, patterns: Excluder, on_event: EventSink, judged: bool = False
 ) -> Iterator[Candidate]:
-    if not judged and rel != "." and excluded(rel, patterns):
-        return
     full = root if rel == "." else os.path.join(root, rel)
     try:
         info = os.lstat(full)
     except (FileNotFoundError, NotADirectoryError):
         return  # a missing path is skipped; the selection is never widened
+    if not judged and rel != "." and excluded(rel, patterns, stat_mod.S_ISDIR(info.st_mode)):
+        return
     if stat_mod.S_ISLNK(info.st_mode):
         yield Candidate(rel, full, os.readlink(full))
     elif stat_mod.S_ISREG(info.st_mode):
@@ -114,32 +128,39 @@ def _walk(
         on_event("capture_file_skipped", {"path": rel, "reason": "not a regular file"})
 
 
-def _walk_dir(root: str, rel: str, patterns: Patterns, on_event: EventSink) -> Iterator[Candidate]:
+def _walk_dir(root: str, rel: str, patterns: Excluder, on_event: EventSink) -> Iterator[Candidate]:
     full = root if rel == "." else os.path.join(root, rel)
     try:
-        names = os.listdir(full)
+        with os.scandir(full) as listing:
+            # A link is no folder (as for git): `data/` leaves out no link named data.
+            entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in listing]
     except (FileNotFoundError, NotADirectoryError):
         return  # removed while we walked (an older checkpoint being cleaned up)
     prefix = "" if rel == "." else f"{rel}/"
     # The folders above were judged on the way down: only the child's own name is new. Judged
     # before the sort: a folder of many checkpoints keeps one.
-    kept = [name for name in names if not patterns.leaves_out(prefix + name, name)]
+    kept = [
+        name for name, is_dir in entries if not patterns.leaves_out(prefix + name, name, is_dir)
+    ]
     for name in sorted(kept):
         yield from _walk(root, prefix + name, patterns, on_event, judged=True)
 
 
-def excluded(rel: str, patterns: Sequence[str] | Patterns) -> bool:
-    """Whether ``rel`` is left out by ``patterns`` (``.nodusignore`` semantics, as gitignore's).
+def excluded(rel: str, patterns: Sequence[str] | Excluder, is_dir: bool = False) -> bool:
+    """Whether ``rel`` (a folder when ``is_dir``) is left out by ``patterns``.
 
-    A name pattern (``*.pyc``, ``.venv``) matches a file or folder of that name at any depth; a
-    pattern with a ``/`` (``data/raw``) matches that path. The last pattern that matches decides,
-    and ``!pattern`` brings back what an earlier one left out. A folder left out takes
-    everything under it, so ``!`` cannot bring back a file inside a folder that is left out.
+    Plain patterns are nodus's own (:class:`Patterns`): a name pattern (``*.pyc``, ``.venv``)
+    matches a file or folder of that name at any depth; a pattern with a ``/`` (``data/raw``)
+    matches that path. The last pattern that matches decides, and ``!pattern`` brings back what
+    an earlier one left out. A folder left out takes everything under it, so ``!`` cannot bring
+    back a file inside a folder that is left out. A source's ``.nodusignore`` lines follow
+    gitignore's rules instead (:mod:`nodus.runner.workspace.source`).
     """
-    compiled = patterns if isinstance(patterns, Patterns) else Patterns(patterns)
+    compiled = patterns if isinstance(patterns, Excluder) else Patterns(patterns)
     parts = rel.split("/")
+    last = len(parts) - 1
     return any(
-        compiled.leaves_out("/".join(parts[: depth + 1]), parts[depth])
+        compiled.leaves_out("/".join(parts[: depth + 1]), parts[depth], depth < last or is_dir)
         for depth in range(len(parts))
     )
 
@@ -169,8 +190,9 @@ class Patterns:
                 self._globs.append((index, keep, by_path, compiled))
         self._globs.reverse()
 
-    def leaves_out(self, path: str, name: str) -> bool:
-        """The verdict of the last pattern matching one path (``name``: its last part)."""
+    def leaves_out(self, path: str, name: str, is_dir: bool = False) -> bool:
+        """The verdict of the last pattern matching one path (``name``: its last part); these
+        patterns match a file and a folder alike."""
         best = max(self._paths.get(path, _NONE), self._names.get(name, _NONE))
         for index, keep, by_path, compiled in self._globs:
             if index < best[0]:
@@ -185,7 +207,7 @@ _GLOB = re.compile(r"[*?\[]")
 _NONE = (-1, False)
 
 
-def _inside(link: Candidate, selection: list[str], patterns: Patterns, real_root: str) -> bool:
+def _inside(link: Candidate, selection: list[str], patterns: Excluder, real_root: str) -> bool:
     """Whether the link leads into the selection: read as written, and resolved as the system
     resolves it (a chain of links can lead out where each link alone looks inside)."""
     target = link.target or ""
@@ -193,11 +215,14 @@ def _inside(link: Candidate, selection: list[str], patterns: Patterns, real_root
         return False
     lexical = posixpath.normpath(posixpath.join(posixpath.dirname(link.rel), target))
     real = os.path.relpath(os.path.realpath(link.full), real_root).replace(os.sep, "/")
-    return all(_selected(resolved, selection, patterns) for resolved in (lexical, real))
+    is_dir = os.path.isdir(link.full)  # what the link leads to, for a pattern naming folders
+    return all(_selected(resolved, selection, patterns, is_dir) for resolved in (lexical, real))
 
 
-def _selected(resolved: str, selection: list[str], patterns: Patterns) -> bool:
-    if resolved in (".", "..") or resolved.startswith("../") or excluded(resolved, patterns):
+def _selected(resolved: str, selection: list[str], patterns: Excluder, is_dir: bool) -> bool:
+    if resolved in (".", "..") or resolved.startswith("../"):
+        return False
+    if excluded(resolved, patterns, is_dir):
         return False
     return any(s == "." or resolved == s or resolved.startswith(s + "/") for s in selection)
 

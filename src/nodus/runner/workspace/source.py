@@ -4,7 +4,9 @@ The source is the code folder less what is never source: folders such as ``.venv
 ``__pycache__`` (``defaults.SOURCE_DEFAULT_EXCLUDES``), then the lines of an optional
 ``.nodusignore`` (where ``!pattern`` brings one of those back), then ``.git``, ``.nodus`` and
 nodus's own home and store when they lie inside the folder, which nothing brings back. The
-last pattern that matches decides (:func:`nodus.store.live_folder.excluded`).
+last pattern that matches decides (:class:`SourceExcludes`). The lines of ``.nodusignore`` are
+read with gitignore's rules exactly (:class:`_IgnoreLines`, through ``pathspec``, imported only
+for a folder that has such a file); nodus's own patterns keep their dict lookups.
 
 A source is kept with its run and laid out again for every attempt, so its size is stated when a
 run is accepted, a large one is pointed out naming its largest files, and one above
@@ -17,18 +19,21 @@ from __future__ import annotations
 import fnmatch
 import heapq
 import os
+import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from nodus.errors import UsageError
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 from nodus.schemas.units import human_bytes
-from nodus.store.live_folder import excluded, select
+from nodus.store.live_folder import Patterns, excluded, select
 
 __all__ = [
     "Source",
+    "SourceExcludes",
     "SourceFile",
     "credential_warnings",
     "excludes",
@@ -51,7 +56,7 @@ class Source:
 
     code: str
     stages: tuple[str, ...]  # the stages that run from it
-    excludes: tuple[str, ...]  # in force, in order: the last that matches decides
+    excludes: SourceExcludes  # in force, in order: the last that matches decides
     bytes: int
     files: int
     largest: tuple[SourceFile, ...]  # biggest first, at most SOURCE_LARGEST_SHOWN
@@ -129,29 +134,162 @@ def private_folders(home: str, store_url: str) -> tuple[str, ...]:
     return (home,)
 
 
-def excludes(code: str, private: Sequence[str] = ()) -> list[str]:
+def excludes(code: str, private: Sequence[str] = ()) -> SourceExcludes:
     """The patterns in force for ``code``, in the order they apply (module docstring)."""
-    patterns = list(defaults.SOURCE_DEFAULT_EXCLUDES)
-    patterns += _ignore_file_lines(code)
-    patterns += defaults.SOURCE_EXCLUDES
+    never = list(defaults.SOURCE_EXCLUDES)
     for folder in private:
         relative = os.path.relpath(os.path.realpath(folder), os.path.realpath(code))
         if relative != "." and not relative.startswith(".."):
-            patterns.append(relative.replace(os.sep, "/"))
-    return patterns
+            never.append(relative.replace(os.sep, "/"))
+    return SourceExcludes(defaults.SOURCE_DEFAULT_EXCLUDES, _ignore_file_lines(code), never)
+
+
+class SourceExcludes(Sequence[str]):
+    """A source's excludes: the patterns in force, in order (what ``nodus resolve`` shows), and
+    the judge of each path, which :func:`nodus.store.live_folder.select` asks.
+
+    nodus's defaults come first and the ``.nodusignore`` lines after them, so the last line that
+    matches a path decides and ``!.venv`` brings a default back; what is never source comes
+    last, and nothing brings it back. Without ``.nodusignore`` lines all of them are nodus's
+    own patterns, compiled together as before: no ``pathspec`` is imported.
+    """
+
+    def __init__(self, first: Sequence[str], lines: Sequence[str], never: Sequence[str]) -> None:
+        self._patterns = (*first, *lines, *never)
+        self._ignore = _IgnoreLines(lines) if lines else None
+        self._first = Patterns(first if lines else self._patterns)
+        self._never = Patterns(never)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return self._patterns[index]
+
+    def __len__(self) -> int:
+        return len(self._patterns)
+
+    def leaves_out(self, path: str, name: str, is_dir: bool = False) -> bool:
+        """Whether this one path is left out (the folders above it were judged already)."""
+        if self._ignore is None:
+            return self._first.leaves_out(path, name)
+        if self._never.leaves_out(path, name):
+            return True
+        verdict = self._ignore.verdict(path, is_dir)
+        return self._first.leaves_out(path, name) if verdict is None else verdict
 
 
 def _ignore_file_lines(code: str) -> list[str]:
-    """The patterns of ``.nodusignore``: one a line, blank lines and ``#`` comments skipped."""
+    """The patterns of ``.nodusignore`` as git reads a line: one a line (a CRLF line's CR
+    dropped), trailing spaces not escaped by a backslash removed, blank lines and ``#`` comments
+    skipped. Leading spaces are part of the pattern, as for git."""
     try:
-        with open(os.path.join(code, defaults.IGNORE_FILE), encoding="utf-8") as handle:
-            lines = [line.strip() for line in handle]
+        # utf-8-sig: a byte order mark is skipped, as git does; other bytes name files as the
+        # file system does (os.listdir's surrogateescape).
+        with open(
+            os.path.join(code, defaults.IGNORE_FILE),
+            encoding="utf-8-sig",
+            errors="surrogateescape",
+            newline="",
+        ) as handle:
+            text = handle.read()
     except FileNotFoundError:
         return []
+    lines = (_trim_trailing_spaces(line.removesuffix("\r")) for line in text.split("\n"))
     return [line for line in lines if line and not line.startswith("#")]
 
 
-def measure(code: str, patterns: Sequence[str], stages: Sequence[str], limit: int) -> Source:
+def _trim_trailing_spaces(line: str) -> str:
+    """git's ``trim_trailing_spaces``: spaces at the end go, unless a backslash escapes one."""
+    end = len(line)
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if char == "\\":
+            index += 1  # the escaped character, whatever it is, is kept
+            end = len(line)
+        elif char != " ":
+            end = len(line)
+        elif end == len(line):
+            end = index  # the first of a run of spaces: where the line ends if none follows
+        index += 1
+    return line[:end]
+
+
+class _IgnoreLines:
+    """``.nodusignore`` lines, judged as git judges ``.gitignore`` lines.
+
+    ``pathspec`` translates each line (escapes, ``**``, classes, a trailing ``/``); a walk from
+    the top asks about each path once its folders are kept, and the last line matching that
+    path itself decides. ``pathspec``'s own verdict would also count a line matching a folder
+    above (``__pycache__/`` then ``!src/`` would bring ``src/__pycache__`` back, which git does
+    not), so only matches of the path itself are taken (:func:`_matches_itself`).
+    """
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        import pathspec  # here, not at import: a run without .nodusignore never loads it
+
+        self._rules: list[tuple[re.Pattern[str], bool]] = []
+        for line in lines:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", FutureWarning)  # re on `[[`: a literal `[`
+                    patterns = pathspec.GitIgnoreSpec.from_lines([_for_pathspec(line)]).patterns
+            except (ValueError, re.error):
+                continue  # `a\`, a lone `!`: a line git matches nothing with
+            for pattern in patterns:
+                if pattern.include is not None and pattern.regex is not None:
+                    self._rules.append((pattern.regex, pattern.include))
+        self._rules.reverse()  # the last line that matches decides
+
+    def verdict(self, path: str, is_dir: bool) -> bool | None:
+        """True: left out; False: brought back by a ``!`` line; None: no line matches it."""
+        for regex, leaves_out in self._rules:
+            if _matches_itself(regex, path, is_dir):
+                return leaves_out
+        return None
+
+
+_STARS = re.compile(r"\*{3,}")
+
+
+def _for_pathspec(line: str) -> str:
+    """A trimmed line as ``pathspec`` reads it the way git does.
+
+    ``pathspec`` strips all trailing whitespace where git keeps a tab (so a tab at the end is
+    given as a class), reads ``a/**/`` as ``a/`` where git means the folders under ``a``, not
+    ``a`` itself nor its files (written ``a/**/*/``), and ``***`` as ``*`` where git reads any
+    run of stars as ``**`` (between slashes: any depth) or ``*`` (elsewhere).
+    """
+    line = _STARS.sub("**", line)
+    if line[-1].isspace() and line[-1] != " ":
+        body = line[:-1]
+        if (len(body) - len(body.rstrip("\\"))) % 2:
+            body = body[:-1]  # the backslash escaping it
+        line = f"{body}[{line[-1]}]"
+    if line.endswith("/**/"):
+        line += "*/"
+    return line
+
+
+def _matches_itself(regex: re.Pattern[str], path: str, is_dir: bool) -> bool:
+    """Whether a ``pathspec`` pattern matches ``path`` itself, not only a folder above it.
+
+    ``pathspec`` marks a match that stops at a folder with the group ``ps_d``: on the bare path
+    such a match is of a folder above; on ``path/`` it is of the path itself as a folder (what a
+    line ending in ``/`` asks for) when the mark stands at the path's end. A pattern without the
+    group (``a/**``, ``*``) matches what it matches itself.
+    """
+    if any(match.groupdict().get("ps_d") is None for match in regex.finditer(path)):
+        return True
+    return is_dir and any(
+        match.groupdict().get("ps_d") is not None and match.start("ps_d") == len(path)
+        for match in regex.finditer(path + "/")
+    )
+
+
+def measure(code: str, patterns: SourceExcludes, stages: Sequence[str], limit: int) -> Source:
     """Walk ``code`` as a capture would and sum its sizes; nothing is read or copied."""
     sizes = []
     # Refused symlinks and special files are reported by the capture itself.
@@ -166,7 +304,7 @@ def measure(code: str, patterns: Sequence[str], stages: Sequence[str], limit: in
     return Source(
         code=code,
         stages=tuple(stages),
-        excludes=tuple(patterns),
+        excludes=patterns,
         bytes=sum(f.size for f in sizes),
         files=len(sizes),
         largest=tuple(largest),
