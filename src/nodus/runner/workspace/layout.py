@@ -103,9 +103,6 @@ class Workspace:
                 return short
         return preferred  # nowhere shorter: sockets under it may fail, as they would anyway
 
-    def private_path(self, *parts: str) -> str:
-        return os.path.join(self.private, *parts)
-
     @property
     def previous(self) -> str:
         return os.path.join(self.root, "previous")
