@@ -17,14 +17,14 @@ from runner_e2e_helpers import Project
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _bare_runs_shared(tmp_path_factory):
-    """Bare runs' hashes kept in the session's base folder, which xdist's workers share (each
-    worker's own base folder is inside it)."""
+def _shared_results(tmp_path_factory):
+    """Results of bare runs (``hf_helpers.once_per_session``) kept in the session's base folder,
+    which xdist's workers share (each worker's own base folder is inside it)."""
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    hf_helpers.BARE_RUNS = shared / "bare-runs"
+    hf_helpers.SHARED_RESULTS = shared / "bare-runs"
     yield
-    hf_helpers.BARE_RUNS = None
+    hf_helpers.SHARED_RESULTS = None
 
 
 @pytest.fixture(scope="session")

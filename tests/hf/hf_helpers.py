@@ -31,9 +31,9 @@ PROGRAM_ENV = {
 SAVE_EVERY = 5  # with 12 steps per epoch: saves inside epochs and at boundaries 12, 24, 36, 48
 PREPARED = "prepared"  # the key of the session's uninterrupted run (conftest.prepared)
 # Where bare runs' results are kept for the session, shared by xdist's workers (set by
-# tests/hf/conftest.py; None: every call trains). A bare run is deterministic (the tests assert
-# exactly that), so a second identical one could only repeat the first one's result.
-BARE_RUNS: Path | None = None
+# tests/hf/conftest.py; None: every call trains again). A bare run is deterministic (the tests
+# assert exactly that), so a second identical one could only repeat the first one's result.
+SHARED_RESULTS: Path | None = None
 
 
 def quickstart_copy(root: Path, name: str) -> Path:
@@ -47,12 +47,12 @@ def quickstart_copy(root: Path, name: str) -> Path:
 
 def once_per_session(key: list, compute: Callable[[], Any]) -> Any:
     """``compute()`` (a JSON value) for ``key``, computed once per session for all workers."""
-    if BARE_RUNS is None:
+    if SHARED_RESULTS is None:
         return compute()
     name = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
-    BARE_RUNS.mkdir(parents=True, exist_ok=True)
-    known = BARE_RUNS / f"{name}.json"
-    with open(BARE_RUNS / f"{name}.lock", "w") as lock:
+    SHARED_RESULTS.mkdir(parents=True, exist_ok=True)
+    known = SHARED_RESULTS / f"{name}.json"
+    with open(SHARED_RESULTS / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for the same run, not twice
         if not known.exists():
             known.write_text(json.dumps(compute()))

@@ -7,7 +7,8 @@ from methods_helpers import Example, adapter_hash
 
 from polling import wait_for
 
-# Every test here uses the session's sft run: the tests that do share one xdist worker.
+# Every test here uses the session's sft run, trained once: they share one xdist worker (with
+# test_downloads' test of that run).
 pytestmark = [pytest.mark.hf, pytest.mark.slow, pytest.mark.xdist_group("sft_run")]
 
 
