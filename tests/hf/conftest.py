@@ -2,14 +2,29 @@
 
 Every run under nodus is a real `nodus` process (see ``runner_e2e_helpers.Project``): the runner
 writes the integration's settings, asks for saves, captures and commits, and recovers. Runs that
-several tests compare against are made once per session.
+several tests compare against are made once per session: bare runs once for all xdist workers,
+and the tests of the ``prepared`` run share one worker (``xdist_group``).
 """
 
 from __future__ import annotations
 
+import os
+
+import hf_helpers
 import pytest
 from hf_helpers import PREPARED, SAVE_EVERY, bare_run_hash
 from runner_e2e_helpers import Project
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_results(tmp_path_factory):
+    """Results of bare runs (``hf_helpers.once_per_session``) kept in the session's base folder,
+    which xdist's workers share (each worker's own base folder is inside it)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    hf_helpers.SHARED_RESULTS = shared / "bare-runs"
+    yield
+    hf_helpers.SHARED_RESULTS = None
 
 
 @pytest.fixture(scope="session")

@@ -14,11 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from nodus.stages.hf.inprocess.identity import dataset_identity, differences
+
 pytestmark = pytest.mark.hf
 
-datasets = pytest.importorskip("datasets")
 
-from nodus.stages.hf.inprocess.identity import dataset_identity, differences  # noqa: E402
+@pytest.fixture(autouse=True)
+def _datasets_installed():
+    """Skipped without `datasets`; imported where used, so collecting does not import it."""
+    pytest.importorskip("datasets")
+
 
 LINES = [
     "short" if i % 10 == 9 else f"line {i} says the quick brown fox number {i % 7} jumps"
@@ -29,6 +34,8 @@ FIRST_CHANGE = ("line 17 says", "line 17 sayz")  # one byte of a row the selecti
 
 def _write(folder: Path, kind: str) -> Path:
     """The data file(s) of ``kind`` in ``folder``; what a changed byte is changed in."""
+    import datasets
+
     folder.mkdir(parents=True)
     if kind == "text":
         path = folder / "train.txt"
@@ -53,6 +60,8 @@ def _write(folder: Path, kind: str) -> Path:
 
 
 def _load(path: Path, kind: str, cache: Path):
+    import datasets
+
     if kind == "load_from_disk":
         return datasets.load_from_disk(str(path))
     builder = {"text": "text", "json": "json", "csv": "csv", "parquet": "parquet"}[kind]
@@ -74,6 +83,8 @@ def _train_dataset(path: Path, kind: str, cache: Path):
 
 
 def _change_one_byte(path: Path, kind: str) -> None:
+    import datasets
+
     old, new = FIRST_CHANGE
     if kind == "load_from_disk":  # saved again, as a changed dataset is (not patched in place)
         shutil.rmtree(path)

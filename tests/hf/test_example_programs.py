@@ -9,6 +9,7 @@ content. Each run is a real `nodus run` whose program is SIGKILLed at random sav
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hf_helpers import PROGRAM_ENV
+from hf_helpers import PROGRAM_ENV, once_per_session
 from runner_e2e_helpers import STAGE, Project, kill_program, steps_logged
 
 from nodus.qualify import weights_hash
@@ -49,7 +50,21 @@ def write_jsonl(path: Path) -> None:
 
 
 def bare_hash(root: Path, code: Path, env: dict[str, str]) -> str:
-    """Final weights of ``python lm_example.py`` in a plain copy of ``code``, without nodus."""
+    """Final weights of ``python lm_example.py`` in a plain copy of ``code``, without nodus;
+    trained once per session for the same code, data and env."""
+    key = [PROGRAM, sorted(env.items()), _digest(code)]
+    return once_per_session(key, lambda: _bare_train(root, code, env))
+
+
+def _digest(code: Path) -> str:
+    """Every file of the code folder (the program and its data), by path and content."""
+    hashed = hashlib.sha256()
+    for path in sorted(p for p in code.rglob("*") if p.is_file()):
+        hashed.update(f"{path.relative_to(code)}\0".encode() + path.read_bytes())
+    return hashed.hexdigest()
+
+
+def _bare_train(root: Path, code: Path, env: dict[str, str]) -> str:
     copy = root / "bare"
     shutil.copytree(code, copy)
     proc = subprocess.run(

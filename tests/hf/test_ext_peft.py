@@ -30,6 +30,8 @@ pytestmark = [pytest.mark.hf, pytest.mark.slow]
 PROGRAM = "peft_lora.py"
 # 3 epochs of 12 steps; saves every 5 and at the epoch ends 12, 24 and 36
 ENV = {"QUICKSTART_EPOCHS": "3"}
+# The tests of the module's killed run share one xdist worker: it is run once.
+on_peft_run = pytest.mark.xdist_group("peft_run")
 ADAPTER = ["adapter_config.json", "adapter_model.safetensors"]
 
 
@@ -70,6 +72,7 @@ def peft_run(tmp_path_factory) -> tuple[Project, str, tuple[int, ...]]:
     return project, why, (first, second, paused_at)
 
 
+@on_peft_run
 def test_peft_killed_twice_and_paused_ends_with_the_bare_adapters(peft_run, bare, tmp_path):
     project, why, kills = peft_run
     attempts = project.get("p")["stages"][0]["attempts"]
@@ -84,6 +87,7 @@ def test_peft_killed_twice_and_paused_ends_with_the_bare_adapters(peft_run, bare
     assert set(ADAPTER) <= set(saved) and "model.safetensors" not in saved, saved
 
 
+@on_peft_run
 def test_retention_keeps_adapters_as_weights_that_load_on_the_base_model(peft_run, tmp_path):
     import torch
     from peft import PeftModel, get_peft_model_state_dict
@@ -113,6 +117,7 @@ def test_retention_keeps_adapters_as_weights_that_load_on_the_base_model(peft_ru
     assert "is not a managed method" in model.stderr and "--artifact adapter" in model.stderr
 
 
+@on_peft_run
 def test_a_resume_with_another_lora_config_is_refused_naming_both(peft_run):
     project, why, _ = peft_run
     file = _child(project, "rank8", resume_from="p@35", env={"LORA_R": "8"})
@@ -125,6 +130,7 @@ def test_a_resume_with_another_lora_config_is_refused_naming_both(peft_run):
     assert saved != now, line
 
 
+@on_peft_run
 def test_a_full_state_branch_of_a_peft_run_ends_bit_identical(peft_run, bare):
     project, why, _ = peft_run
     proc = project.nodus("runs", "branch", "p@35", "--from", "full-state", timeout=300)

@@ -41,6 +41,10 @@ def _bare(tmp_path_factory, precision: str, program: str = PROGRAM) -> str:
     return bare_run_hash(root, str(PROGRAMS / program), {**ENV, "PRECISION": precision})
 
 
+# The tests of the module's killed run share one xdist worker: it is run once.
+on_autocast_run = pytest.mark.xdist_group("autocast_run")
+
+
 @pytest.fixture(scope="module")
 def bare(tmp_path_factory) -> dict[str, str]:
     """Final weights of the uninterrupted bare runs, by precision."""
@@ -75,6 +79,7 @@ def autocast_run(tmp_path_factory, bare) -> tuple[Project, str]:
     return project, why, (first, second)
 
 
+@on_autocast_run
 def test_bf16_autocast_killed_twice_and_noticed_ends_bit_identical(autocast_run, bare):
     project, why, kills = autocast_run
     # bf16 autocast really trains in bf16: not the float32 run's weights
@@ -95,6 +100,7 @@ def test_bf16_autocast_killed_twice_and_noticed_ends_bit_identical(autocast_run,
     assert project.outputs_hash("a") == bare["bf16"], why
 
 
+@on_autocast_run
 def test_a_checkpoint_records_its_precision(autocast_run, tmp_path):
     project, why, _ = autocast_run
     target = tmp_path / "resumable"
@@ -106,6 +112,7 @@ def test_a_checkpoint_records_its_precision(autocast_run, tmp_path):
     assert recorded["precision"] == AUTOCAST
 
 
+@on_autocast_run
 def test_a_resume_in_float32_of_a_bf16_checkpoint_is_refused_naming_both(autocast_run):
     project, why, _ = autocast_run
     # retention (keep_recoverable = 1) left the training state of the two newest saves
@@ -119,6 +126,7 @@ def test_a_resume_in_float32_of_a_bf16_checkpoint_is_refused_naming_both(autocas
     ) in event["reasons"], event
 
 
+@on_autocast_run
 def test_a_full_state_branch_of_a_bf16_run_ends_bit_identical(autocast_run, bare):
     project, why, _ = autocast_run
     proc = project.nodus("runs", "branch", "a@35", "--from", "full-state", timeout=300)

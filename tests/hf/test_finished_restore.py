@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hf_helpers import PROGRAM_ENV, PROGRAMS, quickstart_copy
+from hf_helpers import PROGRAM_ENV, PROGRAMS, once_per_session, quickstart_copy
 from runner_e2e_helpers import Project, kill_program
 
 from nodus import protocol
@@ -44,6 +44,11 @@ def bare(tmp_path_factory) -> dict:
 
 
 def _bare_run(root: Path, max_steps: int) -> dict:
+    """Trained once per session for each ``max_steps`` (shared by xdist's workers)."""
+    return once_per_session([PROGRAM, max_steps], lambda: _bare_train(root, max_steps))
+
+
+def _bare_train(root: Path, max_steps: int) -> dict:
     copy = quickstart_copy(root, "code")
     proc = subprocess.run(
         [sys.executable, str(PROGRAMS / PROGRAM)],

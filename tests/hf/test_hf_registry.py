@@ -18,7 +18,8 @@ from nodus.qualify import weights_hash
 from nodus.store import open_store
 from nodus.store.keys import blob_key
 
-pytestmark = [pytest.mark.hf, pytest.mark.slow]
+# Both tests use the module's trained run: one xdist worker trains it, once.
+pytestmark = [pytest.mark.hf, pytest.mark.slow, pytest.mark.xdist_group("hf_registry")]
 
 MODEL = "quickstart-e2e"  # the run's name: its model's name
 

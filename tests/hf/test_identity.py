@@ -10,7 +10,7 @@ import pytest
 from hf_helpers import SAVE_EVERY
 from runner_e2e_helpers import Project
 
-pytestmark = pytest.mark.hf
+pytestmark = [pytest.mark.hf, pytest.mark.slow]
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from nodus import protocol
 from nodus._atomic import read_json, write_json_atomic
 from polling import wait_for
 
-pytestmark = pytest.mark.hf
+pytestmark = [pytest.mark.hf, pytest.mark.slow]
 
 # The runner numbers its own requests from 1; this one can never be mistaken for one of them.
 REQUEST_ID = 1000

@@ -15,6 +15,9 @@ import pytest
 import tomli_w
 from runner_e2e_helpers import Project
 
+# Every test here uses the module's finished parent: one xdist worker trains it, once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lineage")]
+
 SMALL = {"QUICKSTART_EXAMPLES": "32", "QUICKSTART_EPOCHS": "2"}  # 8 steps
 
 

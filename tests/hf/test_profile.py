@@ -17,11 +17,6 @@ from types import SimpleNamespace
 
 import pytest
 from runner_e2e_helpers import Project
-from transformers import (
-    DataCollatorForLanguageModeling,
-    DataCollatorWithPadding,
-    default_data_collator,
-)
 
 from nodus.schemas.defaults import ENV_IGNORE_SHIPPED_QUALIFICATIONS as IGNORE_SHIPPED
 from nodus.stages.hf.inprocess import identity as identities
@@ -86,6 +81,7 @@ def _run(tmp_path, integration: str, kind: str) -> str:
     return log
 
 
+@pytest.mark.slow
 def test_explicit_v1_refuses_each_violation_naming_its_reason(short_root):
     log = _run(short_root, "hf-trainer-v1", "integration_refused")
     for name in VIOLATIONS:
@@ -93,6 +89,7 @@ def test_explicit_v1_refuses_each_violation_naming_its_reason(short_root):
     assert "trained" not in log
 
 
+@pytest.mark.slow
 def test_auto_runs_each_violation_unprepared_and_records_why(short_root):
     # unprepared means untouched: save_every=1 produced no integration saves
     log = _run(short_root, "auto", "integration_unprepared")
@@ -130,20 +127,29 @@ def quickstart(tmp_path_factory):
     return SimpleNamespace(module=module, tokenizer=tokenizer, build=build)
 
 
+# The collators below are made by functions of (transformers, tokenizer): Transformers is imported
+# by the tests that use it, not when the suite is collected.
+
+
 def _explicit(quickstart, make) -> list[str]:
-    """The profile's reasons for a Trainer given ``make(tokenizer)`` as its data collator."""
-    collator = make(quickstart.tokenizer)
+    """The profile's reasons for a Trainer given ``make(transformers, tokenizer)`` as its data
+    collator."""
+    import transformers
+
+    collator = make(transformers, quickstart.tokenizer)
     return profile.check(quickstart.build(collator), {"data_collator": collator})
 
 
 @pytest.mark.parametrize(
     "make",
     [
-        lambda tokenizer: None,
-        lambda tokenizer: default_data_collator,
-        lambda tokenizer: DataCollatorWithPadding(tokenizer),
-        lambda tokenizer: DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
-        lambda tokenizer: DataCollatorWithPadding(tokenizer, padding="max_length", max_length=32),
+        lambda lib, tokenizer: None,
+        lambda lib, tokenizer: lib.default_data_collator,
+        lambda lib, tokenizer: lib.DataCollatorWithPadding(tokenizer),
+        lambda lib, tokenizer: lib.DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8),
+        lambda lib, tokenizer: lib.DataCollatorWithPadding(
+            tokenizer, padding="max_length", max_length=32
+        ),
     ],
     ids=["none", "default_data_collator", "padding", "pad_to_multiple_of", "max_length"],
 )
@@ -151,22 +157,33 @@ def test_the_library_default_collators_pass_when_given_explicitly(quickstart, ma
     assert _explicit(quickstart, make) == []
 
 
-class OwnPadding(DataCollatorWithPadding):
-    pass
+@functools.cache
+def own_padding() -> type:
+    """A subclass of the library's padding collator (made once, on first use)."""
+    from transformers import DataCollatorWithPadding
+
+    class OwnPadding(DataCollatorWithPadding):
+        pass
+
+    return OwnPadding
 
 
 def shuffled_collator(features):
+    from transformers import default_data_collator
+
     return default_data_collator(features[::-1])
 
 
 @pytest.mark.parametrize(
     "make, named",
     [
-        (lambda tokenizer: shuffled_collator, "custom data collator (shuffled_collator)"),
-        (lambda tokenizer: lambda features: features, "custom data collator (<lambda>)"),
-        (lambda tokenizer: OwnPadding(tokenizer), "custom data collator (OwnPadding)"),
+        (lambda lib, tokenizer: shuffled_collator, "custom data collator (shuffled_collator)"),
+        (lambda lib, tokenizer: lambda features: features, "custom data collator (<lambda>)"),
+        (lambda lib, tokenizer: own_padding()(tokenizer), "custom data collator (OwnPadding)"),
         (
-            lambda tokenizer: functools.partial(default_data_collator, return_tensors="pt"),
+            lambda lib, tokenizer: functools.partial(
+                lib.default_data_collator, return_tensors="pt"
+            ),
             "custom data collator (partial)",
         ),
     ],
@@ -178,6 +195,8 @@ def test_other_collators_are_refused_naming_them(quickstart, make, named):
 
 
 def test_a_masking_collator_is_the_collators_extension_not_a_refusal(quickstart):
+    from transformers import DataCollatorForLanguageModeling
+
     collator = DataCollatorForLanguageModeling(quickstart.tokenizer, mlm=False)
     found = profile.assess(quickstart.build(collator), {"data_collator": collator})
     assert found.reasons == []
@@ -185,6 +204,8 @@ def test_a_masking_collator_is_the_collators_extension_not_a_refusal(quickstart)
 
 
 def test_padding_with_a_tokenizer_other_than_the_trainers_is_refused(quickstart):
+    from transformers import DataCollatorWithPadding
+
     other = quickstart.module.build_tokenizer()  # equal in every way, but not the Trainer's own
     collator = DataCollatorWithPadding(other)
     for processing_class in (quickstart.tokenizer, None):
@@ -195,6 +216,8 @@ def test_padding_with_a_tokenizer_other_than_the_trainers_is_refused(quickstart)
 
 
 def test_the_collator_is_recorded_in_the_identity_and_a_changed_one_is_named(quickstart):
+    from transformers import DataCollatorWithPadding, default_data_collator
+
     tokenizer = quickstart.tokenizer
     default = identities.compute(quickstart.build(None))
     # the Trainer's own choice and the same collator given explicitly are one training

@@ -39,6 +39,7 @@ def test_a_failed_record_qualifies_nothing_a_passed_one_does(tmp_path):
     assert qualification.is_qualified(OTHER, str(tmp_path))
 
 
+@pytest.mark.slow
 def test_nodus_qualify_passes_here_and_records_the_result(tmp_path):
     home = tmp_path / "home"
     proc = subprocess.run(

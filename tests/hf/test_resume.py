@@ -16,7 +16,9 @@ from runner_e2e_helpers import Project
 
 from nodus import protocol
 
-pytestmark = pytest.mark.hf
+pytestmark = [pytest.mark.hf, pytest.mark.slow]
+# The tests of the session's ``prepared`` run share one xdist worker: it is trained once.
+on_prepared = pytest.mark.xdist_group("prepared")
 
 # The Trainer's own checkpoint file set (Trainer._save_checkpoint with a tokenizer).
 TRAINER_FILES = {
@@ -34,6 +36,7 @@ TRAINER_FILES = {
 }
 
 
+@on_prepared
 def test_saves_every_n_steps_and_at_each_epoch_end_without_changing_training(prepared, bare_hash):
     # 4 epochs of 12 steps, save_every=5, save_each_epoch: the union of both cadences
     assert prepared.committed_steps(PREPARED) == [5, 10, 12, 15, 20, 24, 25, 30, 35, 36, 40, 45, 48]
@@ -43,6 +46,7 @@ def test_saves_every_n_steps_and_at_each_epoch_end_without_changing_training(pre
     assert prepared.outputs_hash(PREPARED) == bare_hash  # saving in the background changed nothing
 
 
+@on_prepared
 def test_checkpoints_hold_the_trainer_files_and_the_step_metrics(prepared):
     snapshot = next(m for m in prepared.snapshots(PREPARED) if m.step == 15)
     assert {posixpath.basename(e.path) for e in snapshot.files} == TRAINER_FILES | {
@@ -89,11 +93,13 @@ def _bare_resume(prepared: Project, step: int, root) -> str:
     return bare_run_hash(root, str(PROGRAMS / "bare_resume.py"), {"RESUME_FROM": str(checkpoint)})
 
 
+@on_prepared
 def test_a_bare_trainer_resumes_from_an_integration_checkpoint(prepared, bare_hash, tmp_path):
     # a downloaded snapshot works with resume_from_checkpoint and no nodus at all
     assert _bare_resume(prepared, 5, tmp_path) == bare_hash
 
 
+@on_prepared
 def test_the_upstream_defect_nodus_fixes_is_real(prepared, bare_hash, tmp_path):
     # SPEC §6: bare Trainer + Accelerate resumed inside epoch >= 1 replays epoch 0's order;
     # a checkpoint resumed under nodus inside a later epoch is exact (test above, "inside-epoch-3").

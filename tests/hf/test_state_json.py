@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
-from transformers import TrainerState
-
-from nodus.stages.hf.inprocess.state_copy import step_metrics
 from nodus.stages.hf.inprocess.state_json import StateJson
+
+if TYPE_CHECKING:  # imported where a test needs it: collecting imports no Transformers
+    from transformers import TrainerState
 
 
 def trainers_own(state: TrainerState, tmp_path) -> str:
@@ -25,6 +26,8 @@ class Params:
 
 
 def a_state() -> TrainerState:
+    from transformers import TrainerState
+
     state = TrainerState(max_steps=100, logging_steps=1, train_batch_size=8)
     state.stateful_callbacks = {
         "TrainerControl": {"args": {"should_save": True}, "attributes": {}},
@@ -67,6 +70,8 @@ def test_an_edited_history_is_serialized_again(tmp_path):
 
 
 def test_step_metrics_merge_the_entries_of_the_current_step():
+    from nodus.stages.hf.inprocess.state_copy import step_metrics  # imports torch
+
     state = a_state()
     for step in range(1, 4):
         log(state, step, loss=float(step))

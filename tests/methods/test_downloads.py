@@ -9,9 +9,7 @@ import subprocess
 import sys
 
 import pytest
-import torch
 from methods_helpers import Example
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import nodus
 from nodus.errors import NotFoundError, UsageError
@@ -21,8 +19,11 @@ pytestmark = [pytest.mark.hf]
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("sft_run")  # with the other tests of the session's sft run
 def test_a_lora_checkpoint_downloads_as_a_merged_model_that_generates(sft_run, tmp_path):
+    import torch
     from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model_dir, adapter_dir = tmp_path / "model", tmp_path / "adapter"
     for artifact, target in (("model", model_dir), ("adapter", adapter_dir)):
@@ -44,7 +45,10 @@ def test_a_lora_checkpoint_downloads_as_a_merged_model_that_generates(sft_run, t
     assert set(os.listdir(tmp_path)) == {"model", "adapter"}  # nothing of the merge left
 
 
+@pytest.mark.slow
 def test_a_merge_is_refused_when_the_base_model_is_gone_or_changed(tmp_path):
+    from transformers import AutoModelForCausalLM
+
     example = Example(tmp_path, "sft")
     workload = example.file.read_text().replace("max_steps = 24", "max_steps = 6")
     example.file.write_text(workload)

@@ -6,11 +6,12 @@ import json
 
 import pytest
 from methods_helpers import Example, adapter_hash
-from transformers import AutoModelForCausalLM
 
 from polling import wait_for
 
 pytestmark = [pytest.mark.hf, pytest.mark.slow]
+# The tests of the session's grpo run share one xdist worker: it is trained once.
+on_grpo_run = pytest.mark.xdist_group("grpo_run")
 
 
 def train_snapshots(example: Example, key: str) -> list[dict]:
@@ -20,6 +21,8 @@ def train_snapshots(example: Example, key: str) -> list[dict]:
 
 
 def test_dpo_example_trains_with_loss_per_snapshot_and_exports(dpo_run):
+    from transformers import AutoModelForCausalLM
+
     assert dpo_run.get("whole")["phase"] == "SUCCEEDED"
     snapshots = train_snapshots(dpo_run, "whole")
     assert [s["step"] for s in snapshots][-1] == 12
@@ -27,7 +30,10 @@ def test_dpo_example_trains_with_loss_per_snapshot_and_exports(dpo_run):
     AutoModelForCausalLM.from_pretrained(dpo_run.outputs("whole") / "out" / "model")
 
 
+@on_grpo_run
 def test_grpo_saves_on_generation_boundaries_with_reward_metrics(grpo_run):
+    from transformers import AutoModelForCausalLM
+
     view = grpo_run.get("whole")
     assert view["phase"] == "SUCCEEDED"
     (aligned,) = [e for e in view["events"] if e["type"] == "checkpoint_every_aligned"]
@@ -39,6 +45,7 @@ def test_grpo_saves_on_generation_boundaries_with_reward_metrics(grpo_run):
     AutoModelForCausalLM.from_pretrained(grpo_run.outputs("whole") / "out" / "model")
 
 
+@on_grpo_run
 def test_grpo_killed_twice_regenerates_the_same_rollouts_and_adapter(grpo_run, tmp_path):
     example = Example(tmp_path, "grpo", write_delay="0.5")
     runner = example.start("run", str(example.file), "--key", "killed")

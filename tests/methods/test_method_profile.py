@@ -12,7 +12,7 @@ from methods_helpers import Example
 
 from nodus import protocol
 from nodus.schemas.loader import resolve_file
-from nodus.stages.hf.inprocess import method_profile, prepare
+from nodus.stages.hf.inprocess import method_profile
 from nodus.stages.methods.train import build_trainer
 
 pytestmark = [pytest.mark.hf]
@@ -31,6 +31,8 @@ def settings(tmp_path_factory) -> dict:
 def asking(settings, monkeypatch):
     """This process (pytest: a program of the user's) with the method's settings in its
     environment, as a user's stage that sets ``NODUS_METHOD`` itself would be."""
+    from nodus.stages.hf.inprocess import prepare  # imports torch
+
     monkeypatch.setenv(protocol.ENV_METHOD, json.dumps(settings))
 
     def check(trainer, given):

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import pytest
-import torch
 from methods_helpers import Example, adapter_hash
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from polling import wait_for
 
-pytestmark = [pytest.mark.hf, pytest.mark.slow]
+# Every test here uses the session's sft run, trained once: they share one xdist worker (with
+# test_downloads' test of that run).
+pytestmark = [pytest.mark.hf, pytest.mark.slow, pytest.mark.xdist_group("sft_run")]
 
 
 def test_the_example_trains_saves_with_metrics_and_exports_a_model_that_generates(sft_run):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     view = sft_run.get("whole")
     assert view["phase"] == "SUCCEEDED"
     listing = sft_run.nodus("runs", "snapshots", "whole", "--json")
@@ -28,7 +30,9 @@ def test_the_example_trains_saves_with_metrics_and_exports_a_model_that_generate
 
 
 def test_the_adapter_downloads_and_loads_on_the_base_model(sft_run, tmp_path):
+    import torch
     from peft import PeftModel
+    from transformers import AutoModelForCausalLM
 
     target = tmp_path / "adapter"
     proc = sft_run.nodus(
