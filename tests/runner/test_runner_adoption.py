@@ -23,6 +23,9 @@ from nodus.store import keys, open_store
 from nodus.testing.counter import expected_value
 from polling import wait_for
 
+# Outside the quick tier: real runs on two machines' homes, killed and adopted.
+pytestmark = pytest.mark.slow
+
 STEPS, SAVE_EVERY, SLEEP = 300, 10, 0.01
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 
 import pytest
 from pause_helpers import (
@@ -222,19 +223,24 @@ def test_a_resume_after_progress_without_restorable_state_fails_instead_of_resta
     assert len(view["stages"][0]["attempts"]) == 1  # nothing started again from the source
 
 
-FINISHING = STUBBORN.replace(
-    "time.sleep(3600)",
-    'time.sleep(5)\nos.makedirs("out", exist_ok=True)\n'
-    'open("out/result.json", "w").write(json.dumps({"done": True}))',
-)
+def _finishing(gate: Path) -> str:
+    """STUBBORN that finishes, with a result, once the test creates ``gate`` (it never saves)."""
+    return STUBBORN.replace(
+        "time.sleep(3600)",
+        f"while not os.path.exists({str(gate)!r}): time.sleep(0.02)\n"
+        'os.makedirs("out", exist_ok=True)\n'
+        'open("out/result.json", "w").write(json.dumps({"done": True}))',
+    )
 
 
 def test_a_run_that_finishes_during_a_pause_completes(project):
-    (project.root / "finishing.py").write_text(FINISHING)
+    gate = project.root.parent / "finish"  # outside the working copy
+    (project.root / "finishing.py").write_text(_finishing(gate))
     project.write(command=[sys.executable, "finishing.py"], body="[execution]\ngrace_period = 30\n")
     runner, run_id = _start_and_train(project, "finishing", after_step=0)
     asked = project.nodus("runs", "pause", run_id, "--checkpoint", "save")
     assert asked.returncode == 0, asked.stderr
+    gate.touch()  # the program finishes while the pause waits for its save
     runner.communicate(timeout=60)
     assert runner.returncode == 0
     view = project.get(run_id)
