@@ -33,7 +33,7 @@ STEPS = 120
 
 def _counter(project, *extra: str, sleep: float = 0.05, save_every: int = 10, body: str = ""):
     return project.write(
-        steps=STEPS, save_every=save_every, sleep=sleep, extra_args=extra, body=body
+        steps=STEPS, save_every=save_every, sleep=sleep, extra_args=extra, body=body, gated=True
     )
 
 
@@ -96,6 +96,7 @@ def test_pause_save_under_the_directory_contract_then_resume_from_an_earlier_ste
     missing = project.nodus("runs", "resume", run_id, "--step", "15")
     assert missing.returncode == 2 and "no committed snapshot at step 15" in missing.stderr
     assert phase(project, run_id) == "PAUSED"
+    project.done_killing()  # the resumed program runs the steps left at full speed
     resumed = project.nodus("runs", "resume", run_id, "--step", "10")
     assert resumed.returncode == 0, resumed.stderr
     assert project.get(run_id)["stages"][0]["attempts"][1]["restored_step"] == 10
@@ -113,6 +114,7 @@ def test_pause_latest_stops_at_once_and_resume_repeats_from_the_newest_snapshot(
     newest = committed_steps(project, run_id)[-1]
     assert pause["state"] == "paused" and pause["save"]["step"] == newest
     assert pause["resources_released"]
+    project.done_killing()  # the resumed program runs the steps left at full speed
     resumed = project.nodus("runs", "resume", run_id)
     assert resumed.returncode == 0, resumed.stderr
     assert project.get(run_id)["stages"][0]["attempts"][1]["restored_step"] == newest
