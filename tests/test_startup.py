@@ -14,6 +14,9 @@ import sys
 
 import pytest
 
+# Outside the quick tier: each test starts the real `nodus` command line, some a whole run.
+pytestmark = pytest.mark.slow
+
 WORKLOAD = 'name = "light"\ncommand = ["{python}", "train.py"]\ncontinuity = "restartable"\n'
 
 # Imported inside a fresh interpreter, so nothing this test process loaded counts.

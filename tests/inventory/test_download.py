@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from snapshot_helpers import COUNTER_STEPS, HF_STEPS, NODUS, PROGRAMS, QUICKSTART, Home
+
+# Outside the quick tier: the session's real runs (a Trainer, a killed counter) and downloads.
+pytestmark = pytest.mark.slow
 
 
 def test_model_download_loads_with_from_pretrained_and_generates(hf_run, tmp_path):

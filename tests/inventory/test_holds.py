@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from snapshot_helpers import Home, counter_workload, run_with_one_kill
+
+# Outside the quick tier: holds on the session's real runs, and a run killed once.
+pytestmark = pytest.mark.slow
 
 
 def _holds(hf_run, store: str, ref: str) -> list[str]:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from snapshot_helpers import HF_STEPS
+
+# Outside the quick tier: listings of the session's real Trainer run.
+pytestmark = pytest.mark.slow
 
 
 def test_runs_snapshots_lists_each_committed_save_with_kinds_metrics_and_the_model(hf_run):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from snapshot_helpers import HF_STEPS
+
+# Outside the quick tier: plots of the session's real runs.
+pytestmark = pytest.mark.slow
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

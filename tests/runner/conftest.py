@@ -1,9 +1,23 @@
-"""Fixtures for the runner tests; the helpers themselves live in runner_helpers.py."""
+"""Fixtures for the runner tests; the helpers themselves live in runner_helpers.py.
+
+A test that takes the ``project`` fixture drives real ``nodus`` processes for seconds: it is
+outside the quick tier (marked ``slow`` here, so no runner test file has to say it).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from runner_helpers import Project
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "project" in getattr(item, "fixturenames", ()) and HERE in item.path.parents:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

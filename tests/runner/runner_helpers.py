@@ -18,6 +18,7 @@ from nodus.runner.processes.containment import TOKEN_VAR
 from polling import wait_for
 
 NODUS = [sys.executable, "-m", "nodus"]
+GATED_COUNTER = Path(__file__).parent / "programs" / "gated_counter.py"
 # Checkpoint folders settle quickly here, so kills land between captured steps; a run's lease
 # in the store is read back soon after it is written (the race tests keep the default).
 FAST = {"NODUS_SETTLE_S": "0.2", "NODUS_LEASE_SETTLE_S": "0.2"}
@@ -30,6 +31,7 @@ class Project:
         self.root = root
         self.home = home
         self.file = root / "workload.toml"
+        self.gate = root.parent / f"{root.name}-done-killing"  # outside the working copy
 
     def write(
         self,
@@ -40,11 +42,16 @@ class Project:
         extra_args: tuple[str, ...] = (),
         command: list[str] | None = None,
         body: str = "",
+        gated: bool = False,
     ) -> Project:
+        """The counter's workload. ``gated``: the counter sleeps between steps only until the
+        test calls :meth:`done_killing` (``programs/gated_counter.py``), so the steps left after
+        the last kill run at full speed instead of the test waiting for them."""
+        gate = [str(GATED_COUNTER), str(self.gate)]
+        program = gate if gated else ["-m", "nodus.testing.counter"]
         command = command or [
             sys.executable,
-            "-m",
-            "nodus.testing.counter",
+            *program,
             "--steps",
             str(steps),
             "--save-every",
@@ -57,6 +64,10 @@ class Project:
             f'name = "counter"\ncommand = {json.dumps(command)}\noutputs = ["out"]\n{body}'
         )
         return self
+
+    def done_killing(self) -> None:
+        """A ``gated`` counter runs the steps it has left without sleeping."""
+        self.gate.touch()
 
     def env(self, extra: dict | None = None) -> dict:
         env = dict(os.environ, NODUS_HOME=str(self.home), **FAST)

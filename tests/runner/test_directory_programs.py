@@ -69,14 +69,26 @@ class Bare:
 
 
 def start(project, program: str, args: list[str], log: Path, continuity: str, key: str):
-    """`nodus run` of the program in the background, with ``continuity`` as its table's body."""
+    """`nodus run` of the program in the background, with ``continuity`` as its table's body.
+
+    Its ``--sleep`` per step lasts until :func:`done_killing`: the steps left after the last
+    kill run at full speed."""
     shutil.copy(PROGRAMS / program, project.root / "train.py")
-    command = [sys.executable, "train.py", *args, "--log", str(log)]
+    command = [sys.executable, "train.py", *args, "--log", str(log), "--gate", str(_gate(log))]
     body = f"[continuity]\n{continuity}\n[execution]\nmax_recoveries = 60\n"
     project.write(command=command, body=body)
     runner = project.start("run", "workload.toml", "--key", key)
     run_id = wait_for(lambda: _run_id(project, key), what="the run")
     return runner, run_id
+
+
+def _gate(log: Path) -> Path:
+    return log.with_name(f"{log.name}.done-killing")
+
+
+def done_killing(log: Path) -> None:
+    """The program logging to ``log`` stops sleeping between its steps."""
+    _gate(log).touch()
 
 
 def _run_id(project, key: str) -> str | None:
@@ -136,6 +148,7 @@ def killed_at_random(project, tmp_path, rng, program, args, continuity, kills) -
     log = tmp_path / "program.log"
     runner, run_id = start(project, program, args, log, continuity, program)
     kill_randomly(project, run_id, log, kills, rng)
+    done_killing(log)
     finish(runner)
     assert outputs_result(project, run_id) == reference.result()
     return run_id, assert_no_restore_failed(project, run_id), log
@@ -205,6 +218,7 @@ def test_torch_save_in_place_killed_fifteen_times_half_mid_write_ends_as_uninter
         kills += 1
         if _cut_short(copy):
             mid_write += 1
+    done_killing(log)
     finish(runner)
 
     assert outputs_result(project, run_id) == reference.result()
@@ -334,6 +348,7 @@ def _runner_killed_after_a_commit(project, tmp_path, key: str, commits_: int):
     os.kill(runner.pid, signal.SIGKILL)
     runner.communicate(timeout=60)
     wait_for(lambda: running_attempt(project.catalog(), run_id) is None, what="the program gone")
+    done_killing(log)  # the `nodus run` that recovers it trains the steps left at full speed
     return run_id, log
 
 

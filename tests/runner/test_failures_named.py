@@ -66,6 +66,7 @@ def _fill(disk: Path) -> None:
             pass
 
 
+@pytest.mark.slow  # starts real `nodus` processes
 def test_a_full_disk_is_named_a_full_disk(small_disk, tmp_path):
     home = small_disk / "home"
     project = _project(tmp_path / "project")
@@ -78,6 +79,7 @@ def test_a_full_disk_is_named_a_full_disk(small_disk, tmp_path):
     assert not any(word in said for word in MISNAMED), said
 
 
+@pytest.mark.slow  # starts real `nodus` processes
 def test_a_read_only_home_is_named_read_only(small_disk, tmp_path):
     home = small_disk / "home"
     project = _project(tmp_path / "project")
@@ -107,6 +109,7 @@ def test_the_disk_guard_survives_a_disk_too_full_to_tell_the_program(tmp_path, m
     assert guard.admits(False, lambda: 1) is True  # the final save still goes ahead
 
 
+@pytest.mark.slow  # starts real `nodus` processes
 @pytest.mark.parametrize(
     "args, words",
     [
@@ -123,6 +126,7 @@ def test_a_store_url_that_cannot_work_is_refused_in_one_line(tmp_path, args, wor
     assert not (project / "relative").exists()  # no store made relative to the folder
 
 
+@pytest.mark.slow  # starts real `nodus` processes
 def test_a_home_that_is_a_file_is_refused_in_one_line(tmp_path):
     project = _project(tmp_path / "project")
     home = tmp_path / "home-file"
@@ -132,6 +136,7 @@ def test_a_home_that_is_a_file_is_refused_in_one_line(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # starts real `nodus` processes
 @pytest.mark.parametrize("command", ["validate", "run", "resolve"])
 def test_a_workload_path_that_is_no_regular_file_is_refused_not_waited_on(tmp_path, command):
     project = _project(tmp_path / "project")

@@ -97,6 +97,7 @@ def test_a_discarded_child_exits_and_is_reaped():
         os.waitpid(ready.pid, os.WNOHANG)
 
 
+@pytest.mark.slow  # a real SIGKILL of a real parent
 def test_the_program_dies_with_the_process_that_forked_it(tmp_path):
     """The parent-death signal Popen's preexec_fn used to set: a program never outlives the
     supervisor that started it, even when the supervisor is SIGKILLed."""

@@ -23,6 +23,9 @@ from nodus.store import keys, open_store
 from nodus.testing.counter import expected_value
 from polling import wait_for
 
+# Outside the quick tier: real runs on two machines' homes, killed and adopted.
+pytestmark = pytest.mark.slow
+
 STEPS, SAVE_EVERY, SLEEP = 300, 10, 0.01
 
 
@@ -31,7 +34,8 @@ def machines(tmp_path) -> tuple[Project, Project]:
     """Homes A and B over one code folder; each `nodus` call names the store with --store."""
     root = tmp_path / "project"
     root.mkdir()
-    a = Project(root, tmp_path / "home-a").write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP)
+    a = Project(root, tmp_path / "home-a")
+    a.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, gated=True)
     return a, Project(root, tmp_path / "home-b")
 
 
@@ -70,6 +74,7 @@ def test_a_run_lost_with_its_home_is_resumed_from_an_s3_store_alone(machines, s3
     a, b = machines
     url = f"s3://{s3_bucket}/store"
     run_id = lost_run(a, url)
+    a.done_killing()  # B's attempt runs the steps left at full speed
     resumed = b.nodus("--store", url, "runs", "resume", run_id)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{run_id} found in the store {url}" in resumed.stderr
@@ -87,6 +92,7 @@ def test_run_with_the_key_finds_the_keys_run_in_the_store_and_continues_it(machi
     a, b = machines
     url = "file://" + str(tmp_path / "shared-store")
     run_id = lost_run(a, url, "--key", "nightly")
+    a.done_killing()  # B's attempt runs the steps left at full speed
     again = b.nodus("--store", url, "run", "workload.toml", "--key", "nightly")
     assert again.returncode == 0, again.stderr
     assert f"{run_id} found in the store" in again.stderr
@@ -136,6 +142,7 @@ def test_a_live_lease_elsewhere_refuses_and_an_expired_one_is_taken_over(machine
     assert "Traceback" not in refused.stderr
     assert not list(open_store(url).list(run=run_id, stage="main", role="outputs"))
     write_lease(url, run_id, holder="ops@far-away pid 4242", expires=time.time() - 1)
+    a.done_killing()  # B's attempt runs the steps left at full speed
     resumed = b.nodus("--store", url, "runs", "resume", run_id)
     assert resumed.returncode == 0, resumed.stderr
     assert result(url, run_id, tmp_path / "out") == {"steps": STEPS, "value": expected_value(STEPS)}

@@ -21,6 +21,9 @@ from runner_helpers import Project, commits, running_attempt
 from nodus.testing.counter import expected_value
 from polling import wait_for
 
+# Outside the quick tier: every test runs a parent and a branch with real `nodus run`s.
+pytestmark = pytest.mark.slow
+
 COUNTER = [sys.executable, "-m", "nodus.testing.counter", "--steps", "20", "--save-every", "5"]
 SLOW = ["--sleep", "0.1"]  # saves settle between steps, so each one is captured
 

@@ -268,6 +268,7 @@ print(json.dumps(events))
 """
 
 
+@pytest.mark.slow  # a real Trainer, Accelerate and DCP save in a process of their own
 @pytest.mark.hf
 @pytest.mark.parametrize("library", ["trainer", "accelerate", "dcp"])
 def test_a_real_save_is_incomplete_until_its_last_file_lands(tmp_path, library):

@@ -46,7 +46,11 @@ def test_an_in_place_writer_killed_mid_save_recovers_from_its_last_complete_save
     log = tmp_path / "writer.log"
     shutil.copy(PROGRAM, project.root / "train.py")
     command = [sys.executable, "train.py", "--steps", str(STEPS), "--save-every", str(SAVE_EVERY)]
-    command += ["--pause", "1.6", "--layout", layout, "--log", str(log)]
+    # Each save pauses after its weights for four settle times (FAST); the save of step 20 stays
+    # there until the gate exists, so the kill lands in it however loaded the machine is.
+    gate = tmp_path / "gate"
+    command += ["--pause", "0.8", "--layout", layout, "--log", str(log)]
+    command += ["--hold-at", "20", "--gate", str(gate)]
     body = f'[continuity]\ncheckpoint_complete = "{marker}"\n' if marker else ""
     project.write(command=command, body=body)
     runner = project.start("run", "workload.toml", "--key", "inplace")
@@ -58,6 +62,7 @@ def test_an_in_place_writer_killed_mid_save_recovers_from_its_last_complete_save
     )
     kill_program(project, run_id)
     at_kill = _read(log)
+    gate.touch()  # the resumed attempt saves step 20 again without a hold
     out, err = runner.communicate(timeout=180)
     assert runner.returncode == 0, err
 
@@ -70,7 +75,7 @@ def test_an_in_place_writer_killed_mid_save_recovers_from_its_last_complete_save
     assert f"resume checkpoint-{restored} missing=-" in _read(log)
     # The half-written folder the kill left behind was seen, and left out of the exit capture.
     half = at_kill.splitlines()[-1].split()[-1] if " weights " in at_kill.splitlines()[-1] else None
-    if half is not None:  # the kill landed in the pause, as it almost always does
+    if half is not None:  # the kill landed in the held pause
         events = project.get(run_id)["events"]
         seen = [e for e in events if e["type"] == "checkpoint_incomplete" and e["attempt"] == 1]
         assert any(f"checkpoint-{e['step']}" == half and e["reason"] == "exit" for e in seen)
@@ -97,10 +102,12 @@ def _read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
 
 
-# Saves step 10, saves it again with other contents (the program rewrote that step), then waits
-# to be killed; a restored attempt reports which of the two saves it found.
+# Saves step 10, saves it again with other contents once the first save was captured (the
+# program rewrote that step), then waits to be killed; a restored attempt reports which of the
+# two saves it found.
 REWRITER = """
 import json, os, sys, time
+gate = sys.argv[1]
 folder = os.path.join(os.environ["NODUS_CHECKPOINT_DIR"], "checkpoint-10")
 if os.path.isdir(folder):
     os.makedirs("out", exist_ok=True)
@@ -112,16 +119,23 @@ for version in ("first save", "second save, rewritten in place"):
     with open(os.path.join(folder, "state.json"), "w") as handle:
         json.dump({"step": 10, "version": version}, handle)
     print("saved", version, flush=True)
-    time.sleep(1.0)
+    while not os.path.exists(gate):
+        time.sleep(0.02)
 time.sleep(600)
 """
 
 
 def test_a_step_saved_again_is_captured_again_and_the_newer_capture_is_restored(project):
+    gate = project.root.parent / "first-captured"  # outside the working copy
     (project.root / "rewrite.py").write_text(REWRITER)
-    project.write(command=[sys.executable, "rewrite.py"])
+    project.write(command=[sys.executable, "rewrite.py", str(gate)])
     runner = project.start("run", "workload.toml", "--key", "again")
     run_id = wait_for(lambda: _run_id(project, "again"), what="the run")
+    wait_for(
+        lambda: [c for c in commits(project, run_id) if c["step"] == 10],
+        what="step 10 captured once",
+    )
+    gate.touch()
     captured = wait_for(
         lambda: [c for c in commits(project, run_id) if c["step"] == 10][1:],
         what="step 10 captured twice",

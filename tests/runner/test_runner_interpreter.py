@@ -24,6 +24,9 @@ from nodus.runner.catalog import core as catalog_module
 from nodus.testing.counter import expected_value
 from polling import wait_for
 
+# Outside the quick tier: real `nodus run`s under other interpreters and minimal environments.
+pytestmark = pytest.mark.slow
+
 VENV_BIN = Path(sys.executable).parent
 SRC = str(Path(nodus.__file__).resolve().parents[1])
 CRON_PATH = "/usr/bin:/bin"

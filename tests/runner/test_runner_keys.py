@@ -14,9 +14,12 @@ STEPS, SAVE_EVERY, SLEEP = 400, 10, 0.01
 
 
 def test_two_concurrent_runs_with_one_key_run_exactly_once(project):
-    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP)
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, gated=True)
     first = project.start("run", "workload.toml", "--key", "nightly")
     second = project.start("run", "workload.toml", "--key", "nightly")
+    # Once one of them has answered, the other's program may finish at full speed.
+    wait_for(lambda: first.poll() is not None or second.poll() is not None, what="an answer")
+    project.done_killing()
     results = [(p.wait(timeout=120), p.communicate()[1]) for p in (first, second)]
     codes = sorted(code for code, _ in results)
     assert codes == [0, 5], results
@@ -39,13 +42,14 @@ def test_a_finished_key_is_reported_with_its_status_and_not_rerun(project):
 
 
 def test_a_changed_file_under_the_same_key_keeps_the_stored_resolution(project):
-    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP)
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, gated=True)
     runner = project.start("run", "workload.toml", "--key", "kept")
     run_id = wait_for(lambda: project.catalog().find_by_key("kept"), what="the run").id
     wait_for(lambda: committed_steps(project, run_id), what="a snapshot")
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait(timeout=30)
     project.write(steps=7, save_every=1)  # edited while the run was down
+    project.done_killing()
     again = project.nodus("run", "workload.toml", "--key", "kept")
     assert again.returncode == 0, again.stderr
     assert "workload file changed" in again.stderr and "keeping the resolution" in again.stderr
@@ -53,13 +57,14 @@ def test_a_changed_file_under_the_same_key_keeps_the_stored_resolution(project):
 
 
 def test_detached_runs_are_waited_for_through_recovery_and_their_logs_followed(project):
-    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP)
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, gated=True)
     detached = project.nodus("run", "workload.toml", "--key", "bg", "--detach")
     assert detached.returncode == 0, detached.stderr
     run_id = project.get("bg")["id"]
     waiter = project.start("runs", "wait", "bg", "--exit-status")
     follower = project.start("runs", "logs", run_id, "--follow")
     kill_program(project, run_id, after_step=0)
+    project.done_killing()
     assert waiter.wait(timeout=120) == 0, waiter.communicate()
     out, _ = follower.communicate(timeout=60)
     assert "==> main, attempt 1 <==" in out and "==> main, attempt 2 <==" in out

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 
 import pytest
 from pause_helpers import (
@@ -32,7 +33,7 @@ STEPS = 120
 
 def _counter(project, *extra: str, sleep: float = 0.05, save_every: int = 10, body: str = ""):
     return project.write(
-        steps=STEPS, save_every=save_every, sleep=sleep, extra_args=extra, body=body
+        steps=STEPS, save_every=save_every, sleep=sleep, extra_args=extra, body=body, gated=True
     )
 
 
@@ -95,6 +96,7 @@ def test_pause_save_under_the_directory_contract_then_resume_from_an_earlier_ste
     missing = project.nodus("runs", "resume", run_id, "--step", "15")
     assert missing.returncode == 2 and "no committed snapshot at step 15" in missing.stderr
     assert phase(project, run_id) == "PAUSED"
+    project.done_killing()  # the resumed program runs the steps left at full speed
     resumed = project.nodus("runs", "resume", run_id, "--step", "10")
     assert resumed.returncode == 0, resumed.stderr
     assert project.get(run_id)["stages"][0]["attempts"][1]["restored_step"] == 10
@@ -112,6 +114,7 @@ def test_pause_latest_stops_at_once_and_resume_repeats_from_the_newest_snapshot(
     newest = committed_steps(project, run_id)[-1]
     assert pause["state"] == "paused" and pause["save"]["step"] == newest
     assert pause["resources_released"]
+    project.done_killing()  # the resumed program runs the steps left at full speed
     resumed = project.nodus("runs", "resume", run_id)
     assert resumed.returncode == 0, resumed.stderr
     assert project.get(run_id)["stages"][0]["attempts"][1]["restored_step"] == newest
@@ -222,19 +225,24 @@ def test_a_resume_after_progress_without_restorable_state_fails_instead_of_resta
     assert len(view["stages"][0]["attempts"]) == 1  # nothing started again from the source
 
 
-FINISHING = STUBBORN.replace(
-    "time.sleep(3600)",
-    'time.sleep(5)\nos.makedirs("out", exist_ok=True)\n'
-    'open("out/result.json", "w").write(json.dumps({"done": True}))',
-)
+def _finishing(gate: Path) -> str:
+    """STUBBORN that finishes, with a result, once the test creates ``gate`` (it never saves)."""
+    return STUBBORN.replace(
+        "time.sleep(3600)",
+        f"while not os.path.exists({str(gate)!r}): time.sleep(0.02)\n"
+        'os.makedirs("out", exist_ok=True)\n'
+        'open("out/result.json", "w").write(json.dumps({"done": True}))',
+    )
 
 
 def test_a_run_that_finishes_during_a_pause_completes(project):
-    (project.root / "finishing.py").write_text(FINISHING)
+    gate = project.root.parent / "finish"  # outside the working copy
+    (project.root / "finishing.py").write_text(_finishing(gate))
     project.write(command=[sys.executable, "finishing.py"], body="[execution]\ngrace_period = 30\n")
     runner, run_id = _start_and_train(project, "finishing", after_step=0)
     asked = project.nodus("runs", "pause", run_id, "--checkpoint", "save")
     assert asked.returncode == 0, asked.stderr
+    gate.touch()  # the program finishes while the pause waits for its save
     runner.communicate(timeout=60)
     assert runner.returncode == 0
     view = project.get(run_id)

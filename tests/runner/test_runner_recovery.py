@@ -20,7 +20,7 @@ STEPS, SAVE_EVERY, SLEEP = 400, 10, 0.01
 
 
 def test_a_program_sigkilled_at_random_moments_ends_like_an_uninterrupted_run(project):
-    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP)
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, gated=True)
     runner = project.start("run", "workload.toml", "--key", "k")
     run_id = wait_for(lambda: _run_id(project, "k"), what="the run")
     rng = random.Random(4)
@@ -32,6 +32,7 @@ def test_a_program_sigkilled_at_random_moments_ends_like_an_uninterrupted_run(pr
             break
         kill_program(project, run_id)
         kills += 1
+    project.done_killing()
     out, err = runner.communicate(timeout=120)
     assert runner.returncode == 0, err
     assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
@@ -45,7 +46,7 @@ def test_a_program_sigkilled_at_random_moments_ends_like_an_uninterrupted_run(pr
 
 
 def test_a_sigkilled_runner_takes_its_program_along_and_run_key_recovers(project):
-    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP)
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, gated=True)
     runner = project.start("run", "workload.toml", "--key", "cron")
     run_id = wait_for(lambda: _run_id(project, "cron"), what="the run")
     wait_for(lambda: committed_steps(project, run_id), what="a first snapshot")
@@ -57,6 +58,7 @@ def test_a_sigkilled_runner_takes_its_program_along_and_run_key_recovers(project
     orphaned = project.nodus("runs", "wait", run_id)
     assert orphaned.returncode == 3
     assert "its runner is gone; `nodus run FILE --key cron` recovers it" in orphaned.stderr
+    project.done_killing()
     again = project.nodus("run", "workload.toml", "--key", "cron")
     assert again.returncode == 0, again.stderr
     assert "recovering it" in again.stderr
@@ -69,7 +71,9 @@ def test_a_sigkilled_runner_takes_its_program_along_and_run_key_recovers(project
 
 
 def test_sigterm_to_the_runner_is_a_preemption_notice_then_resume_finishes(project):
-    project.write(steps=STEPS, save_every=1000, sleep=SLEEP, extra_args=("--save-on-term",))
+    project.write(
+        steps=STEPS, save_every=1000, sleep=SLEEP, extra_args=("--save-on-term",), gated=True
+    )
     runner = project.start("run", "workload.toml", "--key", "pre")
     run_id = wait_for(lambda: _run_id(project, "pre"), what="the run")
     wait_for(lambda: running_attempt(project.catalog(), run_id), what="the program")
@@ -87,6 +91,7 @@ def test_sigterm_to_the_runner_is_a_preemption_notice_then_resume_finishes(proje
     assert wait.returncode == 3
     wrong = project.nodus("runs", "resume", run_id, "--step", "99999")
     assert wrong.returncode == 2 and f"committed steps: {saved[-1]}" in wrong.stderr
+    project.done_killing()
     resumed = project.nodus("runs", "resume", run_id)
     assert resumed.returncode == 0, resumed.stderr
     assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
@@ -98,6 +103,7 @@ def test_restartable_recovery_starts_again_from_the_source_alone(project):
         steps=STEPS,
         save_every=SAVE_EVERY,
         sleep=SLEEP,
+        gated=True,
         body=textwrap.dedent("""
         [continuity]
         mode = "restartable"
@@ -107,6 +113,7 @@ def test_restartable_recovery_starts_again_from_the_source_alone(project):
     runner = project.start("run", "workload.toml", "--key", "r")
     run_id = wait_for(lambda: _run_id(project, "r"), what="the run")
     kill_program(project, run_id, after_step=0)
+    project.done_killing()
     out, _ = runner.communicate(timeout=120)
     assert runner.returncode == 0
     attempts = project.get(run_id)["stages"][0]["attempts"]
@@ -120,6 +127,7 @@ def test_resume_false_stops_interrupted_and_resumable_by_hand(project):
         steps=STEPS,
         save_every=SAVE_EVERY,
         sleep=SLEEP,
+        gated=True,
         body=textwrap.dedent("""
         [continuity]
         mode = "checkpointed"
@@ -135,6 +143,7 @@ def test_resume_false_stops_interrupted_and_resumable_by_hand(project):
     assert run["phase"] == "INTERRUPTED" and "nodus runs resume" in run["message"]
     again = project.nodus("run", "workload.toml", "--key", "nr")  # reports, does not rerun
     assert again.returncode == 3 and "already finished: INTERRUPTED" in again.stderr
+    project.done_killing()
     assert project.nodus("runs", "resume", "nr").returncode == 0
     assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
 
@@ -265,7 +274,7 @@ def _run_id(project, key: str) -> str | None:
 
 
 def test_recovery_falls_back_past_a_damaged_snapshot(project):
-    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP)
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, gated=True)
     runner = project.start("run", "workload.toml", "--key", "dmg")
     run_id = wait_for(lambda: _run_id(project, "dmg"), what="the run")
     wait_for(lambda: len(committed_steps(project, run_id)) >= 2, what="two snapshots")
@@ -276,6 +285,7 @@ def test_recovery_falls_back_past_a_damaged_snapshot(project):
     for entry in newest.files:
         blob = project.home / "store" / "blobs" / entry.hash[:2] / entry.hash
         blob.write_bytes(b"X" * entry.size)  # same size, other bytes: only hashes tell
+    project.done_killing()
     os.kill(program, signal.SIGKILL)
     runner.communicate(timeout=120)
     assert runner.returncode == 0
@@ -366,7 +376,11 @@ def _wait_until_no_new_commits(project, run_id: str, quiet_s: float = 1.5) -> No
 def test_a_recovery_takes_the_killed_programs_checkpoint_only_where_it_verifies(project):
     """No copy of what is already on the disk, and never a byte the snapshot does not hold."""
     project.write(
-        steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, extra_args=("--state-bytes", "65536")
+        steps=STEPS,
+        save_every=SAVE_EVERY,
+        sleep=SLEEP,
+        extra_args=("--state-bytes", "65536"),
+        gated=True,
     )
     runner = project.start("run", "workload.toml", "--key", "reuse")
     run_id = wait_for(lambda: _run_id(project, "reuse"), what="the run")
@@ -392,6 +406,7 @@ def test_a_recovery_takes_the_killed_programs_checkpoint_only_where_it_verifies(
     os.kill(running_attempt(project.catalog(), run_id)["pid"], signal.SIGSTOP)
     assert os.stat(folder / "state.json").st_ino == kept  # verified and moved in, not copied
     assert weights.read_bytes() == original  # not what was left there: the snapshot's bytes
+    project.done_killing()
     os.kill(running_attempt(project.catalog(), run_id)["pid"], signal.SIGCONT)
     runner.communicate(timeout=120)
     assert runner.returncode == 0

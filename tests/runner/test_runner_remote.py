@@ -110,10 +110,17 @@ def test_a_store_outage_mid_upload_loses_nothing_and_never_stalls_the_program(
 ):
     url = f"s3://{s3_server.bucket()}/runs"
     # 1 MB of state a save, each one different: every save is an upload of its own.
-    project.write(steps=120, save_every=5, sleep=0.05, extra_args=("--state-bytes", str(1 << 20)))
+    project.write(
+        steps=120,
+        save_every=5,
+        sleep=0.05,
+        extra_args=("--state-bytes", str(1 << 20)),
+        gated=True,
+    )
     with background(project, s3_server, url, "outage") as runner:
         wait_for(lambda: catalog_events(project, "outage", "snapshot_committed"), what="an upload")
         staged_during, committed_during = _outage(project, s3_server)
+        project.done_killing()  # the outage is over: the steps left run at full speed
         runner.communicate(timeout=180)
     assert runner.returncode == 0
     run = project.get("outage")
@@ -160,11 +167,13 @@ def test_a_store_down_when_the_stage_ends_leaves_its_saves_unrecorded(project, s
         save_every=10,
         sleep=0.05,
         body='[execution]\nunrecorded_retry = "3s"\n',
+        gated=True,
     )
     # botocore's own retries of a refused connection would only slow the test: nodus retries.
     with background(project, s3_server, url, "down", AWS_MAX_ATTEMPTS="1") as runner:
         wait_for(lambda: catalog_events(project, "down", "snapshot_committed"), what="an upload")
         s3_server.stop()
+        project.done_killing()  # the store is down: the steps left run at full speed
         runner.communicate(timeout=180)  # retries for 3 s after the stage ended, then ends
     s3_server.start()  # `runs get` reads the store's totals
 

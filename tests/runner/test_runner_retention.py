@@ -16,11 +16,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from runner_helpers import Project, commits, committed_steps, kill_program, running_attempt
 
 from nodus.store.restorable import by_recency
 from nodus.testing.counter import expected_value
 from polling import wait_for
+
+# Outside the quick tier: real runs that save many times under retention.
+pytestmark = pytest.mark.slow
 
 STATE_BYTES = 256 * 1024
 TIGHT = "[execution]\nkeep_recoverable = 1\nkeep_adapters = 2\nmax_recoveries = 10\n"

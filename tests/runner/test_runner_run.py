@@ -6,6 +6,7 @@ import json
 import sys
 import textwrap
 
+import pytest
 from runner_helpers import Project
 
 from nodus.runner.workspace.layout import TMPDIR_MAX
@@ -183,6 +184,7 @@ def test_stages_run_in_order_and_see_the_outputs_of_earlier_stages(project):
     assert (project.root.parent / "o" / "result" / "seen.txt").read_text() == "42"
 
 
+@pytest.mark.slow  # a real `nodus run`
 def test_a_home_inside_the_code_folder_is_not_captured_as_source(tmp_path):
     from runner_helpers import Project
 
@@ -206,6 +208,7 @@ SOCKET_PROBE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a real `nodus run`
 def test_a_long_nodus_home_still_gives_programs_a_tmpdir_short_enough_for_sockets(tmp_path):
     root = tmp_path / "project"
     root.mkdir()

@@ -26,7 +26,11 @@ KILLS, STEPS = 30, 2000
 @pytest.mark.slow
 def test_random_kills_of_program_and_runner_lose_nothing_committed(project):
     project.write(
-        steps=STEPS, save_every=5, sleep=0.01, body="[execution]\nmax_recoveries = 1000\n"
+        steps=STEPS,
+        save_every=5,
+        sleep=0.01,
+        body="[execution]\nmax_recoveries = 1000\n",
+        gated=True,
     )
     rng = random.Random(2026)
     store = project.store()
@@ -57,6 +61,7 @@ def test_random_kills_of_program_and_runner_lose_nothing_committed(project):
             wait_for(lambda pid=pid: not pid_alive(pid), timeout=10, what="orphan to die")
             runner = project.start("run", "workload.toml", "--key", "soak")
         assert runner.poll() is None, "the run ended before the soak was over; raise STEPS"
+    project.done_killing()
     _, err = runner.communicate(timeout=300)
     assert runner.returncode == 0, err
     assert {"program", "runner"} <= set(kinds)

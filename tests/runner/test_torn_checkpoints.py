@@ -3,6 +3,9 @@
 Real checkpoint files (``torch.save`` archives, safetensors, pickles) cut where a kill would
 cut them; a real store and catalog; the capture loop driven by hand (``NODUS_SETTLE_S=0``: two
 polls settle a form). The whole programs under real kills are in test_directory_programs.py.
+
+The tests that write real torch or safetensors files import torch in their own process: they
+are outside the quick tier (``slow``), which imports no ML stack.
 """
 
 from __future__ import annotations
@@ -14,8 +17,6 @@ import re
 import time
 
 import pytest
-import torch
-from safetensors.torch import save_file
 from test_runner_capture import capturer, stage
 
 from nodus.runner.recovery import suspects
@@ -27,6 +28,8 @@ from nodus.stages.directory import capture_plan, restored_checkpoint, step_folde
 
 
 def _torch_file(path, megabytes: float = 0.2) -> bytes:
+    import torch
+
     torch.save({"w": torch.arange(int(megabytes * 262144), dtype=torch.float32), "s": 3}, path)
     return open(path, "rb").read()
 
@@ -36,6 +39,7 @@ def _cuts(data: bytes) -> list[int]:
     return sorted({1, 3, 4, 8, 64, len(data) // 3, len(data) // 2, len(data) - 22, len(data) - 1})
 
 
+@pytest.mark.slow  # imports torch
 @pytest.mark.parametrize("name", ["ckpt.pt", "model.bin", "epoch=0-step=5.ckpt", "rng.pth"])
 def test_a_torch_archive_is_whole_only_with_its_central_directory(tmp_path, name):
     path = tmp_path / name
@@ -46,6 +50,7 @@ def test_a_torch_archive_is_whole_only_with_its_central_directory(tmp_path, name
         assert formats.torn(str(path)) is not None, cut
 
 
+@pytest.mark.slow  # imports torch
 def test_a_big_torch_archive_with_zip64_records_is_whole(tmp_path):
     path = tmp_path / "big.pt"
     data = _torch_file(path, megabytes=8)
@@ -54,8 +59,12 @@ def test_a_big_torch_archive_with_zip64_records_is_whole(tmp_path):
     assert "central directory" in formats.torn(str(path))
 
 
+@pytest.mark.slow  # imports torch
 def test_a_safetensors_file_is_whole_only_with_every_tensors_bytes(tmp_path):
     path = tmp_path / "model.safetensors"
+    import torch
+    from safetensors.torch import save_file
+
     save_file({"a": torch.ones(64, 64), "b": torch.zeros(8)}, str(path))
     data = path.read_bytes()
     assert formats.torn(str(path)) is None
@@ -183,6 +192,7 @@ def _poll(capture) -> None:
         capture.tick()
 
 
+@pytest.mark.slow  # imports torch
 def test_a_selection_without_checkpoint_folders_is_captured_while_it_trains(setup, no_settling):
     catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=_contract(("ckpt.pt",)))
@@ -195,6 +205,7 @@ def test_a_selection_without_checkpoint_folders_is_captured_while_it_trains(setu
     assert steps == [1, 2]  # the capture's sequence: no name carries a step, never 0
 
 
+@pytest.mark.slow  # imports torch
 def test_a_selection_is_captured_with_the_step_its_names_carry(setup, no_settling):
     catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=_contract(("checkpoints",)))
@@ -207,6 +218,7 @@ def test_a_selection_is_captured_with_the_step_its_names_carry(setup, no_settlin
     assert [m.step for m in store.list(run=run_id)] == [20, 40]
 
 
+@pytest.mark.slow  # imports torch
 def test_a_torn_file_in_a_selection_is_never_committed(setup, no_settling):
     catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=_contract(("ckpt.pt",)))
@@ -238,6 +250,7 @@ def test_after_a_death_by_signal_what_changed_just_before_is_not_taken(setup, no
     assert [m.step for m in store.list(run=run_id)] == [1]
 
 
+@pytest.mark.slow  # imports torch
 def test_the_time_rule_leaves_out_a_checkpoint_folder_for_the_whole_one_before(setup, no_settling):
     catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=_contract(("state",)))
@@ -252,9 +265,13 @@ def test_the_time_rule_leaves_out_a_checkpoint_folder_for_the_whole_one_before(s
     assert [m.step for m in store.list(run=run_id)] == [10]
 
 
+@pytest.mark.slow  # imports torch
 def test_an_accelerate_folder_by_step_waits_for_its_registered_objects(setup, no_settling):
     """``save_state("state/step_N")`` with one registered object: a later folder lacking it
     (killed after the RNG states) is not whole."""
+    import torch
+    from safetensors.torch import save_file
+
     catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=_contract(("state",)))
     names = ("model.safetensors", "optimizer.bin", "random_states_0.pkl")

@@ -51,6 +51,7 @@ def nodus(*args: str, cwd=None) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # the real `nodus` command line
 def test_validate_accepts_a_good_file(write):
     path = write(WORKLOAD)
     proc = nodus("validate", str(path))
@@ -61,6 +62,7 @@ def test_validate_accepts_a_good_file(write):
     assert "hf-trainer-v1 saves state/checkpoint-<step> every 10 steps" in proc.stdout
 
 
+@pytest.mark.slow  # the real `nodus` command line
 def test_validate_refuses_with_one_line_per_problem_and_exit_2(write):
     path = write(
         'name = "w"\ncommand = "x"\n[[stages]]\nname = "train"\n'
@@ -76,6 +78,7 @@ def test_validate_refuses_with_one_line_per_problem_and_exit_2(write):
     ]
 
 
+@pytest.mark.slow  # the real `nodus` command line
 @pytest.mark.parametrize(
     "content", [b"name = [\n", b"\xff\xfe", b'name = "w"\ncommand = "x"\nstages = 5\n']
 )

@@ -147,6 +147,7 @@ def folder(tmp_path_factory):
     return tmp_path_factory.mktemp("fuzz")
 
 
+@pytest.mark.slow  # two thousand generated documents
 @settings(
     max_examples=2000,
     deadline=None,

@@ -12,7 +12,8 @@ import pytest
 
 from nodus.store import open_store
 
-STORE_KINDS = ("file", "memory", "s3")
+# A real S3 server (moto, over HTTP) is outside the quick tier.
+STORE_KINDS = ("file", "memory", pytest.param("s3", marks=pytest.mark.slow))
 
 
 @pytest.fixture(params=STORE_KINDS)

@@ -137,6 +137,7 @@ def copy_path(request, monkeypatch):
     assert bool(used) == (request.param == "direct"), "the copy path under test was not taken"
 
 
+@pytest.mark.slow  # 25 captures racing a real writer process
 def test_capture_of_a_folder_being_rewritten_holds_one_real_state_of_each_file(
     store, tmp_path, copy_path
 ):

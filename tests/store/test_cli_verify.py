@@ -7,9 +7,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from nodus.store import SnapshotInfo, keys, open_store
 
 from .trees import write_tree
+
+# Outside the quick tier: the real `nodus` command line on real stores.
+pytestmark = pytest.mark.slow
 
 
 def run_nodus(*args: str) -> subprocess.CompletedProcess:

@@ -138,6 +138,7 @@ def _contents(manifest, files, folder) -> dict[str, tuple[str, bytes]]:
 CASES = [(op, point) for op, points in POINTS.items() for point in points]
 
 
+@pytest.mark.slow  # real SIGKILLs and racing processes
 @pytest.mark.parametrize(("op", "point"), CASES, ids=[f"{op}:{point}" for op, point in CASES])
 def test_a_kill_at_each_step_of_a_deletion_leaves_a_consistent_store_that_gc_completes(
     template, tmp_path, op, point
@@ -379,6 +380,7 @@ def test_a_sweep_lock_from_another_machine_counts_until_its_lease_ends(store, mo
     assert store.storage.list(keys.LOCKS) == []
 
 
+@pytest.mark.slow  # real SIGKILLs and racing processes
 def test_gc_racing_ten_captures_and_another_gc_loses_nothing_committed(tmp_path):
     """Ten threads capture distinct and shared contents (some equal to blobs of the snapshots
     being deleted) while two gc processes delete kinds of those other snapshots, finish

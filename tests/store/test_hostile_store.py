@@ -473,6 +473,7 @@ def sandbox(tmp_path):
         _clear(folder)
 
 
+@pytest.mark.slow  # a thousand stores, each opened and walked
 def test_a_thousand_hostile_stores_never_reach_outside(sandbox):
     tmp_path = sandbox
     template, ids = _template(tmp_path / "template")
@@ -810,6 +811,7 @@ def test_what_a_capture_writes_always_reads_back(tmp_path):
     assert fresh.verify().sound
 
 
+@pytest.mark.slow  # the real `nodus` command line
 def test_the_commands_refuse_a_hostile_manifest_in_one_line(nodus_home, tmp_path):
     """Through the real command line: damage is a message and exit 1, never a traceback."""
     store = open_store(str(nodus_home / "store"))  # the default store of this $NODUS_HOME

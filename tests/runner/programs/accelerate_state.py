@@ -2,13 +2,15 @@
 
     python accelerate_state.py --steps 30 --save-every 5 --log PATH
                                [--naming checkpoint|step|automatic] [--resume-from FOLDER]
-                               [--sleep 0.0]
+                               [--sleep 0.0] [--gate PATH]
 
 The shape of Accelerate's examples/by_feature/checkpointing.py: a model, AdamW, an LR scheduler
 and a DataLoader go through ``accelerator.prepare``; two objects of the program's own are
 registered with ``register_for_checkpointing``: ``EMA`` (a moving average of the weights) and
 ``Progress`` (the step), so the whole state lives in Accelerate's own files. ``save_state``
 writes its folder in place, file by file; nothing in it marks a folder as complete.
+``--sleep`` slows each step down until the file ``--gate`` exists (a test creates it once it is
+done killing the program).
 
 ``--naming`` picks where the folders go, under ``$NODUS_CHECKPOINT_DIR`` (default ``state``):
 
@@ -165,7 +167,8 @@ def train(accelerator, args, parts, progress: Progress, ema: EMA, state_dir: str
         consumed = progress.step % len(loader)
         batches = accelerator.skip_first_batches(loader, consumed) if consumed else loader
         for inputs, targets in batches:
-            time.sleep(args.sleep)
+            if not (args.gate and os.path.exists(args.gate)):
+                time.sleep(args.sleep)
             noisy = inputs + 0.01 * torch.randn_like(inputs)
             loss = (model(noisy) - targets).pow(2).mean()
             accelerator.backward(loss)
@@ -222,6 +225,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--save-every", type=int, default=5)
     parser.add_argument("--log", default=None, help="file to append '<pid> <event>' lines to")
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds slept per step")
+    parser.add_argument("--gate", default=None, help="no more sleeping once this file exists")
     naming = ["checkpoint", "step", "automatic"]
     parser.add_argument("--naming", choices=naming, default="checkpoint")
     parser.add_argument("--resume-from", default="", help="load exactly this folder")

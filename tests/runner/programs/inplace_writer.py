@@ -1,12 +1,16 @@
 """A directory-contract program that writes its checkpoint folders in place, the Trainer's way.
 
     python inplace_writer.py --steps 40 --save-every 10 --pause 1.6 [--layout trainer|custom]
+                             [--hold-at STEP --gate PATH]
 
 The Transformers Trainer writes ``checkpoint-<step>`` straight into its output folder: the model
 first, then optimizer, scheduler and RNG state, ``trainer_state.json`` last. A big model's
 optimizer gather leaves the folder holding only the weights for a while; ``--pause`` stands in
 for it. ``--layout custom`` writes a layout nodus cannot know (``weights.bin``, ``optim.bin``,
 ``progress.json``, then a ``COMPLETE`` marker) for the ``checkpoint_complete`` setting.
+With ``--hold-at STEP --gate PATH`` the save of ``checkpoint-STEP`` stays in its pause until
+``PATH`` exists: a test kills the program there, then creates ``PATH`` so that a resumed
+attempt saves that step again without waiting.
 
 Training is three hash chains (weights, optimizer moments, RNG) advanced every step, so the
 final state is the same however often the program was interrupted, as long as each resume
@@ -61,8 +65,8 @@ def _hash(*parts: object) -> str:
     return hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()
 
 
-def save(folder: str, layout: str, step: int, state: tuple, pause: float, log) -> None:
-    """Write the folder in place: weights, (pause), the rest, the last file last."""
+def save(folder: str, layout: str, step: int, state: tuple, pause: float, log, gate=None) -> None:
+    """Write the folder in place: weights, (pause, and the gate), the rest, the last file last."""
     os.makedirs(folder, exist_ok=True)
     weights, optimizer, scheduler, rng = FILES[layout]
     if layout == "trainer":  # the Trainer's save_model: config, weights, then its arguments
@@ -72,6 +76,8 @@ def save(folder: str, layout: str, step: int, state: tuple, pause: float, log) -
         _write(os.path.join(folder, "training_args.bin"), "args")
     log(f"weights {os.path.basename(folder)}")
     time.sleep(pause)
+    while gate is not None and not os.path.exists(gate):
+        time.sleep(0.02)
     _write(os.path.join(folder, optimizer), state[1])
     _write(os.path.join(folder, scheduler), str(step))
     _write(os.path.join(folder, rng), state[2])
@@ -148,6 +154,8 @@ def main() -> int:
     parser.add_argument("--pause", type=float, default=1.6, help="seconds after the weights")
     parser.add_argument("--layout", choices=sorted(FILES), default="trainer")
     parser.add_argument("--log", required=True)
+    parser.add_argument("--hold-at", type=int, default=None, help="the save held at the gate")
+    parser.add_argument("--gate", default=None, help="the file that releases the held save")
     args = parser.parse_args()
 
     def log(line: str) -> None:
@@ -164,7 +172,8 @@ def main() -> int:
         state = advance(state, step)
         if step % args.save_every == 0:
             folder = os.path.join(state_dir, f"checkpoint-{step}")
-            save(folder, args.layout, step, state, args.pause, log)
+            gate = args.gate if step == args.hold_at else None
+            save(folder, args.layout, step, state, args.pause, log, gate)
     os.makedirs("out", exist_ok=True)
     with open(os.path.join("out", "result.json"), "w") as handle:
         json.dump({"step": step, "state": list(state)}, handle)

@@ -1,6 +1,6 @@
 """A PyTorch Lightning run that checkpoints with ModelCheckpoint and resumes with ckpt_path="last".
 
-    python lightning_ckpt.py --steps 40 --save-every 7 --log PATH [--sleep 0.0]
+    python lightning_ckpt.py --steps 40 --save-every 7 --log PATH [--sleep 0.0] [--gate PATH]
 
 The usual Lightning script: a LightningModule (one ``nn.Linear``, AdamW), ``seed_everything(0)``,
 ``Trainer(max_steps=--steps, deterministic=True, ...)`` with a ``ModelCheckpoint(dirpath=
@@ -87,13 +87,15 @@ class Regression(L.LightningModule):
 
 
 class Sleep(Callback):
-    """--sleep: seconds per step, so a test can slow training down."""
+    """--sleep: seconds per step, so a test can slow training down, until --gate exists."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, gate: str | None) -> None:
         self.seconds = seconds
+        self.gate = gate
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        time.sleep(self.seconds)
+        if not (self.gate and os.path.exists(self.gate)):
+            time.sleep(self.seconds)
 
 
 class LoggedCheckpoint(ModelCheckpoint):
@@ -161,6 +163,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--save-every", type=int, default=7)
     parser.add_argument("--log", default=None, help="file to append '<pid> <event>' lines to")
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds slept per step")
+    parser.add_argument("--gate", default=None, help="no more sleeping once this file exists")
     return parser.parse_args()
 
 
@@ -186,7 +189,7 @@ def main() -> int:
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[checkpoint, Sleep(args.sleep)],
+        callbacks=[checkpoint, Sleep(args.sleep, args.gate)],
     )
     model = Regression()
     trainer.fit(model, train_dataloaders=make_loader(), ckpt_path="last")

@@ -1,6 +1,7 @@
 """Plain PyTorch that builds each checkpoint folder aside and publishes it with one rename.
 
     python plain_folder.py --steps 60 --save-every 10 --log PATH [--sleep 0.0] [--keep 2]
+                           [--gate PATH]
 
 The careful hand-written pattern: ``checkpoint-<step>`` is assembled in a fresh folder under
 ``$TMPDIR`` (``model.pt``, ``optimizer.pt``, then ``trainer.pt`` with the step and the RNG state,
@@ -8,6 +9,9 @@ each written with ``torch.save``) and moved into ``$NODUS_CHECKPOINT_DIR`` (defa
 with a single ``os.rename``, so a reader sees either no folder or a whole one. After publishing,
 only the newest ``--keep`` folders are kept. On start it resumes from the highest-numbered one.
 ``$TMPDIR`` must be on the same file system as the state folder for the rename to work.
+
+``--sleep`` slows each step down until the file ``--gate`` exists (a test creates it once it is
+done killing the program).
 
 Training is a small ``nn.Linear`` and AdamW on batches drawn from the global RNG, whose state
 travels in ``trainer.pt``, so a resumed run draws what an uninterrupted one would have.
@@ -124,6 +128,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--save-every", type=int, default=10)
     parser.add_argument("--log", default=None, help="file to append '<pid> <event>' lines to")
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds slept per step")
+    parser.add_argument("--gate", default=None, help="no more sleeping once this file exists")
     parser.add_argument("--keep", type=int, default=2, help="newest folders kept")
     return parser.parse_args()
 
@@ -138,7 +143,8 @@ def main() -> int:
     model, optimizer = build()
     step = resume(state_dir, model, optimizer, log)
     while step < args.steps:
-        time.sleep(args.sleep)
+        if not (args.gate and os.path.exists(args.gate)):
+            time.sleep(args.sleep)
         train_step(model, optimizer)
         step += 1
         if step % args.save_every == 0:

@@ -1,7 +1,7 @@
 """Plain PyTorch that overwrites one checkpoint file in place: the most common training script.
 
     python torch_inplace.py --steps 40 --save-every 10 --log PATH [--path ckpt.pt] [--mb 100]
-                            [--sleep 0.0]
+                            [--sleep 0.0] [--gate PATH]
 
 Every ``--save-every`` steps it calls ``torch.save({"model", "optimizer", "step", "rng"}, path)``
 straight onto ``--path`` (default ``ckpt.pt`` in the working directory): no temporary file, no
@@ -12,7 +12,9 @@ file if there is one and carries on from its step.
 The model is one ``nn.Linear`` sized so that its parameters and AdamW's two moments come to about
 ``--mb`` MiB, which is what the save writes. A step is cheap: a batch of four random rows drawn
 from the global RNG (saved with the checkpoint, so a resumed run draws the same ones), a squared
-error, and AdamW, which touches every parameter and keeps full-size moments.
+error, and AdamW, which touches every parameter and keeps full-size moments. ``--sleep`` slows
+each step down until the file ``--gate`` exists (a test creates it once it is done killing the
+program).
 
 Every resume and save is appended to ``--log`` as ``<pid> <event>``: ``resume step=<n>`` or
 ``start fresh``, ``save-begin <path> step=<n>``, ``save-end <path> step=<n>``, ``done``. At the end
@@ -118,6 +120,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--save-every", type=int, default=10)
     parser.add_argument("--log", default=None, help="file to append '<pid> <event>' lines to")
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds slept per step")
+    parser.add_argument("--gate", default=None, help="no more sleeping once this file exists")
     parser.add_argument("--path", default="ckpt.pt", help="the checkpoint file, overwritten")
     parser.add_argument("--mb", type=float, default=100.0, help="checkpoint size in MiB")
     return parser.parse_args()
@@ -132,7 +135,8 @@ def main() -> int:
     model, optimizer = build(args.mb)
     step = resume(args.path, model, optimizer, log)
     while step < args.steps:
-        time.sleep(args.sleep)
+        if not (args.gate and os.path.exists(args.gate)):
+            time.sleep(args.sleep)
         train_step(model, optimizer)
         step += 1
         if step % args.save_every == 0:
