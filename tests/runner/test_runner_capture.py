@@ -64,7 +64,7 @@ def test_a_snapshot_holds_its_own_checkpoint_folder_and_the_other_selected_paths
     snapshot = capturer(setup).capture(20, reason="settled")
     paths = sorted(entry.path for entry in store.get(snapshot).files)
     assert paths == ["progress.json", "state/checkpoint-20/state.json"]
-    committed = json.loads(open(ws.private_path("committed.json")).read())
+    committed = json.loads(open(os.path.join(ws.private, "committed.json")).read())
     assert committed == {"step": 20, "snapshot": snapshot}
 
 
@@ -149,9 +149,9 @@ def test_save_records_are_captured_with_their_metrics_and_answer_requests(setup)
         "requests": [3],
         "metrics": {"loss": 2.1, "epoch": 1.25},
     }
-    with open(ws.private_path("saves", "40.json"), "w") as handle:
+    with open(os.path.join(ws.private, "saves", "40.json"), "w") as handle:
         json.dump(record, handle)
-    with open(ws.private_path("events", "1.json"), "w") as handle:
+    with open(os.path.join(ws.private, "events", "1.json"), "w") as handle:
         json.dump({"type": "integration_note", "details": {"why": "testing"}}, handle)
     capture.tick()
     manifest = store.list(run=run_id)[-1]
@@ -159,7 +159,7 @@ def test_save_records_are_captured_with_their_metrics_and_answer_requests(setup)
     assert capture.answered == {3}
     notes = [e for e in catalog.events(run_id) if e["type"] == "integration_note"]
     assert notes[0]["details"] == {"why": "testing"} and notes[0]["attempt"] == 1
-    assert os.listdir(ws.private_path("events")) == []
+    assert os.listdir(os.path.join(ws.private, "events")) == []
     capture.tick()  # a record is captured once
     assert len(store.list(run=run_id)) == 1
 
@@ -177,7 +177,7 @@ def test_a_rewritten_save_record_answers_its_new_requests_without_a_second_snaps
     catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=stage(paths=("state",), integration="hf-trainer-v1"))
     checkpoint(ws, 24)
-    path = ws.private_path("saves", "24.json")
+    path = os.path.join(ws.private, "saves", "24.json")
     with open(path, "w") as handle:
         json.dump({"step": 24, "requests": []}, handle)
     capture.tick()
@@ -369,7 +369,7 @@ def test_an_integration_save_is_committed_whatever_the_marker(setup):
     prepared = dataclasses.replace(stage(integration="auto"), continuity=marked)
     capture = capturer(setup, stage=prepared)
     trainer_checkpoint(ws, 40, "v1")
-    with open(ws.private_path("saves", "40.json"), "w") as handle:
+    with open(os.path.join(ws.private, "saves", "40.json"), "w") as handle:
         json.dump({"step": 40, "requests": []}, handle)
     capture.tick()  # the integration publishes whole folders: no marker is written or needed
     capture.final_capture()
@@ -389,7 +389,7 @@ def test_an_integration_save_is_stored_by_links_and_the_rest_of_the_selection_by
     checkpoint(ws, 40)
     with open(os.path.join(ws.copy, "progress.json"), "w") as handle:
         handle.write('{"live": true}')
-    with open(ws.private_path("saves", "40.json"), "w") as handle:
+    with open(os.path.join(ws.private, "saves", "40.json"), "w") as handle:
         json.dump({"step": 40, "requests": []}, handle)
     capture.tick()
 
