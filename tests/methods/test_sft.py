@@ -29,6 +29,20 @@ def test_the_example_trains_saves_with_metrics_and_exports_a_model_that_generate
     assert generated.shape[1] == prompt["input_ids"].shape[1] + 4
 
 
+def test_the_train_stage_final_save_is_the_runs_registered_model(sft_run):
+    import json
+
+    model = sft_run.get("whole")["model"]
+    assert model is not None, "a succeeded sft run registers its model"
+    listed = json.loads(sft_run.nodus("models", "list", "--json").stdout)
+    ours = [v for v in listed if v["run_model"]]
+    assert len(ours) == 1 and ours[0]["ref"] == model["ref"]
+    assert (ours[0]["stage"], ours[0]["step"]) == ("train", 24)
+    snapshots = json.loads(sft_run.nodus("runs", "snapshots", "whole", "--json").stdout)
+    final = next(s for s in snapshots if s["stage"] == "train" and s["step"] == 24)
+    assert ours[0]["snapshot"] == final["id"]
+
+
 def test_the_adapter_downloads_and_loads_on_the_base_model(sft_run, tmp_path):
     import torch
     from peft import PeftModel

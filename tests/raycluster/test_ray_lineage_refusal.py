@@ -1,7 +1,7 @@
 """A run that starts from another run's snapshot is refused on Ray at submit, before Ray is
 contacted: `nodus run` with ``resume_from``, `runs branch`, and `runs resume --backend ray` of
-such a run. No cluster: each refused command runs in a probe that reports whether anything of
-Ray was imported (nothing imported, nothing contacted).
+such a run; and a Ray run no cluster answers for. No cluster: each refused command runs in a
+probe that reports whether anything of Ray was imported (nothing imported, nothing contacted).
 """
 
 from __future__ import annotations
@@ -82,6 +82,24 @@ class Lineage:
         assert "Traceback" not in proc.stderr
         return proc.stderr
 
+    def interrupted(self, workload: str) -> str:
+        """The id of a new run of ``workload`` (one that holds), stopped INTERRUPTED."""
+        before = set(self.runs())
+        runner = subprocess.Popen(
+            [*NODUS, "run", workload],
+            cwd=self.code,
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        run_id = wait_for(lambda: next((r for r in self.runs() if r not in before), None), "run")
+        wait_for(lambda: self.running(run_id), "the run's program")
+        runner.send_signal(signal.SIGTERM)  # a preemption notice: the run stops INTERRUPTED
+        runner.communicate(timeout=120)
+        assert runner.returncode == 3 and self.runs()[run_id] == "INTERRUPTED"
+        return run_id
+
     def runs(self) -> dict[str, str]:
         """{run id: phase} of every run in the catalog."""
         catalog = Catalog(str(self.home))
@@ -128,20 +146,20 @@ def test_resume_from_and_branch_onto_ray_are_refused_before_ray_is_contacted(lin
 def test_runs_resume_of_a_child_run_on_ray_is_refused_before_ray_is_contacted(lineage):
     project, parent = lineage
     child = project.workload("child", f'resume_from = "{parent}@1"\nenv = {{ HOLD = "1" }}\n')
-    runner = subprocess.Popen(
-        [*NODUS, "run", child, "--key", "child"],
-        cwd=project.code,
-        env=project.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    run_id = wait_for(lambda: next((r for r in project.runs() if r != parent), None), "the child")
-    wait_for(lambda: project.running(run_id), "the child's program")
-    runner.send_signal(signal.SIGTERM)  # a preemption notice: the child stops INTERRUPTED
-    runner.communicate(timeout=120)
-    assert runner.returncode == 3 and project.runs()[run_id] == "INTERRUPTED"
+    run_id = project.interrupted(child)
 
     refused = project.refused("runs", "resume", run_id, "--backend", "ray")
     assert "runs resume:" in refused and "not supported yet" in refused
     assert project.runs()[run_id] == "INTERRUPTED"
+
+
+def test_a_ray_run_no_cluster_answers_for_is_refused_before_it_is_accepted(tmp_path):
+    project = Lineage(tmp_path)
+    body = '[execution]\nbackend = "ray"\nshared_store = true\n'
+    refused = project.refused("run", project.workload("lonely", body))  # RAY_ADDRESS: nobody
+    assert "no Ray cluster answers at 127.0.0.1:1" in refused
+    for hint in ("--ray-address", "RAY_ADDRESS", "docs/cluster.md", "ray start --head"):
+        assert hint in refused
+    flagged = project.refused("run", "lonely.toml", "--ray-address", "127.0.0.1:2")
+    assert "no Ray cluster answers at 127.0.0.1:2" in flagged
+    assert project.runs() == {}  # nothing accepted, so nothing FAILED to resume

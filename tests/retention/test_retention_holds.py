@@ -55,6 +55,14 @@ def test_a_succeeded_run_holds_its_model_weights_and_no_resume_target(store):
     assert found["t20"][0].kinds == ("weights",)
 
 
+def test_a_last_stage_that_saves_no_weights_leaves_the_model_to_the_stage_that_trained(store):
+    # a managed method's train + export: export stores outputs, no checkpoint with weights
+    stages = (("train", "SUCCEEDED"), ("export", "SUCCEEDED"))
+    manifests = [snap(12, stage="train", name="t12"), snap(24, stage="train", name="t24")]
+    found = run_holds(run_of("SUCCEEDED", stages=stages), manifests, HoldIndex(store), {})
+    assert {name: _types(found, name) for name in found} == {"t12": [], "t24": ["model"]}
+
+
 @pytest.mark.parametrize("phase", ["FAILED", "CANCELLED"])
 def test_a_run_that_stopped_for_good_holds_neither(store, phase):
     found = run_holds(run_of(phase), [snap(10, name="s10")], HoldIndex(store), {})

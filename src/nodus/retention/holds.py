@@ -244,9 +244,15 @@ def resume_target(run: Any | None, manifests: list[Any]) -> str | None:
 
 
 def run_model(run: Any | None, manifests: list[Any]) -> str | None:
-    """The run's own model: its last stage's save at the run's last update, once it succeeded."""
+    """The run's own model, once it succeeded: the newest save with weights of the last stage
+    that saved any. A stage after it that saves no weights (a managed method's ``export``, an
+    evaluation) does not take the model away from the stage that trained it."""
     if run is None or run.phase != "SUCCEEDED" or not run.stages:
         return None
-    last = run.stages[-1]["name"]
-    weights = by_recency(m for m in manifests if m.stage == last and KIND_WEIGHTS in m.kinds)
-    return weights[0].id if weights else None
+    for stage in reversed(run.stages):
+        weights = by_recency(
+            m for m in manifests if m.stage == stage["name"] and KIND_WEIGHTS in m.kinds
+        )
+        if weights:
+            return weights[0].id
+    return None

@@ -4,12 +4,15 @@ Every node writes snapshots to the run's store and lays working copies out from 
 store must be one every node reaches: an object store (``s3://``, ``gs://``, …), or a
 ``file://`` path on a filesystem every node mounts at the same path, declared so with
 ``[execution] shared_store = true``. A node-local store (``file://`` not declared shared,
-``memory://``) is refused with the reason, as is a Ray stage where Ray is not installed.
+``memory://``) is refused with the reason, as is a Ray stage where Ray is not installed, and one
+no cluster answers for: the run is refused before it is accepted, never accepted and then failed.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import socket
 from collections.abc import Iterable
 
 from nodus.errors import UsageError
@@ -17,6 +20,11 @@ from nodus.schemas.defaults import BACKEND_RAY
 from nodus.schemas.resolved import ResolvedStage
 
 _IN_PROCESS = ("memory",)  # stores that live in one process: no other node can reach them
+_ANSWER_S = 3.0  # how long the cluster's head gets to accept a connection
+_HOW = (
+    "give its address with --ray-address HOST:PORT or RAY_ADDRESS, or start one "
+    "(docs/cluster.md: ray start --head)"
+)
 
 
 def check_cluster_stages(
@@ -52,3 +60,36 @@ def check_node_count(stages: Iterable[ResolvedStage], backend: str | None) -> No
                 f"Ray; --backend {backend} runs 1 process on this machine. Resume it with "
                 f"--backend ray (and {stage.execution.nodes} nodes)"
             )
+
+
+def check_cluster_reachable(
+    stages: Iterable[ResolvedStage], backend: str | None, address: str | None
+) -> None:
+    """UsageError when a stage runs on Ray and no cluster answers where its attempt would join
+    (``address``, else RAY_ADDRESS, else Ray's own lookup of this machine's cluster)."""
+    if not any((backend or s.execution.backend) == BACKEND_RAY for s in stages):
+        return
+    given = address or os.environ.get("RAY_ADDRESS") or None
+    where = given if given not in (None, "auto") else _this_machines_cluster()
+    if where is None:
+        raise UsageError(f'backend "ray": no Ray cluster was found on this machine; {_HOW}')
+    host, _, port = where.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # a form only Ray resolves ("local"): ray.init says what it makes of it
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=_ANSWER_S).close()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise UsageError(
+            f'backend "ray": no Ray cluster answers at {where} ({reason}); {_HOW}'
+        ) from None
+
+
+def _this_machines_cluster() -> str | None:
+    """The address Ray's ``auto`` joins: the newest ``ray start`` of this machine, if any."""
+    from ray._private.services import get_ray_address_from_environment
+
+    try:
+        return get_ray_address_from_environment("auto", None)
+    except ConnectionError:
+        return None

@@ -25,7 +25,11 @@ from nodus.errors import NotFoundError, UsageError
 from nodus.protocol import FULL_STATE
 from nodus.runner.attempt.attempt import Restore
 from nodus.runner.backends import HERE, Placement
-from nodus.runner.backends.ray_checks import check_cluster_stages, check_node_count
+from nodus.runner.backends.ray_checks import (
+    check_cluster_reachable,
+    check_cluster_stages,
+    check_node_count,
+)
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.locks import RunLock, lock_name_for
 from nodus.runner.catalog.phases import Phase
@@ -104,13 +108,15 @@ def claim_workload(
     """
     _refuse_unrecorded_retry(store_url, workload)
     is_local = open_run_store(store_url).storage.is_local
+    if workload.resume_from is not None:
+        _refuse_lineage_on_ray(workload, placement.backend, "resume_from")
     check_cluster_stages(workload.stages, store_url, is_local, placement.backend)
+    check_cluster_reachable(workload.stages, placement.backend, placement.ray_address)
     catalog = Catalog(home)
 
     def accept_new(key: str | None) -> Accepted:
         parent = None
         if workload.resume_from is not None:
-            _refuse_lineage_on_ray(workload, placement.backend, "resume_from")
             source = find_parent(
                 catalog,
                 workload.resume_from,
@@ -285,6 +291,7 @@ def claim_resume(
     check_cluster_stages(
         stages, run.store, open_run_store(run.store).storage.is_local, placement.backend
     )
+    check_cluster_reachable(stages, placement.backend, placement.ray_address)
     if not any((placement.backend or s.execution.backend) == defaults.BACKEND_RAY for s in stages):
         _check_devices(catalog, run, stage)  # on Ray, the stage's gpu_count places it
     lock = RunLock(home, run.lock_name, run.id).acquire()
