@@ -18,6 +18,7 @@ Importing this module is cheap: the runner, the store and pydantic load on first
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -51,8 +52,10 @@ class Client:
     or its key; a snapshot is ``ID``, ``RUN@STEP`` or ``RUN/STAGE@STEP``.
 
     ``output`` is where a run driven in this process streams its program's output (default
-    ``sys.stdout``); ``say`` receives nodus's notes on what it is doing ("accepted run_…"),
-    by default the ``nodus`` logger at INFO.
+    ``sys.stdout``); ``say`` receives nodus's notes on what it is doing ("accepted run_…", and
+    while :meth:`run`, :meth:`resume`, :meth:`branch` or :meth:`wait` blocks, each interruption
+    and recovery as it happens; each committed snapshot too with ``say_snapshots``), by default
+    the ``nodus`` logger at INFO.
     """
 
     def __init__(
@@ -62,11 +65,13 @@ class Client:
         *,
         output: IO[str] | None = None,
         say: Callable[[str], None] | None = None,
+        say_snapshots: bool = False,
     ) -> None:
         self.home = defaults.nodus_home(os.fspath(home) if home is not None else None)
         self.store = store
         self._output = output
         self._say = say or _log.info
+        self._say_snapshots = say_snapshots
         self._open_catalog: Catalog | None = None
 
     def close(self) -> None:
@@ -221,7 +226,8 @@ class Client:
             return handed_over
         from nodus.inventory.runs import capture_failure_line, phase_line
 
-        claim.drive(self._output or sys.stdout)
+        with self._narrated(claim.run_id):
+            claim.drive(self._output or sys.stdout)
         data = self.get(claim.run_id)
         self._say(phase_line(data))
         failed = capture_failure_line(data["capture_failures"])
@@ -257,7 +263,15 @@ class Client:
         """
         from nodus.runner.control import outside as control
 
-        return self._json(control.wait(self.home, self._catalog(), run, timeout))
+        run_id = self._catalog().get_run(run).id
+        with self._narrated(run_id):
+            return self._json(control.wait(self.home, self._catalog(), run_id, timeout))
+
+    def _narrated(self, run_id: str) -> contextlib.AbstractContextManager[None]:
+        """Interruptions, recoveries (and committed snapshots) said while a call blocks."""
+        from nodus.inventory.narration import narrated
+
+        return narrated(self.home, run_id, self._say, snapshots=self._say_snapshots)
 
     def pause(
         self, run: str, checkpoint: str = "save", deadline: str | float | None = None

@@ -39,4 +39,6 @@ def client(args: Any) -> Any:
     from nodus.client import Client
 
     output = sys.stderr if getattr(args, "json", False) else sys.stdout
-    return Client(args.home, args.store, output=output, say=say)
+    # each committed snapshot is a line for a person at a terminal; cron's logs keep to the rest
+    snapshots = sys.stderr.isatty() and not getattr(args, "quiet", False)
+    return Client(args.home, args.store, output=output, say=say, say_snapshots=snapshots)

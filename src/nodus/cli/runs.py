@@ -41,6 +41,7 @@ def register(commands, groups, common) -> None:
         "state, as resume_from in the file",
     )
     _placement_options(run, "every stage's [execution] backend, stored with the run")
+    _quiet_option(run)
     run.set_defaults(handler=_run)
 
     runs = groups["runs"]
@@ -57,6 +58,7 @@ def register(commands, groups, common) -> None:
         action="store_true",
         help="exit with the run's status (0, 1, 3, 4) instead of 0",
     )
+    _quiet_option(wait)
     _parser(runs, "cancel", "cancel a run (its program is stopped)", common, _cancel)
     pause = _parser(
         runs, "pause", "pause a run: save (or keep the newest snapshot) and stop", common, _pause
@@ -81,6 +83,7 @@ def register(commands, groups, common) -> None:
     resume.add_argument("--step", type=int, help="restore the snapshot of this step")
     resume.add_argument("--detach", action="store_true", help="run in the background")
     _placement_options(resume, "the stages' backend for this resume")
+    _quiet_option(resume)
     _parser(
         runs, "delete", "remove a finished run's snapshots, outputs and records", common, _delete
     )
@@ -115,6 +118,15 @@ def _branch_parser(runs, common) -> None:
     )
     branch.add_argument("--key", help="idempotency key: the same key continues the same run")
     branch.add_argument("--detach", action="store_true", help="run in the background")
+    _quiet_option(branch)
+
+
+def _quiet_option(parser) -> None:
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no line per committed snapshot (interruptions and recoveries are still said)",
+    )
 
 
 def _parser(group, name: str, help_text: str, common, handler, ref: bool = True):

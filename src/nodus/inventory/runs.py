@@ -210,7 +210,8 @@ def failure_reason(error: str) -> str:
 
 
 def phase_line(data: dict[str, Any]) -> str:
-    """``run_… SUCCEEDED`` (with the run's message): the line a run ends with.
+    """``run_… SUCCEEDED`` (with the run's message): the line a run ends with; a run that can
+    be resumed ends it with the command that continues it.
 
     A run that succeeded while its final state was not stored says so on this very line, so a
     failed final capture never reads as a clean success.
@@ -219,7 +220,10 @@ def phase_line(data: dict[str, Any]) -> str:
     failures = data["capture_failures"]
     if data["phase"] == Phase.SUCCEEDED and not failures["final_state_stored"]:
         line += f", but its final state was not stored ({'; '.join(failures['reasons'])})"
-    return line + (f": {data['message']}" if data["message"] else "")
+    line += f": {data['message']}" if data["message"] else ""
+    if Phase(data["phase"]).resumable:  # INTERRUPTED, PAUSED: end with what continues it
+        line += f"; `nodus runs resume {data['id']}` continues it"
+    return line
 
 
 def capture_failure_line(failures: dict[str, Any]) -> str | None:

@@ -1,0 +1,114 @@
+"""What happens to a run, said as it happens: a line per interruption, per recovery and (when
+asked) per committed snapshot, for ``nodus run``, ``runs resume`` and ``runs wait``.
+
+The lines are read from the catalog, as ``runs get`` reads it, so they say the same thing
+whoever drives the run: the command itself, a background runner, a runner on another machine
+sharing the home. A :class:`Narrator` remembers what it has told; :func:`narrated` looks every
+``POLL_S`` from a thread of its own (with its own catalog connection) while a call blocks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from nodus.runner.catalog.core import Catalog
+
+__all__ = ["POLL_S", "Narrator", "narrated"]
+
+POLL_S = 0.5
+"""How often a narrated call looks at the catalog: a line lags what happened by at most this."""
+
+
+class Narrator:
+    """The lines of what happened to ``run_id`` since the last :meth:`lines` (or creation);
+    each call is given the catalog to read, so a narrator can move between threads."""
+
+    def __init__(self, catalog: Catalog, run_id: str, *, snapshots: bool) -> None:
+        self._run_id = run_id
+        self._snapshots = snapshots
+        newest = catalog.events(run_id)
+        self._after = newest[-1]["id"] if newest else 0
+        self._laid_out: set[tuple[str, int]] = set()
+        self._ended: set[tuple[str, int]] = set()
+        self._scan(catalog, tell=False)  # what happened before this narrator is history
+
+    def lines(self, catalog: Catalog) -> list[str]:
+        said = self._committed(catalog) if self._snapshots else []
+        return said + self._scan(catalog, tell=True)
+
+    def _committed(self, catalog: Catalog) -> list[str]:
+        events = catalog.events(self._run_id, self._after, types=("snapshot_committed",))
+        if events:
+            self._after = events[-1]["id"]
+        return [
+            f"snapshot of step {e['details']['step']} committed ({e['details']['snapshot']})"
+            for e in events
+        ]
+
+    def _scan(self, catalog: Catalog, tell: bool) -> list[str]:
+        said: list[str] = []
+        stages = catalog.stages(self._run_id)
+        for stage in stages:
+            label = f" of stage {stage['name']!r}" if len(stages) > 1 else ""
+            for attempt in stage["attempts"]:
+                key = (stage["name"], attempt["number"])
+                if key not in self._laid_out and (attempt["log_path"] or attempt["outcome"]):
+                    self._laid_out.add(key)
+                    if tell and attempt["number"] > 1:
+                        said.append(_restoring(attempt, label))
+                if key not in self._ended and attempt["outcome"] is not None:
+                    self._ended.add(key)
+                    if tell and attempt["outcome"] != "succeeded":
+                        said.append(_ended(attempt, label))
+        return said
+
+
+def _restoring(attempt: dict[str, Any], label: str) -> str:
+    number = attempt["number"]
+    if attempt["restored_step"] is None:
+        return f"attempt {number}{label} starts from the beginning: no snapshot to restore"
+    return (
+        f"restoring step {attempt['restored_step']} ({attempt['restored_snapshot']}) "
+        f"→ attempt {number}{label}"
+    )
+
+
+def _ended(attempt: dict[str, Any], label: str) -> str:
+    pid = f" (pid {attempt['pid']})" if attempt["pid"] else ""
+    return f"attempt {attempt['number']}{label} {attempt['outcome']}{pid}: {attempt['detail']}"
+
+
+@contextlib.contextmanager
+def narrated(
+    home: str, run_id: str, say: Callable[[str], None], *, snapshots: bool
+) -> Iterator[None]:
+    """Say each new line about ``run_id`` while the body runs, and the last ones after it."""
+    catalog = Catalog(home)
+    try:
+        narrator = Narrator(catalog, run_id, snapshots=snapshots)
+    finally:
+        catalog.close()
+    done = threading.Event()
+
+    def follow() -> None:
+        own = Catalog(home)  # SQLite connections stay in the thread that opened them
+        try:
+            while True:
+                stopping = done.wait(POLL_S)
+                for line in narrator.lines(own):
+                    say(line)
+                if stopping:
+                    return
+        finally:
+            own.close()
+
+    thread = threading.Thread(target=follow, name=f"nodus-narrator-{run_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

@@ -1,0 +1,89 @@
+"""What `nodus run`, `runs resume` and `runs wait` say as it happens: a line per interruption and
+per recovery, a line per committed snapshot when asked, and a stopped run's last line naming the
+command that continues it."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from runner_helpers import FAST, committed_steps, kill_program, running_attempt
+
+from nodus import Client
+from polling import wait_for
+
+STEPS, SAVE_EVERY, SLEEP = 200, 10, 0.01
+
+
+def _said(stderr: str) -> list[str]:
+    return [
+        line.removeprefix("nodus: ") for line in stderr.splitlines() if line.startswith("nodus:")
+    ]
+
+
+def _run_id(project, key: str) -> str | None:
+    run = project.catalog().find_by_key(key)
+    return run.id if run else None
+
+
+def test_a_killed_program_is_said_with_the_snapshot_its_recovery_restores(project):
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, gated=True)
+    runner = project.start("run", "workload.toml", "--key", "said")
+    run_id = wait_for(lambda: _run_id(project, "said"), what="the run")
+    wait_for(lambda: committed_steps(project, run_id), what="a first snapshot")
+    kill_program(project, run_id)
+    project.done_killing()
+    _, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0, err
+    first, second = project.catalog().attempts(run_id, "main")
+    said = _said(err)
+    told = [
+        f"attempt 1 interrupted (pid {first['pid']}): killed by SIGKILL, which nodus did not send",
+        f"restoring step {second['restored_step']} ({second['restored_snapshot']}) → attempt 2",
+        f"{run_id} SUCCEEDED",
+    ]
+    assert said[0].startswith(f"accepted {run_id}")
+    assert said[-3:] == told, said
+    assert not any("committed (" in line for line in said)  # stderr is no terminal: no snapshots
+
+
+def test_an_interrupted_run_ends_with_the_command_that_continues_it(project):
+    project.write(
+        steps=STEPS, save_every=1000, sleep=SLEEP, extra_args=("--save-on-term",), gated=True
+    )
+    runner = project.start("run", "workload.toml", "--key", "pre")
+    run_id = wait_for(lambda: _run_id(project, "pre"), what="the run")
+    wait_for(lambda: running_attempt(project.catalog(), run_id), what="the program")
+    os.kill(runner.pid, signal.SIGTERM)  # a preemption notice
+    _, err = runner.communicate(timeout=60)
+    assert runner.returncode == 3
+    continues = f"`nodus runs resume {run_id}` continues it"
+    assert _said(err)[-1].startswith(f"{run_id} INTERRUPTED") and _said(err)[-1].endswith(continues)
+    waited = project.nodus("runs", "wait", run_id)
+    assert waited.stdout.strip().endswith(continues)
+    project.done_killing()
+    resumed = project.nodus("runs", "resume", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    second = project.get(run_id)["stages"][0]["attempts"][1]
+    assert (
+        f"restoring step {second['restored_step']} ({second['restored_snapshot']}) → attempt 2"
+        in (_said(resumed.stderr))
+    )
+
+
+def test_the_sdk_says_each_committed_snapshot_when_asked(project, monkeypatch):
+    project.write(steps=40, save_every=SAVE_EVERY)
+    for name, value in FAST.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("NODUS_STORE", raising=False)
+    said: list[str] = []
+    with open(os.devnull, "w") as quiet:
+        client = Client(project.home, output=quiet, say=said.append, say_snapshots=True)
+        run = client.run(str(project.file))
+    assert run["phase"] == "SUCCEEDED"
+    events = project.catalog().events(run["id"], types=("snapshot_committed",))
+    expected = [
+        f"snapshot of step {e['details']['step']} committed ({e['details']['snapshot']})"
+        for e in events
+    ]
+    assert expected and [line for line in said if line.startswith("snapshot of step")] == expected
