@@ -21,6 +21,7 @@ Its modules import nothing heavy at module level.
     models.py     ``nodus models …``: the registry as people ask about it
     plot.py       ``nodus runs plot``: metrics over steps, snapshots and recoveries
     progress.py   a one-line progress bar for long transfers, on a terminal only
+    narration.py  what happens to a run (interruptions, recoveries, snapshots), said as it happens
 """
 
 from nodus.inventory.refs import Located, Lookup, SnapshotRef, parse_ref
