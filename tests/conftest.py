@@ -25,6 +25,21 @@ REPO = Path(__file__).resolve().parents[1]
 NODUS = [sys.executable, "-m", "nodus"]
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist loadgroup`` each ``xdist_group`` must run on one worker (one Ray cluster at
+    a time, a shared trained run); pytest-xdist marks that in the node id. A pytest/xdist pair
+    where it no longer does is refused here, rather than quietly running the groups apart."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    apart = [i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+    if apart:
+        raise pytest.UsageError(
+            f"--dist loadgroup does not group {apart[0]} with this pytest and pytest-xdist "
+            "(pytest 9.2 broke it for xdist 3.8): install the versions in constraints.txt"
+        )
+
+
 LIBRARY_EXPORTS = ("ACCELERATE_", "CUBLAS_", "CUDA_", "ASCEND_", "HCCL_", "FLASH_ATTENTION_")
 """Prefixes of the variables Transformers and Accelerate export into their own process:
 ``TrainingArguments(bf16=True)`` sets ``ACCELERATE_MIXED_PRECISION=bf16``,

@@ -39,10 +39,12 @@ __all__ = [
     "SnapshotDamagedError",
     "StaleAttemptError",
     "StoreError",
+    "StoreUnreachableError",
     "UnsafePathError",
     "UsageError",
     "WaitTimeoutError",
     "WorkloadError",
+    "in_words",
     "note_url",
     "redacted",
     "redacted_values",
@@ -150,6 +152,11 @@ class StoreError(NodusError):
     """The snapshot store could not do what was asked."""
 
 
+class StoreUnreachableError(StoreError):
+    """The store's client failed: no network to it, no credentials, access refused. The text
+    names the store and the reason in the client's words (:func:`in_words`)."""
+
+
 class SnapshotDamagedError(StoreError):
     """A committed snapshot whose files are missing or do not match their hashes."""
 
@@ -180,3 +187,10 @@ class AlreadyRunningError(NodusError):
     """Another runner holds this run (``nodus run --key`` while it runs elsewhere)."""
 
     exit_status = 5
+
+
+def in_words(error: BaseException) -> str:
+    """A library's exception as a person reads it: its message, on one line; its class name
+    only when it has no message (a user is never left with just ``NoCredentialsError``)."""
+    text = " ".join(str(error).split())
+    return text or type(error).__name__

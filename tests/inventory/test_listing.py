@@ -115,9 +115,12 @@ def test_a_damaged_blob_shows_in_get_and_stops_a_download(hf_run, store_copy, tm
     assert list(target.iterdir()) == []  # nothing half-written is left behind
 
 
-def test_missing_step_and_malformed_reference_are_refused(hf_run):
-    proc = hf_run.home.nodus("snapshots", "get", f"{hf_run.run_id}@7")
-    assert proc.returncode == 2 and "step 7" in proc.stderr
+def test_missing_step_and_malformed_reference_are_refused(hf_run, tmp_path):
+    for command in (("snapshots", "get"), ("snapshots", "download"), ("snapshots", "pin")):
+        extra = ("--to", str(tmp_path / "out")) if command[1] == "download" else ()
+        proc = hf_run.home.nodus(*command, f"{hf_run.run_id}@7", *extra)
+        assert proc.returncode == 2, proc.stderr
+        assert "no committed snapshot at step 7; committed steps: 6, 12, 14" in proc.stderr
     proc = hf_run.home.nodus("snapshots", "get", "last-one")
     assert proc.returncode == 2 and "RUN@STEP" in proc.stderr
     proc = hf_run.home.nodus("snapshots", "get", f"{hf_run.run_id}/eval@12")

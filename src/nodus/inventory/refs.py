@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nodus.errors import NotFoundError, UsageError
+from nodus.errors import NotFoundError, StoreUnreachableError, UsageError
 from nodus.schemas import defaults
 from nodus.schemas.snapshot_ref import SnapshotRef, parse_ref
 
@@ -85,22 +85,26 @@ class Lookup:
         return self._by_step(ref)
 
     def _by_id(self, snapshot_id: str) -> Located:
-        tried = []
+        tried, unreachable = [], []
         for url in self._candidate_urls():
-            store = self.store(url)
             try:
+                store = self.store(url)
                 manifest = store.get(snapshot_id)
             except NotFoundError:
                 tried.append(url)
+                continue
+            except StoreUnreachableError as error:  # another run's store may be down
+                unreachable.append(str(error))
                 continue
             return Located(manifest, store, self.run_or_none(manifest.run))
         hint = "".join(
             _unrecorded_hint(self.catalog, run.id, run.store, snapshot=snapshot_id)
             for run in self.catalog.list_runs(limit=CATALOG_SCAN)
         )
-        raise NotFoundError(
-            f"snapshot {snapshot_id} not found (looked in {', '.join(tried)}){hint}"
-        )
+        looked = f"looked in {', '.join(tried)}" if tried else "no store could be searched"
+        if unreachable:
+            looked += f"; {'; '.join(unreachable)}"
+        raise NotFoundError(f"snapshot {snapshot_id} not found ({looked}){hint}")
 
     def _candidate_urls(self) -> list[str]:
         urls = [defaults.store_url(self.explicit_store, self.home)]
@@ -112,12 +116,21 @@ class Lookup:
 
     def _by_step(self, ref: SnapshotRef) -> Located:
         run, stage = self._run_and_stage(ref.run or "")
-        store = self.store_of_run(run)
-        found = [m for m in store.list(run=run.id, stage=stage) if m.step == ref.step]
+        url = self.explicit_store or run.store
+        try:
+            store = self.store(url)
+            manifests = store.list(run=run.id, stage=stage)
+        except StoreUnreachableError as error:  # the user's to fix (network, credentials): exit 2
+            raise UsageError(f"{ref.text}: {error}") from None
+        found = [m for m in manifests if m.step == ref.step]
         if not found:
             where = f"{run.id}/{stage}" if stage else run.id
+            steps = ", ".join(
+                str(step) for step in sorted({m.step for m in manifests if m.step is not None})
+            )
             raise NotFoundError(
                 f"{where} has no committed snapshot at step {ref.step}"
+                + f"; committed steps: {steps or 'none'}"
                 + _unrecorded_hint(self.catalog, run.id, store.url, step=ref.step)
             )
         stages = sorted({m.stage or "" for m in found})

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 import fsspec
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 
-from nodus.errors import StoreError, redacted
+from nodus.errors import StoreError, StoreUnreachableError, in_words, redacted
 from nodus.store import keys
 from nodus.store.storage import ObjectInfo
 
@@ -42,8 +42,8 @@ def _reaching(method: Callable) -> Callable:
             raise
         except Exception as error:  # noqa: BLE001 (every client's errors, made one)
             # the client's text may repeat the URL: its password is masked in both
-            text = redacted(f"store {self.url}: {type(error).__name__}: {error}")
-            raise StoreError(text) from error
+            text = redacted(f"store {self.url} cannot be reached: {in_words(error)}")
+            raise StoreUnreachableError(text) from error
 
     return wrapper
 
