@@ -17,6 +17,7 @@ exit status; anything else is a bug, reported in one line (``NODUS_DEBUG=1`` sho
     gc.py         ``nodus gc``: expiry, interrupted deletions, unreferenced blobs
     store.py      ``nodus store verify``: every manifest and blob checked
     qualify.py    ``nodus qualify``: the hf-trainer-v1 qualification suite on this environment
+    completion.py ``nodus completion bash|zsh``: commands, options, run ids and snapshots
     output.py     what every command prints, and where: messages, ``--json``, tables, the Client
 """
 
@@ -42,6 +43,7 @@ _COMMAND_MODULES = (
     "nodus.cli.store",
     "nodus.cli.gc",
     "nodus.cli.qualify",
+    "nodus.cli.completion",
 )
 
 # Command groups whose subcommands several modules contribute to.
@@ -110,6 +112,7 @@ def _build(words: tuple[str, ...]) -> argparse.ArgumentParser | None:
         "and automatic recovery.",
         parents=[common],
     )
+    parser.add_argument("--version", action=_Version, help="print nodus's version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     wanted = words[0] if words else None
@@ -136,6 +139,19 @@ def _build(words: tuple[str, ...]) -> argparse.ArgumentParser | None:
     if len(words) == 2 and subcommands is not None and words[1] not in subcommands.choices:
         return None
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from importlib.metadata import version
+
+        print(f"nodus {version('nodus')}")
+        parser.exit()
 
 
 class _Only:
