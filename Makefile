@@ -10,6 +10,7 @@ PIP    := $(BIN)/python -m pip
 # torch first, alone: the CPU wheel on this disk; never let a resolver pull a CUDA build.
 TORCH  := torch==2.13.0
 STAMP  := $(VENV)/.installed
+EXTRAS := '.[hf,methods,s3,plot,ray,lightning,test]'
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -18,11 +19,14 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: demo test test-fast venv clean quickstart-program
 
+# One line per phase, with its time: the install takes minutes, and a silent one looks hung.
+PHASE = @start=$$(date +%s); echo "== $(1) …"; $(2) && echo "   done in $$(( $$(date +%s) - start )) s"
+
 $(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c constraints.txt $(TORCH)
-	$(PIP) install -q -c constraints.txt -e '.[hf,methods,s3,plot,ray,lightning,test]'
+	$(call PHASE,[1/4] virtual environment $(VENV),test -x $(BIN)/python || $(PYTHON) -m venv $(VENV))
+	$(call PHASE,[2/4] pip,$(PIP) install -q --upgrade pip)
+	$(call PHASE,[3/4] $(TORCH) (CPU),$(PIP) install -q -c constraints.txt $(TORCH))
+	$(call PHASE,[4/4] nodus and its extras (Transformers; TRL; Ray; S3; tests),$(PIP) install -q -c constraints.txt -e $(EXTRAS))
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -51,6 +51,7 @@ _ATTEMPT_FIELDS = (
     "started_at",
     "ended_at",
     "log_path",
+    "pid",  # the program's process (its supervisor's child), while the attempt runs and after
 )
 
 

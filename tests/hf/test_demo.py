@@ -1,0 +1,36 @@
+"""`make demo`'s script, run as written: the quick start killed once and recovered, compared
+with an uninterrupted run, the snapshots retention kept, and the next steps."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.hf, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_demo_shows_a_recovery_that_ends_like_an_uninterrupted_run(tmp_path):
+    env = {**os.environ, "NODUS_HOME": str(tmp_path / "home")}
+    env.pop("NODUS_STORE", None)
+    proc = subprocess.run(
+        ["bash", str(REPO / "examples" / "quickstart" / "demo.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    shown = proc.stdout + proc.stderr
+    assert proc.returncode == 0, shown[-4000:]
+    said = [line for line in shown.splitlines() if line.startswith("nodus: ")]
+    interrupted = next(i for i, line in enumerate(said) if "attempt 1 interrupted" in line)
+    assert "killed by SIGKILL, which nodus did not send" in said[interrupted]
+    assert said[interrupted + 1].startswith("nodus: restoring step ")
+    assert said[interrupted + 1].endswith("→ attempt 2")
+    assert "identical: the recovery lost and repeated nothing" in shown
+    assert "\"deleted\": retention freed those kinds" in shown
+    assert "Next steps" in shown
