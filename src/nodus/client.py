@@ -264,14 +264,18 @@ class Client:
         from nodus.runner.control import outside as control
 
         run_id = self._catalog().get_run(run).id
-        with self._narrated(run_id):
+        with self._narrated(run_id, history=True):  # the interruptions it had before, too
             return self._json(control.wait(self.home, self._catalog(), run_id, timeout))
 
-    def _narrated(self, run_id: str) -> contextlib.AbstractContextManager[None]:
+    def _narrated(
+        self, run_id: str, history: bool = False
+    ) -> contextlib.AbstractContextManager[None]:
         """Interruptions, recoveries (and committed snapshots) said while a call blocks."""
         from nodus.inventory.narration import narrated
 
-        return narrated(self.home, run_id, self._say, snapshots=self._say_snapshots)
+        return narrated(
+            self.home, run_id, self._say, snapshots=self._say_snapshots, history=history
+        )
 
     def pause(
         self, run: str, checkpoint: str = "save", deadline: str | float | None = None

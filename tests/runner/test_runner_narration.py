@@ -45,6 +45,8 @@ def test_a_killed_program_is_said_with_the_snapshot_its_recovery_restores(projec
     assert said[0].startswith(f"accepted {run_id}")
     assert said[-3:] == told, said
     assert not any("committed (" in line for line in said)  # stderr is no terminal: no snapshots
+    waited = project.nodus("runs", "wait", "said")  # tells the run's story so far, then its end
+    assert _said(waited.stderr) == told[:2] and waited.stdout.strip() == f"{run_id} SUCCEEDED"
 
 
 def test_an_interrupted_run_ends_with_the_command_that_continues_it(project):

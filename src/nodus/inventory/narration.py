@@ -26,14 +26,17 @@ class Narrator:
     """The lines of what happened to ``run_id`` since the last :meth:`lines` (or creation);
     each call is given the catalog to read, so a narrator can move between threads."""
 
-    def __init__(self, catalog: Catalog, run_id: str, *, snapshots: bool) -> None:
+    def __init__(
+        self, catalog: Catalog, run_id: str, *, snapshots: bool, history: bool = False
+    ) -> None:
         self._run_id = run_id
         self._snapshots = snapshots
         newest = catalog.events(run_id)
-        self._after = newest[-1]["id"] if newest else 0
+        self._after = newest[-1]["id"] if newest else 0  # earlier snapshots: never news
         self._laid_out: set[tuple[str, int]] = set()
         self._ended: set[tuple[str, int]] = set()
-        self._scan(catalog, tell=False)  # what happened before this narrator is history
+        if not history:  # the attempts before this narrator are not news either
+            self._scan(catalog, tell=False)
 
     def lines(self, catalog: Catalog) -> list[str]:
         said = self._committed(catalog) if self._snapshots else []
@@ -83,12 +86,13 @@ def _ended(attempt: dict[str, Any], label: str) -> str:
 
 @contextlib.contextmanager
 def narrated(
-    home: str, run_id: str, say: Callable[[str], None], *, snapshots: bool
+    home: str, run_id: str, say: Callable[[str], None], *, snapshots: bool, history: bool = False
 ) -> Iterator[None]:
-    """Say each new line about ``run_id`` while the body runs, and the last ones after it."""
+    """Say each new line about ``run_id`` while the body runs, and the last ones after it;
+    ``history``: what happened to it before too (``runs wait`` tells the run's story so far)."""
     catalog = Catalog(home)
     try:
-        narrator = Narrator(catalog, run_id, snapshots=snapshots)
+        narrator = Narrator(catalog, run_id, snapshots=snapshots, history=history)
     finally:
         catalog.close()
     done = threading.Event()
