@@ -19,6 +19,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+OUTPUT = re.compile(
+    r"<!-- output of `nodus ([^`]+)` after the README walkthrough -->\n```\n(.*?)```", re.S
+)
+# What differs from one machine to the next: ids, and a few bytes (paths written into files)
+SNAPSHOT_ID = re.compile(r"ckpt_[0-9a-f]{16}")
+SIZE = re.compile(r"\d+(?:\.\d+)? (B|KiB|MiB|GiB)\b")
 MARKED = re.compile(r"<!-- runnable in (\S+) -->\n```bash\n(.*?)```", re.S)
 PAGES = [
     REPO / "README.md",
@@ -71,3 +77,28 @@ def test_a_runnable_block_runs_as_written(page, folder, block, tmp_path):
     if page == "README.md":  # the walkthrough's interruption is seen, and its recovery
         assert "nodus: attempt 1 interrupted" in proc.stderr
         assert re.search(r"nodus: restoring step \d+ \(ckpt_\w+\) → attempt 2", proc.stderr)
+        _check_sample_outputs(here, env)
+
+
+def _check_sample_outputs(here: Path, env: dict[str, str]) -> None:
+    """Each docs sample marked as the walkthrough's output is that output (ids and byte counts
+    aside: its rows, steps, kinds, deleted kinds and metrics must match)."""
+    home = here / ".." / ".." / ".nodus-demo"
+    samples = [(page, *m) for page in PAGES for m in OUTPUT.findall(page.read_text())]
+    assert samples, "docs/cli.md shows `nodus runs snapshots tour` from the walkthrough"
+    for page, command, shown in samples:
+        real = subprocess.run(
+            [sys.executable, "-m", "nodus", "--home", str(home), *command.split()],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert real.returncode == 0, real.stderr
+        masked = [_masked(text) for text in (shown, real.stdout)]
+        assert masked[0] == masked[1], f"{page}: `nodus {command}` prints:\n{real.stdout}"
+
+
+def _masked(text: str) -> list[str]:
+    text = SIZE.sub(r"N \1", SNAPSHOT_ID.sub("ckpt_…", text))
+    return [" ".join(line.split()) for line in text.splitlines()]
