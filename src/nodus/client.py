@@ -255,6 +255,16 @@ class Client:
         data["stored"] = run_usage(open_store(self.store or found.store), found.id)
         return data
 
+    def progress(self, run: str) -> dict[str, Any] | None:
+        """Where a run that goes on stands, like ``runs get --json``'s ``progress``: the step,
+        the step training ends at, the last loss, steps per second, the time left, the newest
+        committed snapshot and its age; None once the run stopped."""
+        from nodus.inventory.runs import progress_json
+
+        catalog = self._catalog()
+        found = catalog.get_run(run)
+        return progress_json(self.home, found, catalog.events(found.id))
+
     def wait(self, run: str, timeout: float | None = None) -> dict[str, Any]:
         """The run once it stopped (waiting through RECOVERING and PAUSING), like ``runs wait``.
 

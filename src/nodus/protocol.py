@@ -15,6 +15,7 @@ The working copy of an attempt, as the program sees it::
         committed.json             CommitRecord, written by the runner after each commit
         runtime.json               RuntimeSettings, written by the runner while the program runs
         events/<n>.json            EventRecord, written by the program for the run's event log
+        progress.json              Progress, rewritten by the integration while it trains
         tmp/                       where the integration builds a checkpoint before the rename
 
 Every file is written atomically (temp file, fsync, rename: ``nodus._atomic``) because the other
@@ -230,6 +231,7 @@ SAVES_DIR = "saves"
 COMMITTED_FILE = "committed.json"
 RUNTIME_FILE = "runtime.json"
 EVENTS_DIR = "events"
+PROGRESS_FILE = "progress.json"
 BUILD_DIR = "tmp"
 _RECORD_SUFFIX = ".json"
 
@@ -269,6 +271,10 @@ class ControlPaths:
     @property
     def runtime(self) -> str:
         return os.path.join(self.root, RUNTIME_FILE)
+
+    @property
+    def progress(self) -> str:
+        return os.path.join(self.root, PROGRESS_FILE)
 
     @property
     def build(self) -> str:
@@ -500,6 +506,52 @@ class SaveRecord:
             epoch=None if epoch is None else float(epoch),
             requests=tuple(int(r) for r in data.get("requests") or ()),
             metrics=dict(data.get("metrics") or {}),
+        )
+
+
+# --- progress.json -----------------------------------------------------------------------------
+
+PROGRESS_EVERY_S = 1.0
+"""An integration rewrites progress.json at most this often (and once more when training ends):
+``runs get`` of a running run reads it, so it is never more than about this stale."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where the program's training stands: ``runs get``'s view of a running attempt."""
+
+    step: int
+    max_steps: int | None
+    """The step training ends at, where the program knows it."""
+    loss: float | None
+    """The last training loss the program logged."""
+    steps_per_second: float | None
+    """Optimizer steps per second since this process's first step (None before a second one)."""
+    at: float
+    """When it was written (``time.time()``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "max_steps": self.max_steps,
+            "loss": self.loss,
+            "steps_per_second": self.steps_per_second,
+            "at": self.at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Progress:
+        def number(key: str) -> float | None:
+            value = data.get(key)
+            return None if value is None else float(value)
+
+        max_steps = data.get("max_steps")
+        return cls(
+            step=int(data["step"]),
+            max_steps=None if max_steps is None else int(max_steps),
+            loss=number("loss"),
+            steps_per_second=number("steps_per_second"),
+            at=float(data["at"]),
         )
 
 

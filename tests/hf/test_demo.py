@@ -32,5 +32,5 @@ def test_the_demo_shows_a_recovery_that_ends_like_an_uninterrupted_run(tmp_path)
     assert said[interrupted + 1].startswith("nodus: restoring step ")
     assert said[interrupted + 1].endswith("→ attempt 2")
     assert "identical: the recovery lost and repeated nothing" in shown
-    assert "\"deleted\": retention freed those kinds" in shown
+    assert '"deleted": retention freed those kinds' in shown
     assert "Next steps" in shown

@@ -33,7 +33,7 @@ def table(rows: list[tuple]) -> None:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
-def client(args: Any) -> Any:
+def client(args: Any, say: Any = say) -> Any:
     """The Client behind a handler, for ``--home`` and ``--store``; a program's own output goes
     to stderr when stdout carries ``--json``'s document."""
     from nodus.client import Client
@@ -42,3 +42,59 @@ def client(args: Any) -> Any:
     # each committed snapshot is a line for a person at a terminal; cron's logs keep to the rest
     snapshots = sys.stderr.isatty() and not getattr(args, "quiet", False)
     return Client(args.home, args.store, output=output, say=say, say_snapshots=snapshots)
+
+
+class LiveLine:
+    """One line on a terminal's stderr, redrawn every ``every`` seconds with ``line()`` while a
+    command blocks; messages (:meth:`say`) go above it. Nothing at all off a terminal."""
+
+    def __init__(self, line: Any, every: float = 1.0) -> None:
+        import threading
+
+        self._line = line
+        self._every = every
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._shown = ""
+        self._thread = threading.Thread(target=self._draw, name="nodus-live-line", daemon=True)
+        self.enabled = sys.stderr.isatty()
+
+    def __enter__(self) -> LiveLine:
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._done.set()
+            self._thread.join()
+            with self._lock:
+                self._clear()
+
+    def say(self, text: str) -> None:
+        with self._lock:
+            self._clear()
+            say(text)
+            self._show(self._shown)
+
+    def _draw(self) -> None:
+        while not self._done.is_set():
+            try:
+                text = self._line() or ""
+            except Exception:  # noqa: BLE001 (a view: the wait goes on without it)
+                text = ""
+            with self._lock:
+                self._clear()
+                self._show(text)
+            self._done.wait(self._every)
+
+    def _show(self, text: str) -> None:
+        self._shown = text
+        if text:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+
+    def _clear(self) -> None:
+        if self._shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()

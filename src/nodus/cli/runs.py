@@ -253,6 +253,10 @@ def _get(args) -> int:
     failed = _capture_failure_line(data)
     if failed:
         print(f"  {failed}")
+    if data.get("progress"):
+        from nodus.inventory.runs import progress_line
+
+        print(f"  progress: {progress_line(data['progress'])}")
     if data["pause"]:
         print(_pause_line(data["pause"]))
     if data.get("upload"):
@@ -375,7 +379,7 @@ def _launch_line(launch: dict) -> str:
 def _wait(args) -> int:
     from nodus.inventory.runs import capture_failure_line, phase_line
 
-    data = output.client(args).wait(args.run)
+    data = _waited(args)
     if args.json:
         output.print_json(data)
     else:
@@ -384,6 +388,21 @@ def _wait(args) -> int:
         if failed:
             output.say(failed)
     return data["exit_status"] if args.exit_status else 0
+
+
+def _waited(args) -> dict[str, Any]:
+    """``runs wait``'s wait; on a terminal under a live line of the run's progress."""
+    from nodus.inventory.runs import progress_line
+
+    watcher = output.client(args, say=lambda _: None)  # the live line's own, in its thread
+
+    def line() -> str:
+        progress = watcher.progress(args.run)
+        return f"  {progress_line(progress)}" if progress else ""
+
+    live = output.LiveLine(line)
+    with live:
+        return output.client(args, say=live.say if live.enabled else output.say).wait(args.run)
 
 
 def _cancel(args) -> int:

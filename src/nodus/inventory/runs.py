@@ -8,15 +8,21 @@ field; fields are only ever added.
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
+from nodus import protocol
 from nodus.errors import redacted
+from nodus.runner.catalog.connection import stamp
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.phases import Phase
 from nodus.runner.catalog.unrecorded import unrecorded
 from nodus.runner.remote.uploads import read_upload_status
+from nodus.schemas.units import human_duration
 
 __all__ = [
     "capture_failure_line",
@@ -24,6 +30,8 @@ __all__ = [
     "lineage_tree",
     "pause_json",
     "phase_line",
+    "progress_json",
+    "progress_line",
     "run_json",
     "run_model_json",
     "run_summary",
@@ -95,6 +103,7 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         for s in run.stages
     ]
     events = catalog.events(run.id)
+    data["progress"] = progress_json(catalog.home, run, events)
     data["capture_failures"] = capture_failures(events)
     data["events"] = [
         {
@@ -107,6 +116,101 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         for event in events
     ]
     return data
+
+
+def progress_json(home: str, run: Run, events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``runs get``'s ``progress``: where a run that goes on stands; None once it stopped.
+
+    The step, the step training ends at, the last loss and the speed come from the program's
+    ``progress.json`` (an integration writes it about every second; a directory-contract
+    program has none: its step is then its newest committed snapshot's); the time left is
+    estimated from them. The newest committed snapshot comes from the run's events.
+    """
+    if Phase(run.phase).stopped:
+        return None
+    current = [(s["name"], a) for s in run.stages for a in s["attempts"] if a["outcome"] is None]
+    committed = [e for e in events if e["type"] == "snapshot_committed"]
+    newest = committed[-1] if committed else None
+    snapshot = None
+    if newest is not None:
+        snapshot = {
+            "id": newest["details"]["snapshot"],
+            "step": newest["details"]["step"],
+            "age_seconds": round(time.time() - _seconds(newest["at"]), 1),
+        }
+    if not current:
+        return {"stage": None, "attempt": None, **_NO_PROGRESS, "newest_snapshot": snapshot}
+    stage, attempt = current[-1]
+    read = _read_progress(home, run.id, stage, _seconds(attempt["started_at"]))
+    data = dict(_NO_PROGRESS)
+    if read is not None:
+        left = None
+        if read.max_steps and read.steps_per_second:
+            left = round(max(read.max_steps - read.step, 0) / read.steps_per_second, 1)
+        data = {
+            "step": read.step,
+            "total_steps": read.max_steps,
+            "loss": read.loss,
+            "steps_per_second": read.steps_per_second,
+            "eta_seconds": left,
+            "updated_at": _iso(read.at),
+        }
+    elif snapshot is not None:
+        data["step"] = snapshot["step"]
+    return {"stage": stage, "attempt": attempt["number"], **data, "newest_snapshot": snapshot}
+
+
+def progress_line(progress: dict[str, Any]) -> str:
+    """``step 30 of 48, loss 2.902, 6.9 steps/s, about 3 s left; newest snapshot: step 30
+    (ckpt_…), 2 s ago``: the ``progress`` object in words, only what is known."""
+    parts = []
+    if progress["step"] is not None:
+        total = progress["total_steps"]
+        parts.append(f"step {progress['step']}" + (f" of {total}" if total else ""))
+    if progress["loss"] is not None:
+        parts.append(f"loss {progress['loss']:.4g}")
+    if progress["steps_per_second"]:
+        parts.append(f"{progress['steps_per_second']:.3g} steps/s")
+    if progress["eta_seconds"] is not None:
+        parts.append(f"about {human_duration(progress['eta_seconds'])} left")
+    line = ", ".join(parts) or "no step yet"
+    newest = progress["newest_snapshot"]
+    if newest is None:
+        return line + "; no snapshot committed yet"
+    age = human_duration(newest["age_seconds"])
+    return line + f"; newest snapshot: step {newest['step']} ({newest['id']}), {age} ago"
+
+
+_NO_PROGRESS: dict[str, Any] = {
+    "step": None,
+    "total_steps": None,
+    "loss": None,
+    "steps_per_second": None,
+    "eta_seconds": None,
+    "updated_at": None,
+}
+
+
+def _read_progress(home: str, run_id: str, stage: str, since: float) -> protocol.Progress | None:
+    """The attempt's progress.json; None without one, or one left by an earlier attempt."""
+    from nodus.runner.workspace.layout import Workspace
+
+    path = Workspace.of(home, run_id, stage).control.progress
+    try:
+        with open(path, encoding="utf-8") as handle:
+            progress = protocol.Progress.from_dict(json.load(handle))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return progress if progress.at >= since else None
+
+
+def _seconds(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def _iso(seconds: float) -> str:
+    """As the catalog writes its times (``2026-12-04T07:31:38.683Z``)."""
+    return stamp(datetime.fromtimestamp(seconds, UTC))
 
 
 def _child(run: Run) -> dict[str, Any]:

@@ -32,3 +32,15 @@ def duration_seconds(text: str) -> float | None:
     """``text`` (:data:`DURATION_PATTERN`) as seconds; None when it is no duration."""
     match = _DURATION.fullmatch(text)
     return float(match.group(1)) * _SECONDS_PER[match.group(2)] if match else None
+
+
+def human_duration(seconds: float) -> str:
+    """``42 s``, ``3 min 20 s``, ``2 h 05 min``: a time left or an age, to the unit that matters."""
+    whole = max(int(round(seconds)), 0)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"

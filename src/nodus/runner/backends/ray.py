@@ -33,6 +33,7 @@ from nodus.runner.attempt.attempt import Restore, record_end
 from nodus.runner.attempt.context import RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends.node import NodeAgent, forwarded_environment
+from nodus.runner.backends.ray_checks import RAY_LOOKUP
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.remote.adoption import record_of
 from nodus.runner.upkeep.rotation import Rotation
@@ -44,7 +45,6 @@ from nodus.store import restorable
 PLACEMENT_TIMEOUT_S = 600.0
 """How long an attempt waits for the cluster to have room for it before it fails."""
 
-_RAY_LOOKUP = "auto"  # Ray's word for "the cluster this machine is a node of"; never a new one
 _POLL_TIMEOUT_S = 60.0  # an agent that does not answer a poll for this long is lost
 _RELAYED_CONTROLS = ("cancel", "pause")
 _NOTICE_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # the runner's preemption notice
@@ -73,7 +73,7 @@ def connect(address: str | None) -> None:
     # handlers take a signal as a preemption notice to relay to the nodes, so they are put back.
     kept = {signum: signal.getsignal(signum) for signum in _NOTICE_SIGNALS}
     ray.init(
-        address=address or os.environ.get("RAY_ADDRESS") or _RAY_LOOKUP,
+        address=address or os.environ.get("RAY_ADDRESS") or RAY_LOOKUP,
         namespace="nodus",
         logging_level=logging.ERROR,
         log_to_driver=False,

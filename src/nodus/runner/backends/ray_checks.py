@@ -19,6 +19,7 @@ from nodus.errors import UsageError
 from nodus.schemas.defaults import BACKEND_RAY
 from nodus.schemas.resolved import ResolvedStage
 
+RAY_LOOKUP = "auto"  # Ray's word for "the cluster this machine is a node of"; never a new one
 _IN_PROCESS = ("memory",)  # stores that live in one process: no other node can reach them
 _ANSWER_S = 3.0  # how long the cluster's head gets to accept a connection
 _HOW = (
@@ -70,7 +71,7 @@ def check_cluster_reachable(
     if not any((backend or s.execution.backend) == BACKEND_RAY for s in stages):
         return
     given = address or os.environ.get("RAY_ADDRESS") or None
-    where = given if given not in (None, "auto") else _this_machines_cluster()
+    where = given if given not in (None, RAY_LOOKUP) else _this_machines_cluster()
     if where is None:
         raise UsageError(f'backend "ray": no Ray cluster was found on this machine; {_HOW}')
     host, _, port = where.removeprefix("ray://").rpartition(":")
@@ -90,6 +91,6 @@ def _this_machines_cluster() -> str | None:
     from ray._private.services import get_ray_address_from_environment
 
     try:
-        return get_ray_address_from_environment("auto", None)
+        return get_ray_address_from_environment(RAY_LOOKUP, None)
     except ConnectionError:
         return None

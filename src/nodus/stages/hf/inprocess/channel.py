@@ -58,6 +58,10 @@ class ControlDir:
 
     # --- saves, commits, events ---------------------------------------------------------------
 
+    def write_progress(self, progress: protocol.Progress) -> None:
+        """Rewritten about every second: not worth an fsync (a crash loses a second of it)."""
+        write_json_atomic(self.paths.progress, progress.to_dict(), durable=False)
+
     def write_save_record(self, record: protocol.SaveRecord) -> None:
         os.makedirs(self.paths.saves, exist_ok=True)
         write_json_atomic(self.paths.save_record(record.step), record.to_dict())

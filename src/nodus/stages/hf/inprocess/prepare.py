@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any
 
 from nodus import protocol
@@ -45,6 +46,7 @@ def prepare(trainer: Any, given: dict[str, Any]) -> None:
     session = Session(trainer, control, settings)
     trainer._nodus_session = session
     trainer.add_callback(_epoch_callback(session))
+    trainer.add_callback(_progress_callback(control))
 
 
 def _assess(trainer: Any, given: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
@@ -73,3 +75,51 @@ def _epoch_callback(session: Session) -> Any:
 
     NodusEpochCallback.__module__ = __name__
     return NodusEpochCallback()
+
+
+def _progress_callback(control: ControlDir) -> Any:
+    """Writes ``progress.json`` (step, the step training ends at, the last loss, the speed) at
+    most every ``protocol.PROGRESS_EVERY_S``, from the process of rank 0, for ``runs get``."""
+    from transformers import TrainerCallback
+
+    class NodusProgressCallback(TrainerCallback):
+        def __init__(self) -> None:
+            self.first: tuple[float, int] | None = None  # (time, step) of this process's first
+            self.loss: float | None = None
+            self.written = 0.0
+
+        def on_log(self, args, state, control_, logs=None, **kwargs):
+            if logs and isinstance(logs.get("loss"), (int, float)):
+                self.loss = float(logs["loss"])
+
+        def on_step_end(self, args, state, control_, **kwargs):
+            now = time.time()
+            if self.first is None:
+                self.first = (now, state.global_step)
+            if now - self.written >= protocol.PROGRESS_EVERY_S:
+                self._write(state, now)
+
+        def on_train_end(self, args, state, control_, **kwargs):
+            self._write(state, time.time())
+
+        def _write(self, state: Any, now: float) -> None:
+            if not state.is_world_process_zero:
+                return
+            self.written = now
+            since, first_step = self.first or (now, state.global_step)
+            steps = state.global_step - first_step
+            speed = steps / (now - since) if steps > 0 and now > since else None
+            progress = protocol.Progress(
+                step=state.global_step,
+                max_steps=state.max_steps if state.max_steps and state.max_steps > 0 else None,
+                loss=self.loss,
+                steps_per_second=speed,
+                at=now,
+            )
+            try:
+                control.write_progress(progress)
+            except OSError:
+                pass  # progress is a view for people: training never stops for it
+
+    NodusProgressCallback.__module__ = __name__
+    return NodusProgressCallback()
