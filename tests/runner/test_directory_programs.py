@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from runner_helpers import commits, pid_alive, running_attempt
 
+import doc_samples
 from nodus.stages import formats
 from nodus.store.manifest import SnapshotInfo
 from polling import wait_for
@@ -385,6 +386,7 @@ def test_a_torn_snapshot_is_stepped_past_and_the_run_succeeds(project, tmp_path)
     marked = {row["id"]: row["suspect"] for row in listed}
     if torn in marked:  # retention may have removed it since
         assert marked[torn] and marked[torn]["error"] == suspect["error"]
+        doc_samples.check("suspect-listing", project.nodus("runs", "snapshots", run_id).stdout)
 
 
 def test_stepping_back_is_bounded_and_the_run_names_the_snapshots_it_tried(project, tmp_path):
@@ -402,3 +404,5 @@ def test_stepping_back_is_bounded_and_the_run_names_the_snapshots_it_tried(proje
     for snapshot in torn:
         assert snapshot in run["message"]
     assert "at most 2 are stepped past" in run["message"]
+    # the workload names python by its path; the sample, as a user's would, by its name
+    doc_samples.check("stepped-past", proc.stderr.replace(sys.executable, "python"))

@@ -13,6 +13,7 @@ import signal
 
 from runner_helpers import Project, committed_steps
 
+import doc_samples
 from nodus.testing.counter import expected_value
 from polling import wait_for
 
@@ -49,6 +50,7 @@ def test_failed_captures_are_said_at_the_end_and_in_runs_get(project):
     ]
     # The final state was not stored: the phase line says so, it is no bare SUCCEEDED.
     assert f"nodus: {run_id} SUCCEEDED, but its final state was not stored ({reason})" in stderr
+    doc_samples.check("capture-failures", stderr)
 
     data = project.get(run_id)
     assert data["capture_failures"] == {

@@ -9,6 +9,7 @@ import signal
 
 from runner_helpers import FAST, committed_steps, kill_program, running_attempt
 
+import doc_samples
 from nodus import Client
 from polling import wait_for
 
@@ -28,8 +29,8 @@ def _run_id(project, key: str) -> str | None:
 
 def test_a_killed_program_is_said_with_the_snapshot_its_recovery_restores(project):
     project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, gated=True)
-    runner = project.start("run", "workload.toml", "--key", "said")
-    run_id = wait_for(lambda: _run_id(project, "said"), what="the run")
+    runner = project.start("run", "workload.toml")  # no key: as docs/cli.md's sample shows
+    run_id = wait_for(lambda: next(iter(project.catalog().list_runs()), None), "the run").id
     wait_for(lambda: committed_steps(project, run_id), what="a first snapshot")
     kill_program(project, run_id)
     project.done_killing()
@@ -44,8 +45,9 @@ def test_a_killed_program_is_said_with_the_snapshot_its_recovery_restores(projec
     ]
     assert said[0].startswith(f"accepted {run_id}")
     assert said[-3:] == told, said
+    doc_samples.check("narration", err)
     assert not any("committed (" in line for line in said)  # stderr is no terminal: no snapshots
-    waited = project.nodus("runs", "wait", "said")  # tells the run's story so far, then its end
+    waited = project.nodus("runs", "wait", run_id)  # tells the run's story so far, then its end
     assert _said(waited.stderr) == told[:2] and waited.stdout.strip() == f"{run_id} SUCCEEDED"
 
 

@@ -12,6 +12,7 @@ import time
 
 from runner_helpers import committed_steps, kill_program, pid_alive, running_attempt
 
+import doc_samples
 from nodus.store.restorable import newest_first
 from nodus.testing.counter import expected_value
 from polling import wait_for
@@ -358,6 +359,7 @@ def test_a_recovery_with_every_snapshot_damaged_fails_naming_each(project):
     assert runner.returncode == 1, err
     assert out.count("counter: starting at step 0") == 1  # the first attempt's start only
     _fails_naming_each(project, run_id, manifests, err)
+    doc_samples.check("restore-damaged", err)
     attempts = project.catalog().attempts(run_id, "main")
     assert [a["outcome"] for a in attempts] == ["interrupted", "failed"]
     assert attempts[-1]["pid"] is None

@@ -58,9 +58,11 @@ class Narrator:
             label = f" of stage {stage['name']!r}" if len(stages) > 1 else ""
             for attempt in stage["attempts"]:
                 key = (stage["name"], attempt["number"])
-                if key not in self._laid_out and (attempt["log_path"] or attempt["outcome"]):
+                if key not in self._laid_out and (attempt["pid"] or attempt["outcome"]):
                     self._laid_out.add(key)
-                    if tell and attempt["number"] > 1:
+                    # only an attempt whose program started restored anything: one that failed
+                    # before (no snapshot could be restored) is said by its end alone
+                    if tell and attempt["number"] > 1 and attempt["pid"]:
                         said.append(_restoring(attempt, label))
                 if key not in self._ended and attempt["outcome"] is not None:
                     self._ended.add(key)
