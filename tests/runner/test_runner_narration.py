@@ -22,6 +22,13 @@ def _said(stderr: str) -> list[str]:
     ]
 
 
+def _command(project, run_id: str) -> str:
+    """The stage's command as the narration shows it (cut at 60 characters)."""
+    words = project.catalog().get_run(run_id).workload["stages"][0]["command"]
+    text = " ".join(words)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 def _run_id(project, key: str) -> str | None:
     run = project.catalog().find_by_key(key)
     return run.id if run else None
@@ -37,15 +44,17 @@ def test_a_killed_program_is_said_with_the_snapshot_its_recovery_restores(projec
     _, err = runner.communicate(timeout=120)
     assert runner.returncode == 0, err
     first, second = project.catalog().attempts(run_id, "main")
+    command = _command(project, run_id)
     said = _said(err)
     told = [
-        f"attempt 1 interrupted (pid {first['pid']}): killed by SIGKILL, which nodus did not send",
+        f"attempt 1 interrupted (pid {first['pid']}: {command}): killed by SIGKILL, which nodus "
+        "did not send",
         f"restoring step {second['restored_step']} ({second['restored_snapshot']}) → attempt 2",
         f"{run_id} SUCCEEDED",
     ]
     assert said[0].startswith(f"accepted {run_id}")
     assert said[-3:] == told, said
-    doc_samples.check("narration", err)
+    doc_samples.check("narration", err.replace(command, "python train.py"))  # the sample's
     assert not any("committed (" in line for line in said)  # stderr is no terminal: no snapshots
     waited = project.nodus("runs", "wait", run_id)  # tells the run's story so far, then its end
     assert _said(waited.stderr) == told[:2] and waited.stdout.strip() == f"{run_id} SUCCEEDED"

@@ -11,6 +11,7 @@ are outside the quick tier (``slow``), which imports no ML stack.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pickle
 import re
@@ -19,6 +20,7 @@ import time
 import pytest
 from test_runner_capture import capturer, stage
 
+import doc_samples
 from nodus.runner.recovery import suspects
 from nodus.schemas.resolved import ResolvedContinuity
 from nodus.stages import formats, layouts, step_names
@@ -233,6 +235,7 @@ def test_a_torn_file_in_a_selection_is_never_committed(setup, no_settling):
     assert store.list(run=run_id) == [good]
     torn = [e["details"] for e in catalog.events(run_id) if e["type"] == "checkpoint_incomplete"]
     assert torn and torn[-1]["path"] == "ckpt.pt" and "central directory" in torn[-1]["why"]
+    doc_samples.check("incomplete-torn", _shown("checkpoint_incomplete", torn))
 
 
 def test_after_a_death_by_signal_what_changed_just_before_is_not_taken(setup, no_settling):
@@ -246,6 +249,7 @@ def test_after_a_death_by_signal_what_changed_just_before_is_not_taken(setup, no
     (event,) = [e for e in catalog.events(run_id) if e["type"] == "checkpoint_incomplete"]
     assert event["details"]["path"] == "state/progress.json"
     assert "signal" in event["details"]["why"] and event["details"]["reason"] == "exit"
+    doc_samples.check("incomplete-signal", _shown("checkpoint_incomplete", [event["details"]]))
     capture.final_capture()  # a clean exit: all is taken
     assert [m.step for m in store.list(run=run_id)] == [1]
 
@@ -406,3 +410,8 @@ def test_resume_args_are_refused_where_an_integration_resumes_the_program(tmp_pa
     )
     with pytest.raises(WorkloadError, match="continuity.resume_args.*has no effect"):
         resolve_file(str(path))
+
+
+def _shown(kind: str, details: list[dict]) -> str:
+    """Events as docs/recovery.md shows them: the type, then its details as JSON."""
+    return "\n".join(f"{kind}  {json.dumps(each)}" for each in details)

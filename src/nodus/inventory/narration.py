@@ -31,6 +31,8 @@ class Narrator:
     ) -> None:
         self._run_id = run_id
         self._snapshots = snapshots
+        stages = catalog.get_run(run_id).workload.get("stages") or []
+        self._commands = {s["name"]: _shown(s.get("command") or ()) for s in stages}
         newest = catalog.events(run_id)
         self._after = newest[-1]["id"] if newest else 0  # earlier snapshots: never news
         self._laid_out: set[tuple[str, int]] = set()
@@ -67,7 +69,7 @@ class Narrator:
                 if key not in self._ended and attempt["outcome"] is not None:
                     self._ended.add(key)
                     if tell and attempt["outcome"] != "succeeded":
-                        said.append(_ended(attempt, label))
+                        said.append(_ended(attempt, label, self._commands.get(stage["name"])))
         return said
 
 
@@ -81,9 +83,17 @@ def _restoring(attempt: dict[str, Any], label: str) -> str:
     )
 
 
-def _ended(attempt: dict[str, Any], label: str) -> str:
-    pid = f" (pid {attempt['pid']})" if attempt["pid"] else ""
+def _ended(attempt: dict[str, Any], label: str, command: str | None) -> str:
+    """``attempt 1 interrupted (pid 123: python train.py): killed by SIGKILL, …``."""
+    whose = ": ".join(str(part) for part in (attempt["pid"], command) if part)
+    pid = f" (pid {whose})" if attempt["pid"] else ""
     return f"attempt {attempt['number']}{label} {attempt['outcome']}{pid}: {attempt['detail']}"
+
+
+def _shown(command: Any, most: int = 60) -> str:
+    """A stage's command as a person recognises it: its words, cut at ``most`` characters."""
+    text = command if isinstance(command, str) else " ".join(str(word) for word in command)
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 @contextlib.contextmanager
