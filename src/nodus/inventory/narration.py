@@ -110,7 +110,10 @@ def narrated(
     done = threading.Event()
 
     def follow() -> None:
-        own = Catalog(home)  # SQLite connections stay in the thread that opened them
+        try:
+            own = Catalog(home)  # SQLite connections stay in the thread that opened them
+        except Exception:  # noqa: BLE001 (a view: the call it narrates reports the catalog)
+            return
         try:
             while True:
                 stopping = done.wait(POLL_S)
@@ -118,6 +121,8 @@ def narrated(
                     say(line)
                 if stopping:
                     return
+        except Exception:  # noqa: BLE001 (a locked or damaged catalog ends the view, not the run)
+            return
         finally:
             own.close()
 
