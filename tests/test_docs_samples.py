@@ -30,20 +30,18 @@ def test_the_refusal_sample_is_what_validate_prints(tmp_path):
         '[[stages]]\nname = "b"\ncommand = "true"\n'
         '[stages.continuity]\nmode = "checkpointed"\ncheckpoint_paths = ["../x"]\n'
     )
-    bad = subprocess.run(
-        [sys.executable, "-m", "nodus", "validate", "workload.toml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = _validate(tmp_path)
     (tmp_path / "workload.toml").write_text('name = "w"\ncommand = "true"\nenv = =\n')
-    broken = subprocess.run(
-        [sys.executable, "-m", "nodus", "validate", "workload.toml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    broken = _validate(tmp_path)
     assert bad.returncode == broken.returncode == 2
     doc_samples.check("workload-errors", bad.stderr + broken.stderr)
+
+
+def _validate(folder: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "nodus", "validate", "workload.toml"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

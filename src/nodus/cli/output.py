@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 
@@ -33,7 +34,7 @@ def table(rows: list[tuple]) -> None:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
-def client(args: Any, say: Any = say) -> Any:
+def client(args: Any, say: Callable[[str], None] = say) -> Any:
     """The Client behind a handler, for ``--home`` and ``--store``; a program's own output goes
     to stderr when stdout carries ``--json``'s document."""
     from nodus.client import Client
@@ -48,7 +49,7 @@ class LiveLine:
     """One line on a terminal's stderr, redrawn every ``every`` seconds with ``line()`` while a
     command blocks; messages (:meth:`say`) go above it. Nothing at all off a terminal."""
 
-    def __init__(self, line: Any, every: float = 1.0) -> None:
+    def __init__(self, line: Callable[[], str], every: float = 1.0) -> None:
         import threading
 
         self._line = line
