@@ -211,9 +211,9 @@ class Client:
             store_url=store_url,
             placement=Placement(backend, ray_address),
         )
-        return self._carry_out(claim, detach)
+        return self._carry_out(claim, detach, history=False)
 
-    def _carry_out(self, claim: Claim, detach: bool) -> dict[str, Any]:
+    def _carry_out(self, claim: Claim, detach: bool, history: bool = True) -> dict[str, Any]:
         if claim.finished:
             return self.get(claim.run_id)
         if detach:
@@ -226,7 +226,7 @@ class Client:
             return handed_over
         from nodus.inventory.runs import capture_failure_line, phase_line
 
-        with self._narrated(claim.run_id):
+        with self._narrated(claim.run_id, history):  # a resume's past is not news
             claim.drive(self._output or sys.stdout)
         data = self.get(claim.run_id)
         self._say(phase_line(data))

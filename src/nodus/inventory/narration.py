@@ -101,23 +101,28 @@ def narrated(
     home: str, run_id: str, say: Callable[[str], None], *, snapshots: bool, history: bool = False
 ) -> Iterator[None]:
     """Say each new line about ``run_id`` while the body runs, and the last ones after it;
-    ``history``: what happened to it before too (``runs wait`` tells the run's story so far)."""
-    catalog = Catalog(home)
-    try:
-        narrator = Narrator(catalog, run_id, snapshots=snapshots, history=history)
-    finally:
-        catalog.close()
+    ``history``: what happened to it before too (a new run has no past, ``runs wait`` tells the
+    run's story so far). With ``history`` nothing is read before the body starts: the thread
+    reads it all, off the path of a program's start."""
+    narrator = None
+    if not history:  # the present is taken now: what happens from here on is news
+        catalog = Catalog(home)
+        try:
+            narrator = Narrator(catalog, run_id, snapshots=snapshots)
+        finally:
+            catalog.close()
     done = threading.Event()
 
     def follow() -> None:
         try:
             own = Catalog(home)  # SQLite connections stay in the thread that opened them
+            told = narrator or Narrator(own, run_id, snapshots=snapshots, history=True)
         except Exception:  # noqa: BLE001 (a view: the call it narrates reports the catalog)
             return
         try:
             while True:
                 stopping = done.wait(POLL_S)
-                for line in narrator.lines(own):
+                for line in told.lines(own):
                     say(line)
                 if stopping:
                     return
