@@ -263,7 +263,8 @@ class Client:
 
         catalog = self._catalog()
         found = catalog.get_run(run)
-        return progress_json(self.home, found, catalog.events(found.id))
+        commits = catalog.events(found.id, types=("snapshot_committed",))  # all it reads of them
+        return progress_json(self.home, found, commits)
 
     def wait(self, run: str, timeout: float | None = None) -> dict[str, Any]:
         """The run once it stopped (waiting through RECOVERING and PAUSING), like ``runs wait``.

@@ -33,7 +33,7 @@ class Narrator:
         self._snapshots = snapshots
         stages = catalog.get_run(run_id).workload.get("stages") or []
         self._commands = {s["name"]: _shown(s.get("command") or ()) for s in stages}
-        newest = catalog.events(run_id)
+        newest = catalog.events(run_id, types=("snapshot_committed",))
         self._after = newest[-1]["id"] if newest else 0  # earlier snapshots: never news
         self._laid_out: set[tuple[str, int]] = set()
         self._ended: set[tuple[str, int]] = set()

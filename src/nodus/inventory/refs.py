@@ -116,9 +116,8 @@ class Lookup:
 
     def _by_step(self, ref: SnapshotRef) -> Located:
         run, stage = self._run_and_stage(ref.run or "")
-        url = self.explicit_store or run.store
         try:
-            store = self.store(url)
+            store = self.store_of_run(run)
             manifests = store.list(run=run.id, stage=stage)
         except StoreUnreachableError as error:  # the user's to fix (network, credentials): exit 2
             raise UsageError(f"{ref.text}: {error}") from None

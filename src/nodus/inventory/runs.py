@@ -17,7 +17,7 @@ from typing import Any
 
 from nodus import protocol
 from nodus.errors import redacted
-from nodus.runner.catalog.connection import stamp
+from nodus.runner.catalog.connection import stamp, stamp_seconds
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.phases import Phase
 from nodus.runner.catalog.unrecorded import unrecorded
@@ -136,12 +136,12 @@ def progress_json(home: str, run: Run, events: list[dict[str, Any]]) -> dict[str
         snapshot = {
             "id": newest["details"]["snapshot"],
             "step": newest["details"]["step"],
-            "age_seconds": round(time.time() - _seconds(newest["at"]), 1),
+            "age_seconds": round(time.time() - stamp_seconds(newest["at"]), 1),
         }
     if not current:
         return {"stage": None, "attempt": None, **_NO_PROGRESS, "newest_snapshot": snapshot}
     stage, attempt = current[-1]
-    read = _read_progress(home, run.id, stage, _seconds(attempt["started_at"]))
+    read = _read_progress(home, run.id, stage, stamp_seconds(attempt["started_at"]))
     data = dict(_NO_PROGRESS)
     if read is not None:
         left = None
@@ -202,10 +202,6 @@ def _read_progress(home: str, run_id: str, stage: str, since: float) -> protocol
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return progress if progress.at >= since else None
-
-
-def _seconds(iso: str) -> float:
-    return datetime.fromisoformat(iso).timestamp()
 
 
 def _iso(seconds: float) -> str:

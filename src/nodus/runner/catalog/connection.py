@@ -44,6 +44,11 @@ def stamp(at: datetime) -> str:
     return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def stamp_seconds(text: str) -> float:
+    """A :func:`stamp` read back, as seconds since the epoch (``time.time()``'s scale)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
 class Connection:
     """One connection to ``$NODUS_HOME/nodus.db``, usable from any thread of one process.
 

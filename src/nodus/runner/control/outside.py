@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from nodus.errors import PausedError, UsageError, WaitTimeoutError
+from nodus.runner.catalog.connection import stamp_seconds
 from nodus.runner.catalog.core import Catalog, Run, now
 from nodus.runner.catalog.locks import RunLock
 from nodus.runner.catalog.phases import Phase
@@ -45,8 +45,7 @@ def runner_gone(home: str, run: Run) -> bool:
     if RunLock(home, run.lock_name, run.id).is_held_elsewhere():
         return False
     if run.phase == Phase.QUEUED:  # since it was accepted, or handed to a background runner
-        queued = datetime.fromisoformat(run.updated_at.replace("Z", "+00:00"))
-        return time.time() - queued.timestamp() > defaults.QUEUED_ORPHAN_S
+        return time.time() - stamp_seconds(run.updated_at) > defaults.QUEUED_ORPHAN_S
     return True
 
 
