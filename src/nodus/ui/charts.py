@@ -131,7 +131,13 @@ def _axes(sx: _Scale, sy: _Scale) -> Markup:
     parts = [
         tag(
             "line",
-            {"class": "axis", "x1": _LEFT, "x2": WIDTH - _RIGHT, "y1": HEIGHT - _BOTTOM},
+            {
+                "class": "axis",
+                "x1": _LEFT,
+                "x2": WIDTH - _RIGHT,
+                "y1": HEIGHT - _BOTTOM,
+                "y2": HEIGHT - _BOTTOM,
+            },
         ),
         tag(
             "line", {"class": "axis", "x1": _LEFT, "x2": _LEFT, "y1": _TOP, "y2": HEIGHT - _BOTTOM}

@@ -559,7 +559,8 @@ def _attempt_lines(
         mine = [(s, v) for s, v in points if low < s <= high or (number == 1 and s == low)]
         if mine:
             label = f"{prefix}{stage['stage']} attempt {number}"
-            lines.append(Line(label, color, mine, dashed=number > 1))
+            # one colour per run and attempt: a run's later attempts dashed, in its next shade
+            lines.append(Line(label, 3 * color + min(number - 1, 2), mine, dashed=number > 1))
     return lines
 
 
@@ -666,10 +667,12 @@ def _run_href(run_id: str) -> str:
     return "/runs/" + quote(run_id, safe="")
 
 
-def _when(stamp: str | None) -> str:
-    """``2026-12-04 07:31:38`` (UTC) from a catalog stamp."""
-    if not stamp:
+def _when(stamp: str | float | None) -> str:
+    """``2026-12-04 07:31:38`` (UTC) from a catalog stamp, or from seconds since the epoch."""
+    if stamp is None or stamp == "":
         return "–"
+    if isinstance(stamp, (int, float)):
+        return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
     return stamp.replace("T", " ")[:19]
 
 

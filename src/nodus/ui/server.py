@@ -176,6 +176,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._page_error(HTTPStatus.BAD_REQUEST, str(error), body)
         except (CatalogError, NodusError, OSError) as error:
             self._page_error(HTTPStatus.SERVICE_UNAVAILABLE, str(error), body)
+        except Exception as error:  # a bug in nodus: said on the page, the server goes on
+            _log.exception("nodus ui: %s failed", parts.path)
+            words = f"internal error: {type(error).__name__}: {error} (please report it)"
+            self._page_error(HTTPStatus.INTERNAL_SERVER_ERROR, words, body)
 
     def _dispatch(
         self, name: str, args: tuple[str, ...], query: dict[str, str], body: bool
