@@ -257,8 +257,10 @@ class Client:
     ) -> list[dict[str, Any]]:
         """The newest runs first, like ``nodus runs list --json``: ``offset`` skips that many,
         ``phase`` keeps one phase, ``name`` runs whose name, id or key holds that text."""
+        from nodus.inventory.overview import check_filters
         from nodus.inventory.runs import run_summary
 
+        check_filters(offset, phase)
         found = self._catalog().list_runs(limit=limit, offset=offset, phase=phase, name=name)
         return [run_summary(run) for run in found]
 

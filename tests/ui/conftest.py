@@ -3,7 +3,7 @@ with ``programs/curve_counter.py`` (a directory-contract program that logs a los
 
 - ``recovered``: its program SIGKILLed after a few saves; the runner recovered it, it succeeded
 - ``paused``: paused with ``runs pause --checkpoint latest`` while it trained
-- ``branched``: ``runs branch recovered@20 --from full-state``, finished
+- ``branched``: ``runs branch recovered@20 --from full-state`` (its loss shifted), finished
 - ``failed``: its program exits 1 at step 12
 
 and a ``nodus ui`` serving it (:class:`UiProcess`: the real command, on a free port).
@@ -126,7 +126,16 @@ def build_home(root: Path) -> Home:
     home.runs["recovered"] = _recovered(home)
     home.runs["paused"] = _paused(home)
     branch = home.nodus(
-        "runs", "branch", "recovered@20", "--from", "full-state", "--name", "branched", "--json"
+        "runs",
+        "branch",
+        "recovered@20",
+        "--from",
+        "full-state",
+        "--name",
+        "branched",
+        "--set",
+        "env.CURVE_SHIFT=0.4",  # its curve lies apart from its parent's on the overlay
+        "--json",
     )
     assert branch.returncode == 0, branch.stderr
     home.runs["branched"] = json.loads(branch.stdout)["id"]

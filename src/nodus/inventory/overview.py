@@ -17,7 +17,7 @@ from nodus.inventory.runs import run_summary
 from nodus.runner.catalog.connection import stamp_seconds
 from nodus.runner.catalog.phases import Phase
 
-__all__ = ["runs_page"]
+__all__ = ["check_filters", "runs_page"]
 
 MAX_PAGE = 500  # rows one page may ask for
 
@@ -48,6 +48,11 @@ def runs_page(
 def _check(limit: int, offset: int, phase: str | None) -> None:
     if not 0 < limit <= MAX_PAGE:
         raise UsageError(f"limit {limit}: give 1 to {MAX_PAGE}")
+    check_filters(offset, phase)
+
+
+def check_filters(offset: int, phase: str | None) -> None:
+    """A listing's offset and phase, or the one-line reason they cannot be."""
     if offset < 0:
         raise UsageError(f"offset {offset}: give 0 or more")
     if phase is not None and phase not in {p.value for p in Phase}:

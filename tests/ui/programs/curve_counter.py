@@ -26,7 +26,8 @@ HTML_LINE = "<b>bold</b><script>document.title='pwned'</script> & <i>done</i>"
 
 
 def loss(step: int) -> float:
-    return round(2.5 * math.exp(-step / 15) + 0.1 + 0.05 * math.sin(step), 6)
+    shift = float(os.environ.get("CURVE_SHIFT", "0"))  # a branch may set another curve
+    return round(2.5 * math.exp(-step / 15) + 0.1 + shift + 0.05 * math.sin(step), 6)
 
 
 def learning_rate(step: int, steps: int) -> float:
