@@ -55,8 +55,9 @@ def check_filters(offset: int, phase: str | None) -> None:
     """A listing's offset and phase, or the one-line reason they cannot be."""
     if offset < 0:
         raise UsageError(f"offset {offset}: give 0 or more")
-    if phase is not None and phase not in {p.value for p in Phase}:
-        raise UsageError(f"phase {phase!r}: one of {', '.join(p.value for p in Phase)}")
+    phases = [p.value for p in Phase if p is not Phase.PENDING]  # PENDING: stages only
+    if phase is not None and phase not in phases:
+        raise UsageError(f"phase {phase!r}: one of {', '.join(phases)}")
 
 
 def _row(run: Any, stages: list[dict], newest: dict | None, stored: dict | None) -> dict:
