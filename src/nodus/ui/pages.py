@@ -330,13 +330,16 @@ def _timeline(run: dict[str, Any]) -> Markup:
     return timeline(bars, total)
 
 
-_MARKED = {
-    "interrupted": "interruption",
-    "notice": "interruption",
-    "pause_requested": "pause",
+_MARKED = {  # event types (runner.catalog.event_types) drawn on an attempt's bar
+    "preemption_notice": "interruption",
+    "node_lost": "interruption",
+    "runner_lost": "interruption",
+    "process_killed": "interruption",
     "pause_accepted": "pause",
-    "paused": "pause",
-    "recovering": "recovery",
+    "pause_timed_out": "pause",
+    "pause_ended": "pause",
+    "parent_restored": "recovery",
+    "snapshot_suspect": "recovery",
     "snapshot_committed": "snapshot",
 }
 
