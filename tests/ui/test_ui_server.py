@@ -19,6 +19,7 @@ from nodus.client import Client
 from nodus.errors import CatalogError, UsageError
 from nodus.runner.catalog.core import Catalog
 from nodus.ui.html import Markup, tag
+from nodus.ui.pages.metrics import chosen
 from nodus.ui.server import HEADERS, UiServer, access_token, route
 
 TOKEN = "t" * 24
@@ -149,6 +150,15 @@ def test_routes_are_a_fixed_list():
     assert route("/runs/..") is None and route("/assets/x") is None and route("/runs/") is None
 
 
+def test_the_reward_and_its_components_are_always_drawn_the_rest_on_asking():
+    names = ["loss", "reward", "learning_rate", "grad_norm", "clip_ratio/high_max", "entropy"]
+    names += ["rewards/digits/mean", "rewards/digits/std", "rewards/short/mean"]
+    drawn, left = chosen(names, every=False)
+    assert drawn == ["loss", "reward", "rewards/digits/mean", "rewards/short/mean"] + names[2:4]
+    assert left == ["clip_ratio/high_max", "entropy", "rewards/digits/std"]
+    assert chosen(names, every=True) == (drawn + left, [])
+
+
 def test_every_value_is_escaped_unless_it_is_markup():
     built = tag("td", {"title": '"><script>'}, "<b>x</b>", Markup("<i>ok</i>"))
     assert built == '<td title="&quot;&gt;&lt;script&gt;">&lt;b&gt;x&lt;/b&gt;<i>ok</i></td>'
@@ -162,6 +172,17 @@ def test_the_read_only_catalog_refuses_writes_and_creates_nothing(nodus_home):
     catalog = Catalog(str(nodus_home), read_only=True)
     with pytest.raises(CatalogError):
         catalog.set_runner("run_x", 1, "here")
+
+
+@pytest.mark.parametrize("name", ["what?mode=rw", "a#b", "100%25", "sp ace"])
+def test_the_read_only_catalog_opens_a_home_whose_name_looks_like_a_uri(tmp_path, name):
+    home = tmp_path / name / "home"  # its folder's name is quoted into SQLite's URI
+    Client(home).runs()
+    before = set(tmp_path.rglob("*"))
+    with Client(home, read_only=True) as client:
+        assert client.runs() == []
+    made = {path.relative_to(home) for path in set(tmp_path.rglob("*")) - before}
+    assert {str(path) for path in made} <= {"nodus.db-wal", "nodus.db-shm"}  # a WAL reader's
 
 
 def test_serving_pages_imports_no_ml_framework(nodus_home):

@@ -198,16 +198,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         builders: dict[str, Callable[[], pages.Page]] = {
             "runs": lambda: pages.runs_page(client, query),
             "run": lambda: pages.run_page(client, args[0]),
-            "metrics": lambda: pages.metrics_page(client, args[0], query.get("with") or None),
+            "metrics": lambda: pages.metrics_page(
+                client, args[0], query.get("with") or None, every=bool(query.get("all"))
+            ),
             "lineage": lambda: pages.lineage_page(client),
             "models": lambda: pages.models_page(client),
         }
         page = builders[name]()
-        if query.get("fragment"):
-            html = page.live if page.changing else page.live
+        if query.get("fragment"):  # the live part alone; the header says when to stop asking
             self._send(
                 HTTPStatus.OK,
-                html.encode(),
+                page.live.encode(),
                 "text/html; charset=utf-8",
                 body,
                 extra={"X-Nodus-Changing": "1" if page.changing else "0"},

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
+from urllib.parse import quote
 
 from nodus._atomic import create_new_private, private_folder
 from nodus.errors import CatalogError
@@ -104,7 +105,7 @@ class Connection:
             raise CatalogError(f"no run catalog at {self.path} yet: no run was started here")
         try:
             self._db = sqlite3.connect(
-                f"file:{self.path}?mode=ro",
+                _read_only_uri(self.path),
                 uri=True,
                 timeout=defaults.CATALOG_BUSY_TIMEOUT_S,
                 isolation_level=None,
@@ -269,6 +270,12 @@ def _reach(db: sqlite3.Connection, target: int, statements: Sequence[str]) -> No
     for statement in statements:
         db.execute(statement)  # sqlite3 refuses a text holding two statements
     db.execute(f"PRAGMA user_version = {target}")
+
+
+def _read_only_uri(path: str) -> str:
+    """SQLite's URI of ``path`` opened read-only. The path is percent-quoted: a ``?``, ``#``
+    or ``%`` in a home's name would otherwise end the path or be read as an escape."""
+    return "file://" + quote(os.path.abspath(path)) + "?mode=ro"
 
 
 def _read_only(folder: str) -> bool:
