@@ -34,12 +34,13 @@ venv: $(STAMP)
 demo: $(STAMP)
 	bash examples/quickstart/demo.sh
 
-# Headless Chromium (Debian's package) for tests/ui's page tests; installed once.
+# Headless Chromium and its ChromeDriver (Debian's packages) for tests/ui's page tests (the
+# live ones drive it through WebDriver); installed once.
 chromium:
-	@test -x /usr/bin/chromium || { \
-		echo "== chromium (tests/ui) …"; \
+	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || { \
+		echo "== chromium chromium-driver (tests/ui) …"; \
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
-		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; }
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium chromium-driver; }
 
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
