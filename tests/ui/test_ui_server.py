@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -208,3 +209,48 @@ def test_a_port_in_use_is_one_line(nodus_home, served):
         [*NODUS, "ui", "--port", str(served.port)], capture_output=True, text=True, timeout=30
     )
     assert proc.returncode == 2 and "in use" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_is_one_page_and_loads_no_server():
+    script = textwrap.dedent("""
+        import contextlib, io, sys
+        from nodus.cli import main
+        with contextlib.redirect_stdout(io.StringIO()) as said:
+            try:
+                main(["ui", "--help"])
+            except SystemExit as done:
+                status = done.code
+        print(status, "nodus.ui.server" in sys.modules, "--token TOKEN" in said.getvalue())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "False", "True"] and proc.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("port", "said"), [("99999", "give 0 to 65535"), ("-1", "give 0 to 65535"), ("x", "int")]
+)
+def test_a_bad_port_is_refused_without_a_traceback(nodus_home, port, said):
+    proc = subprocess.run(
+        [*NODUS, "ui", "--port", port], capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 2 and said in proc.stderr.splitlines()[-1]
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    if port != "x":  # argparse's own words come under its usage line
+        assert proc.stderr.count("\n") == 1
+
+
+def test_an_empty_home_is_served_and_ctrl_c_stops_it_in_one_line(tmp_path):
+    home = tmp_path / "not-yet"  # no folder, no catalog: the first look makes them
+    server = UiProcess(home)
+    try:
+        for path, words in (
+            ("/", b"No runs match."),
+            ("/lineage", b"No run was started from another run"),
+            ("/models", b"No model is registered yet."),
+        ):
+            with urllib.request.urlopen(server.base + path, timeout=10) as answer:
+                assert answer.status == 200 and words in answer.read()
+    finally:
+        status, err = server.stop()  # SIGINT: what Ctrl-C sends
+    assert (status, err) == (0, "nodus ui: stopped\n")
