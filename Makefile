@@ -17,7 +17,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test test-fast venv clean quickstart-program
+.PHONY: demo test test-fast venv clean quickstart-program chromium
 
 # One line per phase, with its time: the install takes minutes, and a silent one looks hung.
 PHASE = @start=$$(date +%s); echo "== $(1) …"; $(2) && echo "   done in $$(( $$(date +%s) - start )) s"
@@ -34,7 +34,15 @@ venv: $(STAMP)
 demo: $(STAMP)
 	bash examples/quickstart/demo.sh
 
-test: $(STAMP)
+# Headless Chromium and its ChromeDriver (Debian's packages) for tests/ui's page tests (the
+# live ones drive it through WebDriver); installed once.
+chromium:
+	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || { \
+		echo "== chromium chromium-driver (tests/ui) …"; \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium chromium-driver; }
+
+test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -20,6 +20,7 @@ ALLOWED = {
     "cli": {
         "client",
         "qualify",
+        "ui",
         "inventory",
         "runner",
         "registry",
@@ -29,6 +30,7 @@ ALLOWED = {
         "schemas",
         *BASE,
     },
+    "ui": {"client", "schemas", *BASE},
     "client": {"inventory", "runner", "registry", "retention", "store", "schemas", *BASE},
     "inventory": {"runner", "registry", "retention", "store", "stages", "schemas", *BASE},
     "qualify": {"runner", "stages", "store", "schemas", *BASE},

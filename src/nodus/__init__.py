@@ -9,6 +9,7 @@ the order and tests/test_layering.py checks it):
 
     __main__.py   ``python -m nodus``: the command line
     cli/          the command line: parse, call the client, print, exit status
+    ui/           ``nodus ui``: a read-only page of the runs, through a read-only client
     client.py     ``nodus.Client``, the SDK; the command line is a thin layer over it
     qualify.py    the suite behind ``nodus qualify``: the real runner, interrupted on purpose
     inventory/    snapshots as people ask about them: references, listings, downloads, plots

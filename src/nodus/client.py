@@ -56,6 +56,10 @@ class Client:
     while :meth:`run`, :meth:`resume`, :meth:`branch` or :meth:`wait` blocks, each interruption
     and recovery as it happens; each committed snapshot too with ``say_snapshots``), by default
     the ``nodus`` logger at INFO.
+
+    ``read_only`` opens the catalog to read only (``nodus ui``): SQLite refuses every write,
+    nothing is created or migrated, and stores are opened once and kept, so a client that
+    answers a page every few seconds costs a runner nothing. Methods that change a run fail.
     """
 
     def __init__(
@@ -66,19 +70,25 @@ class Client:
         output: IO[str] | None = None,
         say: Callable[[str], None] | None = None,
         say_snapshots: bool = False,
+        read_only: bool = False,
     ) -> None:
         self.home = defaults.nodus_home(os.fspath(home) if home is not None else None)
         self.store = store
+        self.read_only = read_only
         self._output = output
         self._say = say or _log.info
         self._say_snapshots = say_snapshots
         self._open_catalog: Catalog | None = None
+        self._open_lookup: Lookup | None = None
 
     def close(self) -> None:
         """Close the catalog connection (the client opens it again when used)."""
         if self._open_catalog is not None:
             self._open_catalog.close()
             self._open_catalog = None
+        if self._open_lookup is not None:
+            self._open_lookup.catalog.close()
+            self._open_lookup = None
 
     def __enter__(self) -> Client:
         return self
@@ -237,23 +247,78 @@ class Client:
 
     # --- watching and controlling ---------------------------------------------------------------
 
-    def runs(self, limit: int = 50) -> list[dict[str, Any]]:
-        """The newest runs first, like ``nodus runs list --json``."""
+    def runs(
+        self,
+        limit: int = 50,
+        *,
+        offset: int = 0,
+        phase: str | None = None,
+        name: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest runs first, like ``nodus runs list --json``: ``offset`` skips that many,
+        ``phase`` keeps one phase, ``name`` runs whose name, id or key holds that text."""
+        from nodus.inventory.overview import check_filters
         from nodus.inventory.runs import run_summary
 
-        return [run_summary(run) for run in self._catalog().list_runs(limit=limit)]
+        check_filters(offset, phase)
+        found = self._catalog().list_runs(limit=limit, offset=offset, phase=phase, name=name)
+        return [run_summary(run) for run in found]
+
+    def runs_page(
+        self,
+        limit: int = 100,
+        *,
+        offset: int = 0,
+        phase: str | None = None,
+        name: str | None = None,
+    ) -> dict[str, Any]:
+        """A page of :meth:`runs` (``{total, offset, limit, runs}``), each row with its stages,
+        attempts, recoveries, duration, newest snapshot and stored bytes (``nodus ui``)."""
+        from nodus.inventory.overview import runs_page
+
+        return runs_page(self._lookup(), limit=limit, offset=offset, phase=phase, name=name)
 
     def get(self, run: str) -> dict[str, Any]:
         """One run with its stages, attempts, pause and events, like ``nodus runs get --json``."""
         from nodus.inventory.runs import run_json
         from nodus.runner.upkeep.gc import run_usage
-        from nodus.store import open_store
 
         catalog = self._catalog()
         found = catalog.get_run(run)
         data = run_json(catalog, found)
-        data["stored"] = run_usage(open_store(self.store or found.store), found.id)
+        data["stored"] = run_usage(self._store(self.store or found.store), found.id)
         return data
+
+    def output(self, run: str, stage: str, attempt: int, offset: int = 0) -> dict[str, Any]:
+        """One attempt's program output from byte ``offset`` on, in whole lines (``runs logs``
+        in pieces): ``{stage, attempt, offset, next_offset, lines, running}``."""
+        from nodus.inventory.output import output_piece
+
+        return output_piece(self._catalog().get_run(run), stage, attempt, offset)
+
+    def metrics(self, run: str) -> list[dict[str, Any]]:
+        """What ``nodus runs plot`` draws, as data: per stage its metric curves over steps,
+        its snapshots and the step each later attempt restored (a recovery or a resume)."""
+        from nodus.inventory.plot import collect, series_json
+
+        lookup = self._lookup()
+        found = lookup.run(run)
+        return series_json(collect(lookup.store_of_run(found), lookup.catalog, found))
+
+    @staticmethod
+    def phases() -> list[str]:
+        """Every phase a run can be in, in the order a run moves through them."""
+        from nodus.runner.catalog.phases import Phase
+
+        return [phase.value for phase in Phase if phase is not Phase.PENDING]
+
+    def lineage(self) -> list[dict[str, Any]]:
+        """The runs linked by ``resume_from`` and branches, each under its parent, like
+        ``nodus runs list --tree --json``'s rows with their ``depth``."""
+        from nodus.inventory.runs import lineage_tree, run_summary
+
+        linked = [run_summary(run) for run in self._catalog().lineage_runs()]
+        return [{**run, "depth": depth} for depth, run in lineage_tree(linked)]
 
     def progress(self, run: str) -> dict[str, Any] | None:
         """Where a run that goes on stands, like ``runs get --json``'s ``progress``: the step,
@@ -416,6 +481,8 @@ class Client:
     def _catalog(self) -> Catalog:
         from nodus.runner.catalog.core import Catalog
 
+        if self.read_only:
+            return self._lookup().catalog  # one read-only connection
         if self._open_catalog is None:
             self._open_catalog = Catalog(self.home)
         return self._open_catalog
@@ -423,7 +490,16 @@ class Client:
     def _lookup(self) -> Lookup:
         from nodus.inventory import Lookup
 
-        return Lookup(self.home, self.store)
+        if not self.read_only:
+            return Lookup(self.home, self.store)
+        if self._open_lookup is None:  # kept: its stores keep the manifests they read
+            self._open_lookup = Lookup(self.home, self.store, read_only=True)
+        return self._open_lookup
+
+    def _store(self, url: str) -> Any:
+        from nodus.store import open_store
+
+        return self._lookup().store(url) if self.read_only else open_store(url)
 
     def _json(self, run: Any) -> dict[str, Any]:
         from nodus.inventory.runs import run_json

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from methods_helpers import Example, adapter_hash
 
+from nodus.client import Client
+from nodus.ui import pages
 from polling import wait_for
 
 pytestmark = [pytest.mark.hf, pytest.mark.slow]
@@ -57,3 +60,27 @@ def test_grpo_killed_twice_regenerates_the_same_rollouts_and_adapter(grpo_run, t
     assert adapter_hash(example.outputs("killed")) == adapter_hash(grpo_run.outputs("whole"))
     rewards = [s["metrics"]["reward"] for s in train_snapshots(example, "killed")]
     assert rewards == [s["metrics"]["reward"] for s in train_snapshots(grpo_run, "whole")]
+
+
+@on_grpo_run
+def test_grpo_metrics_page_draws_each_reward_component_a_point_per_logged_step(grpo_run):
+    components = {
+        name
+        for snapshot in train_snapshots(grpo_run, "whole")
+        for name in snapshot["metrics"]
+        if re.fullmatch(r"rewards/.+/mean", name)
+    }
+    assert components == {"rewards/digits/mean", "rewards/short/mean"}  # rewards.py's two
+    with Client(grpo_run.home, read_only=True) as client:
+        (train,) = [s for s in client.metrics("whole") if s["stage"] == "train"]
+        page = pages.metrics_page(client, "whole", None)
+    charts = dict(
+        re.findall(r'<figure class="chart" data-metric="([^"]+)"(.*?)</figure>', page.live)
+    )
+    for name in ["reward", *sorted(components)]:
+        steps = [step for step, _ in train["curves"][name]]
+        assert steps == list(range(1, 13)), name  # max_steps 12, each step logged
+        assert charts[name].count('<circle class="pt"') == len(steps), name
+    # the reward and its parts first, before the metrics cut from the page (listed by name)
+    assert list(charts)[:4] == ["loss", "reward", *sorted(components)]
+    assert "entropy" not in charts and "entropy" in page.live

@@ -17,6 +17,7 @@ exit status; anything else is a bug, reported in one line (``NODUS_DEBUG=1`` sho
     gc.py         ``nodus gc``: expiry, interrupted deletions, unreferenced blobs
     store.py      ``nodus store verify``: every manifest and blob checked
     qualify.py    ``nodus qualify``: the hf-trainer-v1 qualification suite on this environment
+    ui.py         ``nodus ui``: a read-only page of the runs in a browser (:mod:`nodus.ui`)
     completion.py ``nodus completion bash|zsh``: commands, options, run ids and snapshots
     output.py     what every command prints, and where: messages, ``--json``, tables, the Client
 """
@@ -43,6 +44,7 @@ _COMMAND_MODULES = (
     "nodus.cli.store",
     "nodus.cli.gc",
     "nodus.cli.qualify",
+    "nodus.cli.ui",
     "nodus.cli.completion",
 )
 

@@ -47,6 +47,9 @@ def register(commands, groups, common) -> None:
     runs = groups["runs"]
     listing = _parser(runs, "list", "recent runs, newest first", common, _list, ref=False)
     listing.add_argument("--limit", type=int, default=50, help="how many runs to show (default 50)")
+    listing.add_argument("--offset", type=int, default=0, help="skip this many of the newest")
+    listing.add_argument("--phase", help="only runs in this phase (SUCCEEDED, FAILED, PAUSED, …)")
+    listing.add_argument("--name", help="only runs whose name, id or key holds this text")
     listing.add_argument(
         "--tree", action="store_true", help="draw the lineage: each run under its parent"
     )
@@ -210,7 +213,9 @@ def _report_started(args, run: dict[str, Any]) -> int:
 def _list(args) -> int:
     from nodus.inventory.runs import lineage_tree
 
-    runs = output.client(args).runs(limit=args.limit)
+    runs = output.client(args).runs(
+        limit=args.limit, offset=args.offset, phase=args.phase, name=args.name
+    )
     if args.json:
         output.print_json(runs)
         return 0

@@ -22,6 +22,8 @@ Its modules import nothing heavy at module level.
     plot.py       ``nodus runs plot``: metrics over steps, snapshots and recoveries
     progress.py   a one-line progress bar for long transfers, on a terminal only
     narration.py  what happens to a run (interruptions, recoveries, snapshots), said as it happens
+    overview.py   ``nodus ui``'s runs table: a page of runs with their newest snapshot and bytes
+    output.py     a run's program output per attempt, from an offset (``nodus ui`` follows it)
 """
 
 from nodus.inventory.refs import Located, Lookup, SnapshotRef, parse_ref

@@ -25,7 +25,7 @@ from nodus.store.restorable import current
 if TYPE_CHECKING:
     from nodus.store import Manifest, SnapshotStore
 
-__all__ = ["Series", "collect", "draw"]
+__all__ = ["Series", "collect", "draw", "series_json"]
 
 _SKIP = {"epoch", "step", "total_flos"}  # bookkeeping values, not curves
 _PREFERRED = ("loss", "reward", "eval_loss", "learning_rate", "grad_norm")
@@ -60,6 +60,29 @@ def collect(store: SnapshotStore, catalog: Any, run: Any) -> list[Series]:
     if not out:
         raise NotFoundError(f"{run.id} has no snapshots and no attempts yet; nothing to plot")
     return out
+
+
+def series_json(series: list[Series]) -> list[dict[str, Any]]:
+    """What :func:`draw` draws, as JSON (``nodus ui``'s charts): per stage, each curve's
+    ``[step, value]`` points in step order, the snapshots' ``[step, metrics]`` and the
+    ``[step, label]`` of each attempt after the first (a recovery or a resume)."""
+    return [
+        {
+            "stage": one.stage,
+            "curves": {
+                name: [[step, value] for step, value in sorted(points)]
+                for name, points in sorted(one.curves.items(), key=lambda item: _order(item[0]))
+            },
+            "snapshots": [[step, metrics] for step, metrics in one.snapshots],
+            "restarts": [[step, label] for step, label in one.restarts],
+        }
+        for one in series
+    ]
+
+
+def _order(name: str) -> tuple[int, str]:
+    """The preferred metrics first (loss, reward, …), then the others by name."""
+    return (_PREFERRED.index(name) if name in _PREFERRED else len(_PREFERRED), name)
 
 
 def _history(store: SnapshotStore, manifest: Manifest) -> dict[str, list[tuple[int, float]]]:

@@ -40,12 +40,12 @@ class Located:
 class Lookup:
     """Finds runs and snapshots for one command: one catalog, stores opened once per URL."""
 
-    def __init__(self, home: str | None, store_url: str | None) -> None:
+    def __init__(self, home: str | None, store_url: str | None, read_only: bool = False) -> None:
         from nodus.runner.catalog.core import Catalog
 
         self.home = defaults.nodus_home(home)
         self.explicit_store = store_url
-        self.catalog = Catalog(self.home)
+        self.catalog = Catalog(self.home, read_only=read_only)
         self._stores: dict[str, SnapshotStore] = {}
 
     # --- stores -----------------------------------------------------------------------------

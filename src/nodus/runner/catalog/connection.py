@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
+from urllib.parse import quote
 
 from nodus._atomic import create_new_private, private_folder
 from nodus.errors import CatalogError
@@ -59,8 +60,11 @@ class Connection:
     before each commit (:mod:`nodus.runner.remote.record` registers both).
     """
 
-    def __init__(self, home: str, migrations: Migrations) -> None:
+    def __init__(self, home: str, migrations: Migrations, read_only: bool = False) -> None:
         self.home = home
+        if read_only:
+            self._open_read_only(migrations)
+            return
         try:
             private_folder(home)  # the home, when this makes it: 0700 (docs/security.md)
         except OSError as error:
@@ -86,6 +90,42 @@ class Connection:
             self._migrate(migrations)
         except sqlite3.Error as error:
             raise self._explain(error) from None
+
+    def _open_read_only(self, migrations: Migrations) -> None:
+        """Open the catalog to read only (``nodus ui``): nothing is created, migrated or
+        switched to WAL, and SQLite itself refuses every write (``mode=ro``, ``query_only``).
+
+        A WAL reader takes no lock a writer waits on, so a runner is never held up by it.
+        """
+        self.path = os.path.join(self.home, defaults.CATALOG_FILE)
+        self._mutex = threading.RLock()
+        self._observers = []
+        self._fences = []
+        if not os.path.isfile(self.path):
+            raise CatalogError(f"no run catalog at {self.path} yet: no run was started here")
+        try:
+            self._db = sqlite3.connect(
+                _read_only_uri(self.path),
+                uri=True,
+                timeout=defaults.CATALOG_BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA query_only=1")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.Error as error:
+            raise self._explain(error) from None
+        if version != max(migrations):
+            raise CatalogError(
+                f"the run catalog {self.path} has schema version {version}, this nodus reads "
+                f"{max(migrations)}: "
+                + (
+                    "upgrade nodus"
+                    if version > max(migrations)
+                    else "any nodus command that writes (`nodus runs list`) migrates it first"
+                )
+            )
 
     def close(self) -> None:
         self._db.close()
@@ -230,6 +270,12 @@ def _reach(db: sqlite3.Connection, target: int, statements: Sequence[str]) -> No
     for statement in statements:
         db.execute(statement)  # sqlite3 refuses a text holding two statements
     db.execute(f"PRAGMA user_version = {target}")
+
+
+def _read_only_uri(path: str) -> str:
+    """SQLite's URI of ``path`` opened read-only. The path is percent-quoted: a ``?``, ``#``
+    or ``%`` in a home's name would otherwise end the path or be read as an escape."""
+    return "file://" + quote(os.path.abspath(path)) + "?mode=ro"
 
 
 def _read_only(folder: str) -> bool:

@@ -47,8 +47,8 @@ class Catalog(RunStatements, RequestStatements, EventStatements):
     change of phase, stage or attempt, and a fence, asked before each commit.
     """
 
-    def __init__(self, home: str) -> None:
-        super().__init__(home, _MIGRATIONS)
+    def __init__(self, home: str, read_only: bool = False) -> None:
+        super().__init__(home, _MIGRATIONS, read_only)
 
     @property
     def models(self) -> ModelTable:

@@ -58,6 +58,18 @@ class EventStatements(Connection):
         )
         return bool(rows)
 
+    def newest_events(self, run_ids: list[str], type_: str) -> dict[str, dict[str, Any]]:
+        """Each run's newest event of ``type_`` (runs without one are left out)."""
+        if not run_ids:
+            return {}
+        marks = ", ".join("?" * len(run_ids))
+        rows = self._rows(
+            "SELECT * FROM events WHERE id IN (SELECT max(id) FROM events "
+            f"WHERE run_id IN ({marks}) AND type = ? GROUP BY run_id)",
+            (*run_ids, type_),
+        )
+        return {row["run_id"]: {**dict(row), "details": json.loads(row["details"])} for row in rows}
+
     def events(
         self, run_id: str, after: int = 0, types: tuple[str, ...] = ()
     ) -> list[dict[str, Any]]:

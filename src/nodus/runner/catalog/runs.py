@@ -148,10 +148,40 @@ class RunStatements(AttemptStatements):
         row = self._one("SELECT * FROM runs WHERE key = ?", (key,))
         return self._run(row) if row else None
 
-    def list_runs(self, limit: int | None = 50) -> list[Run]:
-        """The newest runs first, without their stages; ``limit=None`` lists every run."""
+    def list_runs(
+        self,
+        limit: int | None = 50,
+        *,
+        offset: int = 0,
+        phase: str | None = None,
+        name: str | None = None,
+    ) -> list[Run]:
+        """The newest runs first, without their stages; ``limit=None`` lists every run.
+
+        ``offset`` skips that many of the newest; ``phase`` keeps one phase, ``name`` the runs
+        whose name, id or key holds that text (any case)."""
         bound = -1 if limit is None else limit  # SQLite: a negative LIMIT has no bound
-        rows = self._rows("SELECT * FROM runs ORDER BY created_at DESC, id LIMIT ?", (bound,))
+        where, params = _filters(phase, name)
+        rows = self._rows(
+            f"SELECT * FROM runs{where} ORDER BY created_at DESC, id LIMIT ? OFFSET ?",
+            (*params, bound, offset),
+        )
+        return [self._run(row, with_stages=False) for row in rows]
+
+    def count_runs(self, phase: str | None = None, name: str | None = None) -> int:
+        """How many runs :meth:`list_runs` would list without a limit."""
+        where, params = _filters(phase, name)
+        row = self._one(f"SELECT count(*) FROM runs{where}", params)
+        return int(row[0]) if row else 0
+
+    def lineage_runs(self) -> list[Run]:
+        """Every run started from another run's snapshot, and every run one started from,
+        newest first (without stages): the runs ``runs list --tree`` links."""
+        rows = self._rows(
+            "SELECT * FROM runs WHERE parent IS NOT NULL OR id IN "
+            "(SELECT json_extract(parent, '$.run') FROM runs WHERE parent IS NOT NULL) "
+            "ORDER BY created_at DESC, id"
+        )
         return [self._run(row, with_stages=False) for row in rows]
 
     def unfinished_runs(self) -> list[Run]:
@@ -227,6 +257,21 @@ class RunStatements(AttemptStatements):
         if with_stages:
             run.stages = self.stages(run.id)
         return run
+
+
+def _filters(phase: str | None, name: str | None) -> tuple[str, tuple]:
+    """The WHERE clause (and its parameters) of a listing by phase and by a text in the name."""
+    clauses, params = [], []
+    if phase:
+        clauses.append("phase = ?")
+        params.append(phase)
+    if name:
+        clauses.append(
+            "(instr(lower(name), lower(?)) OR instr(id, ?) OR instr(lower(coalesce(key, '')), "
+            "lower(?)))"
+        )
+        params += [name, name, name]
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
 
 
 def _json_or_none(value: dict[str, Any] | None) -> str | None:

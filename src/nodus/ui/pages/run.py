@@ -1,0 +1,197 @@
+"""A run's page (``/runs/RUN``): its facts, what went wrong in words and its attempts on a
+timeline; the tables below them (attempts, snapshots, uploads, output, events) are
+:mod:`nodus.ui.pages.run_tables`. The page refreshes itself until the run finishes."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from nodus.client import Client
+from nodus.schemas.units import human_bytes, human_duration
+from nodus.ui.charts import Bar, timeline
+from nodus.ui.html import Markup, join, tag
+from nodus.ui.pages.layout import Page, phase_badge, run_href, seconds, when
+from nodus.ui.pages.run_tables import (
+    attempts_table,
+    events_table,
+    outputs,
+    snapshots_table,
+    uploads,
+)
+
+__all__ = ["run_page"]
+
+
+def run_page(client: Client, ref: str) -> Page:
+    """A run: what it is, its failures in words, its attempts on a timeline, its snapshots,
+    uploads, events and each attempt's output."""
+    run = client.get(ref)
+    snapshots = client.snapshots(run["id"])
+    parts = [
+        _summary(run),
+        _failures(run),
+        tag("h2", None, "Attempts"),
+        _timeline(run),
+        attempts_table(run),
+        tag("h2", None, f"Snapshots ({len(snapshots)})"),
+        snapshots_table(snapshots),
+        uploads(run),
+        tag("h2", None, "Output"),
+        outputs(client, run),
+        tag("h2", None, f"Events ({len(run['events'])})"),
+        events_table(run["events"]),
+    ]
+    return Page(f"{run['name']} · {run['id']}", join(parts), run["finished_at"] is None, "runs")
+
+
+def _summary(run: dict[str, Any]) -> Markup:
+    stored = run["stored"]
+    facts: list[tuple[str, Any]] = [
+        ("phase", phase_badge(run["phase"])),
+        ("key", run["key"] or "–"),
+        ("created", when(run["created_at"])),
+        ("finished", when(run["finished_at"]) if run["finished_at"] else "–"),
+        ("stored", f"{stored['snapshots']} snapshot(s), {human_bytes(stored['bytes'])}"),
+        ("store", run["store"]),
+        ("curves", tag("a", {"href": run_href(run["id"]) + "/metrics"}, "metrics over steps")),
+    ]
+    if run.get("progress"):
+        facts.append(("progress", _progress(run["progress"])))
+    if run["pause"]:
+        pause = run["pause"]
+        facts.append(
+            (
+                "pause",
+                f"--checkpoint {pause['policy']}: {pause['state']}"
+                + (
+                    f", at step {pause['save']['step']}"
+                    if pause["save"]["step"] is not None
+                    else ""
+                )
+                + (", timed out" if pause["timed_out"] else "")
+                + (f", failure: {pause['failure']}" if pause["failure"] else ""),
+            )
+        )
+    if run["parent"]:
+        parent = run["parent"]
+        facts.append(
+            (
+                "started from",
+                join(
+                    [
+                        tag("a", {"href": run_href(parent["run"])}, parent["run"]),
+                        f" at step {parent['step']} ({parent['mode']})",
+                    ]
+                ),
+            )
+        )
+    for child in run["children"]:
+        facts.append(
+            (
+                "branch",
+                join(
+                    [
+                        tag("a", {"href": run_href(child["id"])}, child["id"]),
+                        f" {child['name']}, {child['phase']}, from step {child['step']} "
+                        f"({child['mode']})",
+                    ]
+                ),
+            )
+        )
+    if run.get("model"):
+        model = run["model"]
+        facts.append(("model", f"{model['ref']} (step {model['step']})"))
+    items = [join([tag("dt", None, key), tag("dd", None, value)]) for key, value in facts]
+    return tag("dl", {"class": "facts"}, *items)
+
+
+def _progress(progress: dict[str, Any]) -> str:
+    parts = []
+    if progress["step"] is not None:
+        total = progress["total_steps"]
+        parts.append(f"step {progress['step']}" + (f" of {total}" if total else ""))
+    if progress["loss"] is not None:
+        parts.append(f"loss {progress['loss']:.4g}")
+    if progress["eta_seconds"] is not None:
+        parts.append(f"about {human_duration(progress['eta_seconds'])} left")
+    newest = progress["newest_snapshot"]
+    if newest:
+        parts.append(f"newest snapshot step {newest['step']}")
+    return ", ".join(parts) or "starting"
+
+
+def _failures(run: dict[str, Any]) -> Markup:
+    """What went wrong, in words: the run's message, failed captures, attempts that ended
+    otherwise than well."""
+    said = []
+    if run["phase"] in ("FAILED", "INTERRUPTED", "CANCELLED") and run["message"]:
+        said.append(f"{run['phase']}: {run['message']}")
+    failures = run["capture_failures"]
+    if failures["count"]:
+        said.append(
+            f"{failures['count']} capture(s) failed ({'; '.join(failures['reasons'])}); newest "
+            f"committed step: {failures['newest_committed_step']}"
+        )
+    for stage in run["stages"]:
+        for attempt in stage["attempts"]:
+            if attempt["outcome"] not in (None, "succeeded") and attempt["detail"]:
+                said.append(
+                    f"{stage['name']} attempt {attempt['number']} {attempt['outcome']}: "
+                    f"{attempt['detail']}"
+                )
+    if not said:
+        return Markup()
+    return tag(
+        "section", {"class": "failures"}, tag("ul", None, *[tag("li", None, s) for s in said])
+    )
+
+
+def _timeline(run: dict[str, Any]) -> Markup:
+    attempts = [(s["name"], a) for s in run["stages"] for a in s["attempts"]]
+    if not attempts:
+        return tag("p", {"class": "empty"}, "No attempt has started yet.")
+    origin = min(seconds(a["started_at"]) for _, a in attempts)
+    now = time.time()
+    bars = []
+    for stage, attempt in attempts:
+        start = seconds(attempt["started_at"]) - origin
+        end = (seconds(attempt["ended_at"]) if attempt["ended_at"] else now) - origin
+        outcome = attempt["outcome"] or "running"
+        restored = attempt["restored_step"]
+        label = (
+            f"#{attempt['number']}: {outcome}"
+            + (f", restored step {restored}" if restored is not None else "")
+            + (f" ({attempt['detail']})" if attempt["detail"] else "")
+        )
+        bars.append(Bar(stage, start, end, outcome, label))
+    by_attempt = {(stage, a["number"]): bar for (stage, a), bar in zip(attempts, bars)}
+    for event in run["events"]:
+        bar = by_attempt.get((event["stage"], event["attempt"]))
+        kind = _MARKED.get(event["type"])
+        if bar is not None and kind is not None:
+            words = f"{event['type']} at {event['at']}" + _cause(event)
+            bar.marks.append((seconds(event["at"]) - origin, kind, words))
+    total = max(bar.end for bar in bars)
+    return timeline(bars, total)
+
+
+_MARKED = {  # event types (runner.catalog.event_types) drawn on an attempt's bar
+    "preemption_notice": "interruption",
+    "node_lost": "interruption",
+    "runner_lost": "interruption",
+    "process_killed": "interruption",
+    "pause_accepted": "pause",
+    "pause_timed_out": "pause",
+    "pause_ended": "pause",
+    "parent_restored": "recovery",
+    "snapshot_suspect": "recovery",
+    "snapshot_committed": "snapshot",
+}
+
+
+def _cause(event: dict[str, Any]) -> str:
+    for key in ("reason", "cause", "detail", "error", "message"):
+        if event.get(key):
+            return f": {event[key]}"
+    return ""

@@ -1,0 +1,168 @@
+"""The tables of a run's page: its attempts, its snapshots, the upload queue, each attempt's
+program output (followed live while it runs, through ``/api/output``) and its newest events."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from nodus.client import Client
+from nodus.schemas.units import human_bytes
+from nodus.ui.html import Markup, join, tag
+from nodus.ui.pages.layout import metric_text, outcome_badge, table, when
+
+__all__ = ["MAX_EVENTS", "attempts_table", "events_table", "outputs", "snapshots_table", "uploads"]
+
+MAX_EVENTS = 500  # the newest events a run page lists
+
+
+def attempts_table(run: dict[str, Any]) -> Markup:
+    rows = []
+    for stage in run["stages"]:
+        for attempt in stage["attempts"]:
+            restored = attempt["restored_step"]
+            rows.append(
+                tag(
+                    "tr",
+                    {"class": "attempt"},
+                    tag("td", None, stage["name"]),
+                    tag("td", {"class": "num"}, attempt["number"]),
+                    tag("td", None, outcome_badge(attempt["outcome"] or "running")),
+                    tag("td", None, attempt["detail"] or "–"),
+                    tag("td", None, "–" if restored is None else f"step {restored}"),
+                    tag("td", None, when(attempt["started_at"])),
+                    tag("td", None, when(attempt["ended_at"]) if attempt["ended_at"] else "–"),
+                    tag("td", None, attempt["host"] or "–"),
+                )
+            )
+    header = ("stage", "attempt", "outcome", "why", "restored", "started", "ended", "host")
+    return table("attempts", header, rows)
+
+
+def snapshots_table(snapshots: list[dict[str, Any]]) -> Markup:
+    rows = []
+    for snap in snapshots:
+        kinds = ", ".join(f"{k} {human_bytes(v)}" for k, v in snap["bytes_by_kind"].items())
+        holds = ", ".join(sorted({h["type"] for h in snap["holds"]})) or "–"
+        metrics = ", ".join(
+            f"{k} {metric_text(v)}" for k, v in sorted(snap["metrics"].items()) if k != "epoch"
+        )
+        rows.append(
+            tag(
+                "tr",
+                {"class": "snapshot"},
+                tag("td", {"class": "num"}, snap["step"]),
+                tag(
+                    "td", {"class": "num"}, "–" if snap["epoch"] is None else f"{snap['epoch']:.2f}"
+                ),
+                tag("td", {"class": "num"}, snap["attempt"]),
+                tag("td", None, kinds or "–"),
+                tag("td", None, ", ".join(snap["deleted_kinds"]) or "–"),
+                tag("td", None, holds),
+                tag("td", None, metrics or "–"),
+                tag("td", {"class": "id"}, snap["id"]),
+            )
+        )
+    header = ("step", "epoch", "attempt", "kinds", "deleted", "holds", "metrics", "id")
+    return table("snapshots", header, rows)
+
+
+def uploads(run: dict[str, Any]) -> Markup:
+    upload = run.get("upload")
+    unrecorded = run.get("unrecorded") or []
+    if not upload and not unrecorded:
+        return Markup()
+    said = []
+    if upload:
+        current = upload["uploading"]
+        if current is None:
+            said.append("idle")
+        else:
+            what = "outputs" if current["role"] == "outputs" else f"step {current['step']}"
+            said.append(
+                f"uploading {what}: {human_bytes(current['bytes_done'])} of "
+                f"{human_bytes(current['bytes_total'])}"
+            )
+        said.append(
+            f"{upload['waiting']} waiting, {upload['skipped']} skipped, "
+            f"{upload['uploaded']} uploaded"
+        )
+        if upload.get("error"):
+            said.append(f"last error: {upload['error']}")
+    if unrecorded:
+        said.append(
+            "never reached the store: "
+            + ", ".join(
+                "outputs" if u["role"] == "outputs" else f"step {u['step']}" for u in unrecorded
+            )
+        )
+    return join([tag("h2", None, "Upload queue"), tag("p", {"class": "upload"}, "; ".join(said))])
+
+
+def outputs(client: Client, run: dict[str, Any]) -> Markup:
+    blocks = []
+    for stage in run["stages"]:
+        for attempt in stage["attempts"]:
+            piece = client.output(run["id"], stage["name"], attempt["number"])
+            text = "".join(line + "\n" for line in piece["lines"])
+            follow = {
+                "run": run["id"],
+                "stage": stage["name"],
+                "attempt": str(attempt["number"]),
+                "offset": str(piece["next_offset"]),
+            }
+            blocks.append(
+                tag(
+                    "details",
+                    {
+                        "class": "output",
+                        "id": f"out-{stage['name']}-{attempt['number']}",
+                        "open": attempt is stage["attempts"][-1],
+                    },
+                    tag("summary", None, f"{stage['name']}, attempt {attempt['number']}"),
+                    tag(
+                        "pre",
+                        {
+                            "class": "log",
+                            "data_follow": "/api/output?" + urlencode(follow)
+                            if piece["running"]
+                            else None,
+                        },
+                        text,
+                    ),
+                )
+            )
+    return join(blocks) or tag("p", {"class": "empty"}, "No output yet.")
+
+
+def events_table(events: list[dict[str, Any]]) -> Markup:
+    shown = events[-MAX_EVENTS:]
+    rows = []
+    for event in reversed(shown):
+        details = {k: v for k, v in event.items() if k not in ("type", "at", "stage", "attempt")}
+        rows.append(
+            tag(
+                "tr",
+                {"class": "event"},
+                tag("td", None, when(event["at"])),
+                tag("td", None, event["type"]),
+                tag("td", None, event["stage"] or "–"),
+                tag(
+                    "td",
+                    {"class": "num"},
+                    event["attempt"] if event["attempt"] is not None else "–",
+                ),
+                tag(
+                    "td",
+                    {"class": "details"},
+                    json.dumps(details, sort_keys=True) if details else "",
+                ),
+            )
+        )
+    note = (
+        tag("p", {"class": "note"}, f"the newest {MAX_EVENTS} of {len(events)}")
+        if len(events) > MAX_EVENTS
+        else Markup()
+    )
+    return join([note, table("events", ("at", "type", "stage", "attempt", "details"), rows)])
