@@ -147,6 +147,7 @@ def test_a_loopback_page_answers_only_to_a_loopback_host(served):
 def test_routes_are_a_fixed_list():
     assert route("/") == ("runs", ())
     assert route("/runs/run_1/metrics") == ("metrics", ("run_1",))
+    assert route("/runs/nightly%20sft") == ("run", ("nightly sft",))  # a key, as links encode it
     assert route("/assets/ui.js") == ("asset", ("/assets/ui.js",))
     assert route("/runs/..") is None and route("/assets/x") is None and route("/runs/") is None
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from nodus.client import Client
 from nodus.errors import CatalogError, NodusError, NotFoundError, UsageError
@@ -94,7 +94,9 @@ def route(path: str) -> tuple[str, tuple[str, ...]] | None:
         return "asset", (path,)
     found = _RUN.fullmatch(path)
     if found and found.group(1) not in (".", ".."):
-        return ("metrics" if found.group(2) else "run"), (found.group(1),)
+        # A run reference is looked up in the catalog, never used as a path: a key written
+        # with spaces arrives percent-encoded, as the page's own links encode it.
+        return ("metrics" if found.group(2) else "run"), (unquote(found.group(1)),)
     return None
 
 
