@@ -255,3 +255,33 @@ def test_an_empty_home_is_served_and_ctrl_c_stops_it_in_one_line(tmp_path):
     finally:
         status, err = server.stop()  # SIGINT: what Ctrl-C sends
     assert (status, err) == (0, "nodus ui: stopped\n")
+
+
+def test_the_upload_queue_is_said_in_words_and_its_error_stays_text():
+    from nodus.ui.pages.run_tables import uploads
+
+    # the shape `runs get --json` carries: the uploader's status (nodus.store.upload) and the
+    # saves that never reached the store (the catalog's unrecorded list)
+    run = {
+        "upload": {
+            "uploading": {
+                "step": 30,
+                "snapshot": "ckpt_1",
+                "role": "checkpoint",
+                "bytes_done": 1024,
+                "bytes_total": 4096,
+            },
+            "waiting": 2,
+            "skipped": 1,
+            "uploaded": 5,
+            "error": "<b>503</b> from the store",
+            "retrying_until": None,
+        },
+        "unrecorded": [{"role": "checkpoint", "step": 10}, {"role": "outputs", "step": None}],
+    }
+    said = uploads(run)
+    assert "uploading step 30: 1.0 KiB of 4.0 KiB" in said
+    assert "2 waiting, 1 skipped, 5 uploaded" in said
+    assert "last error: &lt;b&gt;503&lt;/b&gt; from the store" in said and "<b>" not in said
+    assert "never reached the store: step 10, outputs" in said
+    assert uploads({"upload": None, "unrecorded": []}) == ""  # a run without a remote store
