@@ -161,6 +161,8 @@ class UiProcess:
         self.proc = subprocess.Popen(
             [*NODUS, "ui", "--port", "0", *args],
             env=full,
+            # as a background job of a non-interactive shell starts it: SIGINT ignored
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -173,8 +175,8 @@ class UiProcess:
         self.url = line.rsplit(" ", 1)[-1].strip()
         self.base = self.url.split("?")[0].rstrip("/")
 
-    def stop(self) -> tuple[int, str]:
-        self.proc.send_signal(signal.SIGINT)
+    def stop(self, signum: int = signal.SIGINT) -> tuple[int, str]:
+        self.proc.send_signal(signum)
         try:
             _, err = self.proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:

@@ -6,6 +6,7 @@ server in a thread (the command itself where its exit matters)."""
 from __future__ import annotations
 
 import http.client
+import signal
 import subprocess
 import sys
 import textwrap
@@ -253,8 +254,13 @@ def test_an_empty_home_is_served_and_ctrl_c_stops_it_in_one_line(tmp_path):
             with urllib.request.urlopen(server.base + path, timeout=10) as answer:
                 assert answer.status == 200 and words in answer.read()
     finally:
-        status, err = server.stop()  # SIGINT: what Ctrl-C sends
+        status, err = server.stop()  # SIGINT: what Ctrl-C sends (started with it ignored)
     assert (status, err) == (0, "nodus ui: stopped\n")
+
+
+def test_sigterm_stops_it_in_one_line(tmp_path):
+    server = UiProcess(tmp_path / "home")
+    assert server.stop(signal.SIGTERM) == (0, "nodus ui: stopped\n")  # systemd, kill
 
 
 def test_the_upload_queue_is_said_in_words_and_its_error_stays_text():
