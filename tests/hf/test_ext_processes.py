@@ -216,16 +216,20 @@ def test_a_paused_world_resumes_under_tight_retention_and_its_branch_ends_bit_id
     assert attempts[1]["restored_step"] == paused_at, why
     assert project.outputs_hash("w") == bare, why
     # keep_recoverable = 1: the two newest hold the training state (every rank's RNG state);
-    # the epoch saves before them keep their weights only
+    # the saves before them keep their weights only. Which two depends on where the pause
+    # landed: a loaded machine lets the world train on past step 21 before it stops.
     snapshots = {m.step: m for m in project.snapshots("w")}
-    assert snapshots[24].kinds == snapshots[21].kinds == ("weights", "state", "files"), why
-    assert snapshots[6].kinds == snapshots[12].kinds == ("weights",), why
+    *older, second, newest = sorted(snapshots)
+    assert newest == 24 and second >= 21, why
+    assert snapshots[newest].kinds == snapshots[second].kinds == ("weights", "state", "files"), why
+    assert all(snapshots[step].kinds == ("weights",) for step in older), why
+    assert {6, 12} <= set(older), why
 
-    branched = project.nodus("runs", "branch", "w@21", "--from", "full-state", timeout=300)
+    branched = project.nodus("runs", "branch", f"w@{second}", "--from", "full-state", timeout=300)
     assert branched.returncode == 0, branched.stdout[-3000:] + branched.stderr[-3000:]
     runs = json.loads(project.nodus("runs", "list", "--json").stdout)
     child = project.get(runs[0]["id"])
-    assert child["phase"] == "SUCCEEDED" and child["parent"]["step"] == 21, why
+    assert child["phase"] == "SUCCEEDED" and child["parent"]["step"] == second, why
     assert project.committed_steps(child["id"]) == [24], why
     assert project.outputs_hash(child["id"]) == bare, why
 
