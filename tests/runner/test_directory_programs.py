@@ -123,11 +123,17 @@ def next_program(project, run_id: str, log: Path, after: int) -> dict:
 
 
 def kill_randomly(project, run_id: str, log: Path, kills: int, rng: random.Random) -> None:
-    """SIGKILL the program ``kills`` times, each at a random moment of its training."""
+    """SIGKILL the program ``kills`` times, each at a random moment of its training.
+
+    The last kill waits for a snapshot taken while the program trained: on a loaded machine
+    every early kill may land before the first commit, and a run that never restores proves
+    nothing about restoring."""
     number = 0
-    for _ in range(kills):
+    for left in range(kills, 0, -1):
         attempt = next_program(project, run_id, log, number)
         number = attempt["number"]
+        if left == 1:
+            wait_for(lambda: settled_commits(project, run_id), what="a snapshot while it trains")
         time.sleep(rng.uniform(0.2, 1.5))
         if pid_alive(attempt["pid"]):
             os.kill(attempt["pid"], signal.SIGKILL)

@@ -14,12 +14,13 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from programs.curve_counter import HTML_LINE
 from webdriver import Browser, leftovers
 
-from conftest import Home, UiProcess, _committed, _run_id, _running
+from conftest import Home, UiProcess, _committed, _run_id
 from nodus.runner.catalog.core import Catalog
 from polling import wait_for
 
@@ -59,11 +60,18 @@ def browser() -> Iterator[Browser]:
 
 
 @contextmanager
-def started(home: Home, key: str, steps: int) -> Iterator[str]:
-    """A run of the curve counter under ``key``, going on; it must succeed by the end."""
-    runner = home.start("run", home.workload(key, "--steps", str(steps), *SLOW), "--key", key)
+def started(home: Home, key: str, steps: int) -> Iterator[tuple[str, Path]]:
+    """A run of the curve counter under ``key``, going on; it must succeed by the end.
+
+    Yields its id and a hold file: while it exists the program waits after each save, so a
+    page opened on a loaded machine still finds the run going; the test removes it to go on."""
+    hold = home.code / f"{key}.hold"
+    hold.touch()
+    workload = home.workload(key, "--steps", str(steps), *SLOW, "--hold", str(hold))
+    runner = home.start("run", workload, "--key", key)
     try:
-        yield _run_id(home, key)
+        yield _run_id(home, key), hold
+        hold.unlink(missing_ok=True)
         _, err = runner.communicate(timeout=120)
         assert runner.returncode == 0, err[-2000:]
     finally:
@@ -88,14 +96,14 @@ def _steps(text: str) -> list[int]:
 
 def test_a_running_run_page_follows_its_output_live(live, browser):
     home, server = live
-    with started(home, "follow", steps=40) as run_id:
+    with started(home, "follow", steps=40) as (run_id, hold):
         catalog = Catalog(str(home.path))
         wait_for(lambda: any(s >= 5 for s in _committed(catalog, run_id)), what="step 5 saved")
-        browser.get(f"{server.base}/runs/{run_id}")
+        browser.get(f"{server.base}/runs/{run_id}")  # the program holds after step 5
         assert browser.run("return document.querySelector('pre.log[data-follow]') !== null")
         browser.run("window.__kept = 1")
         target = max(_steps(browser.run("return " + LOG_TEXT)), default=0) + 10  # 2 saves on
-        assert target < 40  # the run still goes on: what follows is printed while we watch
+        hold.unlink()  # what follows is printed while we watch
         after = f"curve: step {target},"
         text = browser.wait(
             LOG_AFTER, after, HTML_LINE, what=f"{after} and an HTML line after it, on the page"
@@ -111,11 +119,12 @@ def test_a_running_run_page_follows_its_output_live(live, browser):
 
 def test_the_runs_page_shows_a_run_end_without_a_reload(live, browser):
     home, server = live
-    with started(home, "ending", steps=24) as run_id:
+    with started(home, "ending", steps=24) as (run_id, hold):
         catalog = Catalog(str(home.path))
-        wait_for(lambda: _running(catalog, run_id), what="its program")
-        browser.get(server.base + "/")
+        wait_for(lambda: _committed(catalog, run_id), what="its first save")
+        browser.get(server.base + "/")  # the program holds after its first save
         assert browser.run(ROW_PHASE, run_id) == "RUNNING"
         browser.run("window.__kept = 1")
+        hold.unlink()
         browser.wait(ROW_IN, run_id, "SUCCEEDED", what=f"{run_id} SUCCEEDED on the open page")
         assert browser.run("return window.__kept") == 1

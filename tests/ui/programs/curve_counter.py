@@ -2,10 +2,12 @@
 every checkpoint folder also holds a ``trainer_state.json`` (the Trainer's file) with a
 ``log_history`` of each step's loss and learning rate, so ``nodus ui`` draws curves.
 
-    python curve_counter.py --steps 40 --save-every 5 --sleep 0.05 [--fail-at 12]
+    python curve_counter.py --steps 40 --save-every 5 --sleep 0.05 [--fail-at 12] [--hold PATH]
 
 Loss and learning rate are functions of the step alone, so an attempt that resumed logs the
 same history the interrupted one did. Its first line has HTML in it: a page must show it as text.
+After each save it waits while the file ``--hold`` exists: a test looks at a page of a run that
+is surely still going, then lets it go on.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def main() -> int:
     parser.add_argument("--save-every", type=int, default=5)
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--fail-at", type=int, default=None)
+    parser.add_argument("--hold", default=None)
     args = parser.parse_args()
     state_dir = os.environ.get(protocol.ENV_CHECKPOINT_DIR, protocol.STATE_DIR)
     os.makedirs(state_dir, exist_ok=True)
@@ -79,6 +82,8 @@ def main() -> int:
             save(state_dir, step, args.steps)
             print(f"curve: step {step}, loss {loss(step):.4f}, saved", flush=True)
             print(HTML_LINE, flush=True)  # again, for a page that follows the output live
+            while args.hold and os.path.exists(args.hold):
+                time.sleep(0.05)
     os.makedirs("out", exist_ok=True)
     with open(os.path.join("out", "result.json"), "w") as handle:
         json.dump({"steps": step}, handle)
