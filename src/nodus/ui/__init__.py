@@ -2,7 +2,9 @@
 browser, read-only (docs/ui.md).
 
 A room above :mod:`nodus.client`: every answer on a page is what :class:`nodus.Client` (opened
-read-only) returns, so the page and ``--json`` never disagree. Nothing here is imported before
+read-only) returns, so the page and ``--json`` never disagree; the words for those shapes are
+:mod:`nodus.inventory`'s, so a page and ``runs get`` say a run's progress alike. Nothing here is
+imported before
 ``nodus ui`` is asked for, and nothing here imports an ML framework.
 
     server.py    the HTTP server: routes, methods, the access token, loopback's Host check

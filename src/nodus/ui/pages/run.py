@@ -8,7 +8,8 @@ import time
 from typing import Any
 
 from nodus.client import Client
-from nodus.schemas.units import human_bytes, human_duration
+from nodus.inventory.runs import progress_line
+from nodus.schemas.units import human_bytes
 from nodus.ui.charts import Bar, timeline
 from nodus.ui.html import Markup, join, tag
 from nodus.ui.pages.layout import Page, phase_badge, run_href, seconds, when
@@ -57,7 +58,7 @@ def _summary(run: dict[str, Any]) -> Markup:
         ("curves", tag("a", {"href": run_href(run["id"]) + "/metrics"}, "metrics over steps")),
     ]
     if run.get("progress"):
-        facts.append(("progress", _progress(run["progress"])))
+        facts.append(("progress", progress_line(run["progress"])))  # as `runs get` says it
     if run["pause"]:
         pause = run["pause"]
         facts.append(
@@ -104,21 +105,6 @@ def _summary(run: dict[str, Any]) -> Markup:
         facts.append(("model", f"{model['ref']} (step {model['step']})"))
     items = [join([tag("dt", None, key), tag("dd", None, value)]) for key, value in facts]
     return tag("dl", {"class": "facts"}, *items)
-
-
-def _progress(progress: dict[str, Any]) -> str:
-    parts = []
-    if progress["step"] is not None:
-        total = progress["total_steps"]
-        parts.append(f"step {progress['step']}" + (f" of {total}" if total else ""))
-    if progress["loss"] is not None:
-        parts.append(f"loss {progress['loss']:.4g}")
-    if progress["eta_seconds"] is not None:
-        parts.append(f"about {human_duration(progress['eta_seconds'])} left")
-    newest = progress["newest_snapshot"]
-    if newest:
-        parts.append(f"newest snapshot step {newest['step']}")
-    return ", ".join(parts) or "starting"
 
 
 def _failures(run: dict[str, Any]) -> Markup:
