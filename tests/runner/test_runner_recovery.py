@@ -28,6 +28,9 @@ def test_a_program_sigkilled_at_random_moments_ends_like_an_uninterrupted_run(pr
     kills = 0
     for _ in range(3):
         wait_for(lambda: running_attempt(project.catalog(), run_id), what="an attempt")
+        # each recovery must have state to restore: on a loaded machine 0.3 s after its start
+        # the first attempt may not have committed yet
+        wait_for(lambda: committed_steps(project, run_id), what="a committed snapshot")
         time.sleep(rng.uniform(0.3, 0.8))
         if runner.poll() is not None:
             break
@@ -77,7 +80,9 @@ def test_sigterm_to_the_runner_is_a_preemption_notice_then_resume_finishes(proje
     )
     runner = project.start("run", "workload.toml", "--key", "pre")
     run_id = wait_for(lambda: _run_id(project, "pre"), what="the run")
-    wait_for(lambda: running_attempt(project.catalog(), run_id), what="the program")
+    attempt = wait_for(lambda: running_attempt(project.catalog(), run_id), what="the program")
+    # its SIGTERM handler is set once it says where it starts (a loaded machine may take seconds)
+    wait_for(lambda: "counter: starting" in _text(attempt["log_path"]), what="it to start")
     time.sleep(0.5)
     os.kill(runner.pid, signal.SIGTERM)
     runner.communicate(timeout=60)
@@ -415,3 +420,13 @@ def test_a_recovery_takes_the_killed_programs_checkpoint_only_where_it_verifies(
     run = project.get(run_id)
     assert run["stages"][0]["attempts"][1]["restored_step"] == newest.step
     assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
+
+
+def _text(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        with open(path, errors="replace") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return ""
