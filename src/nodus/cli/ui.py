@@ -74,14 +74,15 @@ def _ui(args: argparse.Namespace) -> int:
         ):
             raise UsageError(f"--host {args.host}: not an address of this machine") from None
         raise
-    # Ctrl-C and SIGTERM (systemd, kill) stop it the same way, from before the address is
-    # printed. SIGINT is taken explicitly: a background job of a non-interactive shell, or
-    # nohup, inherits it ignored, and Python then never turns it into KeyboardInterrupt.
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
     host = args.host if ":" not in args.host.strip("[]") else f"[{args.host.strip('[]')}]"
     url = f"http://{host}:{server.port}/" + (f"?token={token}" if token else "")
     try:
+        # Ctrl-C and SIGTERM (systemd, kill) stop it the same way, from before the address is
+        # printed, inside this try so the socket is always closed. SIGINT is taken explicitly:
+        # a background job of a non-interactive shell, or nohup, inherits it ignored, and
+        # Python then never turns it into KeyboardInterrupt.
+        signal.signal(signal.SIGINT, _stop)
+        signal.signal(signal.SIGTERM, _stop)
         print(f"nodus ui: serving {client.home} read-only at {url}", flush=True)
         if args.host not in ("127.0.0.1", "localhost", "::1"):
             output.say("other machines can reach this page; share the address only with its token")
