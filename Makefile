@@ -17,8 +17,9 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-# nodus's own bytecode, written once: the suite starts ~1,400 nodus processes, and where
-# PYTHONDONTWRITEBYTECODE is set (as on CI's machines) each would compile its modules again.
+# nodus's own bytecode, written once: pip compiles installed packages, not an editable checkout,
+# and where PYTHONDONTWRITEBYTECODE is set (as on this machine) each of the suite's ~1,800 nodus
+# processes would compile its modules again (docs/benchmarks.md, "The test suite").
 COMPILE := $(BIN)/python -m compileall -q src
 
 .PHONY: demo test test-fast venv clean quickstart-program chromium
