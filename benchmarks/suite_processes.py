@@ -29,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 
+from nodus.runner.processes import procfs
+
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup"]
 ML_RSS = 400 * 2**20
 TICK = os.sysconf("SC_CLK_TCK")
@@ -41,48 +43,36 @@ class Sampler(threading.Thread):
     def __init__(self, interval: float) -> None:
         super().__init__(daemon=True)
         self.interval = interval
-        self.since = _start_ticks("self")  # only what started after this script counts
-        self.seen: dict[tuple[str, str], dict] = {}
+        self.since = _started(os.getpid())  # only what started after this script counts
+        self.seen: dict[tuple[int, int], dict] = {}
         self.done = threading.Event()
 
     def run(self) -> None:
         while not self.done.wait(self.interval):
-            for pid in os.listdir("/proc"):
-                if pid.isdigit() and int(pid) != os.getpid():
+            for pid in procfs.pids():
+                if pid != os.getpid():
                     self._look(pid)
 
-    def _look(self, pid: str) -> None:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return  # ended between the listing and the look
-        fields = stat.rsplit(")", 1)[1].split()  # fields[0] is the state, field 3 of proc(5)
-        key = (pid, fields[19])
-        if int(fields[19]) < self.since:
-            return
-        record = self.seen.get(key)
+    def _look(self, pid: int) -> None:
+        entry = procfs.stat(pid)
+        if entry is None or entry.starttime < self.since:
+            return  # gone since the listing, or there before the command
+        record = self.seen.get((pid, entry.starttime))
         if record is None:
-            record = self.seen[key] = {"test": _test_of(pid), "ml": False}
+            test = procfs.environ_value(pid, "PYTEST_CURRENT_TEST") or ""
+            record = {"test": test.rsplit(" (", 1)[0], "ml": False}  # without "(call)"
+            self.seen[pid, entry.starttime] = record
+        command = procfs.command_line(pid)  # the newest: a prefork child becomes its program
         if command:
-            record["command"] = command.replace(b"\0", b" ").decode(errors="replace")[:300]
-        record["cpu"] = (int(fields[11]) + int(fields[12])) / TICK
-        record["ml"] = record["ml"] or int(fields[21]) * PAGE > ML_RSS
+            record["command"] = command[:300]
+        record["cpu"] = entry.cpu_ticks / TICK
+        record["ml"] = record["ml"] or entry.rss_pages * PAGE > ML_RSS
 
 
-def _start_ticks(pid: str) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-
-
-def _test_of(pid: str) -> str:
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return ""
-    for item in environ:
-        if item.startswith(b"PYTEST_CURRENT_TEST="):
-            return item.split(b"=", 1)[1].decode(errors="replace").rsplit(" (", 1)[0]
-    return ""
+def _started(pid: int) -> int:
+    entry = procfs.stat(pid)
+    assert entry is not None  # this very process
+    return entry.starttime
 
 
 def kind(command: str) -> str:

@@ -31,6 +31,8 @@ class Stat:
     ppid: int
     starttime: int  # clock ticks after boot: with the pid, names one process for good
     exit_code: int  # a zombie's status in the form waitpid() reports it; 0 while alive
+    cpu_ticks: int = 0  # user + system time so far, in clock ticks (os.sysconf("SC_CLK_TCK"))
+    rss_pages: int = 0  # resident memory, in pages
 
 
 def stat(pid: int) -> Stat | None:
@@ -57,6 +59,8 @@ def _parse_stat(pid: int, data: bytes) -> Stat:
         ppid=int(fields[1]),
         starttime=int(fields[19]),
         exit_code=int(fields[49]) if len(fields) > 49 else 0,
+        cpu_ticks=int(fields[11]) + int(fields[12]),
+        rss_pages=int(fields[21]),
     )
 
 
