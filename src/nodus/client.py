@@ -261,8 +261,9 @@ class Client:
         from nodus.inventory.runs import run_summary
 
         check_filters(offset, phase)
-        found = self._catalog().list_runs(limit=limit, offset=offset, phase=phase, name=name)
-        return [run_summary(run) for run in found]
+        catalog = self._catalog()
+        found = catalog.list_runs(limit=limit, offset=offset, phase=phase, name=name)
+        return [run_summary(run, catalog.home) for run in found]
 
     def runs_page(
         self,
@@ -317,7 +318,8 @@ class Client:
         ``nodus runs list --tree --json``'s rows with their ``depth``."""
         from nodus.inventory.runs import lineage_tree, run_summary
 
-        linked = [run_summary(run) for run in self._catalog().lineage_runs()]
+        catalog = self._catalog()
+        linked = [run_summary(run, catalog.home) for run in catalog.lineage_runs()]
         return [{**run, "depth": depth} for depth, run in lineage_tree(linked)]
 
     def progress(self, run: str) -> dict[str, Any] | None:

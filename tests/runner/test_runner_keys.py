@@ -84,3 +84,32 @@ def test_cancel_stops_the_program_and_the_run_ends_cancelled(project):
     wait_for(lambda: not pid_alive(program), timeout=10, what="the program to stop")
     again = project.nodus("runs", "cancel", run_id)
     assert again.returncode == 2 and "already finished (CANCELLED)" in again.stderr
+
+
+def test_a_paused_key_stays_paused_and_a_cancelled_one_stops_for_good(project):
+    """`run --key` (cron) never undoes what a user did by hand: a paused run is reported, exit
+    3, until `runs resume`; `runs cancel` stops a keyed run for good, reported with exit 4."""
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, gated=True)
+    runner = project.start("run", "workload.toml", "--key", "held")
+    run_id = wait_for(lambda: _key_run(project, "held"), what="the run")
+    wait_for(lambda: committed_steps(project, run_id), what="a snapshot")
+    paused = project.nodus("runs", "pause", run_id, "--checkpoint", "latest")
+    assert paused.returncode == 0, paused.stderr
+    runner.communicate(timeout=120)
+    assert runner.returncode == 3 and project.get(run_id)["phase"] == "PAUSED"
+    cron = project.nodus("run", "workload.toml", "--key", "held")
+    assert cron.returncode == 3
+    assert "is PAUSED by `nodus runs pause` and stays paused" in cron.stderr
+    assert f"`nodus runs resume {run_id}` continues it" in cron.stderr
+    assert len(project.get(run_id)["stages"][0]["attempts"]) == 1  # nothing started
+    assert project.nodus("runs", "cancel", run_id).returncode == 0
+    final = project.nodus("run", "workload.toml", "--key", "held")
+    assert final.returncode == 4 and "has already finished: CANCELLED" in final.stderr
+    assert project.get(run_id)["phase"] == "CANCELLED"
+
+
+def _key_run(project, key: str) -> str | None:
+    if not (project.home / "nodus.db").exists():
+        return None
+    run = project.catalog().find_by_key(key)
+    return run.id if run else None

@@ -206,23 +206,31 @@ def test_refusals_name_the_reason_and_a_runnerless_run_can_still_be_cancelled(pr
     assert committed_steps(project, run_id)[0] == step  # cancelling deletes no snapshot
 
 
-def test_a_resume_after_progress_without_restorable_state_fails_instead_of_restarting(project):
-    _counter(
-        project,
-        save_every=100000,
-        sleep=0.1,
-        body=('[continuity]\nmode = "checkpointed"\nresume_on_interruption = false\n'),
-    )
+def test_a_runner_dead_before_its_first_snapshot_is_continued_alike_by_resume_and_key(project):
+    """One answer to "continue this run": a runner killed before anything was committed
+    leaves nothing to lose, so `runs resume` starts it again from the beginning, saying so,
+    exactly as `run --key` does (never a final FAILED that the other command would not give)."""
+    _counter(project, save_every=100000, sleep=0.1)
     runner, run_id = _start_and_train(project, "nostate", after_step=None)
     os.killpg(runner.pid, signal.SIGKILL)
     runner.communicate(timeout=30)
+    shown = project.get(run_id)
+    assert shown["phase"] == "RUNNING" and shown["runner"]["state"] == "gone"
+    assert shown["runner"]["continue_with"] == "nodus run FILE --key nostate"
+    assert "RUNNING (runner gone)" in project.nodus("runs", "list").stdout
+    text = project.nodus("runs", "get", run_id).stdout
+    assert "runner gone (pid " in text and "`nodus run FILE --key nostate` continues it" in text
+    waited = project.nodus("runs", "wait", run_id, "--exit-status")
+    assert waited.returncode == 3 and "`nodus run FILE --key nostate` recovers it" in waited.stderr
 
+    project.done_killing()
     resumed = project.nodus("runs", "resume", run_id)
-    assert resumed.returncode == 1
+    assert resumed.returncode == 0, resumed.stderr
+    assert "starts again from the beginning: it committed no snapshot" in resumed.stderr
     view = project.get(run_id)
-    assert view["phase"] == "FAILED"
-    assert "no committed snapshot holds its training state" in view["message"]
-    assert len(view["stages"][0]["attempts"]) == 1  # nothing started again from the source
+    assert view["phase"] == "SUCCEEDED" and view["runner"]["state"] is None
+    assert [a["restored_step"] for a in view["stages"][0]["attempts"]] == [None, None]
+    assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
 
 
 def _finishing(gate: Path) -> str:

@@ -147,8 +147,10 @@ def test_resume_false_stops_interrupted_and_resumable_by_hand(project):
     assert runner.returncode == 3
     run = project.get(run_id)
     assert run["phase"] == "INTERRUPTED" and "nodus runs resume" in run["message"]
-    again = project.nodus("run", "workload.toml", "--key", "nr")  # reports, does not rerun
-    assert again.returncode == 3 and "already finished: INTERRUPTED" in again.stderr
+    again = project.nodus("run", "workload.toml", "--key", "nr")  # left so, as asked
+    assert again.returncode == 3
+    assert "resume_on_interruption = false keeps it so" in again.stderr
+    assert f"`nodus runs resume {run_id}` continues it" in again.stderr
     project.done_killing()
     assert project.nodus("runs", "resume", "nr").returncode == 0
     assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}

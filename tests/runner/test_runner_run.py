@@ -120,12 +120,13 @@ def test_a_failing_program_fails_the_run_with_exit_1(project):
     assert len(run["stages"][0]["attempts"]) == 1  # a failure is never retried as a recovery
 
 
-def test_a_command_that_cannot_start_fails_the_stage_naming_it(project):
+def test_a_command_not_on_the_path_is_refused_before_the_run_is_recorded(project):
     project.write(command=["no-such-trainer", "--fast"])
     proc = project.nodus("run", "workload.toml", "--key", "missing")
-    assert proc.returncode == 1
-    assert "'no-such-trainer' cannot start: not found" in proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert "command 'no-such-trainer' is not found on the PATH of this `nodus run`" in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert project.catalog().find_by_key("missing") is None  # nothing recorded, the key free
 
 
 def test_a_command_in_the_copy_that_is_not_executable_fails_on_the_spare_as_before(project):
@@ -140,6 +141,34 @@ def test_a_command_in_the_copy_that_is_not_executable_fails_on_the_spare_as_befo
     run = project.get("noexec")
     assert len(run["stages"][0]["attempts"]) == 1
     assert not [e for e in run["events"] if e["type"] == "supervisor_replaced"]
+
+
+def test_a_run_whose_program_never_started_gives_its_key_to_the_corrected_workload(project):
+    """From cron a slip fails the day's run before anything trained: the next `run --key`
+    says so and accepts the file as it is now under the same key; the old run stays listed."""
+    (project.root / "train.sh").write_text('#!/bin/sh\nexec "$@"\n')  # mode 0644: a slip
+    counter = [sys.executable, "-m", "nodus.testing.counter", "--steps", "5"]
+    project.write(command=["./train.sh", *counter])
+    assert project.nodus("run", "workload.toml", "--key", "daily").returncode == 1
+    failed = project.get("daily")["id"]
+    unchanged = project.nodus("run", "workload.toml", "--key", "daily")  # still broken
+    assert unchanged.returncode == 1 and "cannot start: not executable" in unchanged.stderr
+    assert "FAILED before its program ever started" in unchanged.stderr
+    second = project.get("daily")["id"]
+    assert second != failed
+    (project.root / "train.sh").chmod(0o755)  # the fix
+    fixed = project.nodus("run", "workload.toml", "--key", "daily")
+    assert fixed.returncode == 0, fixed.stderr
+    assert f"{second} under key 'daily' FAILED before its program ever started" in fixed.stderr
+    run = project.get("daily")
+    assert run["id"] not in (failed, second) and run["phase"] == "SUCCEEDED"
+    assert project.result(run["id"]) == {"steps": 5, "value": expected_value(5)}
+    old = project.get(second)
+    assert old["key"] is None and old["phase"] == "FAILED"
+    released = [e for e in old["events"] if e["type"] == "key_released"]
+    assert [(e["key"], e["run"]) for e in released] == [("daily", run["id"])]
+    again = project.nodus("run", "workload.toml", "--key", "daily")  # now it is reported
+    assert again.returncode == 0 and "has already finished: SUCCEEDED" in again.stderr
 
 
 def test_a_refused_workload_exits_2_without_a_traceback(project):

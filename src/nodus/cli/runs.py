@@ -226,7 +226,7 @@ def _list(args) -> int:
             "  " * depth + r["id"],
             r["key"] or "-",
             r["name"],
-            r["phase"],
+            r["phase"] + (" (runner gone)" if r["runner"] == "gone" else ""),
             output.text(r["exit_status"]),
             r["created_at"],
             _parent_text(r["parent"]),
@@ -245,6 +245,8 @@ def _parent_text(parent: dict | None) -> str:
 
 
 def _get(args) -> int:
+    from nodus.inventory.runs import runner_line
+
     data = output.client(args).get(args.run)
     if args.json:
         output.print_json(data)
@@ -255,6 +257,9 @@ def _get(args) -> int:
     )
     if data["message"]:
         print(f"  {data['message']}")
+    gone = runner_line(data["runner"])
+    if gone:
+        print(f"  {gone}")
     failed = _capture_failure_line(data)
     if failed:
         print(f"  {failed}")

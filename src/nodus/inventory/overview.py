@@ -39,7 +39,8 @@ def runs_page(
     newest = catalog.newest_events(ids, "snapshot_committed")
     stored = _stored(lookup, runs)
     rows = [
-        _row(run, stages.get(run.id, []), newest.get(run.id), stored.get(run.id)) for run in runs
+        _row(catalog.home, run, stages.get(run.id, []), newest.get(run.id), stored.get(run.id))
+        for run in runs
     ]
     total = catalog.count_runs(phase=phase, name=name)
     return {"total": total, "offset": offset, "limit": limit, "runs": rows}
@@ -60,11 +61,11 @@ def check_filters(offset: int, phase: str | None) -> None:
         raise UsageError(f"phase {phase!r}: one of {', '.join(phases)}")
 
 
-def _row(run: Any, stages: list[dict], newest: dict | None, stored: dict | None) -> dict:
+def _row(home: str, run: Any, stages: list[dict], newest: dict | None, stored: dict | None) -> dict:
     attempts = [a for s in stages for a in s["attempts"]]
     started = min((a["started_at"] for a in attempts), default=None)
     return {
-        **run_summary(run),
+        **run_summary(run, home),
         "started_at": started,
         "finished_at": run.finished_at,
         "duration_seconds": _duration(started, run.finished_at, run.updated_at, run.phase),

@@ -21,6 +21,7 @@ from nodus.runner.catalog.connection import stamp, stamp_seconds
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.phases import Phase
 from nodus.runner.catalog.unrecorded import unrecorded
+from nodus.runner.control.outside import continue_command, runner_gone
 from nodus.runner.remote.uploads import read_upload_status
 from nodus.schemas.units import human_duration
 
@@ -35,6 +36,9 @@ __all__ = [
     "run_json",
     "run_model_json",
     "run_summary",
+    "runner_json",
+    "runner_line",
+    "runner_state",
 ]
 
 _PAUSE_FIELDS = (
@@ -63,8 +67,8 @@ _ATTEMPT_FIELDS = (
 )
 
 
-def run_summary(run: Run) -> dict[str, Any]:
-    """One row of ``runs list --json``."""
+def run_summary(run: Run, home: str) -> dict[str, Any]:
+    """One row of ``runs list --json``; ``home`` is the catalog's, where its runner's lock is."""
     return {
         "id": run.id,
         "key": run.key,
@@ -73,18 +77,50 @@ def run_summary(run: Run) -> dict[str, Any]:
         "exit_status": run.exit_status,
         "created_at": run.created_at,
         "parent": run.parent,  # {run, snapshot, step, stage, mode}, or None
+        "runner": runner_state(home, run),
     }
+
+
+def runner_state(home: str, run: Run) -> str | None:
+    """``driving``, ``queued`` (waiting for its background runner), ``gone`` (its runner died
+    and nothing moves the run until :func:`runner_json`'s ``continue_with`` is run), or None
+    once the run stopped. Read from the run's lock, which the kernel drops when its holder
+    dies, never from a pid alone (pids are reused)."""
+    if run.phase.stopped:
+        return None
+    if runner_gone(home, run):
+        return "gone"
+    return "queued" if run.phase == Phase.QUEUED else "driving"
+
+
+def runner_json(home: str, run: Run) -> dict[str, Any]:
+    """``runs get``'s ``runner``: pid and host (the last runner's, kept after it died), its
+    state, and for a runner that is gone the command that continues the run."""
+    state = runner_state(home, run)
+    data: dict[str, Any] = {"pid": run.runner_pid, "host": run.runner_host, "state": state}
+    if state == "gone":
+        data["continue_with"] = continue_command(run)
+    return data
+
+
+def runner_line(runner: dict[str, Any]) -> str | None:
+    """``runner gone (pid 4242 on host gpu1): `nodus run FILE --key nightly` continues it``;
+    None while a runner drives the run or once it stopped."""
+    if runner.get("state") != "gone":
+        return None
+    last = f" (pid {runner['pid']} on host {runner['host']})" if runner["pid"] else ""
+    return f"runner gone{last}: `{runner['continue_with']}` continues it"
 
 
 def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
     """The ``runs get --json`` shape: summary, stages with attempts, the newest pause, events."""
-    data = run_summary(run)
+    data = run_summary(run, catalog.home)
     data.update(
         message=run.message,
         store=redacted(run.store),  # a password in the URL is never shown
         updated_at=run.updated_at,
         finished_at=run.finished_at,
-        runner={"pid": run.runner_pid, "host": run.runner_host},
+        runner=runner_json(catalog.home, run),
         pause=pause_json(catalog.latest_pause(run.id)),
         upload=read_upload_status(catalog.home, run.id),
         unrecorded=unrecorded(catalog, run.id),

@@ -24,9 +24,11 @@ restored suspect, and the stage continues from the next older one, within a boun
 (:mod:`nodus.runner.recovery.suspects`).
 
 A checkpointed stage never quietly starts over: when it committed snapshots but none holds
-training state any more, or when ``nodus runs resume`` finds that earlier attempts trained
-without leaving any, the run fails naming why instead of restarting from the source; so does an
-attempt that finds every snapshot it could restore damaged (``attempt.NothingIntactError``).
+training state any more, the run fails naming why instead of restarting from the source
+(:func:`nodus.runner.recovery.continuing.start_point`, the rule ``run --key`` and ``runs resume``
+say before they drive); so does an attempt that finds every snapshot it could restore damaged
+(``attempt.NothingIntactError``). A stage that never committed a snapshot starts again from the
+beginning, as its automatic recoveries do: nothing kept is thrown away.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.unrecorded import unrecorded, unrecorded_note
 from nodus.runner.control.outside import settle_open_pause
 from nodus.runner.processes.containment import kill_survivors
-from nodus.runner.recovery import decisions, suspects
+from nodus.runner.recovery import continuing, decisions, suspects
 from nodus.runner.recovery.decisions import Action, Decision, Restore, Restored, checkpointed
 from nodus.runner.upkeep.lineage import Parent, inherited_stages
 from nodus.runner.workspace.launch import stored
@@ -256,29 +258,26 @@ class Runner:
         return _status(phase)
 
     def _lost_training_state(self, stage: ResolvedStage, restore: Restore) -> str | None:
-        """Why a checkpointed stage must not start again from its source, or None if it may.
-
-        Progress is known when the stage committed snapshots, or (on a resume by hand) when an
-        earlier attempt's program ran at all.
-        """
+        """Why a checkpointed stage must not start again from its source, or None if it may:
+        it committed snapshots but none holds training state any more
+        (:func:`~nodus.runner.recovery.continuing.start_point`, which ``run --key`` and ``runs
+        resume`` say before they drive)."""
         if not (checkpointed(stage) and restore.newest):
             return None
         # An empty capture (the program exited before writing anything) is no progress.
         manifests = [m for m in self.ctx.store.list(run=self.run.id, stage=stage.name) if m.files]
-        if newest_first(manifests):
-            return None
-        if not manifests and self._inherited(stage):
-            return None  # nothing of its own yet: it starts from the parent's snapshot again
-        attempts = self.catalog.attempts(self.run.id, stage.name)
-        trained = [a for a in attempts if a["pid"] is not None]
-        if not manifests and not (restore.by_hand and trained):
+        start = continuing.start_point(
+            checkpointed=True,
+            committed=len(manifests),
+            restorable=len(newest_first(manifests)),
+            continues_parent=self._inherited(stage) is not None,
+        )
+        if start is not continuing.Start.LOST:
             return None
         return (
-            f"stage {stage.name!r} of {self.run.id} made progress ({len(trained)} "
-            "attempt(s) ran, "
-            + (f"{len(manifests)} snapshot(s) committed" if manifests else "no snapshot committed")
-            + ") but no committed snapshot holds its training state; it fails rather than "
-            "start again from the beginning (start a new run with `nodus run`)"
+            f"stage {stage.name!r} of {self.run.id} committed {len(manifests)} snapshot(s) but "
+            "no committed snapshot holds its training state; it fails rather than start again "
+            "from the beginning (start a new run with `nodus run`)"
         )
 
     def _inherited(self, stage: ResolvedStage) -> Parent | None:

@@ -21,6 +21,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "source_captured",
     "started_from",
     "adopted",
+    "key_released",
     # attempts: how each started and ended
     "attempt_ended",
     "attempt_placed",

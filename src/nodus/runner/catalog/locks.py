@@ -78,6 +78,22 @@ class RunLock:
         self.release()
 
 
+def lock_held(home: str, name: str) -> bool:
+    """Whether a process holds the lock ``name`` of ``home`` now; creates nothing (a read-only
+    reader such as ``nodus ui`` asks too). A lock file never made was never held."""
+    try:
+        fd = os.open(os.path.join(home, defaults.LOCKS_DIR, name + ".lock"), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # refused while a runner holds it
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # drops the probe's shared lock at once
+    return False
+
+
 def _try_lock(path: str) -> int | None:
     """A descriptor of ``path`` holding its exclusive lock, or None when another holds it.
 

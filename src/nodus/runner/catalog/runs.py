@@ -242,6 +242,11 @@ class RunStatements(AttemptStatements):
         self._transaction(statements)
         self._changed(run_id)
 
+    def set_key(self, run_id: str, key: str | None) -> None:
+        """Give the run ``key`` (None: it gives its key up, for a new run to take it)."""
+        self._execute("UPDATE runs SET key = ?, updated_at = ? WHERE id = ?", (key, now(), run_id))
+        self._changed(run_id)
+
     def set_runner(self, run_id: str, pid: int | None, host: str | None) -> None:
         self._execute(
             "UPDATE runs SET runner_pid = ?, runner_host = ?, updated_at = ? WHERE id = ?",

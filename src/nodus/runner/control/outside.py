@@ -19,7 +19,7 @@ from typing import Any
 from nodus.errors import PausedError, UsageError, WaitTimeoutError
 from nodus.runner.catalog.connection import stamp_seconds
 from nodus.runner.catalog.core import Catalog, Run, now
-from nodus.runner.catalog.locks import RunLock
+from nodus.runner.catalog.locks import RunLock, lock_held
 from nodus.runner.catalog.phases import Phase
 from nodus.runner.control.pause_request import OPEN_PAUSE, request_pause, wait_accepted
 from nodus.schemas import defaults
@@ -28,6 +28,7 @@ __all__ = [
     "cancel",
     "cancel_open_pause",
     "cancel_runnerless",
+    "continue_command",
     "pause",
     "runner_gone",
     "settle_open_pause",
@@ -41,12 +42,18 @@ _CANCEL_SLACK_S = 30
 
 
 def runner_gone(home: str, run: Run) -> bool:
-    """No process holds the run's lock (a QUEUED run gets a moment to be picked up)."""
-    if RunLock(home, run.lock_name, run.id).is_held_elsewhere():
+    """No process holds the run's lock (a QUEUED run gets a moment to be picked up). Creates
+    nothing, so a read-only reader (``nodus ui``) asks too."""
+    if lock_held(home, run.lock_name):
         return False
     if run.phase == Phase.QUEUED:  # since it was accepted, or handed to a background runner
         return time.time() - stamp_seconds(run.updated_at) > defaults.QUEUED_ORPHAN_S
     return True
+
+
+def continue_command(run: Run) -> str:
+    """The command that continues ``run`` (the one cron calls, for a keyed run)."""
+    return f"nodus run FILE --key {run.key}" if run.key else f"nodus runs resume {run.id}"
 
 
 # --- wait ---------------------------------------------------------------------------------------
@@ -62,7 +69,10 @@ def wait(home: str, catalog: Catalog, ref: str, timeout: float | None = None) ->
     deadline = None if timeout is None else time.monotonic() + timeout
     while not run.finished:
         if runner_gone(home, run):
-            raise PausedError(f"{run.id} is {run.phase} but its runner is gone; {_recover(run)}")
+            raise PausedError(
+                f"{run.id} is {run.phase} but its runner is gone; `{continue_command(run)}` "
+                "recovers it"
+            )
         if deadline is not None and time.monotonic() >= deadline:
             raise WaitTimeoutError(
                 f"{run.id} is still {run.phase} after {timeout:g}s of waiting; its runner "
@@ -71,11 +81,6 @@ def wait(home: str, catalog: Catalog, ref: str, timeout: float | None = None) ->
         time.sleep(defaults.WAIT_POLL_S)
         run = catalog.get_run(run.id)
     return run
-
-
-def _recover(run: Run) -> str:
-    hint = f"nodus run FILE --key {run.key}" if run.key else f"nodus runs resume {run.id}"
-    return f"`{hint}` recovers it"
 
 
 # --- pause --------------------------------------------------------------------------------------

@@ -3,6 +3,9 @@
     decisions.py    what follows an attempt (next stage, recover, stop) and which snapshots
                     an attempt tries to restore: pure functions over plain data
     suspects.py     a restored snapshot the program could not continue from is passed over
+    continuing.py   what "continue this run" means for `run --key`, `runs resume` and an
+                    adoption (continue, leave it, give the key to a new run), and where a
+                    continued stage starts: pure functions over plain facts
 
 May import: catalog (how an attempt ended, as :mod:`nodus.runner.catalog.phases` names it).
 """

@@ -64,7 +64,7 @@ class Restore:
 
     newest: bool = False
     step: int | None = None
-    by_hand: bool = False  # ``nodus runs resume``: continue from the newest, or fail loudly
+    by_hand: bool = False  # ``nodus runs resume``: continue from the newest snapshot
     older_than: str | None = None  # newest only among those older than this suspect snapshot
 
 

@@ -6,9 +6,11 @@ hands it to a background runner (``python -m nodus.runner.submit.detach``).
 
 ``--key`` makes ``nodus run`` idempotent for cron: the key's lock is taken first, so of two
 ``nodus run --key K`` started together exactly one proceeds (the other exits 5 naming the
-holder). Holding the lock, the runner looks the key up: no run yet → accept one; a finished run
-→ report it without rerunning; an unfinished one → its runner died (the lock was free), so
-recover it with the resolution stored when it was accepted, whatever the file says now.
+holder). Holding the lock, the runner looks the key up: no run yet → accept one; otherwise what
+continuing that run means is decided by :func:`nodus.runner.recovery.continuing.continuation`,
+the one decision ``runs resume`` and an adoption from the store share: continue it with the
+resolution stored when it was accepted (whatever the file says now), leave it as it stopped
+(reported with its exit status), or give the key to a new run.
 """
 
 from __future__ import annotations
@@ -32,13 +34,15 @@ from nodus.runner.backends.ray_checks import (
 )
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.locks import RunLock, lock_name_for
-from nodus.runner.catalog.phases import Phase
+from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.unrecorded import unrecorded_step
 from nodus.runner.engine import Runner
+from nodus.runner.recovery import continuing
+from nodus.runner.recovery.continuing import Asker, RunFacts, Verb
 from nodus.runner.remote.adoption import adopt_from_store
 from nodus.runner.remote.record import StoreDriving
 from nodus.runner.submit.acceptance import Accepted, accept, accept_branch
-from nodus.runner.upkeep.lineage import check_continuation, find_parent
+from nodus.runner.upkeep.lineage import Parent, check_continuation, find_parent
 from nodus.runner.workspace.launch import device_count
 from nodus.schemas import defaults
 from nodus.schemas.continuation import apply_changes, without_epoch_saves
@@ -221,13 +225,81 @@ def _claim_new(
             raise
         say(f"accepted {accepted.run_id} under key {key!r} ({accepted.summary})")
         return _claimed(home, catalog, accepted.run_id, lock, None, detach, placement)
-    if existing.finished:
+    answer = continuing.continuation(facts(existing), Asker.KEY)
+    say(answer.line)
+    if answer.verb is Verb.LEAVE:
         lock.release()
-        say(_finished_note(existing, key))
         return Claim(home, catalog, existing.id, None)
-    for note in _continue_notes(existing, key, workload.to_dict()):
-        say(note)
+    if answer.verb is Verb.NEW_RUN:
+        try:
+            accepted = _take_key(catalog, existing, key, accept_new)
+        except BaseException:
+            lock.release()
+            raise
+        say(f"accepted {accepted.run_id} under key {key!r} ({accepted.summary})")
+        return _claimed(home, catalog, accepted.run_id, lock, None, detach, placement)
+    start = _start_note(existing)
+    if start:
+        say(start)
+    if workload.to_dict() != existing.workload:
+        say(
+            f"the workload file changed since {existing.id} was accepted; keeping the "
+            "resolution stored with the run (use a new --key to run the new file)"
+        )
     return _claimed(home, catalog, existing.id, lock, None, detach, placement)
+
+
+def _take_key(
+    catalog: Catalog, old: Run, key: str, accept_new: Callable[[str | None], Accepted]
+) -> Accepted:
+    """A run that never started its program gives ``key`` up to a new run of the file; a new
+    run refused at acceptance leaves the key where it was."""
+    catalog.set_key(old.id, None)
+    try:
+        accepted = accept_new(key)
+    except BaseException:
+        catalog.set_key(old.id, key)
+        raise
+    catalog.add_event(old.id, "key_released", {"key": key, "run": accepted.run_id})
+    return accepted
+
+
+def facts(run: Run) -> RunFacts:
+    """What :func:`continuing.continuation` reads of ``run`` (read with its stages)."""
+    stage = _continuing_stage(run)
+    rows: list[dict] = next((s["attempts"] for s in run.stages if s["name"] == stage), [])
+    ended = [a for a in rows if a["outcome"] is not None]
+    attempts = [a for s in run.stages for a in s["attempts"]]
+    return RunFacts(
+        id=run.id,
+        phase=run.phase,
+        key=run.key,
+        stopped_by=AttemptOutcome(ended[-1]["outcome"]) if ended else None,
+        program_started=any(a["pid"] is not None for a in attempts),
+        message=run.message,
+    )
+
+
+def _start_note(run: Run, step: int | None = None) -> str | None:
+    """Where the continued run's stage starts, in words (:func:`continuing.start_point`);
+    None before its first attempt (nothing to continue from yet)."""
+    name = _continuing_stage(run)
+    row = next((s for s in run.stages if s["name"] == name), None)
+    if name is None or row is None or not row["attempts"]:
+        return None
+    if step is not None:
+        return f"stage {name!r} continues from step {step}"
+    stage = next(s for s in ResolvedWorkload.from_dict(run.workload).stages if s.name == name)
+    manifests = [m for m in open_run_store(run.store).list(run=run.id, stage=name) if m.files]
+    newest = restorable.newest_first(manifests)
+    parent = Parent.from_dict(run.parent)
+    start = continuing.start_point(
+        checkpointed=stage.continuity.mode == "checkpointed",
+        committed=len(manifests),
+        restorable=len(newest),
+        continues_parent=parent is not None and parent.stage == name,
+    )
+    return continuing.start_line(start, name, newest[0].step if newest else None)
 
 
 def _claimed(
@@ -275,11 +347,9 @@ def claim_resume(
         run = found
     if step is not None:
         _refuse_unrecorded(catalog, run, step)
-    if run.phase.final:
-        raise UsageError(
-            f"{run.id} has finished ({run.phase}); only an interrupted, paused or "
-            "runner-less run can be resumed"
-        )
+    answer = continuing.continuation(facts(run), Asker.RESUME)
+    if answer.verb is not Verb.CONTINUE:
+        raise UsageError(answer.line)
     stage = _continuing_stage(run)
     if step is not None:
         _check_step(run, stage, step)
@@ -295,7 +365,10 @@ def claim_resume(
     if not any((placement.backend or s.execution.backend) == defaults.BACKEND_RAY for s in stages):
         _check_devices(catalog, run, stage)  # on Ray, the stage's gpu_count places it
     lock = RunLock(home, run.lock_name, run.id).acquire()
-    say(f"resuming {run.id} from " + (f"step {step}" if step is not None else "where it stopped"))
+    say(answer.line)
+    start = _start_note(run, step)
+    if start:
+        say(start)
     restore = Restore(step=step, by_hand=True)
     return _claimed(home, catalog, run.id, lock, restore, detach, placement)
 
@@ -413,25 +486,3 @@ def spawn_detached(
             start_new_session=True,
             close_fds=True,
         )
-
-
-def _finished_note(run: Run, key: str) -> str:
-    return (
-        f"{run.id} under key {key!r} has already finished: {run.phase} (exit status "
-        f"{run.exit_status}); not running it again"
-    )
-
-
-def _continue_notes(run: Run, key: str, resolved: dict) -> list[str]:
-    notes = []
-    if run.phase != Phase.QUEUED:
-        notes.append(
-            f"{run.id} under key {key!r} was left {run.phase} by a runner that is gone; "
-            "recovering it"
-        )
-    if resolved != run.workload:
-        notes.append(
-            f"the workload file changed since {run.id} was accepted; keeping the "
-            "resolution stored with the run (use a new --key to run the new file)"
-        )
-    return notes

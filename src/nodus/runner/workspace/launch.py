@@ -11,10 +11,10 @@ finds the same programs too.
 The PATH searched is the one the program would get: the stage's own ``env`` PATH when the
 workload sets one (it replaces the runner's in the program's environment, and the kernel's
 ``execvp`` looks there), else the PATH of whoever runs ``nodus run``. A command not found
-is stored as written: its attempt fails the stage naming it (SPEC §2), with the PATH searched.
-A command containing a
-``/`` is not searched: an absolute one must exist at acceptance, a relative one is kept as
-written and found in the attempt's working copy (an earlier stage may be what makes it).
+there is refused before the run is recorded (exit 2), naming the PATH and the fix. A command
+containing a ``/`` is not searched: an absolute one must exist at acceptance, a relative one is
+kept as written and found in the attempt's working copy (an earlier stage may be what makes
+it).
 
 When the executable is a Python interpreter (named ``python``, ``python3``, ``python3.11``,
 ``pypy3``…) its ``sys.version`` is stored too; an attempt that finds the interpreter's version
@@ -67,7 +67,7 @@ class Launch:
     def missing(self) -> str | None:
         """Why the stored executable cannot run any more, or None (relative ones are found by
         the start of the program itself, in the working copy)."""
-        if "/" not in self.executable:  # not found at acceptance: perhaps installed since
+        if "/" not in self.executable:  # an older nodus stored a command it did not find
             if shutil.which(self.executable, path=self.path):
                 return None
             return (
@@ -99,9 +99,14 @@ def resolve(stage: ResolvedStage, environ: Mapping[str, str]) -> Launch:
         return Launch(command, command, path, python_version(command, path))
     found = shutil.which(command, path=path)
     if found is None:
-        # SPEC §2: a command that cannot start fails the stage naming it (the attempt's start
-        # says "not found"); the PATH searched is kept, so the message can name it too.
-        return Launch(command, command, path, None)
+        # Refused before the run is recorded: an attempt could only fail on it, and from cron a
+        # failed run would hold its --key against the corrected call.
+        where = "the stage's env.PATH" if "PATH" in stage.env else "the PATH of this `nodus run`"
+        raise UsageError(
+            f"stage {stage.name!r}: command {command!r} is not found on {where}, {path}; "
+            "install it there, give its absolute path in `command`, or put its folder on PATH "
+            "(from cron or systemd, set PATH in the crontab line or the unit's Environment=)"
+        )
     # abspath, not realpath: a venv's python is a symlink, and the venv is known by its path.
     executable = os.path.abspath(found)
     return Launch(command, executable, path, python_version(executable, path))

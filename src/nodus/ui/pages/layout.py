@@ -87,8 +87,12 @@ def table(name: str, header: tuple[str, ...], rows: list[Markup]) -> Markup:
     )
 
 
-def phase_badge(phase: str) -> Markup:
-    return tag("span", {"class": f"phase {phase.lower()}"}, phase)
+def phase_badge(phase: str, runner: str | None = None) -> Markup:
+    """The phase; a run whose runner died says so beside it (nothing moves it any more)."""
+    badge = tag("span", {"class": f"phase {phase.lower()}"}, phase)
+    if runner != "gone":
+        return badge
+    return join([badge, " ", tag("span", {"class": "phase failed"}, "runner gone")])
 
 
 def outcome_badge(outcome: str) -> Markup:

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from nodus.client import Client
-from nodus.inventory.runs import progress_line
+from nodus.inventory.runs import progress_line, runner_line
 from nodus.schemas.units import human_bytes
 from nodus.ui.charts import Bar, timeline
 from nodus.ui.html import Markup, join, tag
@@ -49,7 +49,7 @@ def run_page(client: Client, ref: str) -> Page:
 def _summary(run: dict[str, Any]) -> Markup:
     stored = run["stored"]
     facts: list[tuple[str, Any]] = [
-        ("phase", phase_badge(run["phase"])),
+        ("phase", phase_badge(run["phase"], run["runner"]["state"])),
         ("key", run["key"] or "–"),
         ("created", when(run["created_at"])),
         ("finished", when(run["finished_at"]) if run["finished_at"] else "–"),
@@ -100,6 +100,9 @@ def _summary(run: dict[str, Any]) -> Markup:
                 ),
             )
         )
+    gone = runner_line(run["runner"])
+    if gone:
+        facts.insert(1, ("runner", gone))
     if run.get("model"):
         model = run["model"]
         facts.append(("model", f"{model['ref']} (step {model['step']})"))

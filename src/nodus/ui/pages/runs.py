@@ -66,7 +66,7 @@ def _run_row(run: dict[str, Any]) -> Markup:
         {"class": "run", "data_phase": run["phase"]},
         tag("td", None, tag("a", {"href": run_href(run["id"])}, run["id"])),
         tag("td", None, run["name"]),
-        tag("td", None, phase_badge(run["phase"])),
+        tag("td", None, phase_badge(run["phase"], run["runner"])),
         tag("td", None, run["key"] or "–"),
         tag("td", None, when(run["started_at"])),
         tag("td", {"class": "num"}, human_duration(run["duration_seconds"])),
