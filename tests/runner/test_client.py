@@ -111,7 +111,8 @@ def test_a_workload_built_in_python_runs_from_the_current_folder(project, client
 def test_pause_wait_resume_and_cancel_through_the_client(project, client):
     project.write(steps=100000, save_every=10, sleep=0.01, extra_args=("--save-on-term",))
     handed = client.run(project.file, key="bg", detach=True)
-    assert handed["exit_status"] is None and handed["runner"] == {"pid": None, "host": None}
+    assert handed["exit_status"] is None
+    assert handed["runner"] == {"pid": None, "host": None, "state": "queued"}
     wait_for(lambda: committed_steps(project, handed["id"]), what="a snapshot")
 
     pause = client.pause("bg", checkpoint="save", deadline="5m")

@@ -5,13 +5,18 @@ with ``NODUS_UI_SCREENSHOTS=docs/images``), and program-written text shown as te
 from __future__ import annotations
 
 import json
+import os
+import signal
 import urllib.request
 
 import pytest
 from browser import dom, screenshot
 from programs.curve_counter import HTML_LINE
 
+from conftest import Home, UiProcess, _committed, _run_id
 from nodus.client import Client
+from nodus.runner.catalog.core import Catalog
+from polling import wait_for
 
 pytestmark = pytest.mark.slow  # real runs through the real runner, then a browser
 
@@ -153,3 +158,26 @@ def test_the_output_endpoint_hands_out_whole_lines_from_an_offset(runs_home, ui)
     query = f"run={run_id}&stage=main&attempt=1&offset={first['next_offset']}"
     with urllib.request.urlopen(f"{ui.base}/api/output?{query}") as answer:
         assert json.loads(answer.read())["lines"] == []
+
+
+def test_a_run_whose_runner_died_is_shown_as_one_with_what_continues_it(tmp_path):
+    """A runner SIGKILLed mid-training leaves the run RUNNING in the catalog: the runs page and
+    the run's page say its runner is gone and name the command that continues it."""
+    home = Home(tmp_path / "home", tmp_path / "code", {})
+    home.code.mkdir()
+    file = home.workload("orphan", "--steps", "4000", "--save-every", "5", "--sleep", "0.05")
+    runner = home.start("run", file, "--key", "orphan")
+    run_id = _run_id(home, "orphan")
+    wait_for(lambda: _committed(Catalog(str(home.path)), run_id), what="a snapshot")
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.communicate(timeout=60)
+    server = UiProcess(home.path)
+    try:
+        listed = dom(f"{server.base}/")
+        (row,) = listed.find("tr", "run")
+        assert "RUNNING" in listed.text(row) and "runner gone" in listed.text(row)
+        page = dom(f"{server.base}/runs/{run_id}")
+        assert "runner gone (pid " in page.text()
+        assert "`nodus run FILE --key orphan` continues it" in page.text()
+    finally:
+        server.stop()
