@@ -195,3 +195,25 @@ def test_a_run_another_machine_finished_brings_its_model_versions_along(machines
     assert (prod["ref"], prod["run"], prod["run_model"]) == ("counter:1", run_id, True)
     listed = json.loads(a.nodus("models", "list", "--json").stdout)
     assert [v["ref"] for v in listed] == ["counter:1"]  # B's version, not a second one
+
+
+def test_a_run_interrupted_by_a_reboot_is_continued_by_key_on_another_machine(machines, tmp_path):
+    """The record says INTERRUPTED (SIGTERM to A's runner, as a shutdown sends): B adopts it
+    and continues it, as A's own next `run --key` would (one decision for both)."""
+    a, b = machines
+    url = "file://" + str(tmp_path / "shared-store")
+    runner = a.start("--store", url, "run", "workload.toml", "--key", "nightly")
+    run_id = wait_for(lambda: a.catalog().list_runs(), what="the run")[0].id
+    store = open_store(url)
+    wait_for(lambda: store.list(run=run_id, stage="main"), what="a committed snapshot")
+    os.kill(runner.pid, signal.SIGTERM)
+    assert runner.wait(timeout=120) == 3
+    record = json.loads(store.storage.read(keys.run_record_key(run_id)))
+    assert record["phase"] == "INTERRUPTED"
+    a.done_killing()
+    again = b.nodus("--store", url, "run", "workload.toml", "--key", "nightly")
+    assert again.returncode == 0, again.stderr
+    assert f"{run_id} found in the store" in again.stderr
+    assert "was INTERRUPTED from outside" in again.stderr
+    assert attempts(b, run_id) == [(1, "preempted"), (2, "succeeded")]
+    assert result(url, run_id, tmp_path / "out") == {"steps": STEPS, "value": expected_value(STEPS)}
