@@ -3,6 +3,7 @@
     decisions.py    what follows an attempt (next stage, recover, stop) and which snapshots
                     an attempt tries to restore: pure functions over plain data
     suspects.py     a restored snapshot the program could not continue from is passed over
+    hangs.py        whether a running program hangs, and its timeout now (hang_timeout)
 
 May import: catalog (how an attempt ended, as :mod:`nodus.runner.catalog.phases` names it).
 """
