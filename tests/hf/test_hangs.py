@@ -95,6 +95,9 @@ def test_a_hang_after_the_final_snapshot_finishes_the_stage(tmp_path, bare):
     proc = project.nodus("run", str(project.file), "--key", "fin", timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "training had finished, so the stage succeeds" in proc.stdout
+    # the narration says the attempt that succeeded so, as it says interruptions
+    assert "nodus: attempt 1 succeeded (pid " in proc.stderr
+    assert f"hung after its final snapshot (step {MAX_STEPS})" in proc.stderr
     view = project.get("fin")
     assert view["phase"] == "SUCCEEDED"
     (only,) = view["stages"][0]["attempts"]

@@ -55,6 +55,8 @@ def test_a_program_that_stops_after_a_few_saves_is_ended_and_recovers_equal(proj
     proc = project.nodus("run", "workload.toml", "--key", "hang", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "nodus: no progress for " in proc.stdout and "ending it as hung" in proc.stdout
+    assert "nodus: attempt 1 interrupted (pid " in proc.stderr
+    assert "): hung: no progress for " in proc.stderr
     run_id = project.get("hang")["id"]
     saved = [
         e["step"] for e in _events(project.get("hang"), "snapshot_committed") if e["attempt"] == 1
