@@ -442,13 +442,17 @@ class Attempt:
     def _watch(self, capturer: Capturer) -> Watch:
         assert self.process is not None
         return Watch(
-            self.stage.execution.hang_timeout,
+            self._hang_timeout(),
             self.ws,
             list(self.stage.continuity.checkpoint_paths),
             capturer,
             self.process,
             self.ctx.longest_progress_ms.get(self.stage.name),
         )
+
+    def _hang_timeout(self) -> float | str:
+        """The stage's ``hang_timeout`` as this attempt applies it."""
+        return self.stage.execution.hang_timeout
 
     def _poll(self, capturer: Capturer, watch: Watch) -> Outcome:
         assert self.process is not None

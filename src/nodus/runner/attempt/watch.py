@@ -61,12 +61,14 @@ class Watch:
         self.started_wall = time.time()  # a progress.json older than this is an earlier attempt's
         self.progress: protocol.Progress | None = None  # the last step report read
         self._lines = 0
-        self._commits = capturer.commits
-        self._records = capturer.records_read
+        self._commits = 0
+        self._records = 0
         self._progress_version: tuple[int, int] | None = None
         self._selection: tuple | None = None
         self._walked = float("-inf")
-        if not self.off:
+        if not self.off:  # (a capture loop that captures nothing is watched by none)
+            self._commits = capturer.commits
+            self._records = capturer.records_read
             self._selection = self._walk()
 
     def look(self) -> Hang | None:
