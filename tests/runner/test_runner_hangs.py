@@ -64,9 +64,19 @@ def test_a_program_that_stops_after_a_few_saves_is_ended_and_recovers_equal(proj
     assert saved[:2] == [10, 20]
     _recovered_from_the_newest(project, "hang", [10, 20])
     assert project.result(run_id) == {"steps": steps, "value": expected_value(steps)}
-    # the terminal said it; so does `runs get` in words
+    # the terminal said it; so do `runs get` in words and the UI's run page
     said = project.nodus("runs", "get", "hang")
     assert "hung: no progress for " in said.stdout
+    page = str(_run_page(project, run_id).live)
+    assert "main attempt 1 interrupted: hung: no progress for " in page
+    assert "hang_detected at " in page  # marked on the attempt's bar
+
+
+def _run_page(project, run_id: str):
+    from nodus import Client
+    from nodus.ui.pages.run import run_page
+
+    return run_page(Client(str(project.home), read_only=True), run_id)
 
 
 def test_a_slow_program_that_keeps_printing_is_never_ended(project):
