@@ -43,6 +43,7 @@ STEP_FOLDER = protocol.checkpoint_folder(0)[:-1]  # "checkpoint-", inside any li
 UNRELATED = {
     ("schemas/defaults.py", ".nodus"): "the default $NODUS_HOME, ~/.nodus",
     ("runner/backends/ray_checks.py", "auto"): 'ray.init(address="auto"): an existing cluster',
+    ("schemas/defaults.py", "auto"): "hang_timeout = \"auto\": the runner's, never the program's",
 }
 
 

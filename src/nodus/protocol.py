@@ -529,6 +529,9 @@ class Progress:
     """Optimizer steps per second since this process's first step (None before a second one)."""
     at: float
     """When it was written (``time.time()``)."""
+    ended: bool = False
+    """Written when training ended (the Trainer's ``on_train_end``; the final save follows it):
+    a program that hangs after that save is committed has finished its stage (``hang_timeout``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -537,6 +540,7 @@ class Progress:
             "loss": self.loss,
             "steps_per_second": self.steps_per_second,
             "at": self.at,
+            "ended": self.ended,
         }
 
     @classmethod
@@ -552,6 +556,7 @@ class Progress:
             loss=number("loss"),
             steps_per_second=number("steps_per_second"),
             at=float(data["at"]),
+            ended=bool(data.get("ended", False)),
         )
 
 

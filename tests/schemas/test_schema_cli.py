@@ -128,6 +128,7 @@ def test_resolve_json_is_the_stored_shape(write, capsys):
             "gpu_count": 0,
             "nodes": 1,
             "shared_store": False,
+            "hang_timeout": defaults.HANG_TIMEOUT,
         },
         "secrets": [],
     }

@@ -68,9 +68,14 @@ class Narrator:
                         said.append(_restoring(attempt, label))
                 if key not in self._ended and attempt["outcome"] is not None:
                     self._ended.add(key)
-                    if tell and attempt["outcome"] != "succeeded":
+                    if tell and (attempt["outcome"] != "succeeded" or self._hung(catalog, key)):
                         said.append(_ended(attempt, label, self._commands.get(stage["name"])))
         return said
+
+    def _hung(self, catalog: Catalog, key: tuple[str, int]) -> bool:
+        """The attempt that succeeded was ended as hung after its final snapshot: said too."""
+        events = catalog.events(self._run_id, types=("hang_detected",))
+        return any((event["stage"], event["attempt"]) == key for event in events)
 
 
 def _restoring(attempt: dict[str, Any], label: str) -> str:

@@ -58,6 +58,28 @@ MAX_RECOVERIES = 10
 GRACE_PERIOD_S = 60.0
 """Seconds a stopping program gets (preemption notice, pause, cancel) before it is killed."""
 
+HANG_TIMEOUT_AUTO = "auto"
+HANG_TIMEOUT_OFF = "off"
+HANG_TIMEOUT = HANG_TIMEOUT_AUTO
+
+HANG_STARTUP_S = 30 * 60.0
+"""``hang_timeout``'s start-up allowance: until the program's first training progress (a step,
+a save, a write into its selection), it is ended only after this long without any progress
+(output included). The anchor (NVIDIA's Resiliency Extension) allows an hour before the first
+heartbeat; nodus counts output as progress, so a start-up silent for half an hour is rare, and a
+hang there costs half as much."""
+
+HANG_FACTOR = 5
+"""``hang_timeout = "auto"``: the timeout is this many times the longest interval between two
+progress signals the stage has shown since its training started (the anchor's safety factor)."""
+
+HANG_FLOOR_S = 10 * 60.0
+"""``hang_timeout = "auto"``: never a shorter timeout than this; torch.distributed's own
+collective timeout (NCCL's default), so a phase not yet seen (the first evaluation) gets ten
+minutes, and a collective slower than that is already an error to torch."""
+"""``[execution] hang_timeout``: ``"auto"`` (a timeout derived from the intervals the stage's
+progress has shown: :mod:`nodus.runner.recovery.hangs`), ``"off"``, or a duration."""
+
 RETENTION_DAYS = 7
 """Days a finished run's remaining snapshots are kept before ``nodus gc`` expires them."""
 

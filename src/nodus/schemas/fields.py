@@ -270,6 +270,38 @@ Duration = Annotated[
 ]
 
 
+def _hang_timeout(value: Any) -> Any:
+    """``"auto"``, ``"off"``, or a duration above 0 (``"90s"``, ``"15m"``, seconds) as seconds."""
+    if value in (defaults.HANG_TIMEOUT_AUTO, defaults.HANG_TIMEOUT_OFF):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool) and value <= 0:
+        raise ValueError('a hang timeout is above 0 seconds (use "off" for none)')
+    try:
+        seconds = duration_seconds(value)
+    except ValueError:
+        raise ValueError(
+            'give "auto", "off" or a duration such as "30s", "15m" or "1h" (or seconds)'
+        ) from None
+    if seconds <= 0:
+        raise ValueError('a hang timeout is above 0 seconds (use "off" for none)')
+    return seconds
+
+
+HangTimeout = Annotated[
+    float | str,
+    BeforeValidator(_hang_timeout),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"enum": [defaults.HANG_TIMEOUT_AUTO, defaults.HANG_TIMEOUT_OFF]},
+                {"type": "string", "pattern": f"^{units.DURATION_PATTERN}$"},
+                {"type": "number", "exclusiveMinimum": 0},
+            ]
+        }
+    ),
+]
+
+
 def _memory(value: Any) -> int:
     """Bytes, or a size with a unit ("16GiB", "512MB"), as pydantic's ByteSize reads them."""
     from pydantic import ByteSize, TypeAdapter

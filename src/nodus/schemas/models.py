@@ -34,6 +34,7 @@ from nodus.schemas.fields import (
     Duration,
     Env,
     FileName,
+    HangTimeout,
     Memory,
     Name,
     PathList,
@@ -221,6 +222,13 @@ class Execution(_Model):
         gt=0,
         allow_inf_nan=False,
         description="Seconds a stopping program gets to save and exit before it is killed.",
+    )
+    hang_timeout: HangTimeout = Field(
+        defaults.HANG_TIMEOUT,
+        description="How long a program may go without progress (a line of output, a training "
+        "step, a save, a write into its selection) before it is ended as hung and recovered: "
+        '"auto" (5 times the longest interval its training has shown, at least 10 minutes; 30 '
+        'minutes at start-up), "off", or a duration ("15m", "90s" or seconds).',
     )
     retention_days: int = Field(
         defaults.RETENTION_DAYS,

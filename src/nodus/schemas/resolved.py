@@ -43,6 +43,8 @@ class ResolvedExecution:
     gpu_count: int = defaults.RAY_GPU_COUNT
     nodes: int = defaults.NODES
     shared_store: bool = False
+    # "auto", "off" or seconds; runs accepted before the setting existed were never ended
+    hang_timeout: float | str = defaults.HANG_TIMEOUT_OFF
 
 
 @dataclass(frozen=True)

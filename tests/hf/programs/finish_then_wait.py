@@ -6,7 +6,10 @@ per epoch). After ``train()`` it saves the model to ``out/model`` and writes
 scheduler state the Trainer holds then. With ``FINISH_WAIT`` set, the first attempt under nodus
 then waits to be killed: after its final snapshot was committed, before it exits. With
 ``RESUME_FROM_LATER`` set, every later attempt calls ``train(resume_from_checkpoint=...)`` with
-it, as a script given a checkpoint on its command line does.
+it, as a script given a checkpoint on its command line does. With ``HANG_AT_STEP`` set, the
+first attempt under nodus stops making progress at that step's end (a silent sleep that never
+ends, as a deadlocked collective would): in that step's optimizer update, so the step is
+never completed nor saved.
 """
 
 import hashlib
@@ -43,6 +46,25 @@ def digest(state) -> str:
     return hashed.hexdigest()
 
 
+def hang_at(step: int) -> None:
+    """The optimizer's ``step``-th update never returns (nothing else of the Trainer changes:
+    the integration admits built-in callbacks only)."""
+    update = torch.optim.AdamW.step
+    updates = []
+
+    def stuck(self, *args, **kwargs):
+        updates.append(True)
+        if len(updates) == step:
+            print(f"program: hanging in the update of step {step}", flush=True)
+            while True:
+                time.sleep(3600)
+        return update(self, *args, **kwargs)
+
+    torch.optim.AdamW.step = stuck
+
+
+if os.environ.get("HANG_AT_STEP") and os.environ.get("NODUS_ATTEMPT") == "1":
+    hang_at(int(os.environ["HANG_AT_STEP"]))
 args = train.training_arguments()
 args.lr_scheduler_type = SchedulerType.CONSTANT  # an extra step would change every tensor
 args.warmup_steps = 0

@@ -13,6 +13,9 @@ told by :func:`nodus.runner.attempt.outcome.classify`):
     interrupted  killed by a signal nodus did not send; or a process of its tree was, and the
                  program (a launcher: ``sh -c``, ``torchrun``) then exited non-zero
     preempted    the runner got SIGTERM/SIGINT: the program was stopped and captured
+    interrupted  (hung) no progress for ``hang_timeout``: the tree ended, then recovered like any
+                 interruption (:mod:`nodus.runner.attempt.watch`); succeeded when the
+                 integration had reported training ended and its final snapshot was committed
     paused       ``nodus runs pause`` (carried out by :mod:`nodus.runner.attempt.pausing`)
     cancelled    ``nodus runs cancel``, which wins over a pending pause
 """
@@ -32,6 +35,7 @@ from nodus._atomic import write_json_atomic
 from nodus.errors import NotFoundError, StaleAttemptError, StoreError
 from nodus.runner.attempt.context import RunContext
 from nodus.runner.attempt.outcome import Exit, Outcome, classify
+from nodus.runner.attempt.watch import Watch
 from nodus.runner.capture.capturer import Capturer
 from nodus.runner.capture.disk_guard import DiskGuard, staging_disk
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
@@ -51,6 +55,7 @@ from nodus.runner.processes.stage_process import (
 )
 from nodus.runner.recovery import suspects
 from nodus.runner.recovery.decisions import Restore, restore_candidates
+from nodus.runner.recovery.hangs import Hang
 from nodus.runner.remote.uploads import Uploads
 from nodus.runner.upkeep.lineage import Parent
 from nodus.runner.upkeep.rotation import Rotation
@@ -427,6 +432,30 @@ class Attempt:
 
     def _supervise(self, capturer: Capturer) -> Outcome:
         assert self.process is not None
+        watch = self._watch(capturer)
+        try:
+            return self._poll(capturer, watch)
+        finally:
+            if watch.longest_ms is not None:  # what a recovered attempt's timeout starts from
+                self.ctx.longest_progress_ms[self.stage.name] = watch.longest_ms
+
+    def _watch(self, capturer: Capturer) -> Watch:
+        assert self.process is not None
+        return Watch(
+            self._hang_timeout(),
+            self.ws,
+            list(self.stage.continuity.checkpoint_paths),
+            capturer,
+            self.process,
+            self.ctx.longest_progress_ms.get(self.stage.name),
+        )
+
+    def _hang_timeout(self) -> float | str:
+        """The stage's ``hang_timeout`` as this attempt applies it."""
+        return self.stage.execution.hang_timeout
+
+    def _poll(self, capturer: Capturer, watch: Watch) -> Outcome:
+        assert self.process is not None
         while True:
             if self.ctx.notice is not None:
                 return self._preempt(capturer)
@@ -447,6 +476,56 @@ class Attempt:
                 return self.classify(status)
             if not self._settled:
                 self._settle()
+            hang = watch.look()
+            if hang is not None:
+                return self._hung(capturer, watch, hang)
+
+    def _hung(self, capturer: Capturer, watch: Watch, hang: Hang) -> Outcome:
+        """No progress for the stage's ``hang_timeout``: say so, end the whole tree (SIGTERM,
+        the grace period, SIGKILL), capture what it left. An interruption, recovered from the
+        newest snapshot; after its final snapshot (the integration reported that training
+        ended, and that snapshot is committed) the stage has finished: it succeeds."""
+        assert self.process is not None
+        final = watch.final_snapshot()
+        seconds = round(hang.quiet_ms / 1000)
+        self.context.event(
+            "hang_detected",
+            {
+                "seconds_without_progress": seconds,
+                "last_progress": hang.last,
+                "timeout_seconds": hang.timeout_ms / 1000,
+                "final_snapshot_step": final,
+            },
+        )
+        if final is None:
+            said = f"no progress for {seconds} s (last: {hang.last}): ending it as hung"
+        else:
+            said = (
+                f"no progress for {seconds} s after its final snapshot (step {final}): ending "
+                "it; training had finished, so the stage succeeds"
+            )
+        self._say(said)
+        status = self.process.stop(signal.SIGTERM, self.stage.execution.grace_period)
+        self.process.finish_output()
+        capturer.final_capture(self.died_at(status))
+        if final is not None:
+            self._capture_outputs()
+            return Outcome(
+                AttemptOutcome.SUCCEEDED,
+                f"hung after its final snapshot (step {final}): ended after {seconds} s "
+                "without progress",
+            )
+        return Outcome(
+            AttemptOutcome.INTERRUPTED, f"hung: no progress for {seconds} s (last: {hang.last})"
+        )
+
+    def _say(self, text: str) -> None:
+        """A line of the runner's own on the terminal, among the program's ``[stage]`` lines."""
+        try:
+            self.ctx.terminal.write(f"[{self.stage.name}] nodus: {text}\n")
+            self.ctx.terminal.flush()
+        except (OSError, ValueError):
+            pass  # a closed terminal changes nothing
 
     def _settle(self) -> None:
         """The program has run for a poll: now what its start need not wait for, nor compete

@@ -38,6 +38,9 @@ class RunContext:
     tree_gone: bool = False
     # What the stage's ``next/`` holds, laid out by this drive for its next attempt (ahead).
     ahead: Ahead | None = None
+    # By stage: the longest interval between progress signals its training has shown in this
+    # drive (ms), so a recovered attempt's hang timeout starts from it (recovery.hangs).
+    longest_progress_ms: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.standby = Standby(self.run_id)

@@ -41,6 +41,7 @@ from nodus.runner.processes.containment import (
     record_survivors,
     run_prefix,
 )
+from nodus.schemas import defaults
 
 NODE_HOME_VAR = "NODUS_NODE_HOME"
 """Where a node keeps its node runners' homes; default ``<temp>/nodus-node-<uid>``."""
@@ -133,6 +134,11 @@ class FollowerAttempt(NodeAttempt):
 
     def _capture_outputs(self) -> None:
         pass
+
+    def _hang_timeout(self) -> float | str:
+        """Node 0 watches the world's progress (its steps, saves and commits); a follower's
+        program may rightly stay silent, and node 0's end ends the world."""
+        return defaults.HANG_TIMEOUT_OFF
 
 
 # --- the node runner: python -m nodus.runner.backends.node HOME ----------------------------------

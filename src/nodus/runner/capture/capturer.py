@@ -77,6 +77,10 @@ class Capturer:
         self.ws = ws
         self.last_step = restored_step
         self.answered: set[int] = set()  # save requests fulfilled by a committed capture
+        # Snapshots committed (staged, with a remote store) and save records read by this
+        # capture loop: progress, as the attempt's hang watch counts it.
+        self.commits = 0
+        self.records_read = 0
         # A record is read again when it changes: the integration rewrites a step's record to
         # answer a request that arrives at a step it has already saved.
         self._seen_records: dict[int, tuple[int, int]] = {}
@@ -152,6 +156,7 @@ class Capturer:
             if data is None:
                 continue  # being written: read it at the next tick
             self._seen_records[number] = version
+            self.records_read += 1
             record = protocol.SaveRecord.from_dict(data)
             self.watcher.handled(record.step)
             saved = self.capture(
@@ -391,6 +396,7 @@ class Capturer:
         self._committed_state = state
         self._committed_id = manifest.id
         self.last_step = step
+        self.commits += 1
         if self.uploads is not None:
             # The final save is never skipped for a newer one, and the attempt waits for it.
             self.uploads.submit(manifest, reason, keep=reason == "exit")
@@ -473,6 +479,11 @@ class Capturer:
         watcher's count, which its ``checkpoint-<step>`` folders keep too)."""
         for files in folders.values():
             self.watcher.custom = max(self.watcher.custom, layouts.custom_objects(files))
+
+    @property
+    def committed_id(self) -> str | None:
+        """The snapshot that holds the selection as last committed (or restored), if any."""
+        return self._committed_id
 
     def _selection_entries(self) -> tuple[Entry, ...]:
         """Names, sizes and mtimes of the whole selection now."""

@@ -34,6 +34,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "survivor_killed",
     "process_killed",
     "preemption_notice",
+    "hang_detected",
     "runner_lost",
     "pause_accepted",
     "pause_timed_out",

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import IO
 
@@ -130,6 +131,9 @@ class StageProcess:
         self.signals_sent: list[int] = []
         self.replaced: str | None = None  # why the supervisor handed to start() could not
         self._pump: threading.Thread | None = None
+        # Lines of output so far and when the last arrived (monotonic): progress (hang_timeout).
+        self.output_lines = 0
+        self.output_at: float | None = None
 
     def start(self, supervisor: Supervisor | None = None) -> None:
         """Start the program under ``supervisor`` (one started earlier for this attempt's
@@ -286,6 +290,8 @@ class StageProcess:
             for line in iter(stream.readline, b""):
                 log.write(line)
                 log.flush()
+                self.output_at = time.monotonic()
+                self.output_lines += 1
                 self._show(line)
 
     def _show(self, line: bytes) -> None:

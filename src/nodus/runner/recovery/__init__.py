@@ -6,6 +6,7 @@
     continuing.py   what "continue this run" means for `run --key`, `runs resume` and an
                     adoption (continue, leave it, give the key to a new run), and where a
                     continued stage starts: pure functions over plain facts
+    hangs.py        whether a running program hangs, and its timeout now (hang_timeout)
 
 May import: catalog (how an attempt ended, as :mod:`nodus.runner.catalog.phases` names it).
 """

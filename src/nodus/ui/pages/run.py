@@ -170,6 +170,7 @@ _MARKED = {  # event types (runner.catalog.event_types) drawn on an attempt's ba
     "node_lost": "interruption",
     "runner_lost": "interruption",
     "process_killed": "interruption",
+    "hang_detected": "interruption",
     "pause_accepted": "pause",
     "pause_timed_out": "pause",
     "pause_ended": "pause",
@@ -180,6 +181,11 @@ _MARKED = {  # event types (runner.catalog.event_types) drawn on an attempt's ba
 
 
 def _cause(event: dict[str, Any]) -> str:
+    if event["type"] == "hang_detected":
+        return (
+            f": no progress for {event.get('seconds_without_progress')} s "
+            f"(last: {event.get('last_progress')})"
+        )
     for key in ("reason", "cause", "detail", "error", "message"):
         if event.get(key):
             return f": {event[key]}"

@@ -100,9 +100,9 @@ def _progress_callback(control: ControlDir) -> Any:
                 self._write(state, now)
 
         def on_train_end(self, args, state, control_, **kwargs):
-            self._write(state, time.time())
+            self._write(state, time.time(), ended=True)
 
-        def _write(self, state: Any, now: float) -> None:
+        def _write(self, state: Any, now: float, ended: bool = False) -> None:
             if not state.is_world_process_zero:
                 return
             self.written = now
@@ -115,6 +115,7 @@ def _progress_callback(control: ControlDir) -> Any:
                 loss=self.loss,
                 steps_per_second=speed,
                 at=now,
+                ended=ended,
             )
             try:
                 control.write_progress(progress)
