@@ -3,6 +3,8 @@ adoption from the store (:mod:`nodus.runner.recovery.continuing`), in millisecon
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
@@ -96,6 +98,17 @@ def test_the_lines_say_what_happens_and_what_continues_a_run_left_as_it_is():
     new = line(Phase.FAILED, KEY, AttemptOutcome.FAILED, started=False)
     assert "before its program ever started (not found on PATH)" in new
     assert "the key is given to a new run" in new
+
+
+def test_a_key_is_given_away_only_to_a_changed_workload():
+    """The same file, code and PATH would fail alike: a new run every cron call would only
+    pile up failures, so the key stays with the failed run and the line says how to free it."""
+    never = RunFacts("run_1", Phase.FAILED, "k", AttemptOutcome.FAILED, False, "not executable")
+    same = continuation(replace(never, inputs_changed=False), KEY)
+    assert same.verb is LEAVE
+    assert "are as they were" in same.line and "`nodus runs delete run_1` frees it now" in same.line
+    assert continuation(never, KEY).verb is NEW_RUN
+    assert continuation(replace(never, inputs_changed=False), RESUME).verb is LEAVE
 
 
 # checkpointed, committed, restorable, continues a parent -> where it starts

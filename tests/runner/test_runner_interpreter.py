@@ -253,16 +253,19 @@ def test_the_documented_cron_and_systemd_jobs_work_in_their_minimal_environments
 
     crontab_env, cron_command = _crontab()
     bare = job(home, cron_command, {"PATH": CRON_PATH})  # a crontab without its PATH line
-    assert subprocess.run(bare, timeout=300).returncode == 0, (root / "nodus.log").read_text()
+    cron_log = home / "nodus-train.log"  # the crontab's log, outside the code folder
+    assert subprocess.run(bare, timeout=300).returncode == 0, cron_log.read_text()
     assert subprocess.run(bare, timeout=300).returncode == 0  # finished: reported, not rerun
     run = project.get(run_id)
     assert run["phase"] == "SUCCEEDED" and len(run["stages"][0]["attempts"]) == 3
     assert run["stages"][0]["launch"]["executable"] == str(VENV_BIN / "python")
     assert project.result(run_id) == {"steps": CRON_STEPS, "value": expected_value(CRON_STEPS)}
     assert interpreters_in_logs(project, run_id) == [str(VENV_BIN / "python")] * 3
-    assert "has already finished: SUCCEEDED" in (root / "nodus.log").read_text()
+    assert "has already finished: SUCCEEDED" in cron_log.read_text()
+    assert not (root / "nodus-train.log").exists()
 
     new_home = tmp_path / "new-home"  # no run under today's key yet: cron accepts one
+    new_home.mkdir()  # a user's home exists; cron's line logs there
     project = Project(root, new_home / ".nodus").write(command=counter(steps=20))
     documented = job(new_home, cron_command, {"PATH": CRON_PATH, **crontab_env})
     assert subprocess.run(documented, timeout=300).returncode == 0
@@ -315,7 +318,7 @@ def test_the_documented_systemd_unit_stopped_by_a_reboot_continues_at_its_next_s
     assert [a["outcome"] for a in attempts] == ["preempted", "preempted", "succeeded"]
     assert attempts[1]["restored_step"] == saved and attempts[2]["restored_step"] > saved
     assert project.result(run_id) == {"steps": CRON_STEPS, "value": expected_value(CRON_STEPS)}
-    said = log.read_text() + (root / "nodus.log").read_text()  # the unit's, then cron's
+    said = log.read_text() + (home / "nodus-train.log").read_text()  # the unit's, then cron's
     assert said.count("was INTERRUPTED from outside") == 2, said
     assert f"stage 'main' continues from its newest snapshot (step {saved})" in said
     assert "has already finished" not in said

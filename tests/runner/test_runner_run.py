@@ -151,19 +151,20 @@ def test_a_run_whose_program_never_started_gives_its_key_to_the_corrected_worklo
     project.write(command=["./train.sh", *counter])
     assert project.nodus("run", "workload.toml", "--key", "daily").returncode == 1
     failed = project.get("daily")["id"]
-    unchanged = project.nodus("run", "workload.toml", "--key", "daily")  # still broken
-    assert unchanged.returncode == 1 and "cannot start: not executable" in unchanged.stderr
+    unchanged = project.nodus("run", "workload.toml", "--key", "daily")  # nothing corrected
+    assert unchanged.returncode == 1
     assert "FAILED before its program ever started" in unchanged.stderr
-    second = project.get("daily")["id"]
-    assert second != failed
-    (project.root / "train.sh").chmod(0o755)  # the fix
+    assert f"`nodus runs delete {failed}` frees it now" in unchanged.stderr
+    assert project.get("daily")["id"] == failed  # no second run that would fail alike
+    (project.root / "train.sh").chmod(0o755)  # the fix, in the code folder
     fixed = project.nodus("run", "workload.toml", "--key", "daily")
     assert fixed.returncode == 0, fixed.stderr
-    assert f"{second} under key 'daily' FAILED before its program ever started" in fixed.stderr
+    assert f"{failed} under key 'daily' FAILED before its program ever started" in fixed.stderr
+    assert "the key is given to a new run" in fixed.stderr
     run = project.get("daily")
-    assert run["id"] not in (failed, second) and run["phase"] == "SUCCEEDED"
+    assert run["id"] != failed and run["phase"] == "SUCCEEDED"
     assert project.result(run["id"]) == {"steps": 5, "value": expected_value(5)}
-    old = project.get(second)
+    old = project.get(failed)
     assert old["key"] is None and old["phase"] == "FAILED"
     released = [e for e in old["events"] if e["type"] == "key_released"]
     assert [(e["key"], e["run"]) for e in released] == [("daily", run["id"])]

@@ -13,7 +13,8 @@ does with "not continued" differs (``run --key`` reports the run and exits with 
     INTERRUPTED, resume_on_interruption = false       left as it is (3)   continue
     PAUSED (`nodus runs pause`)                       left paused (3)     continue
     FAILED before any attempt started its program     a new run takes     refused
-      (nothing trained: a command not found, …)         the key
+      (nothing trained: a command not executable, …)    the key once the
+                                                        workload changed
     SUCCEEDED, FAILED, CANCELLED                      reported            refused
 
 Where a continued stage starts (:func:`start_point`) is the same for every command and for the
@@ -68,6 +69,10 @@ class RunFacts:
     stopped_by: AttemptOutcome | None = None  # how the newest ended attempt ended
     program_started: bool = True  # some attempt started the stage's program
     message: str | None = None  # the run's message (why it stopped)
+    # What this call would accept (the workload file's resolution, the executables its PATH
+    # finds, the code folder) differs from what the run accepted; read only for a run that
+    # never started its program.
+    inputs_changed: bool = True
 
 
 @dataclass(frozen=True)
@@ -93,11 +98,19 @@ def continuation(run: RunFacts, asker: Asker) -> Continuation:
         return _left(run, "is PAUSED by `nodus runs pause` and stays paused")
     # SUCCEEDED, FAILED, CANCELLED: stopped for good
     if phase == Phase.FAILED and not run.program_started and asker is Asker.KEY:
+        failed = f"{_named(run)} FAILED before its program ever started ({run.message or '-'})"
+        if not run.inputs_changed:
+            return Continuation(
+                Verb.LEAVE,
+                f"{failed}; the workload file, its code folder and the PATH are as they were, "
+                "so a new run would fail alike: once they are corrected the next `nodus run "
+                f"--key` gives the key to a new run (`nodus runs delete {run.id}` frees it now)",
+            )
         return Continuation(
             Verb.NEW_RUN,
-            f"{_named(run)} FAILED before its program ever started ({run.message or 'no attempt'}"
-            "); it trained nothing, so the key is given to a new run of the workload file as it "
-            f"is now ({run.id} stays listed, without the key)",
+            f"{failed}; it trained nothing, and the workload has changed since, so the key is "
+            f"given to a new run of the workload file as it is now ({run.id} stays listed, "
+            "without the key)",
         )
     if asker is Asker.KEY:
         return Continuation(

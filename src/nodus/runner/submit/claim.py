@@ -15,6 +15,7 @@ resolution stored when it was accepted (whatever the file says now), leave it as
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -43,7 +44,9 @@ from nodus.runner.remote.adoption import adopt_from_store
 from nodus.runner.remote.record import StoreDriving
 from nodus.runner.submit.acceptance import Accepted, accept, accept_branch
 from nodus.runner.upkeep.lineage import Parent, check_continuation, find_parent
-from nodus.runner.workspace.launch import device_count
+from nodus.runner.workspace.launch import device_count, resolve_stages
+from nodus.runner.workspace.source import changed_since, private_folders
+from nodus.runner.workspace.source import excludes as source_excludes
 from nodus.schemas import defaults
 from nodus.schemas.continuation import apply_changes, without_epoch_saves
 from nodus.schemas.resolved import ResolvedWorkload
@@ -225,7 +228,15 @@ def _claim_new(
             raise
         say(f"accepted {accepted.run_id} under key {key!r} ({accepted.summary})")
         return _claimed(home, catalog, accepted.run_id, lock, None, detach, placement)
-    answer = continuing.continuation(facts(existing), Asker.KEY)
+    try:
+        known = facts(existing)
+        if known.phase == Phase.FAILED and not known.program_started:
+            changed = _inputs_changed(home, store_url, existing, workload)
+            known = dataclasses.replace(known, inputs_changed=changed)
+    except BaseException:
+        lock.release()
+        raise
+    answer = continuing.continuation(known, Asker.KEY)
     say(answer.line)
     if answer.verb is Verb.LEAVE:
         lock.release()
@@ -262,6 +273,27 @@ def _take_key(
         raise
     catalog.add_event(old.id, "key_released", {"key": key, "run": accepted.run_id})
     return accepted
+
+
+def _inputs_changed(home: str, store_url: str, run: Run, workload: ResolvedWorkload) -> bool:
+    """Whether accepting ``workload`` now would accept something else than ``run`` did: its
+    resolution, the executables the caller's PATH finds (a command not found there is refused
+    here, as acceptance would), or a code folder changed since its source was captured."""
+    if workload.to_dict() != run.workload:
+        return True
+    if resolve_stages(workload.stages, os.environ) != (run.launch or {}):
+        return True
+    store = open_run_store(run.store)
+    private = private_folders(home, store_url)
+    snapshots = {s["name"]: s["source_snapshot"] for s in run.stages}
+    for stage in workload.stages:
+        snapshot = snapshots.get(stage.name)
+        if snapshot is None:
+            return True
+        files = store.get(snapshot).files
+        if changed_since(stage.code, source_excludes(stage.code, private), files):
+            return True
+    return False
 
 
 def facts(run: Run) -> RunFacts:

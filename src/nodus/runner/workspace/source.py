@@ -20,6 +20,7 @@ import fnmatch
 import heapq
 import os
 import re
+import stat
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 from nodus.schemas.units import human_bytes
 from nodus.store.live_folder import Patterns, excluded, select
+from nodus.store.manifest import PERMISSIONS
 
 __all__ = [
     "Source",
@@ -37,6 +39,7 @@ __all__ = [
     "SourceFile",
     "credential_warnings",
     "excludes",
+    "changed_since",
     "measure",
     "private_folders",
     "refusals",
@@ -311,6 +314,31 @@ def measure(code: str, patterns: SourceExcludes, stages: Sequence[str], limit: i
         limit=limit,
         credentials=credentials,
     )
+
+
+def changed_since(code: str, patterns: SourceExcludes, captured: Sequence[Any]) -> bool:
+    """Whether ``code`` now differs from a source snapshot's files (``FileEntry`` rows) as a
+    capture would see it: a file added, removed, resized, touched or given other permissions,
+    a link pointed elsewhere. Nothing is read but the file list and each file's ``lstat``."""
+    Entry = tuple[str, int | None, int | None, int | None, str | None]
+    was: set[Entry] = {
+        (f.path, None, None, None, f.target)
+        if f.target is not None
+        else (f.path, f.size, f.mode, f.mtime_ns, None)
+        for f in captured
+    }
+    now: set[Entry] = set()
+    for candidate in select(code, ["."], patterns, lambda _type, _details: None):
+        if candidate.target is not None:
+            now.add((candidate.rel, None, None, None, candidate.target))
+            continue
+        try:
+            info = os.lstat(candidate.full)
+        except FileNotFoundError:
+            continue  # removed since the walk
+        mode = stat.S_IMODE(info.st_mode) & PERMISSIONS
+        now.add((candidate.rel, info.st_size, mode, info.st_mtime_ns, None))
+    return was != now
 
 
 _TEMPLATES = (".example", ".sample", ".template", ".dist")
