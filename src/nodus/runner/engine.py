@@ -264,18 +264,13 @@ class Runner:
         resume`` say before they drive)."""
         if not (checkpointed(stage) and restore.newest):
             return None
-        # An empty capture (the program exited before writing anything) is no progress.
-        manifests = [m for m in self.ctx.store.list(run=self.run.id, stage=stage.name) if m.files]
-        start = continuing.start_point(
-            checkpointed=True,
-            committed=len(manifests),
-            restorable=len(newest_first(manifests)),
-            continues_parent=self._inherited(stage) is not None,
+        start, _, committed = where_it_starts(
+            self.ctx.store, self.run.id, stage, self._inherited(stage)
         )
         if start is not continuing.Start.LOST:
             return None
         return (
-            f"stage {stage.name!r} of {self.run.id} committed {len(manifests)} snapshot(s) but "
+            f"stage {stage.name!r} of {self.run.id} committed {committed} snapshot(s) but "
             "no committed snapshot holds its training state; it fails rather than start again "
             "from the beginning (start a new run with `nodus run`)"
         )
@@ -346,6 +341,24 @@ class Runner:
             self.ctx.notice = signum
 
         return {signum: signal.signal(signum, notice) for signum in (signal.SIGTERM, signal.SIGINT)}
+
+
+def where_it_starts(
+    store: Any, run_id: str, stage: ResolvedStage, parent: Parent | None
+) -> tuple[continuing.Start, int | None, int]:
+    """Where ``stage`` of ``run_id`` continues (:func:`continuing.start_point` over what it
+    committed), the step of its newest restorable snapshot, and how many snapshots holding
+    files it committed. ``parent``: the run's parent when this stage continues it."""
+    # An empty capture (the program exited before writing anything) is no progress.
+    manifests = [m for m in store.list(run=run_id, stage=stage.name) if m.files]
+    newest = newest_first(manifests)
+    start = continuing.start_point(
+        checkpointed=checkpointed(stage),
+        committed=len(manifests),
+        restorable=len(newest),
+        continues_parent=parent is not None,
+    )
+    return start, newest[0].step if newest else None, len(manifests)
 
 
 def _status(phase: Phase) -> int:

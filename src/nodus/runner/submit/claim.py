@@ -37,7 +37,7 @@ from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.locks import RunLock, lock_name_for
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.unrecorded import unrecorded_step
-from nodus.runner.engine import Runner
+from nodus.runner.engine import Runner, where_it_starts
 from nodus.runner.recovery import continuing
 from nodus.runner.recovery.continuing import Asker, RunFacts, Verb
 from nodus.runner.remote.adoption import adopt_from_store
@@ -322,16 +322,10 @@ def _start_note(run: Run, step: int | None = None) -> str | None:
     if step is not None:
         return f"stage {name!r} continues from step {step}"
     stage = next(s for s in ResolvedWorkload.from_dict(run.workload).stages if s.name == name)
-    manifests = [m for m in open_run_store(run.store).list(run=run.id, stage=name) if m.files]
-    newest = restorable.newest_first(manifests)
     parent = Parent.from_dict(run.parent)
-    start = continuing.start_point(
-        checkpointed=stage.continuity.mode == "checkpointed",
-        committed=len(manifests),
-        restorable=len(newest),
-        continues_parent=parent is not None and parent.stage == name,
-    )
-    return continuing.start_line(start, name, newest[0].step if newest else None)
+    inherited = parent if parent is not None and parent.stage == name else None
+    start, step, _ = where_it_starts(open_run_store(run.store), run.id, stage, inherited)
+    return continuing.start_line(start, name, step)
 
 
 def _claimed(
