@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 from runner_e2e_helpers import Project
 
+import doc_samples
 from nodus.schemas.defaults import ENV_IGNORE_SHIPPED_QUALIFICATIONS as IGNORE_SHIPPED
 from nodus.stages.hf.inprocess import identity as identities
 from nodus.stages.hf.inprocess import profile
@@ -53,8 +54,9 @@ def short_root():
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _run(tmp_path, integration: str, kind: str) -> str:
-    """Run the violations program; check one ``kind`` event per violation; the program's log."""
+def _run(tmp_path, integration: str, kind: str) -> tuple[str, dict, str]:
+    """Run the violations program; check one ``kind`` event per violation; the program's log,
+    the run's ``runs get --json`` and what nodus said."""
     project = Project(
         tmp_path,
         program="violations.py",
@@ -78,12 +80,12 @@ def _run(tmp_path, integration: str, kind: str) -> str:
     # refused or unprepared, nothing was saved: no save record, no snapshot holding a file
     assert not os.listdir(project.control("v", 1).saves)
     assert not [m for m in project.snapshots("v") if m.files]
-    return log
+    return log, view, proc.stderr
 
 
 @pytest.mark.slow
 def test_explicit_v1_refuses_each_violation_naming_its_reason(short_root):
-    log = _run(short_root, "hf-trainer-v1", "integration_refused")
+    log, _, _ = _run(short_root, "hf-trainer-v1", "integration_refused")
     for name in VIOLATIONS:
         assert f"VIOLATION {name} refused 1" in log
     assert "trained" not in log
@@ -92,9 +94,16 @@ def test_explicit_v1_refuses_each_violation_naming_its_reason(short_root):
 @pytest.mark.slow
 def test_auto_runs_each_violation_unprepared_and_records_why(short_root):
     # unprepared means untouched: save_every=1 produced no integration saves
-    log = _run(short_root, "auto", "integration_unprepared")
+    log, view, said = _run(short_root, "auto", "integration_unprepared")
     for name in VIOLATIONS:
         assert f"VIOLATION {name} trained" in log
+    # A green run that nothing could have continued says so, in its final line and runs get.
+    final = said.strip().splitlines()[-1]
+    assert "SUCCEEDED, unprotected: stage 'main' ended without a snapshot to continue" in final
+    assert "the integration ran the program unprepared (" in final
+    doc_samples.check("unprotected", said)
+    assert view["protection"]["state"] == "unprotected"
+    assert "load_best_model_at_end=True" in view["protection"]["why"]
 
 
 # --- the data collator (issue 11 point 2), checked on real Trainers in this process ---------------

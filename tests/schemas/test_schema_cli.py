@@ -63,6 +63,19 @@ def test_validate_accepts_a_good_file(write):
 
 
 @pytest.mark.slow  # the real `nodus` command line
+def test_validate_warns_that_auto_may_leave_a_stage_unprotected(write):
+    path = write('name = "w"\ncommand = ["python", "train.py"]\nintegration = "auto"\n')
+    proc = nodus("validate", str(path))
+    assert proc.returncode == 0 and proc.stdout.startswith(f"{path}: ok (1 stage)\n")
+    assert "warning: stage 'main': integration = \"auto\" runs a Trainer outside" in proc.stderr
+    assert "only what the program saves by itself into state protects it" in proc.stderr
+    explicit = write(
+        'name = "w"\ncommand = ["python", "train.py"]\nintegration = "hf-trainer-v1"\n'
+    )
+    assert nodus("validate", str(explicit)).stderr == ""
+
+
+@pytest.mark.slow  # the real `nodus` command line
 def test_validate_refuses_with_one_line_per_problem_and_exit_2(write):
     path = write(
         'name = "w"\ncommand = "x"\n[[stages]]\nname = "train"\n'

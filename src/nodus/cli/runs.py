@@ -260,6 +260,9 @@ def _get(args) -> int:
     gone = runner_line(data["runner"])
     if gone:
         print(f"  {gone}")
+    guarded = _protection_text(data)
+    if guarded:
+        print(f"  {guarded}")
     failed = _capture_failure_line(data)
     if failed:
         print(f"  {failed}")
@@ -312,6 +315,21 @@ def _get(args) -> int:
         extra = {k: v for k, v in event.items() if k not in ("type", "at", "stage", "attempt")}
         print(f"  {event['at']}  {event['type']}  {json.dumps(extra) if extra else ''}")
     return 0
+
+
+def _protection_text(data: dict) -> str | None:
+    """``protection: …``: a protected run names its newest snapshot, an unprotected one why."""
+    from nodus.inventory.protection import PROTECTED, protection_line
+    from nodus.runner.catalog.phases import Phase
+
+    guarded = data.get("protection")
+    if guarded is None:
+        return None
+    if guarded["state"] == PROTECTED:
+        stage, step = guarded["stage"], guarded["step"]
+        return f"protection: protected (stage {stage!r}, newest snapshot step {step})"
+    weak = protection_line(guarded, stopped=Phase(data["phase"]).stopped)
+    return f"protection: {weak}" if weak else None
 
 
 def _delete(args) -> int:

@@ -55,6 +55,7 @@ def register(commands: Any, groups: dict[str, Any], common: argparse.ArgumentPar
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from nodus.cli import output
     from nodus.schemas.loader import resolve_file
     from nodus.stages.directory import capture_plan
 
@@ -66,7 +67,23 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"  {stage.name}: captures {paths} ({stage.continuity.mode})")
         for line in capture_plan(stage):
             print(f"    {line}")
+    for warning in protection_warnings(stages):  # what can be told before it runs
+        output.say(warning)
     return 0
+
+
+def protection_warnings(stages: Any) -> list[str]:
+    """Stages whose protection depends on what the program does, said before it runs."""
+    from nodus.protocol import INTEGRATION_AUTO
+
+    return [
+        f'warning: stage {stage.name!r}: integration = "auto" runs a Trainer outside the '
+        "hf-trainer-v1 profile unprepared, and then only what the program saves by itself into "
+        f"{', '.join(stage.continuity.checkpoint_paths)} protects it (the run's final line says "
+        'so when nothing did); integration = "hf-trainer-v1" refuses such a program instead'
+        for stage in stages
+        if stage.integration == INTEGRATION_AUTO and stage.continuity.mode == "checkpointed"
+    ]
 
 
 def _resolve(args: argparse.Namespace) -> int:

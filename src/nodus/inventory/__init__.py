@@ -15,6 +15,7 @@ Its modules import nothing heavy at module level.
 
     refs.py       a snapshot named on the command line (``ID``, ``RUN@STEP``, a key) → its store
     runs.py       runs as users see them: the documented ``--json`` shapes, built once
+    protection.py whether a run is protected, and why not: stated from its events, never assumed
     listing.py    ``nodus runs snapshots``, ``nodus snapshots get``: saves and their holds
     download.py   ``nodus snapshots download``, ``nodus runs outputs``: verified copies out
     merging.py    ``--artifact model`` of a LoRA checkpoint: merged into the run's base model

@@ -35,6 +35,8 @@ class Narrator:
         self._commands = {s["name"]: _shown(s.get("command") or ()) for s in stages}
         newest = catalog.events(run_id, types=("snapshot_committed",))
         self._after = newest[-1]["id"] if newest else 0  # earlier snapshots: never news
+        warned = [] if history else catalog.events(run_id, types=_WARNINGS)
+        self._warned_after = warned[-1]["id"] if warned else 0
         self._laid_out: set[tuple[str, int]] = set()
         self._ended: set[tuple[str, int]] = set()
         if not history:  # the attempts before this narrator are not news either
@@ -42,7 +44,15 @@ class Narrator:
 
     def lines(self, catalog: Catalog) -> list[str]:
         said = self._committed(catalog) if self._snapshots else []
-        return said + self._scan(catalog, tell=True)
+        return said + self._scan(catalog, tell=True) + self._warnings(catalog)
+
+    def _warnings(self, catalog: Catalog) -> list[str]:
+        """What a person must act on, whether or not snapshots are told: a restore the
+        program ignored."""
+        events = catalog.events(self._run_id, self._warned_after, types=_WARNINGS)
+        if events:
+            self._warned_after = events[-1]["id"]
+        return [_ignored(e) for e in events]
 
     def _committed(self, catalog: Catalog) -> list[str]:
         events = catalog.events(self._run_id, self._after, types=("snapshot_committed",))
@@ -76,6 +86,19 @@ class Narrator:
         """The attempt that succeeded was ended as hung after its final snapshot: said too."""
         events = catalog.events(self._run_id, types=("hang_detected",))
         return any((event["stage"], event["attempt"]) == key for event in events)
+
+
+_WARNINGS = ("restore_ignored",)
+
+
+def _ignored(event: dict[str, Any]) -> str:
+    details = event["details"]
+    return (
+        f"attempt {event['attempt']} of stage {event['stage']!r} restored step "
+        f"{details['restored_step']} but its program saved step {details['step']}: it started "
+        "over instead of reading the restored checkpoint; it must read "
+        "$NODUS_RESTORED_CHECKPOINT (or take [continuity] resume_args): the run is not resuming"
+    )
 
 
 def _restoring(attempt: dict[str, Any], label: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from nodus import protocol
 from nodus.errors import redacted
+from nodus.inventory.protection import protection, protection_line
 from nodus.runner.catalog.connection import stamp, stamp_seconds
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.phases import Phase
@@ -151,6 +152,7 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         }
         for event in events
     ]
+    data["protection"] = protection(run.workload.get("stages") or [], run.stages, data["events"])
     return data
 
 
@@ -357,6 +359,9 @@ def phase_line(data: dict[str, Any]) -> str:
     failures = data["capture_failures"]
     if data["phase"] == Phase.SUCCEEDED and not failures["final_state_stored"]:
         line += f", but its final state was not stored ({'; '.join(failures['reasons'])})"
+    weak = protection_line(data.get("protection"), stopped=True)
+    if weak:  # never a bare green line for a run nothing could have continued
+        line += f", {weak}" if data["phase"] == Phase.SUCCEEDED else f" ({weak})"
     line += f": {data['message']}" if data["message"] else ""
     if Phase(data["phase"]).resumable:  # INTERRUPTED, PAUSED: end with what continues it
         line += f"; `nodus runs resume {data['id']}` continues it"

@@ -71,6 +71,9 @@ class DirectoryWatcher:
         self.clock = clock
         self.folders = False  # state/ held checkpoint folders at the last poll
         self.custom = 0  # objects registered for checkpointing in the folders captured
+        # Folders that changed again, or went away, before they settled: saves coming closer
+        # together than the settle time (said when nothing at all was captured).
+        self.unsettled = 0
         self._pending: dict[int, tuple[tuple[Entry, ...], float]] = {}
         # the form each step was last reported in, and last captured in
         self._reported: dict[int, tuple[Entry, ...]] = {}
@@ -83,12 +86,16 @@ class DirectoryWatcher:
         settled = []
         steps = checkpoint_steps(self.state_dir)
         self.folders = bool(steps)
+        for gone in set(self._pending) - set(steps):
+            del self._pending[gone]
+            self.unsettled += 1
         for step in steps:
             current = signature(self.folder(step))
             if not current or current == self._reported.get(step):
                 continue
             previous = self._pending.get(step)
             if previous is None or previous[0] != current:
+                self.unsettled += previous is not None
                 self._pending[step] = (current, self.clock())
             elif self.clock() - previous[1] >= self.settle_s:
                 settled.append(step)

@@ -76,6 +76,8 @@ class Capturer:
         self.rotation = rotation  # told after each commit; it runs beside this loop
         self.ws = ws
         self.last_step = restored_step
+        self.restored_step = restored_step
+        self.restore_ignored = False  # said once: the program saved below the restored step
         self.answered: set[int] = set()  # save requests fulfilled by a committed capture
         # Snapshots committed (staged, with a remote store) and save records read by this
         # capture loop: progress, as the attempt's hang watch counts it.
@@ -111,6 +113,7 @@ class Capturer:
         # A selection without checkpoint folders, watched whole: its form pending since when,
         # the form last reported, and when it was last looked at (a walk of the selection).
         self._pending: tuple[tuple, float] | None = None
+        self._unsettled = 0
         self._reported: tuple | None = None
         self._looked = float("-inf")
         if self._committed_state:  # the restored Accelerate folders' registered objects
@@ -142,6 +145,7 @@ class Capturer:
         if not current or current in (self._committed_state, self._reported):
             return
         if self._pending is None or self._pending[0] != current:
+            self._unsettled += self._pending is not None  # changed again before it settled
             self._pending = (current, now)
         elif now - self._pending[1] >= self.watcher.settle_s:
             self._reported, self._pending = current, None
@@ -180,6 +184,7 @@ class Capturer:
         """
         self.ingest_events()
         self.capture_save_records()
+        self._said_unsettled()
         steps = [step for step in checkpoint_steps(self.ws.state) if not self._laid_out(step)]
         if self.watch_folders and not steps:
             self.capture_selection("exit", died_at)
@@ -191,6 +196,13 @@ class Capturer:
         if whole is None and self._committed_id is None and not self._selection(step):
             return  # nothing saved, restored or selected: an empty snapshot restores nothing
         self.capture(step, reason="exit", died_at=died_at)
+
+    def _said_unsettled(self) -> None:
+        """Nothing was captured while the program trained although its selection kept
+        changing: its saves came closer together than the settle time (protection says so)."""
+        changes = self.watcher.unsettled + self._unsettled
+        if self.watch_folders and not self.commits and changes >= 2:
+            self.event("capture_unsettled", {"changes": changes, "settle_s": self.watcher.settle_s})
 
     def _laid_out(self, step: int) -> bool:
         """``step`` is the warm start's folder, as it was laid out (the program left it)."""
@@ -397,6 +409,7 @@ class Capturer:
         self._committed_id = manifest.id
         self.last_step = step
         self.commits += 1
+        self._check_resumed(step, manifest.id)
         if self.uploads is not None:
             # The final save is never skipped for a newer one, and the attempt waits for it.
             self.uploads.submit(manifest, reason, keep=reason == "exit")
@@ -407,6 +420,17 @@ class Capturer:
         if self.rotation is not None:
             self.rotation.request()
         return manifest.id
+
+    def _check_resumed(self, step: int, snapshot: str) -> None:
+        """A restored attempt whose program saves a step below the restored one started over
+        (it never read the checkpoint laid out for it): said once, as ``restore_ignored``."""
+        if self.restored_step is None or self.restore_ignored or step >= self.restored_step:
+            return
+        self.restore_ignored = True
+        self.event(
+            "restore_ignored",
+            {"restored_step": self.restored_step, "step": step, "snapshot": snapshot},
+        )
 
     def _incomplete(self, step: int, verdict: Verdict, reason: str) -> None:
         """A folder that settled (or was left at exit) without being whole: not committed."""

@@ -51,6 +51,8 @@ EVENT_TYPES: tuple[str, ...] = (
     "capture_file_skipped",
     "capture_name_refused",
     "capture_symlink_refused",
+    "restore_ignored",
+    "capture_unsettled",
     "outputs_committed",
     "outputs_failed",
     # upkeep: retention, gc, the registry; the run's record in its store

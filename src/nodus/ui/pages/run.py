@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from nodus.client import Client
+from nodus.inventory.protection import PROTECTED, protection_line
 from nodus.inventory.runs import progress_line, runner_line
 from nodus.schemas.units import human_bytes
 from nodus.ui.charts import Bar, timeline
@@ -103,11 +104,22 @@ def _summary(run: dict[str, Any]) -> Markup:
     gone = runner_line(run["runner"])
     if gone:
         facts.insert(1, ("runner", gone))
+    facts.insert(1, ("protection", _protection(run)))
     if run.get("model"):
         model = run["model"]
         facts.append(("model", f"{model['ref']} (step {model['step']})"))
     items = [join([tag("dt", None, key), tag("dd", None, value)]) for key, value in facts]
     return tag("dl", {"class": "facts"}, *items)
+
+
+def _protection(run: dict[str, Any]) -> str:
+    """The run's protection in words: what a recovery would continue from, or why nothing."""
+    guarded = run.get("protection")
+    if guarded is None:
+        return "–"
+    if guarded["state"] == PROTECTED:
+        return f"protected: newest snapshot step {guarded['step']} (stage {guarded['stage']})"
+    return protection_line(guarded, stopped=run["finished_at"] is not None) or guarded["state"]
 
 
 def _failures(run: dict[str, Any]) -> Markup:
@@ -116,6 +128,9 @@ def _failures(run: dict[str, Any]) -> Markup:
     said = []
     if run["phase"] in ("FAILED", "INTERRUPTED", "CANCELLED") and run["message"]:
         said.append(f"{run['phase']}: {run['message']}")
+    weak = protection_line(run.get("protection"), stopped=run["finished_at"] is not None)
+    if weak:
+        said.append(weak)
     failures = run["capture_failures"]
     if failures["count"]:
         said.append(
