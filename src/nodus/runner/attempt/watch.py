@@ -134,6 +134,7 @@ class Watch:
         if progress.at < self.started_wall:
             return  # an earlier attempt's
         self.progress = progress
+        self.capturer.reported(progress.step)  # below a restored step: it started over
         self.clock.progressed(_ms(now), f"step {progress.step}", training=True)
 
     def _written(self, now: float) -> bool:

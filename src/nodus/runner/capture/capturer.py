@@ -421,9 +421,16 @@ class Capturer:
             self.rotation.request()
         return manifest.id
 
-    def _check_resumed(self, step: int, snapshot: str) -> None:
-        """A restored attempt whose program saves a step below the restored one started over
-        (it never read the checkpoint laid out for it): said once, as ``restore_ignored``."""
+    def reported(self, step: int) -> None:
+        """The program reported training ``step`` (``progress.json``): below the restored step
+        it started over, as a save below it says (0 is a report before training began)."""
+        if step > 0:
+            self._check_resumed(step, None)
+
+    def _check_resumed(self, step: int, snapshot: str | None) -> None:
+        """A restored attempt whose program saves (or reports) a step below the restored one
+        started over (it never read the checkpoint laid out for it): said once, as
+        ``restore_ignored``."""
         if self.restored_step is None or self.restore_ignored or step >= self.restored_step:
             return
         self.restore_ignored = True
