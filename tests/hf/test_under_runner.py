@@ -68,6 +68,9 @@ def test_program_sigkilled_three_times_once_mid_save_recovers_to_the_bare_weight
     assert attempts[3]["restored_step"] < saving
     assert project.committed_steps("a", 4)[-1] == STEPS
     assert project.outputs_hash("a") == bare_hash, why
+    # every restored attempt went on from its restore: protected, never "not resuming"
+    assert not [e for e in view["events"] if e["type"] == "restore_ignored"], why
+    assert view["protection"]["state"] == "protected", why
 
 
 def _kill_after_commit(project: Project, runner, number: int, step: int) -> None:
