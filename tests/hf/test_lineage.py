@@ -185,3 +185,14 @@ def test_a_changed_dataset_fails_the_restored_attempt_naming_it(parent):
     (attempt,) = parent.get(child)["stages"][0]["attempts"]
     assert attempt["restored_step"] == 6
     assert "train dataset content differs" in attempt["detail"], attempt["detail"]
+
+
+def test_a_changed_training_argument_fails_the_restored_attempt_naming_both_values(parent):
+    """What only the program knows (its own TrainingArguments) is checked when the restored
+    attempt starts, and the refusal names the field with the checkpoint's value and the new one
+    (a managed method's are known at submit: refused there, tests/methods/test_method_rules.py)."""
+    file = _child_file(parent, "other-seed", resume_from="parent@6", env={"QUICKSTART_SEED": "7"})
+    proc = parent.nodus("run", file, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (attempt,) = parent.get(_newest_run(parent))["stages"][0]["attempts"]
+    assert "changed training arguments: seed (checkpoint 42, now 7)" in attempt["detail"]

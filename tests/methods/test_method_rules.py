@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from nodus.schemas.method_rules import KEPT, method_continuation_problems
+from nodus.schemas.method_rules import KEPT, KEPT_ARGUMENTS, method_continuation_problems
 
 SFT = {
     "framework": "sft",
@@ -25,6 +25,13 @@ SFT = {
         "gpu_count": 1,
         "reward_functions": None,
         "kl_beta": None,
+        "learning_rate": 5e-5,
+        "batch_size": 2,
+        "gradient_accumulation_steps": 1,
+        "seed": 42,
+        "max_length": 64,
+        "num_generations": None,
+        "steps_per_generation": None,
     },
 }
 GRPO = copy.deepcopy(SFT)
@@ -73,6 +80,38 @@ def test_full_state_keeps_each_setting_naming_the_rule_and_both_values(key, valu
     assert f"the source run has {SFT['method'][key]!r}" in line
 
 
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("learning_rate", 1e-4),
+        ("batch_size", 4),
+        ("gradient_accumulation_steps", 2),
+        ("seed", 7),
+        ("max_length", 128),
+    ],
+)
+def test_full_state_keeps_each_training_argument_refused_at_submit_with_both_values(key, value):
+    """A setting the trainer's arguments are made of would be refused by the restored attempt
+    (its checkpoint was saved with the old value): refused at submit instead, both values named."""
+    assert key in KEPT_ARGUMENTS
+    (line,) = rendered(
+        method_continuation_problems(SFT, changed(SFT, **{key: value}), "full-state")
+    )
+    assert line.startswith(f"method.{key}: {value!r} — ")
+    assert f"keeps {key}: the source run's checkpoint was saved with" in line
+    assert f"the source run has {SFT['method'][key]!r}" in line
+    assert method_continuation_problems(SFT, changed(SFT, **{key: value}), "weights") == []
+
+
+def test_grpo_generation_settings_and_kl_beta_are_kept_too():
+    parent = changed(GRPO, num_generations=4, steps_per_generation=2, kl_beta=0.1)
+    for key, value in (("num_generations", 8), ("steps_per_generation", 4), ("kl_beta", 0.2)):
+        (line,) = rendered(
+            method_continuation_problems(parent, changed(parent, **{key: value}), "full-state")
+        )
+        assert line.startswith(f"method.{key}: {value!r} — ")
+
+
 def test_full_state_keeps_the_method():
     (line,) = rendered(method_continuation_problems(SFT, changed(SFT, "dpo"), "full-state"))
     assert line == (
@@ -104,10 +143,11 @@ def test_reward_functions_are_reused_and_new_ones_refused():
 
 
 def test_kl_beta_full_state_branch_of_a_run_started_from_an_inherited_adapter_is_refused():
-    child = changed(GRPO, kl_beta=0.04)
-    assert method_continuation_problems(GRPO, child, "full-state") == []
+    parent = changed(GRPO, kl_beta=0.04)
+    child = changed(parent)  # kl_beta is a training argument: a continuation keeps it
+    assert method_continuation_problems(parent, child, "full-state") == []
     (line,) = rendered(
-        method_continuation_problems(GRPO, child, "full-state", parent_started_from_adapter=True)
+        method_continuation_problems(parent, child, "full-state", parent_started_from_adapter=True)
     )
     assert line.startswith("method.kl_beta: 0.04 — ") and "inherited adapter weights" in line
     no_penalty = changed(GRPO, kl_beta=0.0)

@@ -71,3 +71,19 @@ def test_killed_twice_mid_training_ends_with_the_same_adapter(sft_run, tmp_path)
     attempts = example.attempts("killed")
     assert [a["number"] for a in attempts] == [1, 2, 3]
     assert adapter_hash(example.outputs("killed")) == adapter_hash(sft_run.outputs("whole"))
+
+
+def test_a_continuation_changing_a_training_argument_is_refused_at_submit(sft_run):
+    """`--resume-from` with another learning rate: refused before anything is recorded (exit 2),
+    naming the field and both values, instead of failing once the restored attempt starts."""
+    text = sft_run.file.read_text().replace("learning_rate = 1e-3", "learning_rate = 2e-3")
+    child = sft_run.code / "faster.toml"
+    child.write_text(text.replace("max_steps = 24", "max_steps = 30"))
+    runs = sft_run.nodus("runs", "list", "--json").stdout
+    proc = sft_run.nodus("run", str(child), "--resume-from", "whole@12")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "method.learning_rate: 0.002 — a run that continues another's training state keeps " in (
+        proc.stderr
+    )
+    assert "the source run has 0.001" in proc.stderr
+    assert sft_run.nodus("runs", "list", "--json").stdout == runs  # nothing was recorded

@@ -10,9 +10,10 @@ Modes:
 
 - ``full-state`` (``resume_from = "RUN@STEP"``, ``runs branch --from full-state``): the child
   continues the parent's training state, so everything that state depends on stays: method,
-  base_model, dataset and its fingerprint, the LoRA settings, gpu_count; the parent's reward
-  functions are reused and new ones are refused. ``max_steps``/``num_epochs``, the name,
-  outputs and resources may change.
+  base_model, dataset and its fingerprint, the LoRA settings, gpu_count, and every setting that
+  becomes a training argument (learning rate, batch size, accumulation, seed, lengths, grpo's
+  generation settings and kl_beta); the parent's reward functions are reused and new ones are
+  refused. ``max_steps``/``num_epochs``, the name, outputs and resources may change.
 - ``weights`` (a warm start from the parent's weights): a new training; only the grpo KL rule
   below applies.
 
@@ -29,7 +30,7 @@ from typing import Any
 from nodus.errors import Problem
 from nodus.protocol import FULL_STATE, MODE_WEIGHTS
 
-__all__ = ["KEPT", "method_continuation_problems"]
+__all__ = ["KEPT", "KEPT_ARGUMENTS", "method_continuation_problems"]
 
 KEPT = (
     "base_model",
@@ -44,6 +45,26 @@ KEPT = (
     "gpu_count",
 )
 """``[method]`` settings a full-state continuation keeps (the training state depends on them)."""
+
+KEPT_ARGUMENTS = (
+    "learning_rate",
+    "batch_size",
+    "gradient_accumulation_steps",
+    "seed",
+    "max_length",
+    "num_generations",
+    "kl_beta",
+    "steps_per_generation",
+)
+"""``[method]`` settings that become the trainer's training arguments: the restored checkpoint
+was saved with them, and the attempt that restores it refuses other ones. Known at submit, so a
+continuation that changes one is refused then, naming both values, not once it starts. Only the
+length (``max_steps``, ``num_epochs``) may change."""
+
+_RULE_ARGUMENT = (
+    "a run that continues another's training state keeps {key}: the source run's checkpoint "
+    "was saved with the training arguments it sets"
+)
 
 _RULE_KEEPS = "a run that continues another's training state keeps {key}"
 _RULE_REWARDS = (
@@ -84,6 +105,16 @@ def method_continuation_problems(
         Problem(f"method.{key}", _kept(key, old), new.get(key), True)
         for key in KEPT
         if old.get(key) != new.get(key)
+    ]
+    problems += [
+        Problem(
+            f"method.{key}",
+            f"{_RULE_ARGUMENT.format(key=key)}: the source run has {_shown(old.get(key))}",
+            new.get(key),
+            True,
+        )
+        for key in KEPT_ARGUMENTS
+        if key in old and old.get(key) != new.get(key)
     ]
     problems += _reward_problems(old, new)
     if _penalised(after, new) and parent_started_from_adapter:

@@ -237,12 +237,13 @@ def same_arguments(saved: dict[str, Any], now: dict[str, Any]) -> bool:
     return kept[0] == kept[1]
 
 
-def argument_differences(saved_args: dict[str, Any], args: Any) -> list[str]:
-    """The training-argument fields that changed, for a readable refusal."""
+def argument_differences(saved_args: dict[str, Any], args: Any) -> dict[str, tuple[Any, Any]]:
+    """The training-argument fields that changed, each with (the checkpoint's value, this
+    attempt's), for a refusal that names both."""
     now = json.loads(json.dumps(_arguments(args), default=str))
     saved_args = {k: v for k, v in saved_args.items() if k not in defaults.HF_IDENTITY_IGNORED_ARGS}
     names = sorted(set(saved_args) | set(now))
-    return [n for n in names if saved_args.get(n) != now.get(n)]
+    return {n: (saved_args.get(n), now.get(n)) for n in names if saved_args.get(n) != now.get(n)}
 
 
 def argument_values(args: Any) -> dict[str, Any]:

@@ -229,10 +229,14 @@ class Session:
             )
             if self.settings.parent_mode == protocol.FULL_STATE:
                 # A run continuing another's training may train longer (or shorter).
-                fields = [f for f in fields if f not in defaults.HF_CONTINUATION_ARGS]
+                fields = {f: v for f, v in fields.items() if f not in defaults.HF_CONTINUATION_ARGS}
                 problems = [p for p in problems if not p.startswith(_ARGUMENTS_LABEL)]
             if fields or not self.settings.parent_mode:
-                problems.append(f"changed training arguments: {', '.join(fields) or '(unknown)'}")
+                named = ", ".join(
+                    f"{name} (checkpoint {was!r}, now {now!r})"
+                    for name, (was, now) in fields.items()
+                )
+                problems.append(f"changed training arguments: {named or '(unknown)'}")
         if problems:
             refuse(self.control, problems)
         return path
