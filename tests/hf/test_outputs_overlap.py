@@ -44,8 +44,11 @@ def test_a_folder_both_outputs_and_checkpoints_keeps_every_output_file(tmp_path)
     workload["outputs"] = ["state"]
     project.file.write_text(tomli_w.dumps(workload))
 
-    done = project.nodus("run", str(project.file), "--key", "both", timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runner = project.start("run", str(project.file), "--key", "both")
+    project.kill_after_save("both", 1, 9, runner)  # the recovery restores by links, too
+    assert runner.wait(timeout=600) == 0, open(runner.log_path).read()[-3000:]
+    swept = project.nodus("gc")  # the run is finished: retention lets its held save go
+    assert swept.returncode == 0, swept.stdout + swept.stderr
     events = project.get("both")["events"]
     deleted = [e for e in events if e["type"] == "snapshot_kind_deleted"]
     assert deleted, "retention deleted nothing: the test proves nothing"

@@ -13,13 +13,16 @@ import os
 import random
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from nodus.errors import NotFoundError
+from nodus.schemas import defaults
 from nodus.store import SnapshotInfo, keys, open_store
 from nodus.store.model_records import ModelVersion
+from nodus.store.upload import Uploader
 
 from .trees import read_tree, write_tree
 
@@ -275,3 +278,65 @@ def test_random_interleavings_never_free_a_blob_a_live_record_names(fast_folder)
         if not failures:
             shutil.rmtree(root, ignore_errors=True)
     assert not failures, "\n".join(failures[:5])
+
+
+# --- a capture or an upload that outlasts the intent's lease -----------------------------------
+
+LEASE_S = 0.4  # the intent's lease, shortened so that outlasting it takes a moment
+
+
+def _deleting_while(store, snapshot_id: str, kinds, leases: float = 3.0) -> list:
+    """Delete ``kinds`` of ``snapshot_id`` again and again for ``leases`` intent leases, as
+    rotation passes and gc processes would while a long capture or upload runs; the reports."""
+    reports = []
+    started = time.monotonic()
+    while time.monotonic() - started < leases * LEASE_S:
+        for kind in kinds:
+            try:
+                reports.append(store.delete_kind(snapshot_id, kind))
+            except NotFoundError:  # deleted whole: the deletion was not held off
+                return [*reports, None]
+    return reports
+
+
+def test_a_capture_outlasting_the_intent_lease_keeps_the_blobs_it_names(tmp_path, monkeypatch):
+    monkeypatch.setattr(defaults, "CAPTURE_LEASE_S", LEASE_S)
+    store = open_store("file://" + str(tmp_path / "store"))
+    live = tmp_path / "live"
+    write_tree(live, _checkpoint_files(10))
+    checkpoint = store.capture(str(live), ["state"], info=SnapshotInfo("r", "main", 1, 10))
+    other = open_store(store.url)  # rotation's own store object, as in the runner
+    reports: list = []
+
+    def slow_end() -> None:  # the capture's last moment before its commit: a long one
+        reports.extend(_deleting_while(other, checkpoint.id, checkpoint.stored_kinds))
+
+    info = SnapshotInfo("r", "main", 1, None, role="outputs")
+    outputs = store.capture(str(live), ["state"], info=info, guard=slow_end)
+    _restores_whole(store, outputs, tmp_path / "restored", read_tree(live))
+    assert reports and all(report and report.deferred for report in reports)
+    other.finish_deletions()
+    assert other.list(role="checkpoint") == []
+    _restores_whole(store, outputs, tmp_path / "after", read_tree(live))
+
+
+def test_an_upload_outlasting_the_intent_lease_keeps_the_blobs_it_skipped(tmp_path, monkeypatch):
+    monkeypatch.setattr(defaults, "CAPTURE_LEASE_S", LEASE_S)
+    remote = open_store("file://" + str(tmp_path / "remote"))
+    staging = open_store("file://" + str(tmp_path / "staging"))
+    live = tmp_path / "live"
+    write_tree(live, _checkpoint_files(10))
+    # The checkpoint is on the remote store already; the outputs, staged, share all its files.
+    checkpoint = remote.capture(str(live), ["state"], info=SnapshotInfo("r", "main", 1, 10))
+    info = SnapshotInfo("r", "main", 1, None, role="outputs")
+    staged = staging.capture(str(live), ["state"], info=info)
+    reports: list = []
+
+    def slow_end() -> None:  # the upload's last moment before its remote commit
+        reports.extend(_deleting_while(remote, checkpoint.id, checkpoint.stored_kinds))
+
+    uploader = Uploader(staging, remote, guard=slow_end)
+    uploader.submit(staged, keep=True)
+    assert uploader.finish(retry_s=0.0) == []
+    _restores_whole(remote, remote.get(staged.id), tmp_path / "restored", read_tree(live))
+    assert reports and all(report and report.deferred for report in reports)
