@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from nodus.errors import NotFoundError
+from nodus.errors import NotFoundError, StoreError
 from nodus.schemas import defaults
 from nodus.store import SnapshotInfo, keys, open_store
 from nodus.store.model_records import ModelVersion
@@ -282,10 +282,10 @@ def test_random_interleavings_never_free_a_blob_a_live_record_names(fast_folder)
 
 # --- a capture or an upload that outlasts the intent's lease -----------------------------------
 
-LEASE_S = 0.4  # the intent's lease, shortened so that outlasting it takes a moment
+LEASE_S = 1.5  # the intent's lease, shortened so that outlasting it takes a moment
 
 
-def _deleting_while(store, snapshot_id: str, kinds, leases: float = 3.0) -> list:
+def _deleting_while(store, snapshot_id: str, kinds, leases: float = 2.0) -> list:
     """Delete ``kinds`` of ``snapshot_id`` again and again for ``leases`` intent leases, as
     rotation passes and gc processes would while a long capture or upload runs; the reports."""
     reports = []
@@ -340,3 +340,68 @@ def test_an_upload_outlasting_the_intent_lease_keeps_the_blobs_it_skipped(tmp_pa
     assert uploader.finish(retry_s=0.0) == []
     _restores_whole(remote, remote.get(staged.id), tmp_path / "restored", read_tree(live))
     assert reports and all(report and report.deferred for report in reports)
+
+
+def _out_of_reach(store) -> Path:
+    """The running capture's intent can no more be renewed (its key is a folder now, holding
+    the record as it was last written, which sweeps still read until it expires), as when the
+    store cannot be reached; the intent's path, to put it back."""
+    (intent,) = Path(store.storage.path(keys.INTENTS)).iterdir()
+    record = intent.read_bytes()
+    intent.unlink()
+    intent.mkdir()
+    (intent / "as-written").write_bytes(record)
+    return intent
+
+
+def _reachable(intent: Path) -> None:
+    shutil.rmtree(intent)  # the next renewal writes it again
+
+
+def test_a_capture_whose_intent_lapsed_commits_nothing_that_names_a_freed_blob(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(defaults, "CAPTURE_LEASE_S", LEASE_S)
+    store = open_store("file://" + str(tmp_path / "store"))
+    live = tmp_path / "live"
+    write_tree(live, _checkpoint_files(10))
+    checkpoint = store.capture(str(live), ["state"], info=SnapshotInfo("r", "main", 1, 10))
+    other = open_store(store.url)
+    reports: list = []
+
+    def unreachable_end() -> None:  # renewals fail for longer than the lease meanwhile
+        intent = _out_of_reach(store)
+        reports.extend(_deleting_while(other, checkpoint.id, checkpoint.stored_kinds))
+        _reachable(intent)
+
+    info = SnapshotInfo("r", "main", 1, None, role="outputs")
+    with pytest.raises(StoreError, match="could not renew its intent"):
+        store.capture(str(live), ["state"], info=info, guard=unreachable_end)
+    assert reports[0].deferred and reports[-1] is None  # held off until the intent expired
+    assert store.list(role=None) == []  # and no snapshot names its freed blobs
+    outputs = store.capture(str(live), ["state"], info=info)  # the next one stores them again
+    _restores_whole(store, outputs, tmp_path / "restored", read_tree(live))
+
+
+def test_an_upload_whose_intent_lapsed_sends_again_what_a_sweep_freed(tmp_path, monkeypatch):
+    monkeypatch.setattr(defaults, "CAPTURE_LEASE_S", LEASE_S)
+    remote = open_store("file://" + str(tmp_path / "remote"))
+    staging = open_store("file://" + str(tmp_path / "staging"))
+    live = tmp_path / "live"
+    write_tree(live, _checkpoint_files(10))
+    checkpoint = remote.capture(str(live), ["state"], info=SnapshotInfo("r", "main", 1, 10))
+    info = SnapshotInfo("r", "main", 1, None, role="outputs")
+    staged = staging.capture(str(live), ["state"], info=info)
+    reports: list = []
+
+    def unreachable_end() -> None:
+        intent = _out_of_reach(remote)
+        reports.extend(_deleting_while(remote, checkpoint.id, checkpoint.stored_kinds))
+        _reachable(intent)
+
+    uploader = Uploader(staging, remote, guard=unreachable_end)
+    uploader.submit(staged, keep=True)
+    assert uploader.finish(retry_s=0.0) == []
+    assert reports[0].deferred and reports[-1] is None  # the checkpoint went, blobs and all
+    assert remote.list(role="checkpoint") == []
+    _restores_whole(remote, remote.get(staged.id), tmp_path / "restored", read_tree(live))

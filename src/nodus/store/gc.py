@@ -16,7 +16,10 @@ two sweeps never run at once (they would not harm each other, but a sweep that e
 otherwise look like the end of the other's). Each flag names its owner (see
 :mod:`nodus.store.owners`): a flag whose owner is known to be gone (killed, on this machine) is
 ignored at once; any other abandoned flag expires after its lease, and a live holder renews its
-flag before the lease runs out.
+flag before the lease runs out. A capture's intent (:class:`Intent`) is renewed by a thread of
+its own, so one long step of the capture or upload (a huge file, a slow link) never lets it
+lapse: a sweep that then found it expired would free blobs the capture found stored and is
+about to name (the outputs of a Trainer's folder, missing blobs of the checkpoints rotated).
 """
 
 from __future__ import annotations
