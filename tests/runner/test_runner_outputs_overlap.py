@@ -74,3 +74,27 @@ def test_the_same_against_a_remote_store_through_staging(project, s3_server, tmp
 
     s3fs.S3FileSystem.clear_instance_cache()
     _outputs_whole(open_store(url), run_id, tmp_path)
+
+
+def test_runs_delete_of_one_run_keeps_every_blob_another_run_names(project, tmp_path):
+    """The counter is deterministic: two runs of it store the same files, so every blob of the
+    second run is one of the first's too. Deleting the first run frees none of them."""
+    _write(project)
+    ids = []
+    for _ in range(2):
+        proc = project.nodus("run", "workload.toml")
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        ids.append(proc.stderr.split("accepted ")[1].split()[0])
+    store = open_store("file://" + str(project.home / "store"))
+    first = {e.hash for m in store.list(run=ids[0], role=None) for e in m.held_files()}
+    second = {e.hash for m in store.list(run=ids[1], role=None) for e in m.held_files()}
+    assert len(first & second) >= 10  # they share most of what they hold
+
+    deleted = project.nodus("runs", "delete", ids[0])
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+    assert project.nodus("gc").returncode == 0
+    store = open_store(store.url)
+    assert store.list(run=ids[0], role=None) == []
+    for manifest in store.list(run=ids[1], role=None):
+        assert store.check(manifest.id) == [], manifest.id
+    _outputs_whole(store, ids[1], tmp_path)
