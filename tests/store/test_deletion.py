@@ -55,6 +55,10 @@ CHECKPOINTS = {
     "E": {"optimizer.pt": "opt-E", "trainer_state.json": "ts-E"},
 }  # fmt: skip
 SOURCE = {"train.py": "src-train", "config.json": "config"}
+# The run's outputs name blobs of A's state (deleted by delete_kind) and of B (deleted whole):
+# a deletion of any kind never frees a blob another record names.
+OUTPUTS = {"optimizer.pt": "opt-A", "model.safetensors": "model-AB", "notes.txt": "notes-B",
+           "trainer_state.json": "ts-B"}  # fmt: skip
 DEAD = "ckpt_" + "d" * 16  # a snapshot that is gone, leaving a tombstone and a hold record
 
 # The crash points each operation passes, in order; every one must be reached.
@@ -95,7 +99,8 @@ class Template:
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Template:
-    """A store with five checkpoints, a source, two pending deletions and orphan records."""
+    """A store with five checkpoints, outputs, a source, two pending deletions and orphan
+    records."""
     base = tmp_path_factory.mktemp("template")
     store = open_store(str(base / "store"))
     ids, expected = {}, {}
@@ -110,6 +115,9 @@ def template(tmp_path_factory) -> Template:
     def begin_deletions() -> None:
         deferred.extend(store.delete_kind(ids[n], "state") for n in ("D", "E"))
 
+    outputs = _capture(store, base / "out", {f"out/{n}": c for n, c in OUTPUTS.items()}, None,
+                       role="outputs")  # fmt: skip
+    ids["O"], expected[outputs.id] = outputs.id, _contents(outputs, OUTPUTS, "out")
     source = _capture(store, base / "src", SOURCE, None, role="source", guard=begin_deletions)
     assert all(report.deferred for report in deferred)
     ids["S"], expected[source.id] = source.id, _contents(source, SOURCE, "")
@@ -172,6 +180,7 @@ def test_a_kill_at_each_step_of_a_deletion_leaves_a_consistent_store_that_gc_com
         ids["C"]: ("weights", "state", "files"),
         ids["D"]: ("weights",),  # its pending state deletion finished; E had nothing else
         ids["S"]: ("weights", "files"),
+        ids["O"]: ("weights", "state", "files"),
     }
     for deleted in target:
         del wanted[deleted]

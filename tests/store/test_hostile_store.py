@@ -90,7 +90,8 @@ def _record() -> dict:
 
 
 def _template(folder: Path) -> tuple[Path, list[str]]:
-    """A real store: two checkpoints captured from a live folder, a link, a run record."""
+    """A real store: two checkpoints and the outputs captured from a live folder, a link, a run
+    record."""
     live = folder / "live"
     write_tree(live, CHECKPOINT)
     os.symlink("trainer_state.json", live / "state/checkpoint-5/latest.json")
@@ -99,6 +100,9 @@ def _template(folder: Path) -> tuple[Path, list[str]]:
     first = store.capture(str(live), ["state"], info=_info(5))
     write_tree(live, {"state/checkpoint-5/optimizer.pt": b"optimizer, later" * 5})
     second = store.capture(str(live), ["state"], info=_info(6))
+    # The run's outputs: the same folder, so every one of its blobs is a checkpoint's too.
+    outputs_info = SnapshotInfo(run=RUN, stage="main", attempt=1, step=None, role="outputs")
+    outputs = store.capture(str(live), ["state"], info=outputs_info)
     RunRecords(store.storage).write(_record())
     store.hold_records.write(second.id, "pin", {"kinds": ["weights"], "at": 1.0, "by": "me"})
     weights = tuple(e for e in second.files if e.kind == "weights")
@@ -111,7 +115,7 @@ def _template(folder: Path) -> tuple[Path, list[str]]:
     )
     shutil.rmtree(live)
     store.restore(second.id, str(folder / "previous"))  # a working copy set aside, to reuse
-    return folder / "store", [first.id, second.id]
+    return folder / "store", [first.id, second.id, outputs.id]
 
 
 # --- the surroundings ------------------------------------------------------------------------
@@ -446,14 +450,31 @@ def _operate(case: Path, ids: list[str], refused: list[str]) -> list[str]:
         missed = damaged - set(report.damaged)
         if missed:
             problems.append(f"verify calls {sorted(missed)} sound, restores call them damaged")
+    named = attempt("named", lambda: _named_blobs(store.url))
     attempt("finish", store.finish_deletions)
     attempt("gc", lambda: store.gc_blobs(grace_s=0.0))
     attempt("rotation", lambda: store.delete_kind(ids[0], "state"))
+    still = attempt("named after", lambda: _named_blobs(store.url))
+    if named is not None and still is not None:
+        # Whatever the store holds, a deletion never frees a blob a live record still names.
+        lost = (named[0] & still[1]) - still[0]
+        if lost:
+            problems.append(f"blobs still named by a live record were freed: {sorted(lost)}")
     for snapshot_id in ids:
         attempt("delete", lambda s=snapshot_id: store.delete(s))
     attempt("runs delete", lambda: RunRecords(store.storage).delete(RUN, None))
     attempt("repair", lambda: open_store(store.url).verify(repair=True))
     return problems
+
+
+def _named_blobs(url: str) -> tuple[set[str], set[str]]:
+    """The blobs that live records (snapshots of any role, model versions) name and that are
+    stored; and all they name."""
+    store = open_store(url)
+    named = {e.hash for m in store.list(role=None) for e in m.held_files() if not e.is_link}
+    named |= {digest for version in store.model_records.list() for digest in version.blobs}
+    stored = {digest for digest in named if store.storage.exists(keys.blob_key(digest))}
+    return stored, named
 
 
 MUTATIONS = 1000

@@ -16,7 +16,10 @@ two sweeps never run at once (they would not harm each other, but a sweep that e
 otherwise look like the end of the other's). Each flag names its owner (see
 :mod:`nodus.store.owners`): a flag whose owner is known to be gone (killed, on this machine) is
 ignored at once; any other abandoned flag expires after its lease, and a live holder renews its
-flag before the lease runs out.
+flag before the lease runs out. A capture's intent (:class:`Intent`) is renewed by a thread of
+its own, so one long step of the capture or upload (a huge file, a slow link) never lets it
+lapse: a sweep that then found it expired would free blobs the capture found stored and is
+about to name (the outputs of a Trainer's folder, missing blobs of the checkpoints rotated).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
@@ -37,8 +41,8 @@ from nodus.store.storage import Storage
 
 __all__ = [
     "GcReport",
+    "Intent",
     "Sweep",
-    "renew_intent",
     "sweep",
     "unreferenced",
     "wait_for_sweep",
@@ -149,10 +153,73 @@ def write_intent(storage: Storage, snapshot_id: str) -> float:
     return now
 
 
-def renew_intent(storage: Storage, snapshot_id: str, written: float) -> float:
-    if time.time() - written < defaults.CAPTURE_LEASE_S / 4:
-        return written
-    return write_intent(storage, snapshot_id)
+class Intent:
+    """A capture's (or an upload's) intent, kept live for as long as its work runs.
+
+    A sweep spares the blobs a capture may name only while the capture's intent is live, and
+    one step of the work (copying a huge file, uploading a snapshot over a slow link) can take
+    longer than the lease: so a thread renews the intent every quarter lease, whatever the work
+    is doing. ``write()`` it first (the caller may retry), then ``start()`` the renewals and
+    ``close()`` at the end (deletes it). Before the commit, ``held_throughout()`` says whether
+    the intent stayed live all along; when renewals failed for half a lease (the store out of
+    reach) a sweep may have run meanwhile, so the caller calls ``reassert()`` (write it, wait
+    out any live sweep) and checks again that every blob it names is stored.
+    """
+
+    def __init__(self, storage: Storage, snapshot_id: str) -> None:
+        self.storage = storage
+        self.snapshot_id = snapshot_id
+        self._lock = threading.Lock()
+        self._written: float | None = None  # the "written" time of the last intent stored
+        self._lapsed = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def write(self) -> None:
+        """Write (or renew) the intent; raises when the store refuses it."""
+        written = write_intent(self.storage, self.snapshot_id)
+        with self._lock:
+            if self._written is not None and self._gap(self._written):
+                self._lapsed = True
+            self._written = written
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._renew, name=f"intent-{self.snapshot_id}", daemon=True
+        )
+        self._thread.start()
+
+    def held_throughout(self) -> bool:
+        """True when no sweep can have started since the intent was first written."""
+        with self._lock:
+            return not self._lapsed and self._written is not None and not self._gap(self._written)
+
+    def reassert(self) -> None:
+        """After a lapse: live again, and no sweep running (sweeps from now on defer)."""
+        self.write()
+        with self._lock:
+            self._lapsed = False
+        wait_for_sweep(self.storage)
+
+    def close(self) -> None:
+        """Stop renewing and delete the intent (raises when the store refuses the delete)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.storage.delete(keys.intent_key(self.snapshot_id))
+
+    def _renew(self) -> None:
+        while not self._stop.wait(defaults.CAPTURE_LEASE_S / 4):
+            try:
+                self.write()
+            except Exception as error:  # out of reach for now: the next tick tries again
+                log.info("store: intent of %s not renewed: %s", self.snapshot_id, error)
+
+    @staticmethod
+    def _gap(written: float) -> bool:
+        # Half a lease, not a whole one: a sweep on a clock a little ahead must not see it
+        # expired either (renewals come every quarter lease, so this means two were missed).
+        return time.time() - written > defaults.CAPTURE_LEASE_S / 2
 
 
 def wait_for_sweep(storage: Storage) -> None:

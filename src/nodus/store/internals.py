@@ -11,6 +11,7 @@ from typing import Protocol
 from nodus.store.gc import GcReport
 from nodus.store.hold_records import HoldRecords
 from nodus.store.manifest import Manifest
+from nodus.store.model_records import ModelRecords
 from nodus.store.storage import Storage
 
 __all__ = ["StoreInternals", "Verdict"]
@@ -27,6 +28,8 @@ class StoreInternals(Protocol):
     def storage(self) -> Storage: ...
     @property
     def hold_records(self) -> HoldRecords: ...
+    @property
+    def model_records(self) -> ModelRecords: ...
 
     def check(self, snapshot_id: str, _verdicts: dict[str, Verdict] | None = None) -> list[str]: ...
     def _stored(self, snapshot_id: str) -> Manifest: ...

@@ -24,14 +24,7 @@ from nodus.protocol import content_hasher
 from nodus.schemas import defaults
 from nodus.store import deletion, keys
 from nodus.store._io import hash_stream
-from nodus.store.gc import (
-    GcReport,
-    renew_intent,
-    sweep,
-    unreferenced,
-    wait_for_sweep,
-    write_intent,
-)
+from nodus.store.gc import GcReport, Intent, sweep, unreferenced, wait_for_sweep
 from nodus.store.hold_records import HoldRecords
 from nodus.store.internals import Verdict
 from nodus.store.kinds import KIND_WEIGHTS, KINDS, classify
@@ -150,7 +143,9 @@ class SnapshotStore:
             raise UsageError(f"snapshot role {info.role!r}: use checkpoint, source or outputs")
         started = time.monotonic()
         snapshot_id = keys.new_snapshot_id(info.role)
-        intent_written = write_intent(self._storage, snapshot_id)
+        intent = Intent(self._storage, snapshot_id)
+        intent.write()
+        intent.start()  # renewed while the capture runs, however long one file takes
         copied: list[tuple[FileEntry, str | None]] = []
         try:
             wait_for_sweep(self._storage)  # only now may existing blobs be trusted (see gc.py)
@@ -162,17 +157,15 @@ class SnapshotStore:
                     read = self._read_one(candidate)
                 if read is not None:
                     copied.append(read)
-                intent_written = renew_intent(self._storage, snapshot_id, intent_written)
             # Blobs are made durable and named only after every file is copied, so the disk
             # writes back earlier copies while later ones are still being read (as `cp` + `sync`).
             for entry, spool in copied:
                 if spool is not None:
                     self._adopt(entry, spool)
-                intent_written = renew_intent(self._storage, snapshot_id, intent_written)
             files = [entry for entry, _spool in copied]
-            manifest = self._commit(snapshot_id, info, files, guard)
+            manifest = self._commit(snapshot_id, info, files, guard, intent)
         finally:
-            self._storage.delete(keys.intent_key(snapshot_id))
+            intent.close()
             _remove_spools(spool for _entry, spool in copied)  # left only by a failed capture
         log.info(
             "store: committed %s (%d files, %d bytes) in %.2fs",
@@ -182,6 +175,25 @@ class SnapshotStore:
             time.monotonic() - started,
         )
         return manifest
+
+    def _confirm_stored(self, intent: Intent, files: Sequence[FileEntry]) -> None:
+        """Every blob the manifest will name is stored, and no sweep can free one before the
+        commit. Only an intent that could not be renewed for half a lease (the store out of
+        reach) needs looking at again: a sweep may have freed a blob this capture found."""
+        if intent.held_throughout():
+            return
+        intent.reassert()
+        missing = [
+            entry.path
+            for entry in files
+            if not entry.is_link and not self._storage.exists(keys.blob_key(entry.hash))
+        ]
+        if missing:
+            raise StoreError(
+                f"{len(missing)} files' contents were deleted from the store while this capture "
+                f"could not renew its intent (first: {missing[0]}); nothing was committed, and "
+                "the next capture stores them again"
+            )
 
     def _adopt(self, entry: FileEntry, spool: str) -> None:
         """Make a spool the entry's blob: read-only first (nothing writes a blob), and trusted
@@ -271,7 +283,7 @@ class SnapshotStore:
             handle.write(read.data or b"")
         return spool
 
-    def _commit(self, snapshot_id, info, files, guard) -> Manifest:
+    def _commit(self, snapshot_id, info, files, guard, intent: Intent) -> Manifest:
         manifest = Manifest(
             id=snapshot_id,
             run=info.run,
@@ -286,6 +298,7 @@ class SnapshotStore:
         )
         if guard is not None:
             guard()  # may raise StaleAttemptError: then there is no manifest, so no snapshot
+        self._confirm_stored(intent, files)
         self._storage.write(keys.manifest_key(snapshot_id), manifest.to_json())
         self._manifests[snapshot_id] = manifest
         return manifest

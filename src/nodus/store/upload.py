@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 from nodus.errors import SnapshotDamagedError, StaleAttemptError, StoreError
 from nodus.schemas import defaults
 from nodus.store import keys
-from nodus.store.gc import renew_intent, wait_for_sweep, write_intent
+from nodus.store.gc import Intent, wait_for_sweep
 from nodus.store.local_storage import LocalStorage
 from nodus.store.manifest import Manifest
 from nodus.store.store import SnapshotStore, open_store
@@ -231,19 +231,24 @@ class Uploader:
         with self._cond:
             self._total = sum(blobs.values())
         started = time.monotonic()
-        written = self._retrying(lambda: write_intent(self._remote, manifest.id))
+        intent = Intent(self._remote, manifest.id)
+        self._retrying(intent.write)
+        intent.start()  # renewed while blobs go up, however long that takes
         try:
             self._retrying(lambda: wait_for_sweep(self._remote))  # as a capture does (gc.py)
-            sent = pool.map(lambda item: self._send_blob(*item), blobs.items())
-            uploaded = sum(sent)  # waits for every blob; the first failure is raised here
-            written = self._retrying(lambda: renew_intent(self._remote, manifest.id, written))
+            uploaded = self._send_blobs(blobs, pool)
             if self._guard is not None:
                 self._guard()  # a stale attempt must not commit remotely either
+            while not intent.held_throughout():
+                # Renewals failed for half a lease (the store out of reach): a sweep may have
+                # freed a blob found stored. Live again, every blob is looked at once more.
+                self._retrying(intent.reassert)
+                uploaded += self._send_blobs(blobs, pool)
             key = keys.manifest_key(manifest.id)
             self._retrying(lambda: self._remote.write(key, manifest.to_json()))
         finally:
             try:
-                self._remote.delete(keys.intent_key(manifest.id))
+                intent.close()
             except Exception as error:  # it expires after its lease; never fail for it
                 log.info("upload: intent of %s left behind: %s", manifest.id, error)
         log.info(
@@ -254,6 +259,13 @@ class Uploader:
             manifest.total_bytes,
             time.monotonic() - started,
         )
+
+    def _send_blobs(self, blobs: dict[str, int], pool: ThreadPoolExecutor) -> int:
+        """Upload the blobs the remote store lacks (four at a time); the bytes sent."""
+        with self._cond:
+            self._done = 0  # a second look counts the bytes again from none
+        sent = pool.map(lambda item: self._send_blob(*item), blobs.items())
+        return sum(sent)  # waits for every blob; the first failure is raised here
 
     def _send_blob(self, digest: str, size: int) -> int:
         """Upload one staged blob unless the remote store holds it; the bytes sent."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from nodus.errors import NotFoundError, SnapshotDamagedError
+from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError
 from nodus.schemas import defaults
 from nodus.store import deletion, keys
 from nodus.store.gc import Sweep
@@ -37,6 +37,8 @@ class VerifyReport:
     bytes: int = 0
     blobs: int = 0
     damaged: dict[str, list[str]] = field(default_factory=dict)  # snapshot id -> problems
+    # "<name>:<version>" (or the record's key when it cannot be read) -> problems
+    damaged_models: dict[str, list[str]] = field(default_factory=dict)
     corrupt_blobs: list[str] = field(default_factory=list)
     garbage: list[str] = field(default_factory=list)  # keys of records of snapshots now gone
     pending_deletions: list[str] = field(default_factory=list)  # "<id>.<kind>", for `nodus gc`
@@ -46,7 +48,10 @@ class VerifyReport:
     @property
     def sound(self) -> bool:
         """True when nothing is (any longer) wrong with the store."""
-        return not (self.damaged or self.corrupt_blobs) or not self.unrepaired
+        # A model version is never set aside by --repair: its blobs are gone for good, and
+        # only its owner decides to delete it (`nodus models delete`).
+        repaired = not (self.damaged or self.corrupt_blobs) or not self.unrepaired
+        return repaired and not self.damaged_models
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -63,6 +68,9 @@ class VerifyReport:
         for snapshot_id, problems in sorted(self.damaged.items()):
             out.append(f"damaged {snapshot_id}:")
             out.extend(f"  {problem}" for problem in problems)
+        for model, problems in sorted(self.damaged_models.items()):
+            out.append(f"damaged model version {model}:")
+            out.extend(f"  {problem}" for problem in problems)
         out.extend(f"corrupt blob {digest}" for digest in self.corrupt_blobs)
         if self.pending_deletions:
             out.append(
@@ -75,8 +83,8 @@ class VerifyReport:
                 "`nodus gc` or `--repair` removes them"
             )
         out.extend(f"repaired: {line}" for line in self.repaired)
-        if not (self.damaged or self.corrupt_blobs):
-            out.append("all snapshots and blobs are sound")
+        if not (self.damaged or self.corrupt_blobs or self.damaged_models):
+            out.append("all snapshots, model versions and blobs are sound")
         elif self.unrepaired:
             out.append(
                 "problems found; `nodus store verify --repair` sets damaged snapshots "
@@ -94,6 +102,7 @@ def verify_store(store: StoreInternals, repair: bool = False) -> VerifyReport:
     existing = store._ids()
     for snapshot_id in existing:
         _check_snapshot(store, snapshot_id, verdicts, report)
+    _check_models(store, verdicts, report)
     for info in store.storage.list(keys.BLOBS):
         digest = keys.hash_of_blob_key(info.key)
         report.blobs += 1
@@ -131,6 +140,32 @@ def _check_snapshot(
     held = manifest.held_files()
     report.files += len(held)
     report.bytes += sum(entry.size for entry in held)
+
+
+def _check_models(store: StoreInternals, verdicts, report: VerifyReport) -> None:
+    """Every model-version record's blobs: they are held as a snapshot's are (docs/store.md)."""
+    versions = []
+    for info in store.storage.list(keys.MODELS):
+        parsed = keys.model_version_of_key(info.key)
+        if parsed is None:
+            continue
+        try:
+            version = store.model_records.read(*parsed)
+        except StoreError as error:  # unreadable: its blobs cannot be told, the others can
+            report.damaged_models[info.key] = [str(error)]
+            continue
+        if version is not None:  # None: deleted while we looked
+            versions.append(version)
+    for version in versions:
+        problems = []
+        for entry in version.files:
+            if entry.is_link:
+                continue
+            verdict = store._blob_verdict(entry.hash, verdicts)
+            if verdict is not None:
+                problems.append(f"{entry.path}: blob {entry.hash} {verdict}")
+        if problems:
+            report.damaged_models[f"{version.name}:{version.version}"] = problems
 
 
 def _records(store: StoreInternals) -> dict[str, list[str]]:
