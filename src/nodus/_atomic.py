@@ -11,6 +11,9 @@ readable by every user of the machine, so nodus creates its folders 0700 and its
 explicitly (the mode given to ``mkdir``/``open`` is masked by the umask, so a ``chmod``
 follows). Folders and files that already exist keep their modes: a home shared on purpose
 stays shared (docs/security.md, "File modes").
+
+Folders that durable records live in are made by :func:`durable_folder`: each new level is
+fsynced into its parent before anything is written inside (docs/store.md, "Durability").
 """
 
 from __future__ import annotations
@@ -57,6 +60,22 @@ FILE_MODE = 0o600
 
 def private_folder(path: str) -> None:
     """``os.makedirs(path, exist_ok=True)``, each folder it creates 0700."""
+    _make_folders(path, durable=False)
+
+
+def durable_folder(path: str) -> None:
+    """:func:`private_folder`, and each folder it creates is durable in its parent on return.
+
+    A file fsynced and renamed into a new folder, its folder fsynced too, can still vanish in a
+    power loss when the new folder's own entry in its parent was never written out: POSIX asks
+    for an fsync of each parent that gained an entry. Whatever nodus keeps durably (the store,
+    the catalog's home) makes its folders here, so each level is synced once, when it is made,
+    before anything inside can depend on it; an existing folder costs one ``stat``.
+    """
+    _make_folders(path, durable=True)
+
+
+def _make_folders(path: str, durable: bool) -> None:
     missing = []
     current = os.path.abspath(path)
     while not os.path.isdir(current):
@@ -71,8 +90,12 @@ def private_folder(path: str) -> None:
         except FileExistsError:
             if not os.path.isdir(folder):
                 raise
-            continue  # made meanwhile by another process: its creator set its mode
-        os.chmod(folder, FOLDER_MODE)
+            # Made meanwhile by another process: its creator set its mode. Its parent is synced
+            # here all the same: that creator may not have got to it yet.
+        else:
+            os.chmod(folder, FOLDER_MODE)
+        if durable:
+            fsync_dir(os.path.dirname(folder))
 
 
 def create_private(path: str, flags: int = os.O_WRONLY) -> int:
