@@ -49,6 +49,28 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def sync_tree(path: str) -> None:
+    """Make a folder just written durable: every file and folder under ``path``, then ``path``
+    in its parent and each folder above it (a folder that cannot be opened is passed over)."""
+    for folder, _folders, names in os.walk(path, topdown=False):
+        for name in names:
+            full = os.path.join(folder, name)
+            if os.path.isfile(full) and not os.path.islink(full):
+                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        fsync_dir(folder)
+    current = os.path.abspath(path)
+    while os.path.dirname(current) != current:
+        current = os.path.dirname(current)
+        try:
+            fsync_dir(current)
+        except OSError:
+            continue  # one this user may not read: its entry was made by someone else
+
+
 def read_json(path: str) -> Any:
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
