@@ -208,8 +208,11 @@ class Box:
         # 2. the run continued, just after a commit: rotation deletes the older one's state
         before = self._checkpoints()
         run = self.start("run", str(self.file), "--key", key)
-        self._wait_for_commit(run, before)
-        self._cut(run, "rotation", delay=self.rng.uniform(0, 0.1), key=key)
+        if self._wait_for_commit(run, before, ended_ok=True):
+            self._cut(run, "rotation", delay=self.rng.uniform(0, 0.1), key=key)
+        else:  # the first cut came after the run's end (a loaded machine): nothing to cut
+            self.ledger.read(run.text)
+            self.counts["rotation cuts missed: the run had ended"] += 1
         # ... and to its end, as an uninterrupted run ends
         run_id = self._finish(key)
         newest = self._newest_checkpoint(run_id)
@@ -222,17 +225,26 @@ class Box:
         self._cut(self.start("gc"), "gc", delay=self._moment("gc"))
         self._again("gc", "gc")
         # 5. the run deleted
-        self._cut(self.start("runs", "delete", key), "delete", delay=self._moment("delete"))
-        if run_id not in self.ledger.deleted:
+        delete = self.start("runs", "delete", key)
+        self._cut(delete, "delete", delay=self._moment("delete"), deleting=run_id)
+        if run_id not in self.ledger.deleted:  # its "deleted" line is the acknowledgement
             self._again("delete", "runs", "delete", key, absent_ok=True)
-            self.ledger.deleted.add(run_id)  # now done, whatever the cut left
         self.check()
 
     def _moment(self, kind: str) -> float:
         """A random moment of a command's life: up to its last uninterrupted wall time."""
         return self.rng.uniform(0, self.took.get(kind, 1.0))
 
-    def _cut(self, command: Command, kind: str, delay: float, key: str | None = None) -> None:
+    def _cut(
+        self,
+        command: Command,
+        kind: str,
+        delay: float,
+        key: str | None = None,
+        deleting: str | None = None,
+    ) -> None:
+        """Cut at ``delay`` into ``command``, reboot, check. ``deleting``: the run a
+        ``runs delete`` was removing, which may be gone before the command said so."""
         time.sleep(delay)
         finished = command.proc.poll() is not None
         self.fs.cut(spare=(os.getpid(),))
@@ -247,6 +259,11 @@ class Box:
         if finished:
             self.counts["cuts after the command ended"] += 1
         self.fs.mount()  # the reboot
+        if deleting is not None and deleting not in self.ledger.deleted:
+            gone = self.nodus("runs", "get", deleting, "--json")
+            if gone.returncode != 0 and "no run with id or key" in gone.stderr:
+                self.ledger.deleted.add(deleting)  # done as asked, the cut came before the line
+                self.counts["deletions done, not yet said at the cut"] += 1
         self.check()
 
     def _again(self, kind: str, *args: str, absent_ok: bool = False) -> None:
@@ -285,12 +302,18 @@ class Box:
             return set()
         return {n for n in names if n.startswith("ckpt_") and n.endswith(".json")}
 
-    def _wait_for_commit(self, command: Command, before: set[str]) -> None:
+    def _wait_for_commit(self, command: Command, before: set[str], ended_ok: bool = False) -> bool:
+        """Wait until a checkpoint not in ``before`` is committed; False when ``command``
+        ended first and ``ended_ok`` (a run that had already finished)."""
         deadline = time.monotonic() + WAIT_S
         while not self._checkpoints() - before:
-            if command.proc.poll() is not None or time.monotonic() > deadline:
+            ended = command.proc.poll() is not None
+            if ended and ended_ok and command.wait() == 0:
+                return False
+            if ended or time.monotonic() > deadline:
                 raise AssertionError(f"no snapshot committed; the command said:\n{command.text}")
             time.sleep(0.01)
+        return True
 
     def _store(self):
         from nodus.store import open_store
@@ -426,7 +449,16 @@ def _whole_download(folder: Path) -> bool:
     return whole and all(p.stat().st_size == STATE_BYTES for p in weights) and bool(weights)
 
 
-def summary(counts: Counter[str], problems: list[str]) -> str:
+def summary(counts: Counter[str], problems: list[str], ledger: Ledger | None = None) -> str:
+    """The counts (each check after each reboot counts once), what was acknowledged in all
+    (``ledger``) and the losses."""
     lines = [f"{name}: {counts[name]}" for name in sorted(counts)]
+    if ledger is not None:
+        finished = sum(1 for phase in ledger.runs.values() if phase)
+        lines.append(
+            f"acknowledged in all: {len(ledger.runs)} runs ({finished} with their final phase), "
+            f"{len(ledger.deleted)} deletions, {len(ledger.snapshots)} snapshots, "
+            f"{len(ledger.expired)} gc expiries, {len(ledger.downloads)} downloads"
+        )
     lines.append(f"lost or broken: {len(problems)}")
     return "\n".join(lines)

@@ -43,10 +43,10 @@ def unavailable() -> str | None:
     """Why power cuts cannot be tested on this machine, or None when they can."""
     if not os.path.exists("/dev/fuse"):
         return "no /dev/fuse on this machine (LazyFS is a FUSE file system)"
-    if shutil.which("fusermount3") is None and not BUILD_SCRIPT.exists():
-        return "no fusermount3, and no LazyFS build script to install it"
     if binary() is None:
         return f"LazyFS is not built and cannot be: {BUILD_SCRIPT} is missing or failed"
+    if shutil.which("fusermount3") is None:
+        return "no fusermount3 (Debian's fuse3) to unmount LazyFS with"
     return None
 
 
