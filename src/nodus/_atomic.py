@@ -12,8 +12,8 @@ explicitly (the mode given to ``mkdir``/``open`` is masked by the umask, so a ``
 follows). Folders and files that already exist keep their modes: a home shared on purpose
 stays shared (docs/security.md, "File modes").
 
-Folders that durable records live in are made by :func:`durable_folder`: each new level is
-fsynced into its parent before anything is written inside (docs/store.md, "Durability").
+Every folder :func:`private_folder` makes is fsynced into its parent before anything is written
+inside (docs/store.md, "Durability").
 """
 
 from __future__ import annotations
@@ -81,23 +81,16 @@ FILE_MODE = 0o600
 
 
 def private_folder(path: str) -> None:
-    """``os.makedirs(path, exist_ok=True)``, each folder it creates 0700."""
-    _make_folders(path, durable=False)
-
-
-def durable_folder(path: str) -> None:
-    """:func:`private_folder`, and each folder it creates is durable in its parent on return.
+    """``os.makedirs(path, exist_ok=True)``, each folder it creates 0700 and durable in its
+    parent when this returns.
 
     A file fsynced and renamed into a new folder, its folder fsynced too, can still vanish in a
     power loss when the new folder's own entry in its parent was never written out: POSIX asks
-    for an fsync of each parent that gained an entry. Whatever nodus keeps durably (the store,
-    the catalog's home) makes its folders here, so each level is synced once, when it is made,
-    before anything inside can depend on it; an existing folder costs one ``stat``.
+    for an fsync of each parent that gained an entry. Every folder nodus makes for itself (the
+    home, the store's folders, a run's work folders) is made here, so each level is synced
+    once, when it is made, before anything inside can depend on it, whichever command happens
+    to make it first; an existing folder costs one ``stat``.
     """
-    _make_folders(path, durable=True)
-
-
-def _make_folders(path: str, durable: bool) -> None:
     missing = []
     current = os.path.abspath(path)
     while not os.path.isdir(current):
@@ -116,8 +109,7 @@ def _make_folders(path: str, durable: bool) -> None:
             # here all the same: that creator may not have got to it yet.
         else:
             os.chmod(folder, FOLDER_MODE)
-        if durable:
-            fsync_dir(os.path.dirname(folder))
+        fsync_dir(os.path.dirname(folder))
 
 
 def create_private(path: str, flags: int = os.O_WRONLY) -> int:

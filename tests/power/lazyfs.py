@@ -147,8 +147,12 @@ class LazyFS:
     def unmount(self) -> None:
         if self._process is None:
             return
-        for args in (["-u"], ["-u", "-z"]):
-            if subprocess.run(["fusermount3", *args, str(self.mount_point)]).returncode == 0:
+        # A killed process's files may take a moment to be released: a few tries, then lazily.
+        for args in (["-u"], ["-u"], ["-u"], ["-u", "-z"]):
+            done = subprocess.run(
+                ["fusermount3", *args, str(self.mount_point)], capture_output=True, text=True
+            )
+            if done.returncode == 0:
                 break
             time.sleep(0.2)
         try:

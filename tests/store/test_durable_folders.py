@@ -1,4 +1,4 @@
-"""Every folder the store (and the catalog's home) creates is durable in its parent before
+"""Every folder nodus makes (the store's, the catalog's home) is durable in its parent before
 anything inside it is created or published.
 
 LazyFS cannot show this (its directory operations go straight to the backing file system:
@@ -104,6 +104,19 @@ def test_every_folder_a_store_makes_is_synced_into_its_parent_before_use(calls, 
     for top in (keys.BLOBS, keys.SNAPSHOTS, "runs", "holds", "tmp"):
         assert any(r == top or r.startswith(top + "/") for r in relative), (top, relative)
     assert any(r.startswith(keys.BLOBS + "/") for r in relative)  # blobs/<xx>/
+
+
+def test_a_home_made_first_by_another_command_is_durable_too(calls, tmp_path):
+    """``nodus run`` may make the home for its resolution cache or a lock before the catalog
+    opens: whoever makes a folder syncs it."""
+    from nodus._atomic import private_folder
+    from nodus.runner.catalog.core import Catalog
+
+    home = tmp_path / "x" / "home"
+    private_folder(str(home / "cache" / "resolved"))
+    Catalog(str(home)).close()
+    checked = _assert_each_new_folder_synced_first(calls, str(tmp_path / "x"))
+    assert {str(home), str(home / "cache"), str(home / "cache" / "resolved")} <= set(checked)
 
 
 def test_the_catalogs_home_and_its_file_are_durable_before_the_first_run(calls, tmp_path):

@@ -8,7 +8,7 @@ A snapshot must survive a crash of the machine, not only of the process, so ever
 written under a temporary name in ``tmp/``, fsynced, and renamed (or, for a blob, linked) into
 place, and the folder that gained it is fsynced. Every folder it makes (the root and its
 missing parents, ``blobs/<xx>/``, ``snapshots/...``, ``runs/<run>/``, ``tmp/``) is made by
-``durable_folder``: fsynced into its parent before the first object is published inside, so
+``private_folder``: fsynced into its parent before the first object is published inside, so
 a committed manifest never survives a power loss that loses the folder of its blobs. ``tmp/``
 lies inside the store so that the rename never crosses file systems; whatever a killed writer
 leaves there is swept by blob GC.
@@ -23,7 +23,7 @@ import stat
 from collections.abc import Callable
 from typing import BinaryIO
 
-from nodus._atomic import durable_folder, fsync_dir, open_private
+from nodus._atomic import fsync_dir, open_private, private_folder
 from nodus.store import keys
 from nodus.store.storage import ObjectInfo
 
@@ -39,7 +39,7 @@ class LocalStorage:
         self.url = url
         self.root = root
         self._dev: int | None = None  # the store's file system, for hard links into it
-        durable_folder(self.root)
+        private_folder(self.root)
 
     def path(self, key: str) -> str:
         """The file that holds ``key`` (tests and tools that look at the disk use it too).
@@ -79,7 +79,7 @@ class LocalStorage:
             handle.flush()
             os.fsync(handle.fileno())
         final = self.path(key)
-        durable_folder(os.path.dirname(final))
+        private_folder(os.path.dirname(final))
         os.replace(temp, final)
         fsync_dir(os.path.dirname(final))
 
@@ -123,7 +123,7 @@ class LocalStorage:
         finally:
             os.close(fd)
         final = self.path(key)
-        durable_folder(os.path.dirname(final))
+        private_folder(os.path.dirname(final))
         try:
             # link() never replaces: if a concurrent capture stored the same blob first, keep it.
             os.link(local_path, final)
@@ -151,7 +151,7 @@ class LocalStorage:
         finally:
             os.close(fd)
         final = self.path(key)
-        durable_folder(os.path.dirname(final))
+        private_folder(os.path.dirname(final))
         try:
             os.link(local_path, final, follow_symlinks=False)  # never replaces
         except FileExistsError:
@@ -183,7 +183,7 @@ class LocalStorage:
             handle.flush()
             os.fsync(handle.fileno())
         final = self.path(key)
-        durable_folder(os.path.dirname(final))
+        private_folder(os.path.dirname(final))
         os.replace(temp, final)
         fsync_dir(os.path.dirname(final))
         if progress is not None:
@@ -191,7 +191,7 @@ class LocalStorage:
 
     def _temp(self, purpose: str) -> str:
         path = self.path(keys.temp_key(purpose))
-        durable_folder(os.path.dirname(path))
+        private_folder(os.path.dirname(path))
         return path
 
 

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 from urllib.parse import quote
 
-from nodus._atomic import create_new_private, durable_folder, fsync_dir
+from nodus._atomic import create_new_private, fsync_dir, private_folder
 from nodus.errors import CatalogError
 from nodus.schemas import defaults
 
@@ -75,7 +75,7 @@ class Connection:
             self._open_read_only(migrations)
             return
         try:
-            durable_folder(home)  # the home, when this makes it: 0700 (docs/security.md)
+            private_folder(home)  # the home, when this makes it: 0700 (docs/security.md)
             # Created 0600 before SQLite opens it: its -wal and -shm files take its mode. Only a
             # new file is touched: closing any descriptor of a database this process has open
             # would drop the POSIX locks SQLite holds on it (another Catalog of this process).
