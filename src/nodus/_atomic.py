@@ -11,6 +11,9 @@ readable by every user of the machine, so nodus creates its folders 0700 and its
 explicitly (the mode given to ``mkdir``/``open`` is masked by the umask, so a ``chmod``
 follows). Folders and files that already exist keep their modes: a home shared on purpose
 stays shared (docs/security.md, "File modes").
+
+Every folder :func:`private_folder` makes is fsynced into its parent before anything is written
+inside (docs/store.md, "Durability").
 """
 
 from __future__ import annotations
@@ -46,6 +49,28 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def sync_tree(path: str) -> None:
+    """Make a folder just written durable: every file and folder under ``path``, then ``path``
+    in its parent and each folder above it (a folder that cannot be opened is passed over)."""
+    for folder, _folders, names in os.walk(path, topdown=False):
+        for name in names:
+            full = os.path.join(folder, name)
+            if os.path.isfile(full) and not os.path.islink(full):
+                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        fsync_dir(folder)
+    current = os.path.abspath(path)
+    while os.path.dirname(current) != current:
+        current = os.path.dirname(current)
+        try:
+            fsync_dir(current)
+        except OSError:
+            continue  # one this user may not read: its entry was made by someone else
+
+
 def read_json(path: str) -> Any:
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
@@ -56,7 +81,16 @@ FILE_MODE = 0o600
 
 
 def private_folder(path: str) -> None:
-    """``os.makedirs(path, exist_ok=True)``, each folder it creates 0700."""
+    """``os.makedirs(path, exist_ok=True)``, each folder it creates 0700 and durable in its
+    parent when this returns.
+
+    A file fsynced and renamed into a new folder, its folder fsynced too, can still vanish in a
+    power loss when the new folder's own entry in its parent was never written out: POSIX asks
+    for an fsync of each parent that gained an entry. Every folder nodus makes for itself (the
+    home, the store's folders, a run's work folders) is made here, so each level is synced
+    once, when it is made, before anything inside can depend on it, whichever command happens
+    to make it first; an existing folder costs one ``stat``.
+    """
     missing = []
     current = os.path.abspath(path)
     while not os.path.isdir(current):
@@ -71,8 +105,11 @@ def private_folder(path: str) -> None:
         except FileExistsError:
             if not os.path.isdir(folder):
                 raise
-            continue  # made meanwhile by another process: its creator set its mode
-        os.chmod(folder, FOLDER_MODE)
+            # Made meanwhile by another process: its creator set its mode. Its parent is synced
+            # here all the same: that creator may not have got to it yet.
+        else:
+            os.chmod(folder, FOLDER_MODE)
+        fsync_dir(os.path.dirname(folder))
 
 
 def create_private(path: str, flags: int = os.O_WRONLY) -> int:

@@ -12,7 +12,8 @@ A snapshot stores its checkpoint as ``state/checkpoint-<step>/…``; the downloa
 folder's files at the top of ``--to`` (taking the folder of the snapshot's own step when the
 selection held several). Every file is hashed while it is written, under a temporary name, and
 renamed into place only once all of them matched the manifest: a damaged snapshot leaves
-nothing half-written behind.
+nothing half-written behind. The folder is synced (files, folders, its entry) before the command
+says it is written: what it acknowledged survives a power loss.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import tempfile
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any
 
+from nodus._atomic import sync_tree
 from nodus.errors import NotFoundError, UnsafePathError, UsageError
 from nodus.inventory.progress import Progress
 from nodus.protocol import checkpoint_step
@@ -67,10 +69,10 @@ def download_snapshot(
     ``run`` is the snapshot's run when the catalog knows it (its resolution names the base
     model a LoRA checkpoint's ``model`` is merged into; else the store's run record does)."""
     if artifact == "model" and _holds_adapter_only(manifest):
-        return _merged(store, manifest, run, target, stream)
+        return _durable(target, _merged(store, manifest, run, target, stream))
     pairs = select(manifest, artifact)
     label = f"{manifest.id} {artifact}"
-    return _write(store, manifest.id, pairs, target, label, stream)
+    return _durable(target, _write(store, manifest.id, pairs, target, label, stream))
 
 
 def download_weights(
@@ -82,7 +84,7 @@ def download_weights(
         _named(e, _MODEL_WEIGHTS) for e in manifest.files
     )
     pairs = select(manifest, "adapter" if adapter else "model")
-    return _write(store, manifest.id, pairs, target, label, stream)
+    return _durable(target, _write(store, manifest.id, pairs, target, label, stream))
 
 
 def download_outputs(
@@ -94,9 +96,8 @@ def download_outputs(
         for entry in manifest.held_files():
             chosen[entry.path] = entry
     label = f"outputs of {manifests[-1].run}"
-    return _write(
-        store, manifests[-1].id, [(e, e.path) for e in chosen.values()], target, label, stream
-    )
+    pairs = [(e, e.path) for e in chosen.values()]
+    return _durable(target, _write(store, manifests[-1].id, pairs, target, label, stream))
 
 
 def written_json(snapshot: str, artifact: str, to: str, files: list[str]) -> dict[str, Any]:
@@ -248,6 +249,13 @@ def _merged(
 
 
 # --- verified writing -------------------------------------------------------------------------
+
+
+def _durable(target: str, files: list[str]) -> list[str]:
+    """A download is said to be written once it would survive a power loss: its files, its
+    folders and the folder's own entry synced (docs/store.md, "Durability")."""
+    sync_tree(target)
+    return files
 
 
 def _write(

@@ -6,8 +6,12 @@ file), so it is the folders that keep other users out (docs/security.md, "File m
 
 A snapshot must survive a crash of the machine, not only of the process, so every object is
 written under a temporary name in ``tmp/``, fsynced, and renamed (or, for a blob, linked) into
-place, and the folder that gained it is fsynced. ``tmp/`` lies inside the store so that the
-rename never crosses file systems; whatever a killed writer leaves there is swept by blob GC.
+place, and the folder that gained it is fsynced. Every folder it makes (the root and its
+missing parents, ``blobs/<xx>/``, ``snapshots/...``, ``runs/<run>/``, ``tmp/``) is made by
+``private_folder``: fsynced into its parent before the first object is published inside, so
+a committed manifest never survives a power loss that loses the folder of its blobs. ``tmp/``
+lies inside the store so that the rename never crosses file systems; whatever a killed writer
+leaves there is swept by blob GC.
 """
 
 from __future__ import annotations
