@@ -37,7 +37,7 @@ from nodus.runner.attempt.context import RunContext
 from nodus.runner.attempt.outcome import Exit, Outcome, classify
 from nodus.runner.attempt.watch import Watch
 from nodus.runner.capture.capturer import Capturer
-from nodus.runner.capture.disk_guard import DiskGuard, staging_disk
+from nodus.runner.capture.disk_guard import DiskGuard, staging_disk, stored_bytes
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.unrecorded import unrecorded_note
 from nodus.runner.processes.containment import (
@@ -267,8 +267,9 @@ class Attempt:
             self.ws.control,
             self.context.event,
         )
-        if restored is not None:
-            guard.check(restored.total_bytes)
+        if restored is not None:  # restored into the copy: a sparse file counts what it holds
+            files = [(e.path, e.size, 0) for e in restored.held_files() if not e.is_link]
+            guard.check(stored_bytes(self.ws.copy, files))
         return guard
 
     def _as_accepted(self, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
