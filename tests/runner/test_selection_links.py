@@ -1,7 +1,8 @@
 """Symlinks inside checkpoint folders never crash the runner or block a capture (issue 39.6).
 
 A program publishes ``checkpoint-<step>`` folders holding a symlink loop, a dangling link, an
-absolute link leading out of the selection and a relative link inside it; its first attempt
+absolute link leading out of the selection, a relative link inside it and a dangling link
+whose name's format is checked (``ema.ckpt``: no tear); its first attempt
 is killed after step 4. The runner captures every folder (links inside kept as links, the one
 leading out left out with ``capture_symlink_refused``) and the recovery restores step 4 with
 its links as they were.
@@ -34,6 +35,8 @@ for step in range(start + 1, 7):
         os.symlink("nowhere", os.path.join(building, "dangling"))
         os.symlink(sys.executable, os.path.join(building, "absolute"))
         os.symlink("state.json", os.path.join(building, "inside"))
+        # a dangling link with a name whose format is checked: no tear
+        os.symlink("later.ckpt", os.path.join(building, "ema.ckpt"))
         os.rename(building, os.path.join(state, f"checkpoint-{step}"))
         print("saved", step, flush=True)
     if step == 4 and not os.path.exists(sys.argv[1]):
@@ -64,6 +67,7 @@ def test_links_in_checkpoint_folders_are_captured_and_restored(project):
         "dangling": "nowhere",
         "inside": "state.json",
         "loop": "loop",
+        "ema.ckpt": "later.ckpt",
         "state.json": "file",
     }
     events = project.catalog().events(run_id)
@@ -77,4 +81,5 @@ def test_links_in_checkpoint_folders_are_captured_and_restored(project):
         "state/checkpoint-4/dangling": "nowhere",
         "state/checkpoint-4/inside": "state.json",
         "state/checkpoint-4/loop": "loop",
+        "state/checkpoint-4/ema.ckpt": "later.ckpt",
     }
