@@ -260,7 +260,7 @@ class Client:
         from nodus.inventory.overview import check_filters
         from nodus.inventory.runs import run_summary
 
-        check_filters(offset, phase)
+        check_filters(offset, phase, limit)
         catalog = self._catalog()
         found = catalog.list_runs(limit=limit, offset=offset, phase=phase, name=name)
         return [run_summary(run, catalog.home) for run in found]

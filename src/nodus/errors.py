@@ -45,6 +45,7 @@ __all__ = [
     "WaitTimeoutError",
     "WorkloadError",
     "in_words",
+    "note_secret",
     "note_url",
     "redacted",
     "redacted_values",
@@ -57,11 +58,16 @@ def redacted(text: str) -> str:
     """``text`` with every URL's password masked: ``s3://user:pass@host`` → ``s3://user:***@host``.
 
     Every message nodus prints or records passes a store URL through here, so a password
-    written into ``--store`` or ``NODUS_STORE`` is never repeated back (docs/security.md).
+    written into ``--store`` or ``NODUS_STORE`` is never repeated back (docs/security.md); so
+    does every string that enters the catalog (events, phase messages, attempts' details), so
+    the value of a stage's ``secrets`` this process passed to a program (:func:`note_secret`)
+    is masked there too.
     """
     if "://" in text:
         text = _URL_USERINFO.sub(_mask, text)
-    for password in tuple(_PASSWORDS):  # a client's message may repeat it without the scheme
+    # A client's message may repeat a password without the scheme; longest first, so a value
+    # holding another is masked whole.
+    for password in sorted(_PASSWORDS, key=len, reverse=True):
         text = text.replace(password, "***")
     return text
 
@@ -80,6 +86,15 @@ def redacted_values(value: Any) -> Any:
 
 _PASSWORDS: set[str] = set()
 _NOTED_LENGTH = 4  # shorter passwords are masked in URLs only: "pw" would mask every "pw"
+
+
+def note_secret(value: str) -> None:
+    """Remember the value of a secret this process gives a program (a stage's ``secrets``), so
+    that :func:`redacted` masks it in every message nodus prints or records. Held in this
+    process's memory only, as the environment it came from holds it; a value shorter than four
+    characters is not masked (it would mask every occurrence of those characters)."""
+    if len(value) >= _NOTED_LENGTH:
+        _PASSWORDS.add(value)
 
 
 def note_url(url: str) -> None:

@@ -279,3 +279,51 @@ def test_an_env_variable_named_like_a_credential_is_pointed_at_secrets(project):
     assert "env WANDB_API_KEY" in line and 'secrets = ["WANDB_API_KEY"]' in line
     assert "TOKENIZERS_PARALLELISM" not in ran.stderr
     assert "inline-key-value" not in ran.stderr
+
+
+RESTORED_PRINTER = """\
+import json, os, signal, sys, time
+state = os.environ["NODUS_CHECKPOINT_DIR"]
+if os.path.isdir(os.path.join(state, "checkpoint-1")):  # restored: prints its secret, fails
+    print("loading with token", os.environ["HF_TOKEN"], file=sys.stderr, flush=True)
+    sys.exit(1)
+os.makedirs(os.path.join(state, "checkpoint-1"))
+with open(os.path.join(state, "checkpoint-1", "progress.json"), "w") as handle:
+    handle.write('{"step": 1}')
+committed = os.path.join(os.environ["NODUS_CONTROL_DIR"], "committed.json")
+while not os.path.exists(committed):
+    time.sleep(0.05)  # the runner's notice that step 1 is committed
+os.kill(os.getpid(), signal.SIGKILL)  # interrupted: the recovery restores step 1
+"""
+
+
+def test_a_secret_a_restored_program_prints_before_failing_is_recorded_nowhere(project):
+    """The restored attempt's last line, its secret's value, makes the snapshot suspect and
+    the attempt's failure: the catalog, the store and `runs get --json` hold it masked."""
+    value = secret_value()
+    (project.root / "prog.py").write_text(RESTORED_PRINTER)
+    project.file.write_text(
+        f'name = "printer"\ncommand = {json.dumps([sys.executable, "prog.py"])}\n'
+        'secrets = ["HF_TOKEN"]\n[execution]\nmax_recoveries = 2\n'
+    )
+    proc = project.nodus("run", "workload.toml", "--key", "p1", env={"HF_TOKEN": value})
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    shown = project.nodus("runs", "get", "p1", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert value not in shown.stdout
+    run = json.loads(shown.stdout)
+    events = project.catalog().events(run["id"])
+    suspects = [e["details"] for e in events if e["type"] == "snapshot_suspect"]
+    assert suspects and "loading with token ***" in json.dumps(suspects)
+    # The catalog (its WAL too) and every object of the store; the program's own output log
+    # is the program's (docs/security.md) and keeps what it printed.
+    catalog = [p for p in project.home.glob("nodus.db*")]
+    assert [str(p) for p in catalog if value.encode() in p.read_bytes()] == []
+    assert holding(project.home / "store", value.encode()) == []
+    # nodus's own lines: the echo of the program's output ("[main] …") is the program's
+    echoed = "".join(line for line in proc.stdout.splitlines(True) if line.startswith("[main]"))
+    assert value in echoed
+    assert value not in proc.stderr + proc.stdout.replace(echoed, "")
+    snapshots = project.nodus("runs", "snapshots", "p1")
+    assert value not in snapshots.stdout + snapshots.stderr

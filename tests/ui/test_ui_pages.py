@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import urllib.error
 import urllib.request
 
 import pytest
@@ -158,6 +159,18 @@ def test_the_output_endpoint_hands_out_whole_lines_from_an_offset(runs_home, ui)
     query = f"run={run_id}&stage=main&attempt=1&offset={first['next_offset']}"
     with urllib.request.urlopen(f"{ui.base}/api/output?{query}") as answer:
         assert json.loads(answer.read())["lines"] == []
+
+
+def test_the_output_endpoint_refuses_an_offset_past_any_file_in_a_line(runs_home, ui):
+    run_id = runs_home.runs["failed"]
+    query = f"run={run_id}&stage=main&attempt=1&offset={10**30}"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{ui.base}/api/output?{query}")
+    assert refused.value.code == 400
+    assert (
+        "offset 1000000000000000000000000000000: give a whole number"
+        in refused.value.read().decode()
+    )
 
 
 def test_a_run_whose_runner_died_is_shown_as_one_with_what_continues_it(tmp_path):

@@ -14,7 +14,19 @@ from typing import Any
 
 def say(text: str) -> None:
     """A message for the person at the terminal, on stderr (flushed: progress shows at once)."""
-    print(f"nodus: {text}", file=sys.stderr, flush=True)
+    print(f"nodus: {printable(text, keep=chr(10))}", file=sys.stderr, flush=True)
+
+
+def printable(value: str, keep: str = "") -> str:
+    """``value`` with every control character (an escape sequence's ESC, a bell, a carriage
+    return: anything that would drive the terminal) written as its escape, ``\\x1b``; those in
+    ``keep`` stay. A run's key or name came from someone's command line or a store's record and
+    is shown as text, never obeyed by the terminal."""
+    if value.isprintable():
+        return value
+    return "".join(
+        char if char.isprintable() or char in keep else repr(char)[1:-1] for char in value
+    )
 
 
 def print_json(data: Any, sort_keys: bool = False) -> None:
@@ -24,14 +36,15 @@ def print_json(data: Any, sort_keys: bool = False) -> None:
 
 def text(value: object) -> str:
     """A table cell: ``-`` for a value that is not there."""
-    return "-" if value is None else str(value)
+    return "-" if value is None else printable(str(value))
 
 
 def table(rows: list[tuple]) -> None:
     """``rows`` (the first one the header) in left-aligned columns two spaces apart."""
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    rows = [tuple(printable(str(cell)) for cell in row) for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
 def client(args: Any, say: Callable[[str], None] = say) -> Any:

@@ -251,69 +251,69 @@ def _get(args) -> int:
     if args.json:
         output.print_json(data)
         return 0
-    print(
+    _show(
         f"{data['id']}  {data['name']}  {data['phase']}  exit {output.text(data['exit_status'])}"
         + (f"  key {data['key']}" if data["key"] else "")
     )
     if data["message"]:
-        print(f"  {data['message']}")
+        _show(f"  {data['message']}")
     gone = runner_line(data["runner"])
     if gone:
-        print(f"  {gone}")
+        _show(f"  {gone}")
     guarded = _protection_text(data)
     if guarded:
-        print(f"  {guarded}")
+        _show(f"  {guarded}")
     failed = _capture_failure_line(data)
     if failed:
-        print(f"  {failed}")
+        _show(f"  {failed}")
     if data.get("progress"):
         from nodus.inventory.runs import progress_line
 
-        print(f"  progress: {progress_line(data['progress'])}")
+        _show(f"  progress: {progress_line(data['progress'])}")
     if data["pause"]:
-        print(_pause_line(data["pause"]))
+        _show(_pause_line(data["pause"]))
     if data.get("upload"):
-        print(_upload_line(data["upload"], bar=sys.stdout.isatty()))
+        _show(_upload_line(data["upload"], bar=sys.stdout.isatty()))
     if data.get("unrecorded"):
-        print("  " + _unrecorded_line(data["unrecorded"]))
+        _show("  " + _unrecorded_line(data["unrecorded"]))
     if data["parent"]:
         parent = data["parent"]
-        print(
+        _show(
             f"  parent: {parent['run']} snapshot {parent['snapshot']} (stage {parent['stage']}, "
             f"step {parent['step']}), --from {parent['mode']}"
         )
     for child in data["children"]:
-        print(
+        _show(
             f"  child: {child['id']} {child['name']} {child['phase']} from step "
             f"{child['step']} ({child['snapshot']}), --from {child['mode']}"
         )
     stored = data["stored"]
     size = human_bytes(stored["bytes"])
-    print(f"  store: {stored['snapshots']} snapshot(s), {size} ({data['store']})")
+    _show(f"  store: {stored['snapshots']} snapshot(s), {size} ({data['store']})")
     if data.get("model"):
         model = data["model"]
-        print(f"  model: {model['ref']} (step {model['step']}, snapshot {model['snapshot']})")
+        _show(f"  model: {model['ref']} (step {model['step']}, snapshot {model['snapshot']})")
     for stage in data["stages"]:
-        print(
+        _show(
             f"stage {stage['name']}: {stage['phase']}, {len(stage['attempts'])} attempt(s), "
             f"{stage['recoveries']} recovery(ies)"
         )
         if stage["launch"]:
-            print(_launch_line(stage["launch"]))
+            _show(_launch_line(stage["launch"]))
         for attempt in stage["attempts"]:
             restored = (
                 f" from step {attempt['restored_step']}"
                 if attempt["restored_step"] is not None
                 else ""
             )
-            print(
+            _show(
                 f"  attempt {attempt['number']}{restored}{_elsewhere(attempt)}: "
                 f"{attempt['outcome'] or 'running'} ({attempt['detail'] or '-'})"
             )
-    print("events:")
+    _show("events:")
     for event in data["events"]:
         extra = {k: v for k, v in event.items() if k not in ("type", "at", "stage", "attempt")}
-        print(f"  {event['at']}  {event['type']}  {json.dumps(extra) if extra else ''}")
+        _show(f"  {event['at']}  {event['type']}  {json.dumps(extra) if extra else ''}")
     return 0
 
 
@@ -330,6 +330,12 @@ def _protection_text(data: dict) -> str | None:
         return f"protection: protected (stage {stage!r}, newest snapshot step {step})"
     weak = protection_line(guarded, stopped=Phase(data["phase"]).stopped)
     return f"protection: {weak}" if weak else None
+
+
+def _show(line: str) -> None:
+    """One line of a run's account on stdout, its control characters escaped: a key, a name or
+    a message from a program is shown, never obeyed by the terminal."""
+    print(output.printable(line))
 
 
 def _delete(args) -> int:
@@ -411,7 +417,7 @@ def _wait(args) -> int:
     if args.json:
         output.print_json(data)
     else:
-        print(phase_line(data))
+        _show(phase_line(data))
         failed = capture_failure_line(data["capture_failures"])
         if failed:
             output.say(failed)
@@ -470,6 +476,7 @@ def _logs(args) -> int:
 
     client = output.client(args)
     run = client.get(args.run)
+    _check_wanted(args, run, Phase(run["phase"]).stopped)
     offsets: dict[tuple[str, int], int] = {}
     while True:
         # Read before draining, so the last lines are never missed.
@@ -482,6 +489,26 @@ def _logs(args) -> int:
             return 0
         time.sleep(_poll())
         run = client.get(run["id"])
+
+
+def _check_wanted(args, run: dict, stopped: bool) -> None:
+    """A ``--stage`` the run lacks, or an ``--attempt`` none of its stages made (and, while
+    following a run that goes on, none may make yet), is the user's mistake, said in a line."""
+    from nodus.errors import NotFoundError
+
+    names = [stage["name"] for stage in run["stages"]]
+    if args.stage is not None and args.stage not in names:
+        raise NotFoundError(
+            f"run {run['id']} has no stage {args.stage!r} (its stages: {', '.join(names)})"
+        )
+    if args.attempt is None or (args.follow and not stopped):
+        return
+    stages = [s for s in run["stages"] if args.stage in (None, s["name"])]
+    numbers = sorted({a["number"] for s in stages for a in s["attempts"]})
+    if args.attempt not in numbers:
+        which = f"stage {args.stage!r} of run {run['id']}" if args.stage else f"run {run['id']}"
+        made = f"its attempts: {', '.join(map(str, numbers))}" if numbers else "it has none yet"
+        raise NotFoundError(f"{which} has no attempt {args.attempt} ({made})")
 
 
 def _wanted(args, stage: str, number: int) -> bool:

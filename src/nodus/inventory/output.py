@@ -24,8 +24,8 @@ def output_piece(
     ``lines`` are the whole lines from byte ``offset`` on (text, undecodable bytes replaced);
     ``next_offset`` is where the next piece starts; ``running`` whether more may come.
     """
-    if offset < 0:
-        raise UsageError(f"offset {offset}: give 0 or more")
+    if not 0 <= offset <= _LARGEST:
+        raise UsageError(f"offset {offset}: give a whole number from 0 to {_LARGEST}")
     found = _attempt(run, stage, attempt)
     running = found["outcome"] is None
     data = _read(found["log_path"], offset, min(max(limit, 1), MAX_PIECE))
@@ -51,6 +51,9 @@ def _attempt(run: Any, stage: str, number: int) -> dict[str, Any]:
                     return attempt
             raise NotFoundError(f"{run.id} stage {stage} has no attempt {number}")
     raise NotFoundError(f"{run.id} has no stage {stage!r}")
+
+
+_LARGEST = 2**63 - 1  # the largest offset a file can be read from
 
 
 def _read(path: str | None, offset: int, limit: int) -> bytes:

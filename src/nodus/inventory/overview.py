@@ -52,10 +52,15 @@ def _check(limit: int, offset: int, phase: str | None) -> None:
     check_filters(offset, phase)
 
 
-def check_filters(offset: int, phase: str | None) -> None:
-    """A listing's offset and phase, or the one-line reason they cannot be."""
-    if offset < 0:
-        raise UsageError(f"offset {offset}: give 0 or more")
+_LARGEST = 2**63 - 1  # the catalog's (SQLite's) largest whole number
+
+
+def check_filters(offset: int, phase: str | None, limit: int | None = None) -> None:
+    """A listing's offset, phase and limit, or the one-line reason they cannot be."""
+    if not 0 <= offset <= _LARGEST:
+        raise UsageError(f"offset {offset}: give a whole number from 0 to {_LARGEST}")
+    if limit is not None and not 0 <= limit <= _LARGEST:
+        raise UsageError(f"limit {limit}: give a whole number from 0 to {_LARGEST}")
     phases = [p.value for p in Phase if p is not Phase.PENDING]  # PENDING: stages only
     if phase is not None and phase not in phases:
         raise UsageError(f"phase {phase!r}: one of {', '.join(phases)}")

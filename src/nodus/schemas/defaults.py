@@ -10,6 +10,7 @@ the variables and files a program sees) belong to :mod:`nodus.protocol`.
 
 from __future__ import annotations
 
+import math
 import os
 
 from nodus import protocol
@@ -121,7 +122,32 @@ SETTLE_S = 1.0
 
 def settle_s() -> float:
     """``$NODUS_SETTLE_S`` > :data:`SETTLE_S`; tests and fast-saving programs shorten it."""
-    return float(os.environ.get("NODUS_SETTLE_S") or SETTLE_S)
+    return _seconds("NODUS_SETTLE_S", SETTLE_S)
+
+
+def _seconds(name: str, default: float) -> float:
+    """The seconds the variable ``name`` gives (unset or empty: ``default``), or the one-line
+    reason it cannot be used (a mistake of the user's, exit 2)."""
+    raw = os.environ.get(name) or ""
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        from nodus.errors import UsageError
+
+        shown = raw if len(raw) <= 40 else raw[:39] + "…"
+        raise UsageError(f"{name}={shown!r}: give a number of seconds, 0 or more (or unset it)")
+    return value
+
+
+def check_environment() -> None:
+    """The ``NODUS_*`` settings read from the environment, checked before a run is accepted or
+    resumed: a bad one is refused in a line, never found by the runner later."""
+    settle_s()
+    run_lease_settle_s()
 
 
 MAX_STEP_BACK = 2
@@ -337,7 +363,7 @@ the old lease just before must have written its own by then, so exactly one sees
 
 def run_lease_settle_s() -> float:
     """``$NODUS_LEASE_SETTLE_S`` > :data:`RUN_LEASE_SETTLE_S`."""
-    return float(os.environ.get("NODUS_LEASE_SETTLE_S") or RUN_LEASE_SETTLE_S)
+    return _seconds("NODUS_LEASE_SETTLE_S", RUN_LEASE_SETTLE_S)
 
 
 # --- hf-trainer-v1 integration -----------------------------------------------------------------

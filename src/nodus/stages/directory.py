@@ -19,6 +19,7 @@ it needs of it: which of its folders are checkpoints by their names (:func:`step
 from __future__ import annotations
 
 import os
+import stat as stat_mod
 import time
 from collections.abc import Callable, Iterable, Sequence
 
@@ -38,19 +39,39 @@ Entry = tuple[str, int, int]
 
 
 def signature(folder: str) -> tuple[Entry, ...] | None:
-    """What changes when anything in the folder is written; None if it vanished meanwhile."""
-    entries = []
-    try:
-        for root, dirs, files in os.walk(folder):
-            dirs.sort()
-            for name in sorted(files):
-                path = os.path.join(root, name)
-                stat = os.stat(path)
-                relative = os.path.relpath(path, folder).replace(os.sep, "/")
-                entries.append((relative, stat.st_size, stat.st_mtime_ns))
-    except FileNotFoundError:
+    """What changes when anything in the folder is written; None if it vanished meanwhile.
+
+    Links are never followed: a symlink is one entry of its own (the length of its target and
+    its own mtime), whatever it points at, so a loop, a dangling link or one leading out of
+    the folder changes nothing here (the capture keeps or leaves it out: docs/recovery.md). A
+    file that vanishes while the folder is read is left out of this reading.
+    """
+    entries: list[Entry] = []
+    if not os.path.isdir(folder):
         return None
-    return tuple(entries)
+    pending = [""]
+    while pending:
+        inside = pending.pop()
+        try:
+            with os.scandir(os.path.join(folder, inside) if inside else folder) as listing:
+                found = sorted(listing, key=lambda entry: entry.name)
+        except FileNotFoundError:
+            if not inside:
+                return None
+            continue
+        except OSError:
+            continue  # unreadable or replaced by a file meanwhile: read again at the next poll
+        for entry in found:
+            relative = f"{inside}/{entry.name}" if inside else entry.name
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat_mod.S_ISDIR(info.st_mode):
+                pending.append(relative)
+            else:
+                entries.append((relative, info.st_size, info.st_mtime_ns))
+    return tuple(sorted(entries))
 
 
 class DirectoryWatcher:

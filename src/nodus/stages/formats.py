@@ -69,6 +69,10 @@ def torn(path: str, name: str | None = None) -> str | None:
     suffix = os.path.splitext(base)[1].lower()
     if suffix not in CHECKED_SUFFIXES and base != _DCP_METADATA:
         return None
+    if os.path.islink(path):
+        # Captured as a link, or left out when it leads out of the selection; what it points
+        # at inside is a file of its own, checked as one (a loop or a dangling link is no tear).
+        return None
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size

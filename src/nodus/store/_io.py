@@ -42,6 +42,11 @@ def copy_hashing(
     known = _size(source)
     if limit is not None and known is not None and known >= limit:
         return "", known
+    if known and (sink is None or isinstance(sink, io.FileIO)) and _sparse(source):
+        try:
+            return _sparse_copy(source.fileno(), None if sink is None else sink.fileno(), known)
+        except Unsupported:
+            pass
     size = defaults.STORE_CHUNK_BYTES if known is None else known
     # A small file is read once into a buffer of its size and written from it: a kernel copy
     # would start a hashing thread with a full-size buffer for a few bytes (milliseconds each).
@@ -88,6 +93,63 @@ def _size(source: BinaryIO) -> int | None:
     except (AttributeError, OSError, io.UnsupportedOperation):
         return None
     return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def _sparse(source: BinaryIO) -> bool:
+    """Whether a real file holds holes: fewer bytes allocated than its length."""
+    try:
+        info = os.fstat(source.fileno())
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_blocks * 512 < info.st_size
+
+
+def _sparse_copy(source_fd: int, sink_fd: int | None, size: int) -> tuple[str, int]:
+    """Copy a file with holes without filling them: its data ranges (``SEEK_DATA``,
+    ``SEEK_HOLE``) are read, hashed and written at their offsets, its holes hashed as the zeros
+    they read as and left holes in the sink, whose length is set last. The digest names the
+    bytes the sink reads back, as for any copy; a file that shrinks meanwhile stops the copy
+    short (the caller sees fewer bytes than its length and reads it again)."""
+    digest = content_hasher()
+    buffer = bytearray(defaults.STORE_CHUNK_BYTES)
+    view = memoryview(buffer)
+    zeros = memoryview(bytes(len(buffer)))
+    offset = 0
+    while offset < size:
+        try:
+            data = min(os.lseek(source_fd, offset, os.SEEK_DATA), size)
+        except OSError as error:
+            if error.errno == errno.ENXIO:  # no data after offset: the rest is a hole
+                data = size
+            elif offset == 0 and error.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+                raise Unsupported(str(error)) from error
+            else:
+                raise
+        while offset < data:  # a hole: zeros in the hash, nothing written
+            count = min(len(zeros), data - offset)
+            digest.update(zeros[:count])
+            offset += count
+        if offset >= size:
+            break
+        end = min(os.lseek(source_fd, offset, os.SEEK_HOLE), size)
+        while offset < end:
+            count = os.preadv(source_fd, [view[: min(len(buffer), end - offset)]], offset)
+            if not count:  # shorter than it was: the caller reads it again
+                size = offset
+                break
+            digest.update(view[:count])
+            if sink_fd is not None:
+                _pwrite_all(sink_fd, view[:count], offset)
+            offset += count
+    if sink_fd is not None:
+        os.ftruncate(sink_fd, offset)  # the holes at its end, too
+    return digest.hexdigest(), offset
+
+
+def _pwrite_all(fd: int, chunk: memoryview, offset: int) -> None:
+    while chunk:
+        written = os.pwrite(fd, chunk, offset)
+        chunk, offset = chunk[written:], offset + written
 
 
 def _kernel_copy_possible(source, sink) -> bool:

@@ -28,16 +28,16 @@ import socket
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from nodus import protocol
 from nodus._atomic import write_json_atomic
-from nodus.errors import NotFoundError, StaleAttemptError, StoreError
+from nodus.errors import CatalogError, NotFoundError, StaleAttemptError, StoreError, redacted
 from nodus.runner.attempt.context import RunContext
 from nodus.runner.attempt.outcome import Exit, Outcome, classify
 from nodus.runner.attempt.watch import Watch
 from nodus.runner.capture.capturer import Capturer
-from nodus.runner.capture.disk_guard import DiskGuard, staging_disk
+from nodus.runner.capture.disk_guard import DiskGuard, staging_disk, stored_bytes
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.unrecorded import unrecorded_note
 from nodus.runner.processes.containment import (
@@ -267,8 +267,9 @@ class Attempt:
             self.ws.control,
             self.context.event,
         )
-        if restored is not None:
-            guard.check(restored.total_bytes)
+        if restored is not None:  # restored into the copy: a sparse file counts what it holds
+            files = [(e.path, e.size, 0) for e in restored.held_files() if not e.is_link]
+            guard.check(stored_bytes(self.ws.copy, files))
         return guard
 
     def _as_accepted(self, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
@@ -465,6 +466,9 @@ class Attempt:
             paused = self._take_pause(capturer)
             if paused is not None:
                 return paused
+            lost = self.ctx.catalog.lost()
+            if lost is not None:
+                self._catalog_lost(capturer, lost)
             capturer.tick()
             status = self.process.poll()
             if status is None:
@@ -479,6 +483,23 @@ class Attempt:
             hang = watch.look()
             if hang is not None:
                 return self._hung(capturer, watch, hang)
+
+    def _catalog_lost(self, capturer: Capturer, lost: str) -> NoReturn:
+        """The run catalog was deleted or replaced under the runner: nothing it records would
+        be read again, and no other nodus command could find the run. The program is stopped
+        as a cancel stops it, its final state captured into the store (whose record of the run
+        stays current), and the runner stops, saying what happened and what continues it."""
+        assert self.process is not None
+        self._say(f"{lost}: stopping the program")
+        status = self.process.stop(signal.SIGTERM, self.stage.execution.grace_period)
+        self.process.finish_output()
+        capturer.final_capture(self.died_at(status))
+        store = f" --store {redacted(self.ctx.store.url)}"
+        raise CatalogError(
+            f"{lost} while run {self.ctx.run_id} trained; its program was stopped and its last "
+            f"state captured into its store, which keeps the run's record: `nodus runs resume "
+            f"{self.ctx.run_id}{store}` continues it"
+        )
 
     def _hung(self, capturer: Capturer, watch: Watch, hang: Hang) -> Outcome:
         """No progress for the stage's ``hang_timeout``: say so, end the whole tree (SIGTERM,

@@ -40,7 +40,7 @@ from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.protocol import checkpoint_folder, checkpoint_steps
-from nodus.runner.capture.disk_guard import DiskGuard
+from nodus.runner.capture.disk_guard import DiskGuard, stored_bytes
 from nodus.runner.capture.selection import appeared, fingerprint, narrowed
 from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.remote.uploads import Uploads
@@ -256,7 +256,7 @@ class Capturer:
         """
         periodic = reason == "settled" or (reason == "save" and not requested)
         if self.disk_guard is not None and not self.disk_guard.admits(
-            periodic, lambda: sum(entry[1] for entry in self._selection(step))
+            periodic, lambda: stored_bytes(self.ws.copy, self._selection(step))
         ):
             return None
         # As often as a changing file is read again (defaults.CAPTURE_READ_ATTEMPTS).
@@ -341,7 +341,7 @@ class Capturer:
         step = named.step if named is not None else (self.last_step or 0) + 1
         periodic = reason == "settled"
         if self.disk_guard is not None and not self.disk_guard.admits(
-            periodic, lambda: sum(entry[1] for entry in entries)
+            periodic, lambda: stored_bytes(self.ws.copy, entries)
         ):
             return None
         manifest = self._commit(

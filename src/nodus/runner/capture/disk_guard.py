@@ -14,7 +14,8 @@ When the size is known:
 - before saves begin, on an attempt restored from a snapshot: that snapshot's size;
 - before each capture: the size of what it would take, read from the working copy, so a fresh
   run is checked before its first periodic snapshot is stored. The full size counts, not only
-  the files the store lacks: a snapshot's weights and optimizer state change at every step.
+  the files the store lacks: a snapshot's weights and optimizer state change at every step. A
+  sparse file counts the bytes it has allocated: the store keeps its holes.
 
 Turning saves off reaches the program at runtime: the integration reads
 :class:`~nodus.protocol.RuntimeSettings` (``.nodus/runtime.json``) at each step end and stops
@@ -28,14 +29,15 @@ The next attempt (a resume or a recovery) checks again from the start.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import stat as stat_mod
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.schemas import defaults
 
-__all__ = ["ENV_FREE_BYTES", "DiskGuard", "free_bytes", "staging_disk"]
+__all__ = ["ENV_FREE_BYTES", "DiskGuard", "free_bytes", "staging_disk", "stored_bytes"]
 
 EVENT_DISABLED = "checkpoint_disabled_disk"
 
@@ -52,6 +54,22 @@ def free_bytes(path: str) -> int:
         return int(injected)
     stat = os.statvfs(_existing(path))
     return stat.f_bavail * stat.f_frsize
+
+
+def stored_bytes(root: str, entries: Iterable[tuple[str, int, int]]) -> int:
+    """What a capture of ``entries`` (paths under ``root``, with their lengths) writes to the
+    staging disk: a file with holes counts the bytes it has allocated, since the store keeps
+    its holes (docs/store.md); a file gone meanwhile counts its length."""
+    total = 0
+    for path, size, _mtime in entries:
+        try:
+            info = os.lstat(os.path.join(root, path))
+        except OSError:
+            total += size
+            continue
+        allocated = info.st_blocks * 512 if stat_mod.S_ISREG(info.st_mode) else size
+        total += min(size, allocated)
+    return total
 
 
 def staging_disk(store: Any, home: str) -> str:

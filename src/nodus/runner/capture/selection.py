@@ -86,7 +86,7 @@ def fingerprint(root: str, paths: list[str], excludes: list[str]) -> tuple:
                 if relative in skipped:
                     continue
                 try:
-                    stat = os.stat(path)
+                    stat = os.lstat(path)  # a link as a link: never followed (a loop, out)
                 except OSError:
                     continue
                 entries.append((relative, stat.st_size, stat.st_mtime_ns))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from nodus.errors import redacted
+from nodus.errors import redacted, redacted_values
 from nodus.runner.catalog.connection import Connection, Statement, now
 from nodus.runner.catalog.events import event_row
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
@@ -116,7 +116,7 @@ class AttemptStatements(Connection):
             ).fetchone()
             number = (row[0] or 0) + 1
             fields = {"run_id": run_id, "stage": stage, "number": number, "started_at": now()}
-            fields.update(values)
+            fields.update(redacted_values(values))
             db.execute(
                 f"INSERT INTO attempts ({', '.join(fields)}) VALUES "
                 f"({', '.join('?' for _ in fields)})",
@@ -155,6 +155,7 @@ class AttemptStatements(Connection):
 
 
 def _attempt_update(run_id: str, stage: str, number: int, values: dict[str, Any]) -> Statement:
+    values = redacted_values(values)  # no password or secret value in the catalog
     columns = ", ".join(f"{name} = ?" for name in values)
     return (
         f"UPDATE attempts SET {columns} WHERE run_id = ? AND stage = ? AND number = ?",

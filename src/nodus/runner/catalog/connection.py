@@ -69,6 +69,8 @@ class Connection:
     before each commit (:mod:`nodus.runner.remote.record` registers both).
     """
 
+    _identity: tuple[int, int] | None  # the catalog file opened (lost())
+
     def __init__(self, home: str, migrations: Migrations, read_only: bool = False) -> None:
         self.home = home
         if read_only:
@@ -102,6 +104,18 @@ class Connection:
             self._migrate(migrations)
         except sqlite3.Error as error:
             raise self._explain(error) from None
+        self._identity = _identity(self.path)
+
+    def lost(self) -> str | None:
+        """What became of the catalog file this connection opened, when it is no longer the
+        one at its path (deleted, or replaced by another file): an open connection goes on
+        writing into the file it opened, which no other process will read again. None while
+        it is still there."""
+        identity = _identity(self.path)
+        if identity == self._identity or self._identity is None:
+            return None
+        what = "deleted" if identity is None else "replaced by another file"
+        return f"the run catalog {self.path} was {what}"
 
     def _open_read_only(self, migrations: Migrations) -> None:
         """Open the catalog to read only (``nodus ui``): nothing is created, migrated or
@@ -110,6 +124,7 @@ class Connection:
         A WAL reader takes no lock a writer waits on, so a runner is never held up by it.
         """
         self.path = os.path.join(self.home, defaults.CATALOG_FILE)
+        self._identity = None  # a reader is never told the file went (lost() says None)
         self._mutex = threading.RLock()
         self._observers = []
         self._fences = []
@@ -296,6 +311,15 @@ def _read_only(folder: str) -> bool:
         return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
     except OSError:
         return False
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The file at ``path`` (device and inode), or None when there is none."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _os_words(error: OSError) -> str:

@@ -113,6 +113,9 @@ def claim_workload(
     (:mod:`nodus.runner.upkeep.lineage`). ``run_id``: the id a new run takes (one the caller chose
     to start its first supervisor early, :func:`.processes.standby.start_early`).
     """
+    defaults.check_environment()
+    if key is not None:
+        _check_key(key)
     _refuse_unrecorded_retry(store_url, workload)
     is_local = open_run_store(store_url).storage.is_local
     if workload.resume_from is not None:
@@ -348,6 +351,15 @@ def _claimed(
     return Claim(home, catalog, run_id, lock, restore, placement)
 
 
+def _check_key(key: str) -> None:
+    """A key is named wherever its run is (tables, messages, cron lines): one line of text."""
+    if not key.isprintable():
+        raise UsageError(
+            f"key {key!r}: a key holds no control characters (escape sequences, tabs, "
+            "newlines), since every listing prints it"
+        )
+
+
 def claim_resume(
     home: str,
     ref: str,
@@ -363,6 +375,7 @@ def claim_resume(
     A run this catalog does not know is looked for in the store at ``store_url`` (a new
     machine recovering a run from the store alone).
     """
+    defaults.check_environment()
     catalog = Catalog(home)
     try:
         run = catalog.get_run(ref)

@@ -41,6 +41,7 @@ from functools import cached_property
 
 from nodus import protocol
 from nodus._atomic import private_folder, write_json_atomic
+from nodus.errors import note_secret
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 
@@ -234,7 +235,10 @@ def secret_environment(stage: ResolvedStage, environ: Mapping[str, str]) -> dict
             f"{'them' if len(missing) > 1 else 'it'} in the environment `nodus run` or "
             "`nodus runs resume` runs in (on a Ray cluster: each node's)"
         )
-    return {name: environ[name] for name in stage.secrets}
+    values = {name: environ[name] for name in stage.secrets}
+    for value in values.values():  # masked in every string this process records or prints
+        note_secret(value)
+    return values
 
 
 def _bootstrap_dir() -> str | None:
