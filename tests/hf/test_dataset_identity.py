@@ -135,3 +135,42 @@ def test_another_shuffle_or_selection_is_another_dataset(tmp_path):
     assert dataset_identity(data.shuffle(seed=8))["dataset"] != base
     assert dataset_identity(data.select(range(39)))["dataset"] != base
     assert dataset_identity(data.select(range(40)))["dataset"] == base
+
+
+def _rows_without_none(batch):
+    """A format transform as TRL's DPOTrainer sets one (``remove_none_values``)."""
+    return {k: [v for v in values if v is not None] for k, values in batch.items()}
+
+
+_IDENTITY_IN_A_PROCESS = """
+import datasets, functools, json, sys
+sys.path.insert(0, sys.argv[2])
+from test_dataset_identity import _rows_without_none
+from nodus.stages.hf.inprocess.identity import dataset_identity
+data = datasets.load_from_disk(sys.argv[1]).with_transform(_rows_without_none)
+print(json.dumps(dataset_identity(data)))
+"""
+
+
+def test_a_format_transform_is_named_not_by_its_address_in_every_process(tmp_path):
+    """The format's ``transform`` (a function) was hashed by its ``repr``, which holds its memory
+    address: every attempt of a managed dpo run read other content for unchanged data and every
+    recovery was refused. A function is its module and name, in every process."""
+    import subprocess
+    import sys
+
+    import datasets
+
+    path = _write(tmp_path / "data", "load_from_disk")
+    here = dataset_identity(datasets.load_from_disk(str(path)).with_transform(_rows_without_none))
+    there = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", _IDENTITY_IN_A_PROCESS, str(path), str(Path(__file__).parent)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert differences(there, here) == []
+    plain = dataset_identity(datasets.load_from_disk(str(path)))
+    assert plain["dataset"] != here["dataset"]  # a format that changes the rows is part of them

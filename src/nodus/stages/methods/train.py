@@ -10,6 +10,7 @@ weights. At the end it writes the final weights (adapter or full) and the tokeni
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -128,7 +129,7 @@ def _grpo(settings, model, tokenizer, dataset, common) -> Any:
         steps_per_generation=settings["steps_per_generation"],
         beta=settings["kl_beta"],
     )
-    return GRPOTrainer(
+    trainer = GRPOTrainer(
         model=model,
         args=config,
         train_dataset=dataset,
@@ -136,6 +137,58 @@ def _grpo(settings, model, tokenizer, dataset, common) -> Any:
         reward_funcs=reward_functions(settings["reward_functions"]),
         peft_config=_lora(settings),
     )
+    trainer._get_train_sampler = _epoch_keyed(trainer._get_train_sampler)  # type: ignore[method-assign]
+    return trainer
+
+
+def _epoch_keyed(get_sampler: Any) -> Any:
+    """grpo's prompt order of epoch ``e`` is the ``e``-th draw of the sampler's seeded generator,
+    whichever attempt draws it.
+
+    TRL's ``RepeatSampler`` seeds its generator once and draws one permutation per epoch, so a
+    resumed attempt's fresh sampler drew epoch 0's order for a later epoch, and the run went on
+    training on other prompts than an uninterrupted one. Here the sampler takes the epoch that
+    Accelerate's loader gives it (``set_epoch``: the Trainer's epoch, carried into the loader
+    that skips the trained batches of a partial epoch) and starts each epoch's draw from the
+    generator state after ``e`` draws: the uninterrupted run's sequence, TRL's own, in every
+    attempt.
+    """
+
+    @functools.wraps(get_sampler)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        sampler = get_sampler(*args, **kwargs)
+        if getattr(sampler, "shuffle", False) and hasattr(sampler, "generator"):
+            return EpochKeyedSampler(sampler)
+        return sampler
+
+    return wrapper
+
+
+class EpochKeyedSampler:
+    """A seeded sampler that draws one permutation per ``__iter__`` (TRL's ``RepeatSampler``),
+    made to draw epoch ``e``'s as the ``e``-th draw of its generator whatever drew before."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler = sampler
+        self.epoch = 0
+        self._states = [sampler.generator.get_state()]  # before the draw of epoch i
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Any:
+        import torch
+
+        generator, states = self.sampler.generator, self._states
+        while len(states) <= self.epoch:  # the state after one more epoch's draw
+            generator.set_state(states[-1])
+            torch.randperm(self.sampler.num_samples, generator=generator)
+            states.append(generator.get_state())
+        generator.set_state(states[self.epoch])
+        yield from self.sampler
 
 
 def reward_functions(specs: list[str]) -> list[Any]:

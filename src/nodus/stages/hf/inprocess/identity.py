@@ -8,13 +8,16 @@ what changed and show both sides.
 The dataset's identity is its content: a hash of the Arrow data the Trainer reads (the rows as
 an Arrow stream, and the indices mapping a ``select`` or ``shuffle`` made), never ``datasets``'
 fingerprint alone, which changes with the path and mtime of a local data file and stays the same
-for a file edited in place. It costs one pass over the data at memory speed, once per process.
+for a file edited in place. It costs one pass over the data at memory speed, once per process. The
+dataset's format is part of it, a function the format applies (TRL's ``remove_none_values``)
+by its module and name, never by a ``repr`` holding its address: the identity is the data's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import json
 import os
@@ -165,8 +168,32 @@ def _content(data: Any) -> str:
     for table in (data.data.table, data._indices.table if data._indices is not None else None):
         _hash_arrow(digest, table)
     for described in (data.features.to_dict(), data.format):
-        digest.update(json.dumps(described, sort_keys=True, default=str).encode())
+        digest.update(json.dumps(_stable(described), sort_keys=True, default=str).encode())
     return f"{protocol.CONTENT_PREFIX}{digest.hexdigest()} ({len(data):,} rows)"
+
+
+def _stable(value: Any) -> Any:
+    """``value`` as the same text in every process: a function (the ``transform`` of a format
+    TRL sets, ``remove_none_values``) by its module and name, a ``partial`` by its function and
+    arguments, any other object that is not a plain value by its class, never by a ``repr``
+    that holds a memory address (which differs in every process, so a resume was refused for
+    unchanged data)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _stable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_stable(v) for v in value]
+    if isinstance(value, functools.partial):
+        return {
+            "partial": _stable(value.func),
+            "args": _stable(list(value.args)),
+            "keywords": _stable(dict(value.keywords)),
+        }
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', None)}.{value.__qualname__}"
+    kind = type(value)
+    return f"<{kind.__module__}.{kind.__qualname__}>"
 
 
 def _hash_arrow(digest: Any, table: Any) -> None:
