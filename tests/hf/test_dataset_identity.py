@@ -152,6 +152,7 @@ print(json.dumps(dataset_identity(data)))
 """
 
 
+@pytest.mark.slow  # two fresh processes importing the Transformers stack
 def test_a_format_transform_is_named_not_by_its_address_in_every_process(tmp_path):
     """The format's ``transform`` (a function) was hashed by its ``repr``, which holds its memory
     address: every attempt of a managed dpo run read other content for unchanged data and every

@@ -299,6 +299,7 @@ def _deleting_while(store, snapshot_id: str, kinds, leases: float = 2.0) -> list
     return reports
 
 
+@pytest.mark.slow  # waits out a lease of 1.5 s
 def test_a_capture_outlasting_the_intent_lease_keeps_the_blobs_it_names(tmp_path, monkeypatch):
     monkeypatch.setattr(defaults, "CAPTURE_LEASE_S", LEASE_S)
     store = open_store("file://" + str(tmp_path / "store"))
@@ -320,6 +321,7 @@ def test_a_capture_outlasting_the_intent_lease_keeps_the_blobs_it_names(tmp_path
     _restores_whole(store, outputs, tmp_path / "after", read_tree(live))
 
 
+@pytest.mark.slow  # waits out a lease of 1.5 s
 def test_an_upload_outlasting_the_intent_lease_keeps_the_blobs_it_skipped(tmp_path, monkeypatch):
     monkeypatch.setattr(defaults, "CAPTURE_LEASE_S", LEASE_S)
     remote = open_store("file://" + str(tmp_path / "remote"))
@@ -358,6 +360,7 @@ def _reachable(intent: Path) -> None:
     shutil.rmtree(intent)  # the next renewal writes it again
 
 
+@pytest.mark.slow  # waits out a lease of 1.5 s
 def test_a_capture_whose_intent_lapsed_commits_nothing_that_names_a_freed_blob(
     tmp_path, monkeypatch
 ):
@@ -383,6 +386,7 @@ def test_a_capture_whose_intent_lapsed_commits_nothing_that_names_a_freed_blob(
     _restores_whole(store, outputs, tmp_path / "restored", read_tree(live))
 
 
+@pytest.mark.slow  # waits out a lease of 1.5 s
 def test_an_upload_whose_intent_lapsed_sends_again_what_a_sweep_freed(tmp_path, monkeypatch):
     monkeypatch.setattr(defaults, "CAPTURE_LEASE_S", LEASE_S)
     remote = open_store("file://" + str(tmp_path / "remote"))

@@ -46,6 +46,7 @@ def _dense_hash(path) -> str:
     return digest.hexdigest()
 
 
+@pytest.mark.slow  # a 1 GiB file's length, hashed as zeros
 def test_a_sparse_file_is_stored_and_restored_with_its_holes(tmp_path):
     big = _sparse_file(str(tmp_path / "work" / "state" / "big.bin"))
     store = open_store(str(tmp_path / "store"))
