@@ -232,7 +232,7 @@ def _claim_new(
         say(f"accepted {accepted.run_id} under key {key!r} ({accepted.summary})")
         return _claimed(home, catalog, accepted.run_id, lock, None, detach, placement)
     try:
-        known = facts(existing)
+        known = _facts(existing)
         if known.phase == Phase.FAILED and not known.program_started:
             changed = _inputs_changed(home, store_url, existing, workload)
             known = dataclasses.replace(known, inputs_changed=changed)
@@ -299,7 +299,7 @@ def _inputs_changed(home: str, store_url: str, run: Run, workload: ResolvedWorkl
     return False
 
 
-def facts(run: Run) -> RunFacts:
+def _facts(run: Run) -> RunFacts:
     """What :func:`continuing.continuation` reads of ``run`` (read with its stages)."""
     stage = _continuing_stage(run)
     rows: list[dict] = next((s["attempts"] for s in run.stages if s["name"] == stage), [])
@@ -386,7 +386,7 @@ def claim_resume(
         run = found
     if step is not None:
         _refuse_unrecorded(catalog, run, step)
-    answer = continuing.continuation(facts(run), Asker.RESUME)
+    answer = continuing.continuation(_facts(run), Asker.RESUME)
     if answer.verb is not Verb.CONTINUE:
         raise UsageError(answer.line)
     stage = _continuing_stage(run)
