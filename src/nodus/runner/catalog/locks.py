@@ -52,12 +52,8 @@ class RunLock:
             self._fd = None
 
     def is_held_elsewhere(self) -> bool:
-        """True while another process holds the lock (probing takes and drops it at once)."""
-        probe = _try_lock(self.path)
-        if probe is None:
-            return True
-        os.close(probe)
-        return False
+        """True while another process (or another lock object of this one) holds the lock."""
+        return _held(self.path)
 
     def holder(self) -> dict:
         try:
@@ -81,8 +77,14 @@ class RunLock:
 def lock_held(home: str, name: str) -> bool:
     """Whether a process holds the lock ``name`` of ``home`` now; creates nothing (a read-only
     reader such as ``nodus ui`` asks too). A lock file never made was never held."""
+    return _held(os.path.join(home, defaults.LOCKS_DIR, name + ".lock"))
+
+
+def _held(path: str) -> bool:
+    """The probe: a shared lock taken and dropped at once, refused while a runner holds its
+    exclusive one; a file that does not exist was never held (nothing is created)."""
     try:
-        fd = os.open(os.path.join(home, defaults.LOCKS_DIR, name + ".lock"), os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return False
     try:
