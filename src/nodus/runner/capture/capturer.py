@@ -41,6 +41,7 @@ from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.protocol import checkpoint_folder, checkpoint_steps
 from nodus.runner.capture.disk_guard import DiskGuard, stored_bytes
+from nodus.runner.capture.metrics import MetricTap
 from nodus.runner.capture.selection import appeared, fingerprint, narrowed
 from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.remote.uploads import Uploads
@@ -121,6 +122,10 @@ class Capturer:
         # With an integration the save records drive captures; the watcher only takes over
         # when the integration reports that it left the program unprepared.
         self.watch_folders = context.stage.integration is None
+        # Such a program's own logs give its snapshots and curves their metrics.
+        self.metrics = MetricTap(
+            ws, context.stage.continuity.metrics, self.watcher.clock, self.event
+        )
 
     # --- triggers ---------------------------------------------------------------------------
 
@@ -129,6 +134,7 @@ class Capturer:
         self.ingest_events()
         self.capture_save_records()
         if self.watch_folders:
+            self.metrics.poll()
             for step in self.watcher.poll():
                 self.capture(step, reason="settled")
             if not self.watcher.folders:
@@ -184,6 +190,8 @@ class Capturer:
         """
         self.ingest_events()
         self.capture_save_records()
+        if self.watch_folders:
+            self.metrics.read(final=True)
         self._said_unsettled()
         steps = [step for step in checkpoint_steps(self.ws.state) if not self._laid_out(step)]
         if self.watch_folders and not steps:
@@ -378,7 +386,7 @@ class Capturer:
             attempt=self.context.attempt,
             step=step,
             epoch=epoch,
-            metrics=metrics or {},
+            metrics=metrics or (self.metrics.at(step) if self.watch_folders else {}),
             role="checkpoint",
         )
         into = self.context.store if self.uploads is None else self.uploads.staging
