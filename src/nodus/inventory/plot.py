@@ -7,8 +7,8 @@ full curve of the path that led to it (steps an interrupted attempt trained past
 were repeated by the next attempt and are drawn once). A directory-contract program's curves
 are what its attempts logged (TensorBoard, Lightning's ``metrics.csv``, JSON lines: the
 runner keeps each attempt's beside its output, :mod:`nodus.runner.capture.metrics`), joined
-the same way: each attempt's points replace the earlier attempts' from the step it restored
-on (or from its first logged step, when lower). A program that logs none of these shows its
+the same way: each attempt's points replace the earlier attempts' after the step it restored
+(or from its first logged step, when lower). A program that logs none of these shows its
 snapshots alone.
 
 Every snapshot is a marker on the curves; every attempt after a stage's first is a vertical
@@ -121,13 +121,14 @@ def _history(store: SnapshotStore, manifest: Manifest) -> dict[str, list[tuple[i
 
 def _logged(attempts: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
     """Per-step curves from what each attempt logged, along the path that led to the last
-    one: an attempt's points replace the earlier ones from the step it restored on (from 0
+    one: an attempt's points replace the earlier ones after the step it restored (all of them
     when it restored nothing), or from its first point when that is lower."""
     path: list[Point] = []
     for index, attempt in enumerate(attempts):
         mine = _attempt_points(attempt)
         if index:
-            cut = min([attempt["restored_step"] or 0, *(step for step, _ in mine)])
+            restored = attempt["restored_step"]
+            cut = min([0 if restored is None else restored + 1, *(step for step, _ in mine)])
             path = [point for point in path if point[0] < cut]
         path += mine
     curves: dict[str, dict[int, float]] = {}

@@ -245,7 +245,7 @@ def _number(array: Any) -> float:
     if array.dtype.itemsize == 4 and array.dtype.kind == "f":
         import numpy
 
-        return float(numpy.format_float_positional(array, unique=True, trim="0"))
+        return float(numpy.format_float_positional(array[()], unique=True, trim="0"))
     return float(array.item())
 
 
