@@ -59,9 +59,7 @@ def test_json_lines_give_points_with_a_step_and_numbers(lines, points):
         ([(2, {"loss": 1.0}), (2, {"loss": 0.5})], 2, {"loss": 0.5}),  # logged again: the last
     ],
 )
-def test_a_snapshot_carries_the_last_value_of_each_name_at_or_before_its_step(
-    points, step, values
-):
+def test_a_snapshot_carries_the_last_value_of_each_name_at_or_before_its_step(points, step, values):
     assert at_step(points, step) == values
 
 
@@ -174,8 +172,10 @@ def _attempt(tmp_path, number: int, restored: int | None, points: list) -> dict:
     ("attempts", "curve"),
     [
         # killed after step 4, restored from 3: 4 logged again (the new attempt's value)
-        ([(None, [(1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0)]), (3, [(4, 40.0), (5, 5.0)])],
-         [(1, 1.0), (2, 2.0), (3, 3.0), (4, 40.0), (5, 5.0)]),
+        (
+            [(None, [(1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0)]), (3, [(4, 40.0), (5, 5.0)])],
+            [(1, 1.0), (2, 2.0), (3, 3.0), (4, 40.0), (5, 5.0)],
+        ),
         # the restored attempt logged nothing yet: what it will train again is not drawn
         ([(None, [(1, 1.0), (2, 2.0), (3, 3.0)]), (2, [])], [(1, 1.0), (2, 2.0)]),
         # it ignored the restore and started over: its points replace every earlier one
@@ -183,8 +183,10 @@ def _attempt(tmp_path, number: int, restored: int | None, points: list) -> dict:
         # a restart from nothing
         ([(None, [(1, 1.0), (2, 2.0)]), (None, [(1, 10.0), (2, 20.0)])], [(1, 10.0), (2, 20.0)]),
         # three attempts, each from the one before
-        ([(None, [(1, 1.0), (2, 2.0)]), (1, [(2, 20.0), (3, 30.0)]), (3, [(4, 4.0)])],
-         [(1, 1.0), (2, 20.0), (3, 30.0), (4, 4.0)]),
+        (
+            [(None, [(1, 1.0), (2, 2.0)]), (1, [(2, 20.0), (3, 30.0)]), (3, [(4, 4.0)])],
+            [(1, 1.0), (2, 20.0), (3, 30.0), (4, 4.0)],
+        ),
     ],
 )
 def test_the_curve_follows_the_path_that_led_to_the_last_attempt(tmp_path, attempts, curve):

@@ -31,6 +31,8 @@ import os
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from nodus import protocol
+
 __all__ = [
     "NO_TENSORBOARD",
     "PLACES",
@@ -43,7 +45,7 @@ __all__ = [
 
 Point = tuple[int, dict[str, float]]
 
-PLACES = ("runs", "lightning_logs", "metrics.jsonl", "state/metrics.jsonl")
+PLACES = ("runs", "lightning_logs", "metrics.jsonl", f"{protocol.STATE_DIR}/metrics.jsonl")
 """Where a program's logs are looked for without ``[continuity] metrics``, in the working copy:
 ``SummaryWriter``'s default folder, Lightning's, and a JSON lines file at the top or in the
 checkpoint folder."""

@@ -87,7 +87,9 @@ LOGGERS = {"jsonl": Jsonl, "csv": Csv, "tensorboard": Board}
 
 def save(state_dir: str, step: int) -> None:
     building = tempfile.mkdtemp(prefix="building-", dir=os.path.dirname(os.path.abspath(state_dir)))
-    torch.save({"step": step, "w": torch.full((4,), float(step))}, os.path.join(building, "ckpt.pt"))
+    torch.save(
+        {"step": step, "w": torch.full((4,), float(step))}, os.path.join(building, "ckpt.pt")
+    )
     os.rename(building, os.path.join(state_dir, protocol.checkpoint_folder(step)))
     for old in protocol.checkpoint_steps(state_dir)[:-2]:
         shutil.rmtree(os.path.join(state_dir, protocol.checkpoint_folder(old)))

@@ -35,13 +35,13 @@ class MetricTap:
         ws: Workspace,
         place: str | None,
         clock: Callable[[], float],
-        note: Callable[[str, dict[str, Any]], None],
+        event: Callable[[str, dict[str, Any]], None],
     ) -> None:
         self.logs = MetricLogs(ws.copy, (place,) if place else PLACES)
         self.path = ws.metrics_path
         self.points: list[Point] = []
         self._clock = clock
-        self._note = note  # an event: what could not be read, said once
+        self._event = event  # the run's event log: what could not be read, said once
         self._read_at = float("-inf")
         self._noted = 0
 
@@ -55,7 +55,7 @@ class MetricTap:
         self._read_at = self._clock()
         new = self.logs.read(final)
         for why in self.logs.notes[self._noted :]:
-            self._note("metrics_unread", {"why": why})
+            self._event("metrics_unread", {"why": why})
         self._noted = len(self.logs.notes)
         if not new:
             return

@@ -22,7 +22,7 @@ NO_METRICS = (
     "or lightning_logs/ (SummaryWriter, Lightning), Lightning's metrics.csv, JSON lines "
     '({"step": 10, "loss": 0.5}) in metrics.jsonl or state/metrics.jsonl, a Transformers '
     "Trainer's trainer_state.json, and the file or folder [continuity] metrics names in the "
-    "workload file (docs/recovery.md, \"Metrics\")."
+    'workload file (docs/recovery.md, "Metrics").'
 )
 
 
@@ -41,7 +41,9 @@ def metrics_page(client: Client, ref: str, other: str | None, every: bool = Fals
     charts = [_chart(name, runs, series) for name in drawn]
     if not charts:
         known = sum(len(s["snapshots"]) for s in series[0])
-        charts.append(tag("p", {"class": "empty"}, f"{NO_METRICS} Only its {known} snapshot(s) are known."))
+        charts.append(
+            tag("p", {"class": "empty"}, f"{NO_METRICS} Only its {known} snapshot(s) are known.")
+        )
     href = run_href(runs[0]["id"]) + "/metrics"
     back = tag("p", None, tag("a", {"href": run_href(runs[0]["id"])}, f"← {runs[0]['id']}"))
     title = f"Metrics · {runs[0]['name']}" + (f" vs {runs[1]['name']}" if other else "")
