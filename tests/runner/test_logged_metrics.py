@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import sys
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,26 @@ def test_a_killed_programs_logged_loss_is_in_its_snapshots_and_its_whole_curve(
     assert stage["restarts"] == [[restored, f"recovery: attempt 2 from step {restored}"]]
     if logger == "csv":  # a column of its own, logged at each save
         assert [s for s, _ in stage["curves"]["val_loss"]] == list(range(5, STEPS + 1, 5))
+    if logger == "jsonl":  # the UI's chart: a line per attempt, the recovery marked
+        from nodus.ui.pages.metrics import metrics_page
+
+        with Client(home=str(project.home), read_only=True) as client:
+            page = metrics_page(client, run_id, None).live
+        chart = page[page.index('data-metric="loss"') :]
+        chart = chart[: chart.index("</figure>")]
+        assert chart.count("<polyline") == 2 and chart.count('class="pt"') == STEPS
+        assert chart.count('class="mark recovery"') == 1 and "No metrics logged" not in page
+
+
+def test_a_program_that_logs_nothing_nodus_reads_is_told_where_it_could(project):
+    from nodus.ui.pages.metrics import NO_METRICS, metrics_page
+
+    project.write(steps=10, save_every=5)  # the shipped counter: it logs no metrics
+    proc = project.nodus("run", "workload.toml")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = Client(home=str(project.home)).runs()
+    with Client(home=str(project.home), read_only=True) as client:
+        assert client.metrics(run["id"])[0]["curves"] == {}
+        page = metrics_page(client, run["id"], None).live
+    assert escape(NO_METRICS) in page and "[continuity] metrics" in NO_METRICS
+    assert "runs/" in NO_METRICS and "metrics.jsonl" in NO_METRICS and "0 snapshot" not in page
