@@ -15,6 +15,9 @@ check and none is a temporary file (:mod:`nodus.stages.formats`), and after a de
 nothing changed within the settle window before it. A capture that fails is never a snapshot,
 so it can never be a restore target; a ``checkpoint_incomplete`` event says what failed.
 
+A directory-contract program's snapshots carry the metrics its own logs hold at their step
+(TensorBoard, Lightning's ``metrics.csv``, JSON lines: :mod:`nodus.runner.capture.metrics`).
+
 A selection without ``checkpoint-<step>`` folders (``ckpt.pt``, Accelerate's ``step_N``,
 Lightning's ``*.ckpt``) is captured whole each time it settles in a new form, with the step its
 names carry (:mod:`nodus.stages.step_names`) or else the capture's sequence.
