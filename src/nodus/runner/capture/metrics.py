@@ -44,6 +44,7 @@ class MetricTap:
         self._event = event  # the run's event log: what could not be read, said once
         self._read_at = float("-inf")
         self._noted = 0
+        self._unkept = False
 
     def poll(self) -> None:
         """Read on, unless it was read within ``METRICS_READ_S``."""
@@ -60,10 +61,15 @@ class MetricTap:
         if not new:
             return
         self.points += new
-        private_folder(os.path.dirname(self.path))
         lines = "".join(json.dumps({"step": step, **values}) + "\n" for step, values in new)
-        with os.fdopen(create_private(self.path, os.O_WRONLY | os.O_APPEND), "a") as kept:
-            kept.write(lines)
+        try:
+            private_folder(os.path.dirname(self.path))
+            with os.fdopen(create_private(self.path, os.O_WRONLY | os.O_APPEND), "a") as kept:
+                kept.write(lines)
+        except OSError as error:  # a full disk: the snapshots still get them, the curves not
+            if not self._unkept:
+                self._unkept = True
+                self._event("metrics_unread", {"why": f"not kept in {self.path}: {error}"})
 
     def at(self, step: int) -> dict[str, float]:
         """What a snapshot at ``step`` carries: the logs read now, the last value of each
