@@ -111,3 +111,20 @@ def test_a_program_that_logs_nothing_nodus_reads_is_told_where_it_could(project)
         page = metrics_page(client, run["id"], None).live
     assert escape(NO_METRICS) in page and "[continuity] metrics" in NO_METRICS
     assert "runs/" in NO_METRICS and "metrics.jsonl" in NO_METRICS and "0 snapshot" not in page
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_logs_elsewhere_are_read_where_continuity_metrics_names_them(project, named):
+    (project.root / "train.py").write_bytes((PROGRAMS / "logging_counter.py").read_bytes())
+    command = [sys.executable, "train.py", "--steps", "10", "--save-every", "5"]
+    command += ["--logger", "jsonl", "--log-to", "logs/train.jsonl"]
+    project.write(command=command, body='[continuity]\nmetrics = "logs"\n' if named else "")
+    proc = project.nodus("run", "workload.toml")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = Client(home=str(project.home)).runs()
+    listed = json.loads(project.nodus("runs", "snapshots", run["id"], "--json").stdout)
+    assert [row["step"] for row in listed] == [5, 10]
+    if named:  # a folder: searched for the kinds of file nodus reads
+        assert [row["metrics"] for row in listed] == [{"loss": loss(5)}, {"loss": loss(10)}]
+    else:  # not one of the usual places: nothing read
+        assert [row["metrics"] for row in listed] == [{}, {}]

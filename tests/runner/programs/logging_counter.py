@@ -1,7 +1,7 @@
 """A directory-contract program that logs its loss the way people do outside the Trainer.
 
     python logging_counter.py --steps 30 --save-every 5 --logger tensorboard|csv|jsonl
-                              [--sleep 0.05 --gate PATH]
+                              [--sleep 0.05 --gate PATH] [--log-to PATH]
 
 Every step it logs ``loss`` (a function of the step alone, so a resumed attempt logs what the
 interrupted one did) with one of three loggers, each writing where it does by default:
@@ -10,6 +10,8 @@ interrupted one did) with one of three loggers, each writing where it does by de
 - ``csv``: Lightning's ``CSVLogger`` file shape (``lightning_logs/version_0/metrics.csv``:
   ``epoch,loss,step,val_loss``, a validation row every save with ``loss`` left blank);
 - ``jsonl``: ``metrics.jsonl``, one ``{"step": N, "loss": …}`` line a step.
+
+``--log-to`` writes elsewhere: the JSON lines file, or ``SummaryWriter``'s folder.
 
 Every ``--save-every`` steps it flushes its logger, then publishes
 ``state/checkpoint-<step>/ckpt.pt`` (``torch.save`` into a temporary folder, then a rename) and
@@ -38,8 +40,10 @@ def loss(step: int) -> float:
 
 
 class Jsonl:
-    def __init__(self) -> None:
-        self.file = open("metrics.jsonl", "a")  # noqa: SIM115
+    def __init__(self, place: str | None) -> None:
+        path = place or "metrics.jsonl"
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.file = open(path, "a")  # noqa: SIM115
 
     def log(self, step: int, values: dict) -> None:
         self.file.write(json.dumps({"step": step, **values}) + "\n")
@@ -53,8 +57,8 @@ class Csv:
 
     COLUMNS = ("epoch", "loss", "step", "val_loss")
 
-    def __init__(self) -> None:
-        folder = os.path.join("lightning_logs", "version_0")
+    def __init__(self, place: str | None) -> None:
+        folder = place or os.path.join("lightning_logs", "version_0")
         os.makedirs(folder, exist_ok=True)
         self.file = open(os.path.join(folder, "metrics.csv"), "a")  # noqa: SIM115
         if self.file.tell() == 0:
@@ -69,10 +73,10 @@ class Csv:
 
 
 class Board:
-    def __init__(self) -> None:
+    def __init__(self, place: str | None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter()
+        self.writer = SummaryWriter(place)
 
     def log(self, step: int, values: dict) -> None:
         for name, value in values.items():
@@ -102,6 +106,7 @@ def main() -> int:
     parser.add_argument("--logger", choices=sorted(LOGGERS), required=True)
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--gate", default=None)
+    parser.add_argument("--log-to", default=None)
     args = parser.parse_args()
     state_dir = os.environ.get(protocol.ENV_CHECKPOINT_DIR, protocol.STATE_DIR)
     os.makedirs(state_dir, exist_ok=True)
@@ -111,7 +116,7 @@ def main() -> int:
         folder = os.path.join(state_dir, protocol.checkpoint_folder(steps[-1]))
         step = torch.load(os.path.join(folder, "ckpt.pt"))["step"]
     print(f"logging_counter: pid {os.getpid()} starting at step {step}", flush=True)
-    logger = LOGGERS[args.logger]()
+    logger = LOGGERS[args.logger](args.log_to)
     while step < args.steps:
         if args.sleep and not (args.gate and os.path.exists(args.gate)):
             time.sleep(args.sleep)
