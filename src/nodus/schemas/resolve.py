@@ -314,8 +314,9 @@ def _unused_marker(
     """``checkpoint_complete``, ``checkpoint_name``, ``step_key`` and ``resume_args`` guide
     captures and resumes of folders a program writes itself; under ``hf-trainer-v1`` the
     integration publishes every folder whole at the Trainer's step and resumes the Trainer.
-    ``auto`` may leave a program unprepared, and then the first three count; ``resume_args`` would reach a prepared Trainer
-    program too, which the integration resumes itself, so it is refused under both."""
+    ``auto`` may leave a program unprepared, and then the first three count; ``resume_args``
+    would reach a prepared Trainer program too, which the integration resumes itself, so it is
+    refused under both."""
     problems = []
     for key in ("checkpoint_complete", "checkpoint_name", "step_key", "resume_args"):
         value = getattr(continuity, key)
