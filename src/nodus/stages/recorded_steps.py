@@ -68,12 +68,14 @@ def read(path: str, step_key: str | None = None) -> Recorded | None:
         return None
     keys = (step_key,) if step_key is not None else STEP_KEYS
     step = next((top[key] for key in keys if _is_int(top.get(key))), None)
+    if step is not None and step < 0:
+        step = None
     epoch = top.get(EPOCH_KEY)
     if not isinstance(epoch, (int, float)) or isinstance(epoch, bool) or epoch != epoch:
         epoch = None
     if step is None and epoch is None:
         return None
-    return Recorded(None if step is None or step < 0 else int(step), epoch)
+    return Recorded(step, epoch)
 
 
 def _is_int(value: Any) -> bool:
