@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 import pytest
 from test_runner_capture import capturer, stage
-from test_torn_checkpoints import _contract, _poll, no_settling  # noqa: F401 (a fixture)
+from test_torn_checkpoints import _contract, _poll
 
 from nodus.inventory.narration import _restoring
 from nodus.inventory.runs import restored_text, step_text
@@ -204,6 +204,11 @@ def test_a_manifest_written_before_step_sources_reads_as_before():
 # --- the capture loop ----------------------------------------------------------------------
 
 
+@pytest.fixture
+def no_settling(monkeypatch):
+    monkeypatch.setenv("NODUS_SETTLE_S", "0")
+
+
 def _selection(setup, paths=("out",), **continuity):
     return capturer(setup, stage=_contract(paths, **continuity))
 
@@ -268,9 +273,7 @@ def _restored(setup, first_id, step):
     number = catalog.start_attempt(run_id, "main")
     manifest = store.get(first_id)
     context = AttemptContext(store, catalog, run_id, _contract(("out",)), number)
-    return Capturer(
-        context, ws, restored_step=step, restored_snapshot=first_id, restored=manifest
-    )
+    return Capturer(context, ws, restored_step=step, restored_snapshot=first_id, restored=manifest)
 
 
 def test_a_resume_writing_back_what_it_restored_adds_no_capture(setup, no_settling):

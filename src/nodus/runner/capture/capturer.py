@@ -19,10 +19,10 @@ A selection without ``checkpoint-<step>`` folders (``ckpt.pt``, Accelerate's ``s
 Lightning's ``*.ckpt``) is captured whole each time it settles in a new form, with the step its
 names carry (:mod:`nodus.stages.step_names`), else the step its newest ``torch.save`` checkpoint
 records inside (:mod:`nodus.stages.recorded_steps`), else the capture's count, which the
-manifest marks (``step_source``) so that it is said as ``capture N``. A restored attempt's
-program that writes back what was restored for it (a resume's first save) adds nothing: at a
-real step it is that step again, and a counted selection whose bytes are the restored
-snapshot's is that snapshot.
+manifest marks (``step_source``) so that it is said as ``capture N``. A resume's save of the
+state it restored is no progress: a selection whose bytes are the restored snapshot's is that
+snapshot (no capture, no count), and one saved again at the restored step with other bytes (a
+new best loss beside the same weights) is that step again, never a step of its own.
 
 With a remote store each capture commits into the local staging store instead and is handed
 to the attempt's :class:`~nodus.runner.remote.uploads.Uploads`: ``snapshot_staged`` is recorded now,
@@ -345,10 +345,10 @@ class Capturer:
         if problems:
             self._torn(None, problems, reason)
             return None
-        step, epoch, source = self._step_of(entries)
-        if source == COUNTED and self._written_back(entries):
+        if self._written_back(entries):
             self._committed_state = entries  # the restored snapshot holds these bytes
             return self._committed_id
+        step, epoch, source = self._step_of(entries)
         periodic = reason == "settled"
         if self.disk_guard is not None and not self.disk_guard.admits(
             periodic, lambda: stored_bytes(self.ws.copy, entries)
