@@ -39,10 +39,9 @@ def _archive(path, obj, protocol: int = 2, name: str = "archive") -> str:
     """A file laid out as ``torch.save`` lays one out: a zip with ``<name>/data.pkl``."""
     buffer = io.BytesIO()
     _Pickler(buffer, protocol=protocol).dump(obj)
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr(f"{name}/data.pkl", buffer.getvalue())
-        archive.writestr(f"{name}/data/0", b"\0" * 16)
-        archive.writestr(f"{name}/version", b"3\n")
+    with zipfile.ZipFile(path, "w") as archive:  # a fixed time, as torch.save writes: same bytes
+        for member, data in [("data.pkl", buffer.getvalue()), ("data/0", b"\0" * 16)]:
+            archive.writestr(zipfile.ZipInfo(f"{name}/{member}", (1980, 1, 1, 0, 0, 0)), data)
     return str(path)
 
 

@@ -332,7 +332,8 @@ class Capturer:
         self, reason: str, died_at: float | None = None, entries: tuple | None = None
     ) -> str | None:
         """Commit the selection whole (it holds no checkpoint folders), with the step its names
-        carry or else the next of the capture's sequence; None when nothing was committed.
+        carry, else its checkpoint records, else the capture's count (``_step_of``); None when
+        nothing was committed.
         ``entries``: the selection's fingerprint when the caller has just taken it."""
         paths = list(self.context.stage.continuity.checkpoint_paths)
         entries = self._selection_entries() if entries is None else entries
