@@ -306,3 +306,42 @@ def test_a_resume_saving_its_restored_step_again_stays_at_that_step(setup, no_se
 
 def test_stage_without_selection_contract_keeps_its_defaults():
     assert stage().continuity.step_key is None
+
+
+def test_memoized_keys_are_read_back_as_written(tmp_path):
+    """Protocol 4 memoizes every object by count: a key fetched from the memo is the right one,
+    however many opaque objects were memoized before it."""
+    shared = "iter_num"
+    obj = {"model": _MODEL, "a": [shared], "b": {shared: 1}, shared: 42, "epoch": 2}
+    found = recorded_steps.read(_archive(tmp_path / "m.pt", obj, protocol=4))
+    assert (found.step, found.epoch) == (42, 2)
+
+
+def test_a_pickle_of_more_objects_than_a_checkpoint_is_not_read_through(tmp_path, monkeypatch):
+    monkeypatch.setattr(recorded_steps, "MOST_OPS", 1000)
+    big = {f"w{i}": i for i in range(2000)}
+    big["step"] = 3
+    assert recorded_steps.read(_archive(tmp_path / "big.pt", big)) is None
+
+
+@pytest.mark.slow  # imports torch
+def test_real_torch_save_files_are_read_without_loading_them(tmp_path):
+    import torch
+
+    model = torch.nn.Linear(8, 8)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.randn(2, 8)).sum().backward()
+    optimizer.step()
+    nano = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "iter_num": 1200}
+    lightning = {"epoch": 3, "global_step": 420, "state_dict": model.state_dict(), "loops": {}}
+    cases = [
+        (nano, {}, (1200, None)),
+        (lightning, {}, (420, 3)),
+        ({"step": 9, "w": torch.zeros(3)}, {"_use_new_zipfile_serialization": False}, (9, None)),
+        ({"model": model.state_dict(), "config": {"iter_num": 5}}, {}, None),
+    ]
+    for index, (obj, options, expected) in enumerate(cases):
+        path = str(tmp_path / f"{index}.pt")
+        torch.save(obj, path, **options)
+        found = recorded_steps.read(path)
+        assert (None if found is None else (found.step, found.epoch)) == expected, index

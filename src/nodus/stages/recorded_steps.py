@@ -10,8 +10,8 @@ so a global (``os.system``) is only a name that is never looked up and a persist
 tensor's storage) is never followed. Only the top-level object's own keys count, and only
 plain integers (the epoch may be a float).
 
-A hostile or damaged file costs a bounded read (:data:`MOST_BYTES` of pickle,
-:data:`MOST_MEMO` remembered values) and gives None, never an exception.
+A hostile or damaged file costs a bounded read (:data:`MOST_BYTES` of pickle, :data:`MOST_OPS`
+opcodes, :data:`MOST_MEMO` remembered values) and gives None, never an exception.
 """
 
 from __future__ import annotations
@@ -19,9 +19,18 @@ from __future__ import annotations
 import io
 import pickletools
 import zipfile
-from typing import IO, Any
+from typing import IO, Any, cast
 
-__all__ = ["EPOCH_KEY", "MOST_BYTES", "MOST_FILES", "STEP_KEYS", "SUFFIXES", "Recorded", "read"]
+__all__ = [
+    "EPOCH_KEY",
+    "MOST_BYTES",
+    "MOST_FILES",
+    "MOST_OPS",
+    "STEP_KEYS",
+    "SUFFIXES",
+    "Recorded",
+    "read",
+]
 
 STEP_KEYS = ("global_step", "iter_num", "step", "iteration")
 """The top-level keys that hold a program's step, in the order one is preferred."""
@@ -33,6 +42,9 @@ MOST_FILES = 4
 MOST_BYTES = 64 * 2**20
 """The most pickle bytes read from one file: a checkpoint's pickle holds only tensor metadata
 (a hundred bytes a tensor), far less than this for any model; past it the file is not read."""
+MOST_OPS = 1_000_000
+"""The most opcodes walked in one pickle: a tensor takes about twenty, so fifty thousand
+tensors; a pickle longer than that records nothing as far as this module reads it."""
 MOST_MEMO = 100_000
 """The most memoized values remembered; later ones are read as opaque."""
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # the first pickle of torch.save's legacy format
@@ -106,14 +118,15 @@ def _from_legacy(handle: IO[bytes]) -> dict[str, Any] | None:
     """The legacy format: magic number, protocol version, system info, then the object."""
     capped = _Capped(handle)
     magic = _Walker(capped)
-    if magic.run() is not None or magic.root != _LEGACY_MAGIC:
+    magic.run()
+    if magic.root != _LEGACY_MAGIC:
         return None
     for _ in range(2):  # the protocol version and the system info
         _Walker(capped).run()
     return _walk(capped)
 
 
-def _walk(stream: IO[bytes]) -> dict[str, Any] | None:
+def _walk(stream: _Capped) -> dict[str, Any] | None:
     walker = _Walker(stream)
     walker.run()
     return walker.top if walker.top_seen else None
@@ -171,16 +184,20 @@ class _Walker:
     """One pickle's opcodes over a stack of symbols: plain values, a dict under construction
     (its plain pairs), marks, and :data:`_OPAQUE` for everything else."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: _Capped) -> None:
         self.stream = stream
         self.stack: list[Any] = []
-        self.memo: dict[int, Any] = {}
+        self.memo: dict[int, Any] = {}  # the plain values memoized, by index
+        self.memoized = 0  # MEMOIZE's next index: every object memoized counts
         self.top: dict[str, Any] = {}
         self.top_seen = False  # the object at the bottom of the stack took dict items
         self.root: Any = None
 
     def run(self) -> None:
-        for opcode, arg, _pos in pickletools.genops(self.stream):  # up to its STOP
+        stream = cast(IO[bytes], self.stream)  # a readable stream: what genops reads
+        for count, (opcode, arg, _pos) in enumerate(pickletools.genops(stream)):  # to its STOP
+            if count >= MOST_OPS:
+                raise ValueError("the pickle holds more than a checkpoint's objects")
             self.step(opcode, arg)
 
     def step(self, opcode: pickletools.OpcodeInfo, arg: Any) -> None:
@@ -195,7 +212,10 @@ class _Walker:
         elif name == "MARK":
             stack.append(_MARK)
         elif name in _MEMO_PUT or name == "MEMOIZE":
-            index = len(self.memo) if name == "MEMOIZE" else arg
+            index = arg
+            if name == "MEMOIZE":
+                index, self.memoized = self.memoized, self.memoized + 1
+            self.memo.pop(index, None)  # a later object put at the same index replaces it
             if stack and len(self.memo) < MOST_MEMO and isinstance(stack[-1], _SCALARS):
                 self.memo[index] = stack[-1]
         elif name in _MEMO_GET:
