@@ -345,3 +345,33 @@ def test_real_torch_save_files_are_read_without_loading_them(tmp_path):
         torch.save(obj, path, **options)
         found = recorded_steps.read(path)
         assert (None if found is None else (found.step, found.epoch)) == expected, index
+
+
+def test_the_ui_says_a_counted_step_as_a_capture():
+    from nodus.ui.pages.run_tables import attempts_table, snapshots_table
+
+    row = {
+        "id": "ckpt_0123456789abcdef",
+        "step": None,
+        "capture": 3,
+        "epoch": None,
+        "attempt": 1,
+        "bytes_by_kind": {"files": 10},
+        "holds": [],
+        "metrics": {},
+        "deleted_kinds": [],
+    }
+    shown = str(snapshots_table([row, {**row, "step": 40, "capture": None}]))
+    assert ">capture 3<" in shown and ">40<" in shown
+    attempt = {
+        "number": 2,
+        "outcome": None,
+        "detail": None,
+        "restored_step": None,
+        "restored_capture": 3,
+        "started_at": "2026-01-02T03:04:05.678Z",
+        "ended_at": None,
+        "host": None,
+    }
+    run = {"stages": [{"name": "main", "attempts": [attempt]}]}
+    assert ">capture 3<" in str(attempts_table(run))
