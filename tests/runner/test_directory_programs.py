@@ -399,6 +399,8 @@ def test_a_checkpoint_holding_no_step_nodus_knows_is_numbered_by_capture_and_sai
         "→ attempt 2"
     ) in said
     assert not [line for line in said if line.startswith("restoring step")]
+    told = project.nodus("runs", "get", run_id).stdout
+    assert f"attempt 2 from capture {second['restored_capture']}" in told
     # the resumed program's first save wrote back the restored bytes: not captured again
     store, events = project.store(), project.catalog().events(run_id, types=("snapshot_committed",))
     after = [e["details"]["snapshot"] for e in events if e["attempt"] == 2]
