@@ -176,7 +176,7 @@ def placeholders(text: str) -> list[str]:
 
 STEP_NAME_FIELDS = ("step", "epoch")
 """The placeholders of ``[continuity] checkpoint_name`` (``"model_{step}.pt"``): the step,
-which the name must hold once, and an epoch, matched and ignored."""
+which the name must hold once, and an epoch, recorded as the snapshot's epoch."""
 
 
 def checked_step_name(template: str) -> str:

@@ -321,12 +321,104 @@ def test_lightning_model_checkpoint_with_ckpt_path_last_ends_as_uninterrupted(
     steps = settled_commits(project, run_id)
     assert steps and all(step % 7 == 0 for step in steps)  # epoch=E-step=S.ckpt names the step
     assert_store_whole(project, run_id, tmp_path)
+    # the name's epoch too; last.ckpt alone (its epoch= file pruned or not yet there) is read
+    rows = json.loads(project.nodus("runs", "snapshots", run_id, "--json").stdout)
+    assert rows and all(row["epoch"] is not None and row["capture"] is None for row in rows)
+    assert {row["step_source"] for row in rows} <= {"name", "checkpoint"}
 
 
 # --- a torn snapshot, the runner killed --------------------------------------------------------
 
-# No name carries a step: snapshots are numbered by the capture's sequence.
+# No name carries a step: the checkpoint's own iter_num does.
 SMALL = ["--steps", "80", "--save-every", "10", "--sleep", "0.05", "--mb", "1"]
+
+
+def _said(stderr: str) -> list[str]:
+    said = stderr.splitlines()
+    return [line.removeprefix("nodus: ") for line in said if line.startswith("nodus:")]
+
+
+def _killed_once(project, tmp_path, args: list[str], key: str, body: str = ""):
+    """The program under `nodus run`, SIGKILLed once after two snapshots taken while it
+    trained; the run's id, its log and what `nodus run` said."""
+    log = tmp_path / f"{key}.log"
+    continuity = 'checkpoint_paths = ["ckpt.pt"]' + body
+    runner, run_id = start(project, "torch_inplace.py", args, log, continuity, key)
+    wait_for(lambda: len(settled_commits(project, run_id)) >= 2, what="two snapshots")
+    os.kill(running_attempt(project.catalog(), run_id)["pid"], signal.SIGKILL)
+    done_killing(log)
+    _out, err = runner.communicate(timeout=300)
+    assert runner.returncode == 0, err[-3000:]
+    return run_id, log, _said(err)
+
+
+def test_a_ckpt_pt_snapshot_is_at_the_iter_num_inside_it_and_a_resume_adds_no_step(
+    project, tmp_path
+):
+    """nanoGPT's shape: ``torch.save({..., "iter_num": n}, "ckpt.pt")``, saved again at once on
+    resuming. Each snapshot is at the iteration it holds, the terminal names the iteration the
+    program resumes from, and the resume's save of what it restored is no new step."""
+    args = [*SMALL, "--save-on-resume"]
+    reference = Bare(tmp_path, "torch_inplace.py", args)
+    run_id, log, said = _killed_once(project, tmp_path, args, "nano")
+    assert outputs_result(project, run_id) == reference.result()
+
+    saved = {int(e.rsplit("=", 1)[1]) for e in lines(log) if e.startswith("save-end")}
+    manifests = project.store().list(run=run_id)
+    assert {m.step for m in manifests} <= saved and max(m.step for m in manifests) == 80
+    assert {m.step_source for m in manifests} == {"checkpoint"}
+    (resumed,) = [int(e.rsplit("=", 1)[1]) for e in lines(log) if e.startswith("resume step=")]
+    second = project.get(run_id)["stages"][0]["attempts"][1]
+    assert second["restored_step"] == resumed and second["restored_capture"] is None
+    assert f"restoring step {resumed} ({second['restored_snapshot']}) → attempt 2" in said
+    rows = json.loads(project.nodus("runs", "snapshots", run_id, "--json").stdout)
+    steps = [row["step"] for row in rows]
+    assert steps == sorted(set(steps)), "the resume's save of its restored state is no new row"
+    assert resumed in steps
+
+
+def test_a_checkpoint_holding_no_step_nodus_knows_is_numbered_by_capture_and_said_so(
+    project, tmp_path
+):
+    """The step under a key of the program's own: captures are counted, said ``capture N``
+    everywhere, and the resume's save of the bytes it restored is no capture of its own."""
+    args = [*SMALL, "--save-on-resume", "--step-key", "progress"]
+    reference = Bare(tmp_path, "torch_inplace.py", args)
+    run_id, log, said = _killed_once(project, tmp_path, args, "counted")
+    assert outputs_result(project, run_id) == reference.result()
+
+    manifests = project.store().list(run=run_id)  # those retention kept
+    assert {m.step_source for m in manifests} == {"capture"}
+    counted = [(c["step"], c.get("counted")) for c in commits(project, run_id)]
+    assert counted == [(n, True) for n in range(1, len(counted) + 1)]  # no count skipped
+    assert len({m.files[0].hash for m in manifests}) == len(manifests)  # never the same bytes
+    second = project.get(run_id)["stages"][0]["attempts"][1]
+    assert second["restored_step"] is None and second["restored_capture"] >= 2
+    assert (
+        f"restoring capture {second['restored_capture']} ({second['restored_snapshot']}) "
+        "→ attempt 2"
+    ) in said
+    assert not [line for line in said if line.startswith("restoring step")]
+    told = project.nodus("runs", "get", run_id).stdout
+    assert f"attempt 2 from capture {second['restored_capture']}" in told
+    # the resumed program's first save wrote back the restored bytes: not captured again
+    store, events = project.store(), project.catalog().events(run_id, types=("snapshot_committed",))
+    after = [e["details"]["snapshot"] for e in events if e["attempt"] == 2]
+    restored = store.get(second["restored_snapshot"]).files[0].hash
+    assert all(store.get(snapshot).files[0].hash != restored for snapshot in after)
+    rows = json.loads(project.nodus("runs", "snapshots", run_id, "--json").stdout)
+    assert [(row["step"], row["step_source"]) for row in rows] == [(None, "capture")] * len(rows)
+    assert [row["capture"] for row in rows] == sorted({row["capture"] for row in rows})
+    table = project.nodus("runs", "snapshots", run_id).stdout.splitlines()
+    assert all(f"capture {row['capture']}" in line for row, line in zip(rows, table[1:]))
+
+
+def test_step_key_names_the_key_a_program_keeps_its_step_under(project, tmp_path):
+    args = [*SMALL, "--step-key", "progress"]
+    run_id, log, _said_ = _killed_once(project, tmp_path, args, "keyed", '\nstep_key = "progress"')
+    saved = {int(e.rsplit("=", 1)[1]) for e in lines(log) if e.startswith("save-end")}
+    manifests = project.store().list(run=run_id)
+    assert {m.step for m in manifests} <= saved and max(m.step for m in manifests) == 80
 
 
 def _torn_snapshot(project, run_id: str, after: int, step: int) -> str:

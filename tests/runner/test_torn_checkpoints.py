@@ -204,7 +204,7 @@ def test_a_selection_without_checkpoint_folders_is_captured_while_it_trains(setu
     _torch_file(path, megabytes=0.3)
     _poll(capture)
     steps = [m.step for m in store.list(run=run_id)]
-    assert steps == [1, 2]  # the capture's sequence: no name carries a step, never 0
+    assert steps == [1, 2]  # the capture's count: no name or key carries a step, never 0
 
 
 @pytest.mark.slow  # imports torch
@@ -306,7 +306,10 @@ def test_an_empty_checkpoint_folder_is_never_a_snapshot(setup, no_settling):
 
 def test_the_capture_plan_names_the_step_names_and_the_resume_arguments():
     plain = capture_plan(stage(), settle_s=1)
-    assert any("checkpoint_N" in line and "capture's sequence" in line for line in plain)
+    assert any("checkpoint_N" in line and "capture's count" in line for line in plain)
+    assert any("torch.save checkpoint global_step, iter_num" in line for line in plain)
+    keyed = capture_plan(_contract(("out",), step_key="n_updates"), settle_s=1)
+    assert any("torch.save checkpoint step_key 'n_updates'" in line for line in keyed)
     named = _contract(("state",), checkpoint_name="model_{step}.pt", resume_args=("--r", "x"))
     lines = capture_plan(named, settle_s=1)
     assert any("'model_{step}.pt'" in line for line in lines) and "adds --r x" in lines[-1]

@@ -124,6 +124,7 @@ def test_resolve_json_is_the_stored_shape(write, capsys):
             "checkpoint_name": None,
             "resume_args": [],
             "metrics": None,
+            "step_key": None,
         },
         "execution": {
             "save_every": 10,
@@ -160,7 +161,7 @@ def test_resolve_toml_prints_the_same_values(write, capsys):
     assert "integration" not in as_toml["stages"][1]
     as_toml["stages"][1]["integration"] = None
     for stage in as_toml["stages"]:
-        for key in ("checkpoint_complete", "checkpoint_name", "metrics"):
+        for key in ("checkpoint_complete", "checkpoint_name", "metrics", "step_key"):
             assert key not in stage["continuity"]
             stage["continuity"][key] = None
     assert as_toml["stages"] == as_json["stages"]

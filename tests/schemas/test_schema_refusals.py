@@ -150,6 +150,16 @@ STAGE = '[[stages]]\nname = "s"\n'
             + 'continuity = { checkpoint_complete = "DONE" }',
             "stages[0].continuity.checkpoint_complete: 'DONE' — has no effect in stage 's'",
         ),
+        # step_key: a checkpoint's top-level key, for programs that save their own
+        (
+            BASE + '[continuity]\nstep_key = "config/step"',
+            "continuity.step_key: 'config/step' — must be the name of a top-level key",
+        ),
+        (
+            BASE + 'integration = "hf-trainer-v1"\n[continuity]\nstep_key = "iter_num"',
+            "continuity.step_key: 'iter_num' — has no effect in stage 'main': integration "
+            "'hf-trainer-v1' publishes each checkpoint whole",
+        ),
         # settings accepted without effect are refused (SPEC §2)
         (
             BASE + "[execution]\nsave_every = 10",

@@ -75,6 +75,20 @@ def test_checkpoint_complete_is_inherited_key_by_key(resolved, top, stage, expec
     assert resolved_stage.continuity.checkpoint_complete == expected
 
 
+@pytest.mark.parametrize(
+    "top, stage, expected",
+    [
+        ("", "", None),
+        ('step_key = "iter_num"', "", "iter_num"),
+        ('step_key = "iter_num"', 'continuity = { step_key = "n_updates" }', "n_updates"),
+    ],
+)
+def test_step_key_is_inherited_key_by_key_and_kept_under_auto(resolved, top, stage, expected):
+    text = BASE + f'integration = "auto"\n[continuity]\n{top}\n[[stages]]\nname = "s"\n{stage}\n'
+    (resolved_stage,) = resolved(text).stages
+    assert resolved_stage.continuity.step_key == expected
+
+
 def test_checkpoint_complete_is_kept_under_auto_which_may_leave_a_program_unprepared(resolved):
     text = BASE + 'integration = "auto"\n[continuity]\ncheckpoint_complete = "DONE"'
     assert resolved(text).stages[0].continuity.checkpoint_complete == "DONE"

@@ -245,7 +245,7 @@ def _parent_text(parent: dict | None) -> str:
 
 
 def _get(args) -> int:
-    from nodus.inventory.runs import runner_line
+    from nodus.inventory.runs import restored_text, runner_line
 
     data = output.client(args).get(args.run)
     if args.json:
@@ -301,11 +301,8 @@ def _get(args) -> int:
         if stage["launch"]:
             _show(_launch_line(stage["launch"]))
         for attempt in stage["attempts"]:
-            restored = (
-                f" from step {attempt['restored_step']}"
-                if attempt["restored_step"] is not None
-                else ""
-            )
+            from_ = restored_text(attempt)
+            restored = f" from {from_}" if from_ is not None else ""
             _show(
                 f"  attempt {attempt['number']}{restored}{_elsewhere(attempt)}: "
                 f"{attempt['outcome'] or 'running'} ({attempt['detail'] or '-'})"

@@ -102,6 +102,8 @@ def _lookup(args):
 
 
 def _list(args) -> int:
+    from nodus.inventory.runs import step_text
+
     client = output.client(args)
     rows = client.snapshots(args.run, sort=args.sort, stage=args.stage, reverse=args.reverse)
     if args.json:
@@ -122,7 +124,7 @@ def _list(args) -> int:
             (row["id"],)
             + ((row["stage"],) if multi else ())
             + (
-                output.text(row["step"]) + (" !" if row["suspect"] else ""),
+                _step_cell(row) + (" !" if row["suspect"] else ""),
                 _epoch(row["epoch"]),
                 str(row["attempt"]),
                 _kinds(row),
@@ -135,8 +137,15 @@ def _list(args) -> int:
     for row in rows:
         if row["suspect"]:
             said = row["suspect"]["error"] or row["suspect"]["exit"]
-            print(f"! step {row['step']} ({row['id']}) is suspect, restores pass over it: {said}")
+            print(f"! {step_text(row)} ({row['id']}) is suspect, restores pass over it: {said}")
     return 0
+
+
+def _step_cell(row: dict[str, Any]) -> str:
+    """The STEP column: the program's step, or ``capture N`` where none was recorded."""
+    from nodus.inventory.runs import step_text
+
+    return step_text(row) if row["capture"] is not None else output.text(row["step"])
 
 
 def _get(args) -> int:
@@ -153,10 +162,12 @@ def _get(args) -> int:
 
 
 def _detail_lines(data: dict[str, Any]) -> list[str]:
+    from nodus.inventory.runs import step_text
+
     verdict = {True: "verified", False: "DAMAGED", None: "not verified"}[data["verified"]]
     lines = [
         f"{data['id']}  {data['role']}  run {data['run']}  stage {data['stage'] or '-'}  "
-        f"attempt {data['attempt']}  step {output.text(data['step'])}  "
+        f"attempt {data['attempt']}  {step_text(data)}  "
         f"epoch {_epoch(data['epoch'])}",
         f"  kinds:   {_kinds(data) or 'none'}",
         f"  metrics: {_metrics(data['metrics']) or '-'}",

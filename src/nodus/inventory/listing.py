@@ -124,7 +124,10 @@ def _row(manifest: Any, holds: list[Any], suspect: dict | None = None) -> dict[s
         "run": manifest.run,
         "stage": manifest.stage,
         "attempt": manifest.attempt,
-        "step": manifest.step,
+        # A step counted by captures is no step of the program's: null, and its count apart.
+        "step": None if manifest.counted else manifest.step,
+        "capture": manifest.step if manifest.counted else None,
+        "step_source": manifest.step_source,
         "epoch": manifest.epoch,
         "created": manifest.created,
         "kinds": list(manifest.kinds),

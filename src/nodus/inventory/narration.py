@@ -59,7 +59,8 @@ class Narrator:
         if events:
             self._after = events[-1]["id"]
         return [
-            f"snapshot of step {e['details']['step']} committed ({e['details']['snapshot']})"
+            f"snapshot of {_label(e['details']['step'], e['details'].get('counted', False))} "
+            f"committed ({e['details']['snapshot']})"
             for e in events
         ]
 
@@ -75,12 +76,22 @@ class Narrator:
                     # only an attempt whose program started restored anything: one that failed
                     # before (no snapshot could be restored) is said by its end alone
                     if tell and attempt["number"] > 1 and attempt["pid"]:
-                        said.append(_restoring(attempt, label))
+                        said.append(_restoring(attempt, label, self._counted(catalog, attempt)))
                 if key not in self._ended and attempt["outcome"] is not None:
                     self._ended.add(key)
                     if tell and (attempt["outcome"] != "succeeded" or self._hung(catalog, key)):
                         said.append(_ended(attempt, label, self._commands.get(stage["name"])))
         return said
+
+    def _counted(self, catalog: Catalog, attempt: dict[str, Any]) -> bool:
+        """The attempt restored a snapshot whose step is the capture's count."""
+        restored = attempt["restored_snapshot"]
+        if restored is None:
+            return False
+        return any(
+            event["details"].get("snapshot") == restored and event["details"].get("counted")
+            for event in catalog.events(self._run_id, types=("snapshot_committed",))
+        )
 
     def _hung(self, catalog: Catalog, key: tuple[str, int]) -> bool:
         """The attempt that succeeded was ended as hung after its final snapshot: said too."""
@@ -101,14 +112,21 @@ def _ignored(event: dict[str, Any]) -> str:
     )
 
 
-def _restoring(attempt: dict[str, Any], label: str) -> str:
+def _restoring(attempt: dict[str, Any], label: str, counted: bool = False) -> str:
+    """``restoring step 80 (ckpt_…) → attempt 2``; ``restoring capture 3`` when counted."""
     number = attempt["number"]
     if attempt["restored_step"] is None:
         return f"attempt {number}{label} starts from the beginning: no snapshot to restore"
     return (
-        f"restoring step {attempt['restored_step']} ({attempt['restored_snapshot']}) "
-        f"→ attempt {number}{label}"
+        f"restoring {_label(attempt['restored_step'], counted)} "
+        f"({attempt['restored_snapshot']}) → attempt {number}{label}"
     )
+
+
+def _label(step: int | None, counted: bool) -> str:
+    from nodus.store.manifest import step_label  # off the import path of `nodus run`
+
+    return step_label(step, counted)
 
 
 def _ended(attempt: dict[str, Any], label: str, command: str | None) -> str:

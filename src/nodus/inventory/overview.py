@@ -89,7 +89,9 @@ def _row(home: str, run: Any, stages: list[dict], newest: dict | None, stored: d
         if newest is None
         else {
             "id": newest["details"].get("snapshot"),
-            "step": newest["details"].get("step"),
+            # a counted step is no step of the program's (docs/recovery.md)
+            "step": None if newest["details"].get("counted") else newest["details"].get("step"),
+            "capture": newest["details"].get("step") if newest["details"].get("counted") else None,
             "at": newest["at"],
         },
         "stored": stored or {"snapshots": 0, "bytes": 0},

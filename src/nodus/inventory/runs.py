@@ -25,6 +25,7 @@ from nodus.runner.catalog.unrecorded import unrecorded
 from nodus.runner.control.outside import continue_command, runner_gone
 from nodus.runner.remote.uploads import read_upload_status
 from nodus.schemas.units import human_duration
+from nodus.store.manifest import step_label
 
 __all__ = [
     "capture_failure_line",
@@ -40,6 +41,8 @@ __all__ = [
     "runner_json",
     "runner_line",
     "runner_state",
+    "restored_text",
+    "step_text",
 ]
 
 _PAUSE_FIELDS = (
@@ -128,6 +131,8 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         children=[_child(child) for child in catalog.children(run.id)],
         model=run_model_json(catalog, run.id),
     )
+    events = catalog.events(run.id)
+    counted = counted_snapshots(events)
     data["stages"] = [
         {
             "name": s["name"],
@@ -135,11 +140,10 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
             "recoveries": s["recoveries"],
             "source_snapshot": s["source_snapshot"],
             "launch": (run.launch or {}).get(s["name"]),
-            "attempts": [{key: a[key] for key in _ATTEMPT_FIELDS} for a in s["attempts"]],
+            "attempts": [_attempt(a, counted) for a in s["attempts"]],
         }
         for s in run.stages
     ]
-    events = catalog.events(run.id)
     data["progress"] = progress_json(catalog.home, run, events)
     data["capture_failures"] = capture_failures(events)
     data["events"] = [
@@ -153,6 +157,24 @@ def run_json(catalog: Catalog, run: Run) -> dict[str, Any]:
         for event in events
     ]
     data["protection"] = protection(run.workload.get("stages") or [], run.stages, data["events"])
+    return data
+
+
+def counted_snapshots(events: list[dict[str, Any]]) -> set[str]:
+    """The snapshots among ``events``' commits whose step is the capture's count."""
+    return {
+        e["details"].get("snapshot")
+        for e in events
+        if e["type"] == "snapshot_committed" and e["details"].get("counted")
+    }
+
+
+def _attempt(attempt: dict[str, Any], counted: set[str]) -> dict[str, Any]:
+    """An attempt of ``runs get``: a restored step that was counted is ``restored_capture``."""
+    data = {key: attempt[key] for key in _ATTEMPT_FIELDS}
+    data["restored_capture"] = None
+    if attempt["restored_snapshot"] in counted:
+        data["restored_capture"], data["restored_step"] = attempt["restored_step"], None
     return data
 
 
@@ -171,9 +193,11 @@ def progress_json(home: str, run: Run, events: list[dict[str, Any]]) -> dict[str
     newest = committed[-1] if committed else None
     snapshot = None
     if newest is not None:
+        counted = bool(newest["details"].get("counted"))
         snapshot = {
             "id": newest["details"]["snapshot"],
-            "step": newest["details"]["step"],
+            "step": None if counted else newest["details"]["step"],
+            "capture": newest["details"]["step"] if counted else None,
             "age_seconds": round(time.time() - stamp_seconds(newest["at"]), 1),
         }
     if not current:
@@ -216,7 +240,24 @@ def progress_line(progress: dict[str, Any]) -> str:
     if newest is None:
         return line + "; no snapshot committed yet"
     age = human_duration(newest["age_seconds"])
-    return line + f"; newest snapshot: step {newest['step']} ({newest['id']}), {age} ago"
+    said = step_text(newest)
+    return line + f"; newest snapshot: {said} ({newest['id']}), {age} ago"
+
+
+def restored_text(attempt: dict[str, Any]) -> str | None:
+    """What a ``runs get`` attempt restored, as said (``step 80``, ``capture 3``); None for an
+    attempt that restored nothing."""
+    if attempt.get("restored_capture") is not None:
+        return step_label(attempt["restored_capture"], True)
+    step = attempt["restored_step"]
+    return None if step is None else step_label(step, False)
+
+
+def step_text(data: dict[str, Any]) -> str:
+    """A JSON row's step as said (a ``runs snapshots`` row, a newest snapshot): ``step 30``,
+    or ``capture 3`` where ``capture`` is set (the step was counted)."""
+    counted = data.get("capture") is not None
+    return step_label(data["capture"] if counted else data["step"], counted)
 
 
 _NO_PROGRESS: dict[str, Any] = {

@@ -102,6 +102,19 @@ def check_step_name(value: str) -> str:
     return protocol.checked_step_name(value)
 
 
+def check_step_key(value: str) -> str:
+    """``step_key``: the name of a top-level key of a checkpoint (``iter_num``)."""
+    if not _KEY.fullmatch(value):
+        raise ValueError(
+            "must be the name of a top-level key of the program's checkpoint, e.g. 'iter_num' "
+            "(letters, digits, '_', '-' and '.', at most 100)"
+        )
+    return value
+
+
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,99}")
+
+
 def check_resume_args(values: list[str]) -> list[str]:
     """``resume_args``: arguments added to the command of a restored attempt."""
     for value in values:
@@ -222,6 +235,7 @@ PathList = Annotated[
 ]
 FileName = Annotated[str, AfterValidator(check_file_name)]
 StepNameTemplate = Annotated[str, AfterValidator(check_step_name)]
+StepKey = Annotated[str, AfterValidator(check_step_key)]
 ResumeArgs = Annotated[
     list[str],
     BeforeValidator(_list_from_tuple),

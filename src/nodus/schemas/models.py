@@ -43,6 +43,7 @@ from nodus.schemas.fields import (
     ResumeFrom,
     SaveEvery,
     SecretNames,
+    StepKey,
     StepNameTemplate,
 )
 from nodus.schemas.problems import problems_from
@@ -130,7 +131,7 @@ def _continuity_input(value: Any) -> Any:
             raise ValueError(
                 "must be 'checkpointed' or 'restartable', or a table with mode, "
                 "resume_on_interruption, checkpoint_paths, checkpoint_complete, "
-                "checkpoint_name, resume_args and metrics"
+                "checkpoint_name, step_key, resume_args and metrics"
             )
         return {"mode": ContinuityMode(value)}
     return value
@@ -167,6 +168,12 @@ class Continuity(_Model):
         "folders of the protocol's naming, e.g. 'model_{step}.pt' (directory contract; omitted "
         "= the known names such as step_N, checkpoint_N, epoch=E-step=S, else the capture's "
         "sequence).",
+    )
+    step_key: StepKey | None = Field(
+        None,
+        description="The top-level key of a torch.save checkpoint that holds the program's "
+        "step, where the names carry none (directory contract; omitted = global_step, "
+        "iter_num, step or iteration, else the capture's count).",
     )
     resume_args: ResumeArgs | None = Field(
         None,
@@ -390,7 +397,8 @@ class _StageFields(_Model):
     continuity: ContinuityInput = Field(
         None,
         description="A mode string, or a table with mode, resume_on_interruption, "
-        "checkpoint_paths, checkpoint_complete, checkpoint_name, resume_args and metrics.",
+        "checkpoint_paths, checkpoint_complete, checkpoint_name, step_key, resume_args and "
+        "metrics.",
     )
     execution: Execution | None = Field(
         None, description="Save cadence, retention and recovery limits."
@@ -464,7 +472,7 @@ def _policy(continuity: Continuity | None) -> dict[str, Any]:
     return table
 
 
-_CONTRACT_KEYS = ("checkpoint_complete", "checkpoint_name", "resume_args", "metrics")
+_CONTRACT_KEYS = ("checkpoint_complete", "checkpoint_name", "step_key", "resume_args", "metrics")
 """The ``[continuity]`` keys of the directory contract, kept only where written."""
 
 

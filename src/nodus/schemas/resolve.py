@@ -17,7 +17,8 @@ stage never hides what the workload says. Per field:
   level that sets it, except that a level setting a mode without a flag takes that mode's default
   (``checkpointed`` → true, ``restartable`` → false); ``checkpoint_paths`` from the highest
   level with a non-empty list, else ``["state"]`` — even when the stage sets its own mode;
-  ``checkpoint_complete``, ``checkpoint_name``, ``resume_args`` and ``metrics`` key by key
+  ``checkpoint_complete``, ``checkpoint_name``, ``step_key``, ``resume_args`` and ``metrics``
+  key by key
   (default none).
 
 Rules that need the resolved values (an integration needs checkpointed continuity and the state
@@ -266,6 +267,7 @@ def _continuity(layers: Sequence[_StageFields]) -> ResolvedContinuity:
         _pick(tables, "checkpoint_name", None),
         tuple(_pick(tables, "resume_args", None) or ()),
         _metrics_place(_pick(tables, "metrics", None)),
+        _pick(tables, "step_key", None),
     )
 
 
@@ -315,14 +317,15 @@ def _unused_marker(
     integration: Integration,
     continuity: ResolvedContinuity,
 ) -> list[Problem]:
-    """``checkpoint_complete``, ``checkpoint_name`` and ``resume_args`` guide captures and
-    resumes of folders a program writes itself; under ``hf-trainer-v1`` the integration
-    publishes every folder whole and resumes the Trainer. ``auto`` may leave a program
-    unprepared, and then the first two count; ``resume_args`` would reach a prepared Trainer
-    program too, which the integration resumes itself, so it is refused under both.
-    ``metrics``, like the first two: the integration records the Trainer's metrics itself."""
+    """``checkpoint_complete``, ``checkpoint_name``, ``step_key`` and ``resume_args`` guide
+    captures and resumes of folders a program writes itself; under ``hf-trainer-v1`` the
+    integration publishes every folder whole at the Trainer's step and resumes the Trainer.
+    ``auto`` may leave a program unprepared, and then the first three count; ``resume_args``
+    would reach a prepared Trainer program too, which the integration resumes itself, so it is
+    refused under both. ``metrics``, like the first three: the integration records the
+    Trainer's metrics itself."""
     problems = []
-    for key in ("checkpoint_complete", "checkpoint_name", "resume_args", "metrics"):
+    for key in ("checkpoint_complete", "checkpoint_name", "step_key", "resume_args", "metrics"):
         value = getattr(continuity, key)
         if not value or (key != "resume_args" and integration is not Integration.HF_TRAINER_V1):
             continue

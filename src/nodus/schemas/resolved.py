@@ -22,6 +22,7 @@ class ResolvedContinuity:
     checkpoint_name: str | None = None  # the name that carries the step ("model_{step}.pt")
     resume_args: tuple[str, ...] = ()  # added to a restored attempt's command
     metrics: str | None = None  # where the program logs its metrics, in the working copy
+    step_key: str | None = None  # a checkpoint's top-level key that holds the step ("iter_num")
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class ResolvedWorkload:
                     checkpoint_name=s["continuity"].get("checkpoint_name"),
                     resume_args=tuple(s["continuity"].get("resume_args") or ()),
                     metrics=s["continuity"].get("metrics"),
+                    step_key=s["continuity"].get("step_key"),
                 ),
                 execution=ResolvedExecution(**s["execution"]),
                 secrets=tuple(s.get("secrets") or ()),  # absent from older runs

@@ -31,7 +31,7 @@ from nodus.protocol import (
 )
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
-from nodus.stages import step_names
+from nodus.stages import recorded_steps, step_names
 from nodus.stages.layouts import Verdict, custom_objects, judge
 
 Entry = tuple[str, int, int]
@@ -199,10 +199,12 @@ def capture_plan(stage: ResolvedStage, settle_s: float | None = None) -> list[st
         return [saves]
     named = stage.continuity.checkpoint_name
     steps = f"checkpoint_name {named!r}" if named else step_names.KNOWN_NAMES
+    key = stage.continuity.step_key
+    inside = f"step_key {key!r}" if key else ", ".join(recorded_steps.STEP_KEYS)
     lines = [
         f"each {folder} folder once unchanged for {settle:g} s and whole (step: its name)",
         f"without such folders, the whole selection once unchanged for {settle:g} s and whole "
-        f"(step: {steps}; else the capture's sequence)",
+        f"(step: {steps}; else in a torch.save checkpoint {inside}; else the capture's count)",
         "once more when the program exits",
     ]
     if stage.continuity.resume_args:

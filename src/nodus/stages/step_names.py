@@ -4,9 +4,10 @@ A selection without ``checkpoint-<step>`` folders is captured whole each time it
 its snapshot needs a step: the one its names carry where they carry one (Accelerate's
 ``step_N`` and automatic ``checkpoint_N``, Lightning's ``epoch=E-step=S.ckpt``, DeepSpeed's
 ``global_stepN``, Megatron's ``iter_N``), the highest of them; ``[continuity] checkpoint_name``
-names a program's own pattern (``"model_{step}.pt"``) and then alone decides. A selection whose
-names carry none (a single ``ckpt.pt``) takes the capture's sequence instead: never a misleading
-0.
+names a program's own pattern (``"model_{step}.pt"``) and then alone decides. The name that
+carries the step may carry the epoch too (Lightning's ``epoch=E``, a template's ``{epoch}``). A
+selection whose names carry none (a single ``ckpt.pt``) asks the checkpoint itself
+(:mod:`nodus.stages.recorded_steps`), else takes the capture's count: never a misleading 0.
 
 Every function is pure over relative ``/``-separated paths.
 """
@@ -35,22 +36,26 @@ _KNOWN = re.compile(
     r"(?P<step>\d+)(?=$|[^0-9A-Za-z])",
     re.IGNORECASE,
 )
+# The epoch beside a known step name: Lightning's `epoch=3-step=400.ckpt`.
+_EPOCH = re.compile(r"(?:^|(?<=[-=._]))epoch[-_=]?(?P<epoch>\d+)(?=$|[^0-9A-Za-z])", re.I)
 _PLACEHOLDER = re.compile(PLACEHOLDER)
 # The placeholders of protocol.STEP_NAME_FIELDS (checked there when a workload is read).
-_FIELDS = {"step": r"(?P<step>\d+)", "epoch": r"\d+"}
+_FIELDS = {"step": r"(?P<step>\d+)", "epoch": r"(?P<epoch>\d+)"}
 
 
 class StepName:
-    """Where a selection's newest step is written: the step and the path that carries it."""
+    """Where a selection's newest step is written: the step, the path that carries it, and
+    the epoch that name carries (None where it carries none)."""
 
-    __slots__ = ("path", "step")
+    __slots__ = ("epoch", "path", "step")
 
-    def __init__(self, step: int, path: str) -> None:
+    def __init__(self, step: int, path: str, epoch: int | None = None) -> None:
         self.step = step
         self.path = path  # relative, up to and including the name that carries the step
+        self.epoch = epoch
 
     def __repr__(self) -> str:
-        return f"StepName({self.step}, {self.path!r})"
+        return f"StepName({self.step}, {self.path!r}, epoch={self.epoch})"
 
 
 def pattern(template: str | None) -> re.Pattern[str]:
@@ -58,9 +63,12 @@ def pattern(template: str | None) -> re.Pattern[str]:
     for a template."""
     if template is None:
         return _KNOWN
-    parts, at = [], 0
+    parts, at, named = [], 0, set()
     for found in _PLACEHOLDER.finditer(template):
-        parts += [re.escape(template[at : found.start()]), _FIELDS[found.group(1)]]
+        field = found.group(1)  # a second {epoch} is matched, not named twice
+        parts += [re.escape(template[at : found.start()])]
+        parts += [_FIELDS[field] if field not in named else r"\d+"]
+        named.add(field)
         at = found.end()
     parts.append(re.escape(template[at:]))
     return re.compile("".join(parts))
@@ -79,17 +87,24 @@ def step_of(paths: Iterable[str], template: str | None = None) -> StepName | Non
             if prefix in seen:
                 continue
             seen.add(prefix)
-            step = _step(expression, part, template is not None)
+            step, epoch = _step(expression, part, template is not None)
             if step is None:
                 continue
             if best is None or (step, -len(prefix)) > (best.step, -len(best.path)):
-                best = StepName(step, prefix)
+                best = StepName(step, prefix, epoch)
     return best
 
 
-def _step(expression: re.Pattern[str], name: str, whole: bool) -> int | None:
+def _step(expression: re.Pattern[str], name: str, whole: bool) -> tuple[int | None, int | None]:
+    """The step ``name`` carries and the epoch beside it."""
     if whole:
         found = expression.fullmatch(name)
-        return int(found.group("step")) if found else None
+        if found is None:
+            return None, None
+        epoch = found.groupdict().get("epoch")
+        return int(found.group("step")), None if epoch is None else int(epoch)
     steps = [int(found.group("step")) for found in expression.finditer(name)]
-    return max(steps) if steps else None
+    if not steps:
+        return None, None
+    epoch_found = _EPOCH.search(name)
+    return max(steps), None if epoch_found is None else int(epoch_found.group("epoch"))

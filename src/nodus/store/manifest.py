@@ -16,7 +16,17 @@ from nodus.store.keys import is_snapshot_id
 from nodus.store.kinds import KINDS
 from nodus.store.names import escaping_link, link_problem, path_problem
 
-__all__ = ["FORMAT", "PERMISSIONS", "ROLES", "FileEntry", "Manifest", "SnapshotInfo"]
+__all__ = [
+    "COUNTED",
+    "FORMAT",
+    "PERMISSIONS",
+    "ROLES",
+    "STEP_SOURCES",
+    "FileEntry",
+    "Manifest",
+    "SnapshotInfo",
+    "step_label",
+]
 
 FORMAT = 1
 """Manifest format version; readers refuse a newer one rather than misread it."""
@@ -24,6 +34,19 @@ FORMAT = 1
 ROLES = ("checkpoint", "source", "outputs")
 PERMISSIONS = 0o777
 """The mode bits a snapshot keeps: never setuid, setgid or sticky, whatever a file had."""
+COUNTED = "capture"
+"""The step source of a snapshot numbered by its capture's count: no name and nothing inside
+the checkpoint recorded the program's step, so its "step" is said as ``capture N``."""
+STEP_SOURCES = ("name", "checkpoint", COUNTED)
+"""Where a whole selection's step came from (:mod:`nodus.runner.capture.capturer`): a name in
+it, a step recorded inside its checkpoint, or the capture's count. Absent (None) where the
+step is the program's by construction (a save record, a ``checkpoint-<step>`` folder) and in
+manifests written before it was recorded."""
+
+
+def step_label(step: int | None, counted: bool) -> str:
+    """How a snapshot's step is said: ``step 40``, or ``capture 3`` for a counted one."""
+    return f"{COUNTED if counted else 'step'} {'-' if step is None else step}"
 
 
 @dataclass(frozen=True)
@@ -37,6 +60,7 @@ class SnapshotInfo:
     epoch: float | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     role: str = "checkpoint"  # "checkpoint" | "source" | "outputs"
+    step_source: str | None = None  # one of STEP_SOURCES, or None
 
 
 @dataclass(frozen=True)
@@ -113,6 +137,12 @@ class Manifest:
     created: float  # seconds since the epoch (UTC), when the manifest was written
     files: tuple[FileEntry, ...]
     deleting: frozenset[str] = frozenset()  # kinds whose deletion has begun
+    step_source: str | None = None  # one of STEP_SOURCES; None: the program's (or unrecorded)
+
+    @property
+    def counted(self) -> bool:
+        """The step is the capture's count, not the program's (said ``capture N``)."""
+        return self.step_source == COUNTED
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -165,7 +195,7 @@ class Manifest:
         at_commit = {kind: 0 for kind in KINDS if any(e.kind == kind for e in self.files)}
         for entry in self.files:
             at_commit[entry.kind] += entry.size
-        return {
+        data = {
             "format": FORMAT,
             "id": self.id,
             "run": self.run,
@@ -179,6 +209,9 @@ class Manifest:
             "bytes_by_kind": at_commit,
             "files": [entry.to_dict() for entry in self.files],
         }
+        if self.step_source is not None:  # older readers ignore it; older manifests lack it
+            data["step_source"] = self.step_source
+        return data
 
     def to_json(self) -> bytes:
         return json.dumps(self.stored_dict(), sort_keys=True, separators=(",", ":")).encode()
@@ -196,6 +229,11 @@ class Manifest:
         role = fields.text(data, "role", optional=True) or "checkpoint"
         if role not in ROLES:
             raise fields.Damage(f"role {role[:60]!r} is not one of {', '.join(ROLES)}")
+        source = fields.text(data, "step_source", optional=True)
+        if source is not None and source not in STEP_SOURCES:
+            raise fields.Damage(
+                f"step_source {source[:60]!r} is not one of {', '.join(STEP_SOURCES)}"
+            )
         metrics = data.get("metrics") or {}
         if not isinstance(metrics, dict) or not all(
             isinstance(value, _SCALARS) for value in metrics.values()
@@ -222,6 +260,7 @@ class Manifest:
             created=float(fields.number(data, "created")),
             files=files,
             deleting=deleting,
+            step_source=source,
         )
 
     @classmethod

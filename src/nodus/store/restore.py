@@ -45,7 +45,7 @@ from nodus.store.names import link_problem, path_problem
 from nodus.store.storage import Storage
 from nodus.store.trust import VerifiedBlobs, read_only
 
-__all__ = ["Sources", "restore", "unsafe_reason", "write_verified"]
+__all__ = ["Sources", "holds_bytes", "restore", "unsafe_reason", "write_verified"]
 
 
 @dataclass(frozen=True)
@@ -323,6 +323,21 @@ def _verified(
     if is_blob:
         trusted.note(entry.hash, info)
     return True
+
+
+def holds_bytes(path: str, entry: FileEntry) -> bool:
+    """Whether the regular file at ``path`` (never followed through a link) holds ``entry``'s
+    bytes, read no further than one byte past its size: a program that wrote back what was
+    restored for it (:mod:`nodus.runner.capture.capturer`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb", buffering=0) as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return False
+        digest, size = copy_hashing(handle, None, limit=entry.size + 1)
+    return (digest, size) == (entry.hash, entry.size)
 
 
 def _stat(path: str) -> os.stat_result | None:

@@ -295,6 +295,7 @@ class SnapshotStore:
             role=info.role,
             created=time.time(),
             files=tuple(files),
+            step_source=info.step_source,
         )
         if guard is not None:
             guard()  # may raise StaleAttemptError: then there is no manifest, so no snapshot

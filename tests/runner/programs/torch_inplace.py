@@ -1,13 +1,17 @@
 """Plain PyTorch that overwrites one checkpoint file in place: the most common training script.
 
     python torch_inplace.py --steps 40 --save-every 10 --log PATH [--path ckpt.pt] [--mb 100]
-                            [--sleep 0.0] [--gate PATH]
+                            [--sleep 0.0] [--gate PATH] [--step-key iter_num] [--save-on-resume]
 
-Every ``--save-every`` steps it calls ``torch.save({"model", "optimizer", "step", "rng"}, path)``
-straight onto ``--path`` (default ``ckpt.pt`` in the working directory): no temporary file, no
-rename. ``torch.save`` truncates the file and streams into it, so a kill during the save leaves a
-torn file this program cannot load; catching that is what nodus is for. On start it loads the
-file if there is one and carries on from its step.
+Every ``--save-every`` steps it calls ``torch.save({"model", "optimizer", "iter_num", "rng"},
+path)`` straight onto ``--path`` (default ``ckpt.pt`` in the working directory), nanoGPT's way:
+no temporary file, no rename, the step beside the weights under ``--step-key`` (nanoGPT's
+``iter_num`` by default; a key nodus does not know, such as ``progress``, makes a checkpoint whose
+step nodus cannot find). ``torch.save`` truncates the file and streams into it, so a kill during
+the save leaves a torn file this program cannot load; catching that is what nodus is for. On
+start it loads the file if there is one and carries on from its step; with
+``--save-on-resume`` it saves again at once, as nanoGPT does when it resumes at an evaluation
+step.
 
 The model is one ``nn.Linear`` sized so that its parameters and AdamW's two moments come to about
 ``--mb`` MiB, which is what the save writes. A step is cheap: a batch of four random rows drawn
@@ -37,6 +41,7 @@ from torch import nn
 IN_FEATURES = 1024
 BATCH = 4
 FLOATS_PER_PARAMETER = 3  # the parameter and AdamW's exp_avg and exp_avg_sq
+STEP_KEY = "iter_num"  # --step-key
 
 
 def build(mb: float) -> tuple[nn.Linear, torch.optim.Optimizer]:
@@ -65,7 +70,7 @@ def save(path: str, model: nn.Module, optimizer: torch.optim.Optimizer, step: in
     state = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
-        "step": step,
+        STEP_KEY: step,
         "rng": torch.get_rng_state(),
     }
     torch.save(state, path)
@@ -81,8 +86,8 @@ def resume(path: str, model: nn.Module, optimizer: torch.optim.Optimizer, log) -
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["rng"])
-    log(f"resume step={state['step']}")
-    return state["step"]
+    log(f"resume step={state[STEP_KEY]}")
+    return state[STEP_KEY]
 
 
 def digest(model: nn.Module, optimizer: torch.optim.Optimizer) -> str:
@@ -123,17 +128,23 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--gate", default=None, help="no more sleeping once this file exists")
     parser.add_argument("--path", default="ckpt.pt", help="the checkpoint file, overwritten")
     parser.add_argument("--mb", type=float, default=100.0, help="checkpoint size in MiB")
+    parser.add_argument("--step-key", default=STEP_KEY, help="the checkpoint's key of the step")
+    parser.add_argument("--save-on-resume", action="store_true", help="save again on resuming")
     return parser.parse_args()
 
 
 def main() -> int:
+    global STEP_KEY
     args = parse_args()
+    STEP_KEY = args.step_key
     log = make_log(args.log)
     # One thread: the sums' order, hence the bits, cannot depend on the machine's load.
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model, optimizer = build(args.mb)
     step = resume(args.path, model, optimizer, log)
+    if step and args.save_on_resume:
+        save(args.path, model, optimizer, step, log)
     while step < args.steps:
         if not (args.gate and os.path.exists(args.gate)):
             time.sleep(args.sleep)

@@ -254,6 +254,7 @@ class Attempt:
             self.ws,
             restored_step=continued.step if continued else None,
             restored_snapshot=continued.id if continued else None,
+            restored=continued,
             inherited_step=restored.step if restored and self.warm_start else None,
             rotation=rotation,
             disk_guard=self._disk_guard(restored),

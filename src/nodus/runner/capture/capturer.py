@@ -20,7 +20,12 @@ A directory-contract program's snapshots carry the metrics its own logs hold at 
 
 A selection without ``checkpoint-<step>`` folders (``ckpt.pt``, Accelerate's ``step_N``,
 Lightning's ``*.ckpt``) is captured whole each time it settles in a new form, with the step its
-names carry (:mod:`nodus.stages.step_names`) or else the capture's sequence.
+names carry (:mod:`nodus.stages.step_names`), else the step its newest ``torch.save`` checkpoint
+records inside (:mod:`nodus.stages.recorded_steps`), else the capture's count, which the
+manifest marks (``step_source``) so that it is said as ``capture N``. A resume's save of the
+state it restored is no progress: a selection whose bytes are the restored snapshot's is that
+snapshot (no capture, no count), and one saved again at the restored step with other bytes (a
+new best loss beside the same weights) is that step again, never a step of its own.
 
 With a remote store each capture commits into the local staging store instead and is handed
 to the attempt's :class:`~nodus.runner.remote.uploads.Uploads`: ``snapshot_staged`` is recorded now,
@@ -51,9 +56,10 @@ from nodus.runner.remote.uploads import Uploads
 from nodus.runner.upkeep.rotation import Rotation
 from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
-from nodus.stages import formats, layouts, step_names
+from nodus.stages import formats, layouts, recorded_steps, step_names
 from nodus.stages.directory import DirectoryWatcher, Entry, signature, step_folders
 from nodus.stages.layouts import Verdict
+from nodus.store.manifest import COUNTED
 
 if TYPE_CHECKING:
     from nodus.store.manifest import Manifest
@@ -69,6 +75,7 @@ class Capturer:
         *,
         restored_step: int | None = None,
         restored_snapshot: str | None = None,
+        restored: Manifest | None = None,
         inherited_step: int | None = None,
         rotation: Rotation | None = None,
         disk_guard: DiskGuard | None = None,
@@ -93,6 +100,7 @@ class Capturer:
         # The restored selection is already committed: an attempt that ends before it saves
         # anything must not commit the same files again as a new snapshot.
         self._committed_id = restored_snapshot
+        self._restored = restored  # its manifest, when the attempt has it (its files' hashes)
         self._committed_state: tuple | None = None
         if restored_step is not None:
             self._committed_state = self._selection(restored_step)
@@ -335,7 +343,8 @@ class Capturer:
         self, reason: str, died_at: float | None = None, entries: tuple | None = None
     ) -> str | None:
         """Commit the selection whole (it holds no checkpoint folders), with the step its names
-        carry or else the next of the capture's sequence; None when nothing was committed.
+        carry, else its checkpoint records, else the capture's count (``_step_of``); None when
+        nothing was committed.
         ``entries``: the selection's fingerprint when the caller has just taken it."""
         paths = list(self.context.stage.continuity.checkpoint_paths)
         entries = self._selection_entries() if entries is None else entries
@@ -348,8 +357,10 @@ class Capturer:
         if problems:
             self._torn(None, problems, reason)
             return None
-        named = step_names.step_of((path for path, _size, _mtime in entries), self.template)
-        step = named.step if named is not None else (self.last_step or 0) + 1
+        if self._written_back(entries):
+            self._committed_state = entries  # the restored snapshot holds these bytes
+            return self._committed_id
+        step, epoch, source = self._step_of(entries)
         periodic = reason == "settled"
         if self.disk_guard is not None and not self.disk_guard.admits(
             periodic, lambda: stored_bytes(self.ws.copy, entries)
@@ -361,11 +372,58 @@ class Capturer:
             [],
             guard=lambda: self._guard_selection(entries),
             reason=reason,
+            epoch=epoch,
+            step_source=source,
         )
         if manifest is None:
             return None
         self._count_custom(folders)
         return self._committed(manifest, step, entries, reason)
+
+    def _step_of(self, entries: tuple) -> tuple[int, float | None, str]:
+        """A whole selection's step, its epoch, and where the step came from (one of
+        ``STEP_SOURCES``): the names, else the newest checkpoint's record, else the count."""
+        named = step_names.step_of((path for path, _size, _mtime in entries), self.template)
+        if named is not None:
+            return named.step, named.epoch, "name"
+        recorded = self._recorded(entries)
+        if recorded is not None and recorded.step is not None:
+            return recorded.step, recorded.epoch, "checkpoint"
+        epoch = recorded.epoch if recorded is not None else None
+        return (self.last_step or 0) + 1, epoch, COUNTED
+
+    def _recorded(self, entries: tuple) -> recorded_steps.Recorded | None:
+        """What the newest of the selection's checkpoint files records (the highest step of
+        the few newest: Lightning's ``last.ckpt`` beside an older ``best.ckpt``)."""
+        files = sorted(
+            (entry for entry in entries if entry[0].endswith(recorded_steps.SUFFIXES)),
+            key=lambda entry: entry[2],
+            reverse=True,
+        )[: recorded_steps.MOST_FILES]
+        key = self.context.stage.continuity.step_key
+        found = [recorded_steps.read(os.path.join(self.ws.copy, path), key) for path, *_ in files]
+        with_step = [r for r in found if r is not None and r.step is not None]
+        if with_step:
+            return max(with_step, key=lambda r: r.step or 0)
+        return next((r for r in found if r is not None), None)
+
+    def _written_back(self, entries: tuple) -> bool:
+        """Before this attempt committed anything, the selection holds the restored
+        snapshot's bytes, file for file: the program saved what it had just loaded."""
+        restored = self._restored
+        if restored is None or self._committed_id != restored.id:
+            return False
+        files = {entry.path: entry for entry in restored.files}
+        if {path: size for path, size, _mtime in entries} != {
+            path: entry.size for path, entry in files.items()
+        }:
+            return False
+        from nodus.store.restore import holds_bytes
+
+        return all(
+            files[path].is_link or holds_bytes(os.path.join(self.ws.copy, path), files[path])
+            for path, _size, _mtime in entries
+        )
 
     def _commit(
         self,
@@ -378,6 +436,7 @@ class Capturer:
         epoch: float | None = None,
         metrics: dict[str, Any] | None = None,
         immutable: tuple[str, ...] = (),
+        step_source: str | None = None,
     ) -> Manifest | None:
         """The store's capture of ``paths`` at ``step``: its manifest, or None (an event says
         why) when the files changed meanwhile or the store failed."""
@@ -391,6 +450,7 @@ class Capturer:
             epoch=epoch,
             metrics=metrics or (self.metrics.at(step) if self.watch_folders else {}),
             role="checkpoint",
+            step_source=step_source,
         )
         into = self.context.store if self.uploads is None else self.uploads.staging
         try:
@@ -425,7 +485,10 @@ class Capturer:
             # The final save is never skipped for a newer one, and the attempt waits for it.
             self.uploads.submit(manifest, reason, keep=reason == "exit")
             return manifest.id
-        self.event("snapshot_committed", {"snapshot": manifest.id, "step": step, "reason": reason})
+        details: dict[str, Any] = {"snapshot": manifest.id, "step": step, "reason": reason}
+        if manifest.counted:  # said "capture N" (docs/recovery.md, "The step of a snapshot")
+            details["counted"] = True
+        self.event("snapshot_committed", details)
         commit = protocol.CommitRecord(step=step, snapshot=manifest.id)
         write_json_atomic(self.ws.control.committed, commit.to_dict())
         if self.rotation is not None:

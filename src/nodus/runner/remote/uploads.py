@@ -5,7 +5,7 @@ staged snapshot to its :class:`Uploads`. What the run records follows the remote
 the staging one:
 
     snapshot_staged            {snapshot, step, reason}   the local capture (at disk speed)
-    snapshot_committed         {snapshot, step, reason}   the remote commit: it now exists
+    snapshot_committed         {snapshot, step, reason[, counted]}   the remote commit: it exists
     outputs_committed          {snapshot}                 the outputs' remote commit
     checkpoint_upload_skipped  {snapshot, step, reason}   overtaken while waiting to upload
     snapshot_unrecorded        {snapshot, step, role}     still not stored when the stage ended
@@ -92,9 +92,10 @@ class Uploads:
             self.context.event("outputs_committed", {"snapshot": manifest.id})
             return
         reason = self._reasons.get(manifest.id, "save")
-        self.context.event(
-            "snapshot_committed", {"snapshot": manifest.id, "step": manifest.step, "reason": reason}
-        )
+        details: dict[str, Any] = {"snapshot": manifest.id, "step": manifest.step, "reason": reason}
+        if manifest.counted:  # said "capture N", as the capture loop's own commit says
+            details["counted"] = True
+        self.context.event("snapshot_committed", details)
         assert manifest.step is not None  # a checkpoint's (outputs returned above)
         commit = protocol.CommitRecord(step=manifest.step, snapshot=manifest.id)
         write_json_atomic(self.ws.control.committed, commit.to_dict())

@@ -9,7 +9,7 @@ from typing import Any
 
 from nodus.client import Client
 from nodus.inventory.protection import PROTECTED, protection_line
-from nodus.inventory.runs import progress_line, runner_line
+from nodus.inventory.runs import progress_line, restored_text, runner_line
 from nodus.schemas.units import human_bytes
 from nodus.ui.charts import Bar, timeline
 from nodus.ui.html import Markup, join, tag
@@ -162,10 +162,10 @@ def _timeline(run: dict[str, Any]) -> Markup:
         start = seconds(attempt["started_at"]) - origin
         end = (seconds(attempt["ended_at"]) if attempt["ended_at"] else now) - origin
         outcome = attempt["outcome"] or "running"
-        restored = attempt["restored_step"]
+        restored = restored_text(attempt)
         label = (
             f"#{attempt['number']}: {outcome}"
-            + (f", restored step {restored}" if restored is not None else "")
+            + (f", restored {restored}" if restored is not None else "")
             + (f" ({attempt['detail']})" if attempt["detail"] else "")
         )
         bars.append(Bar(stage, start, end, outcome, label))

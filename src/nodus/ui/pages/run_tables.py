@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from nodus.client import Client
+from nodus.inventory.runs import restored_text, step_text
 from nodus.schemas.units import human_bytes
 from nodus.ui.html import Markup, join, tag
 from nodus.ui.pages.layout import metric_text, outcome_badge, table, when
@@ -21,7 +22,7 @@ def attempts_table(run: dict[str, Any]) -> Markup:
     rows = []
     for stage in run["stages"]:
         for attempt in stage["attempts"]:
-            restored = attempt["restored_step"]
+            restored = restored_text(attempt)
             rows.append(
                 tag(
                     "tr",
@@ -30,7 +31,7 @@ def attempts_table(run: dict[str, Any]) -> Markup:
                     tag("td", {"class": "num"}, attempt["number"]),
                     tag("td", None, outcome_badge(attempt["outcome"] or "running")),
                     tag("td", None, attempt["detail"] or "–"),
-                    tag("td", None, "–" if restored is None else f"step {restored}"),
+                    tag("td", None, "–" if restored is None else restored),
                     tag("td", None, when(attempt["started_at"])),
                     tag("td", None, when(attempt["ended_at"]) if attempt["ended_at"] else "–"),
                     tag("td", None, attempt["host"] or "–"),
@@ -52,7 +53,7 @@ def snapshots_table(snapshots: list[dict[str, Any]]) -> Markup:
             tag(
                 "tr",
                 {"class": "snapshot"},
-                tag("td", {"class": "num"}, snap["step"]),
+                tag("td", {"class": "num"}, step_text(snap) if snap["capture"] else snap["step"]),
                 tag(
                     "td", {"class": "num"}, "–" if snap["epoch"] is None else f"{snap['epoch']:.2f}"
                 ),

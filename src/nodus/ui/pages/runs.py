@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from nodus.client import Client
+from nodus.inventory.runs import step_text
 from nodus.schemas.units import human_bytes, human_duration
 from nodus.ui.html import Markup, join, tag
 from nodus.ui.pages.layout import Page, phase_badge, run_href, when, whole_number
@@ -73,7 +74,7 @@ def _run_row(run: dict[str, Any]) -> Markup:
         tag("td", None, stages),
         tag("td", {"class": "num"}, run["attempts"]),
         tag("td", {"class": "num"}, run["recoveries"]),
-        tag("td", None, "–" if newest is None else f"step {newest['step']} · {when(newest['at'])}"),
+        tag("td", None, "–" if newest is None else f"{step_text(newest)} · {when(newest['at'])}"),
         tag("td", {"class": "num"}, human_bytes(run["stored"]["bytes"])),
     )
 
