@@ -32,7 +32,7 @@ from nodus.protocol import (
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 from nodus.stages import step_names
-from nodus.stages.layouts import Verdict, custom_objects, judge
+from nodus.stages.layouts import Verdict, accelerate_folder, custom_objects, judge
 
 Entry = tuple[str, int, int]
 """One file of a folder's signature: (relative ``/``-path, size, mtime in ns)."""
@@ -92,6 +92,7 @@ class DirectoryWatcher:
         self.clock = clock
         self.folders = False  # state/ held checkpoint folders at the last poll
         self.custom = 0  # objects registered for checkpointing in the folders captured
+        self.counted = False  # a folder was captured whole: ``custom`` is the program's count
         # Folders that changed again, or went away, before they settled: saves coming closer
         # together than the settle time (said when nothing at all was captured).
         self.unsettled = 0
@@ -146,7 +147,9 @@ class DirectoryWatcher:
         entries = tuple(entries)
         self._captured[step] = self._reported[step] = entries
         self._pending.pop(step, None)
-        self.custom = max(self.custom, custom_objects(path for path, _s, _m in entries))
+        files = [path for path, _size, _mtime in entries]
+        self.custom = max(self.custom, custom_objects(files))
+        self.counted = self.counted or accelerate_folder(files)
 
     def folder(self, step: int) -> str:
         return os.path.join(self.state_dir, checkpoint_folder(step))
