@@ -5,6 +5,7 @@ The runner and the program both use these; nothing here imports the runner.
     directory.py    the directory contract: settled, whole ``checkpoint-<step>`` folders
     layouts.py      checkpoint layouts nodus knows, and when a folder of each is complete
     formats.py      whether a checkpoint file's bytes are whole
+    completeness.py whether a checkpoint is proven whole: torn, whole, or unproven
     step_names.py   the training step a directory-contract program's own names carry
     hf/             the hf-trainer-v1 integration (its in-process half in ``hf/inprocess/``)
     methods/        the programs a framework shortcut's generated stages run

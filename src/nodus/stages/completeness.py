@@ -9,15 +9,15 @@ however close to the death they were written. There are three outcomes, never tw
   never taken;
 - **whole**: the format proves it. A single file is proven when its format's own records
   account for every byte of it (:func:`nodus.stages.formats.whole`: a ``torch.save`` zip
-  archive, safetensors, a pickle). A folder is proven when its layout names
-  the file its writer writes last (:mod:`nodus.stages.layouts`: a Trainer's
-  ``trainer_state.json``, Accelerate's ``random_states_<rank>.pkl`` and registered objects, a
-  torch distributed checkpoint's ``.metadata``, ``[continuity] checkpoint_complete``), that file
-  is there, is no older than any other file of the folder, and is proven whole itself (a
-  JSON object that parses counts here; an empty ``checkpoint_complete`` marker, the usual ``touch``, holds nothing to cut off). An
-  Accelerate folder needs one more thing: how many objects the program registers for
-  checkpointing (Accelerate writes them after the RNG states), known from a folder of the run
-  taken earlier;
+  archive, safetensors, a pickle). A folder is proven when its layout names the file its
+  writer writes last (:mod:`nodus.stages.layouts`: a Trainer's ``trainer_state.json``,
+  Accelerate's ``random_states_<rank>.pkl`` and registered objects, a torch distributed
+  checkpoint's ``.metadata``, ``[continuity] checkpoint_complete``), that file is there, is no
+  older than any other file of the folder, and is proven whole itself (a JSON object that
+  parses counts here; an empty ``checkpoint_complete`` marker, the usual ``touch``, holds
+  nothing to cut off). An Accelerate folder needs one more thing: how many objects the program
+  registers for checkpointing (Accelerate writes them after the RNG states), known from a
+  folder of the run taken earlier;
 - **unproven**: neither (a format of the program's own, a folder of no known layout); only
   these keep the time rule.
 

@@ -19,6 +19,7 @@ it needs of it: which of its folders are checkpoints by their names (:func:`step
 from __future__ import annotations
 
 import os
+import posixpath
 import stat as stat_mod
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -190,6 +191,13 @@ def restored_checkpoint(
     return selected[0] if len(selected) == 1 and selected[0] != "." else STATE_DIR
 
 
+def holds_state(paths: Iterable[str]) -> bool:
+    """Whether a selection of ``paths`` (relative to the working copy) holds the state folder,
+    where the directory contract's ``checkpoint-<step>`` folders are written."""
+    folders = {posixpath.normpath(path) for path in paths}
+    return bool(folders & {".", STATE_DIR})
+
+
 def capture_plan(stage: ResolvedStage, settle_s: float | None = None) -> list[str]:
     """When a stage's selection is captured and how its step is found, line by line
     (``nodus validate``)."""
@@ -202,12 +210,17 @@ def capture_plan(stage: ResolvedStage, settle_s: float | None = None) -> list[st
         return [saves]
     named = stage.continuity.checkpoint_name
     steps = f"checkpoint_name {named!r}" if named else step_names.KNOWN_NAMES
-    lines = [
-        f"each {folder} folder once unchanged for {settle:g} s and whole (step: its name)",
-        f"without such folders, the whole selection once unchanged for {settle:g} s and whole "
-        f"(step: {steps}; else the capture's sequence)",
-        "once more when the program exits",
-    ]
+    whole = (
+        f"once unchanged for {settle:g} s and whole (step: {steps}; else the capture's sequence)"
+    )
+    if holds_state(stage.continuity.checkpoint_paths):
+        lines = [
+            f"each {folder} folder once unchanged for {settle:g} s and whole (step: its name)",
+            f"without such folders, the whole selection {whole}",
+        ]
+    else:  # no checkpoint-<step> folder can be in it: only the selection's own names
+        lines = [f"the whole selection {whole}"]
+    lines.append("once more when the program exits")
     if stage.continuity.resume_args:
         lines.append("a restored attempt adds " + " ".join(stage.continuity.resume_args))
     if stage.integration is not None:  # auto: the directory contract when it is unprepared
