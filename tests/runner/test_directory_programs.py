@@ -412,3 +412,93 @@ def test_stepping_back_is_bounded_and_the_run_names_the_snapshots_it_tried(proje
     assert "at most 2 are stepped past" in run["message"]
     # the workload names python by its path; the sample, as a user's would, by its name
     doc_samples.check("stepped-past", proc.stderr.replace(sys.executable, "python"))
+
+
+# --- killed right after a save: a checkpoint proven whole loses no interval -------------------
+
+# A settle window long enough that a kill right after a save always lands inside it: what the
+# time rule alone would refuse, the checkpoint's proof of wholeness takes (stages.completeness).
+WINDOW = {"NODUS_SETTLE_S": "2"}
+
+
+def killed_right_after_a_save(project, tmp_path, program, args, continuity, *, after=None):
+    """The program under `nodus run`, SIGKILLed as soon as it logs the end of a save (after
+    ``after(run_id)`` holds, when given): the step of that save, the run's id and the log."""
+    reference = Bare(tmp_path, program, args)
+    log = tmp_path / "program.log"
+    shutil.copy(PROGRAMS / program, project.root / "train.py")
+    command = [sys.executable, "train.py", *args, "--log", str(log), "--gate", str(_gate(log))]
+    project.write(command=command, body=f"[continuity]\n{continuity}\n")
+    runner = project.start("run", "workload.toml", "--key", program, env=WINDOW)
+    run_id = wait_for(lambda: _run_id(project, program), what="the run")
+    pid = next_program(project, run_id, log, 0)["pid"]
+    if after is not None:
+        wait_for(lambda: after(run_id), what="the program's earlier saves taken")
+    ended = len(saves_ended(log, pid))
+    wait_for(lambda: len(saves_ended(log, pid)) > ended, what="a save to end", timeout=120)
+    os.kill(pid, signal.SIGKILL)
+    step = int(saves_ended(log, pid)[-1].rsplit("step=", 1)[1])
+    done_killing(log)
+    finish(runner)
+    assert outputs_result(project, run_id) == reference.result()
+    return step, run_id, log
+
+
+def saves_ended(log: Path, pid: int) -> list[str]:
+    return [e for e in lines(log, pid) if e.startswith("save-end")]
+
+
+def resumed(project, run_id: str, log: Path) -> str:
+    """The second attempt's first line: where the program carried on from."""
+    attempts = project.get(run_id)["stages"][0]["attempts"]
+    assert [a["outcome"] for a in attempts] == ["interrupted", "succeeded"], attempts
+    return lines(log, attempts[1]["pid"])[0]
+
+
+@pytest.mark.slow
+def test_nanogpt_ckpt_pt_killed_right_after_a_save_resumes_from_that_save(project, tmp_path):
+    args = ["--steps", "30", "--save-every", "10", "--sleep", "0.3", "--mb", "5"]
+    step, run_id, log = killed_right_after_a_save(
+        project, tmp_path, "torch_inplace.py", args, 'checkpoint_paths = ["ckpt.pt"]'
+    )
+    assert resumed(project, run_id, log) == f"resume step={step}"
+    assert not [e for e in project.get(run_id)["events"] if e["type"] == "checkpoint_incomplete"]
+
+
+@pytest.mark.slow
+def test_lightning_last_ckpt_killed_right_after_a_save_resumes_from_that_save(project, tmp_path):
+    pytest.importorskip("lightning")
+    args = ["--steps", "21", "--save-every", "7", "--sleep", "0.3"]
+    step, run_id, log = killed_right_after_a_save(
+        project,
+        tmp_path,
+        "lightning_ckpt.py",
+        args,
+        'checkpoint_paths = ["checkpoints"]',
+    )
+    # the log's save-end lines alternate epoch=E-step=S.ckpt and last.ckpt: the kill came
+    # right after one of them, and both are proven whole
+    assert resumed(project, run_id, log) == f"resume last.ckpt step={step}"
+    attempts = project.get(run_id)["stages"][0]["attempts"]
+    assert attempts[1]["restored_step"] == step
+
+
+@pytest.mark.slow
+def test_accelerate_step_folders_killed_right_after_a_save_resume_from_that_save(
+    project, tmp_path
+):
+    """checkpointing.py's ``save_state("step_N")`` with two registered objects: once a folder
+    of the run was taken (it tells how many objects Accelerate writes after its RNG states),
+    a folder written right before the kill is proven whole by its last files."""
+    args = ["--steps", "30", "--save-every", "5", "--sleep", "0.6", "--naming", "step"]
+    continuity = 'checkpoint_paths = ["state"]\nresume_args = ["--resume-from", "{checkpoint}"]'
+    step, run_id, log = killed_right_after_a_save(
+        project,
+        tmp_path,
+        "accelerate_state.py",
+        args,
+        continuity,
+        after=lambda run_id: settled_commits(project, run_id),
+    )
+    copy = project.home / "work" / run_id / "main" / "copy"
+    assert resumed(project, run_id, log) == f"resume {copy}/state/step_{step} step={step}"
