@@ -484,9 +484,7 @@ def test_lightning_last_ckpt_killed_right_after_a_save_resumes_from_that_save(pr
 
 
 @pytest.mark.slow
-def test_accelerate_step_folders_killed_right_after_a_save_resume_from_that_save(
-    project, tmp_path
-):
+def test_accelerate_step_folders_killed_right_after_a_save_resume_from_that_save(project, tmp_path):
     """checkpointing.py's ``save_state("step_N")`` with two registered objects: once a folder
     of the run was taken (it tells how many objects Accelerate writes after its RNG states),
     a folder written right before the kill is proven whole by its last files."""
@@ -502,3 +500,84 @@ def test_accelerate_step_folders_killed_right_after_a_save_resume_from_that_save
     )
     copy = project.home / "work" / run_id / "main" / "copy"
     assert resumed(project, run_id, log) == f"resume {copy}/state/step_{step} step={step}"
+
+
+@pytest.mark.slow
+def test_run_clm_no_trainer_step_folders_killed_right_after_a_save_resume_from_that_save(
+    project, tmp_path
+):
+    """Transformers' run_clm_no_trainer.py shape: ``accelerator.save_state("step_N")`` of a
+    GPT-2, resumed with ``--resume_from_checkpoint``. Its model download is that step's
+    weights alone (the folder holds no config: the example writes one only at the end)."""
+    args = ["--max_train_steps", "20", "--checkpointing_steps", "5", "--sleep", "0.6"]
+    args += ["--output_dir", "lm"]
+    continuity = (
+        'checkpoint_paths = ["lm"]\nresume_args = ["--resume_from_checkpoint", "{checkpoint}"]'
+    )
+    step, run_id, log = killed_right_after_a_save(
+        project,
+        tmp_path,
+        "accelerate_lm.py",
+        args,
+        continuity,
+        after=lambda run_id: settled_commits(project, run_id),
+    )
+    copy = project.home / "work" / run_id / "main" / "copy"
+    assert resumed(project, run_id, log) == f"resume {copy}/lm/step_{step} step={step}"
+    target = tmp_path / "weights"
+    proc = project.nodus(
+        "snapshots", "download", f"{run_id}@{step}", "--artifact", "model", "--to", str(target)
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(target)) == ["model.safetensors"]
+
+
+# --- downloads of a selection captured whole ---------------------------------------------------
+
+
+@pytest.mark.slow
+def test_model_download_of_step_folders_is_that_steps_model_and_loads(project, tmp_path):
+    """A loop saving ``save_pretrained("lm/step_N")``: each snapshot holds every step folder
+    so far; ``RUN@STEP --artifact model`` is the folder of that step, config included."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    args = ["--max_train_steps", "15", "--checkpointing_steps", "5", "--sleep", "0.3"]
+    args += ["--output_dir", "lm", "--save", "pretrained"]
+    shutil.copy(PROGRAMS / "accelerate_lm.py", project.root / "train.py")
+    project.write(
+        command=[sys.executable, "train.py", *args],
+        body='[continuity]\ncheckpoint_paths = ["lm"]\n',
+    )
+    proc = project.nodus("run", "workload.toml", "--key", "pretrained", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    run_id = _run_id(project, "pretrained")
+    store = project.store()
+    for step in (10, 15):
+        (manifest, *_) = sorted(
+            (m for m in store.list(run=run_id) if m.step == step), key=lambda m: -m.attempt
+        )
+        held = {entry.path for entry in manifest.held_files()}
+        assert f"lm/step_{step}/model.safetensors" in held and "lm/step_5/model.safetensors" in held
+        target = tmp_path / f"model-{step}"
+        proc = project.nodus(
+            "snapshots", "download", f"{run_id}@{step}", "--artifact", "model", "--to", str(target)
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert sorted(os.listdir(target)) == [
+            "config.json",
+            "generation_config.json",
+            "model.safetensors",
+        ]
+        whole = tmp_path / f"snapshot-{step}"
+        store.restore(manifest.id, str(whole))
+        own = load_file(str(whole / "lm" / f"step_{step}" / "model.safetensors"))
+        model = AutoModelForCausalLM.from_pretrained(target)
+        loaded = model.state_dict()
+        assert all(torch_equal(loaded[name], tensor) for name, tensor in own.items())
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b))

@@ -215,7 +215,8 @@ def test_validate_describes_only_what_the_selection_can_hold(write):
         "    once more when the program exits",
     ]
     with_state = write(
-        'name = "w"\ncommand = ["python", "train.py"]\n\n[continuity]\ncheckpoint_paths = ["state"]\n'
+        'name = "w"\ncommand = ["python", "train.py"]\n\n'
+        '[continuity]\ncheckpoint_paths = ["state"]\n'
     )
     shown = nodus("validate", str(with_state)).stdout
     assert f"    each state/checkpoint-<step> folder once unchanged for {settle} s" in shown
