@@ -234,6 +234,22 @@ def test_two_files_written_just_before_a_death_keep_the_time_rule(setup, no_sett
     assert "signal" in _incomplete(catalog, run_id)[0]["why"]
 
 
+def test_a_whole_file_beside_an_older_part_of_its_save_keeps_the_time_rule(setup, no_settling):
+    """``optimizer.pt`` left from the save before (laid out by a restore), ``model.pt`` of the
+    new save written just before the kill: the pair is two saves."""
+    catalog, run_id, store, ws = setup
+    capture = capturer(setup, stage=_contract(("out",)))
+    os.makedirs(os.path.join(ws.copy, "out"))
+    for name in ("optimizer.pt", "model.pt"):
+        with open(os.path.join(ws.copy, "out", name), "wb") as handle:
+            handle.write(ARCHIVE)
+    old = time.time() - 60
+    os.utime(os.path.join(ws.copy, "out", "optimizer.pt"), (old, old))
+    capture.final_capture(died_at=time.time())
+    assert store.list(run=run_id) == []
+    assert _incomplete(catalog, run_id)[0]["path"] == "out/model.pt"
+
+
 def test_lightning_checkpoint_files_written_just_before_a_death_are_taken(setup, no_settling):
     catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=_contract(("checkpoints",)))

@@ -12,9 +12,10 @@ A snapshot stores its checkpoint as ``state/checkpoint-<step>/…``; the downloa
 folder's files at the top of ``--to`` (taking the folder of the snapshot's own step when the
 selection held several). A selection captured whole has no such folder; its weights
 (``model``, ``adapter``) are those of the folder whose name carries the snapshot's own step
-(Accelerate's ``step_<n>``: :mod:`nodus.stages.step_names`), where there is one. Every file is hashed while it is written, under a temporary name, and
-renamed into place only once all of them matched the manifest: a damaged snapshot leaves
-nothing half-written behind. The folder is synced (files, folders, its entry) before the command
+(Accelerate's ``step_<n>``: :mod:`nodus.stages.step_names`), where there is one.
+
+Every file is hashed while it is written, under a temporary name, and renamed into place only
+once all of them matched the manifest: a damaged snapshot leaves nothing half-written behind. The folder is synced (files, folders, its entry) before the command
 says it is written: what it acknowledged survives a power loss.
 """
 

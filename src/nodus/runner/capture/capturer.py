@@ -495,8 +495,9 @@ class Capturer:
     def _proven(self, entries: list[Entry], recent: set[str]) -> set[str]:
         """The ``recent`` files of ``entries`` whose checkpoint proves itself whole
         (:mod:`nodus.stages.completeness`): those of a folder whose name carries a step, by
-        the folder's proof; the others by their own, where they are one checkpoint file (the
-        only one written, or Lightning's ``.ckpt`` files, each a whole training state)."""
+        the folder's proof; the others by their own, where each is a whole checkpoint (the
+        selection's only file outside such folders, or Lightning's ``.ckpt`` files, each a
+        whole training state)."""
         folders = sorted(set(step_folders(entries, self.template)) | _checkpoint_folders(entries))
         units: dict[str, list[Entry]] = {}
         loose: list[str] = []
@@ -518,8 +519,10 @@ class Capturer:
                 ).whole
             ):
                 proven |= paths
+        # Any other file next to a fresh one may be a part of the same save the kill cut
+        # between (`model.pt`, then `optimizer.pt`): each whole, the pair not.
         fresh = [path for path in loose if path in recent]
-        if len(fresh) == 1 or all(path.endswith(".ckpt") for path in fresh):
+        if len(loose) == 1 or all(path.endswith(".ckpt") for path in loose):
             proven.update(
                 path
                 for path in fresh
