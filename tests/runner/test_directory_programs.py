@@ -504,3 +504,172 @@ def test_stepping_back_is_bounded_and_the_run_names_the_snapshots_it_tried(proje
     assert "at most 2 are stepped past" in run["message"]
     # the workload names python by its path; the sample, as a user's would, by its name
     doc_samples.check("stepped-past", proc.stderr.replace(sys.executable, "python"))
+
+
+# --- killed right after a save: a checkpoint proven whole loses no interval -------------------
+
+# A settle window long enough that a kill right after a save always lands inside it: what the
+# time rule alone would refuse, the checkpoint's proof of wholeness takes (stages.completeness).
+WINDOW = {"NODUS_SETTLE_S": "2"}
+
+
+def killed_right_after_a_save(project, tmp_path, program, args, continuity, *, after=None):
+    """The program under `nodus run`, SIGKILLed as soon as it logs the end of a save (after
+    ``after(run_id)`` holds, when given): the step of that save, the run's id and the log."""
+    reference = Bare(tmp_path, program, args)
+    log = tmp_path / "program.log"
+    shutil.copy(PROGRAMS / program, project.root / "train.py")
+    command = [sys.executable, "train.py", *args, "--log", str(log), "--gate", str(_gate(log))]
+    project.write(command=command, body=f"[continuity]\n{continuity}\n")
+    runner = project.start("run", "workload.toml", "--key", program, env=WINDOW)
+    run_id = wait_for(lambda: _run_id(project, program), what="the run")
+    pid = next_program(project, run_id, log, 0)["pid"]
+    if after is not None:
+        wait_for(lambda: after(run_id), what="the program's earlier saves taken")
+    ended = len(saves_ended(log, pid))
+    wait_for(lambda: len(saves_ended(log, pid)) > ended, what="a save to end", timeout=120)
+    os.kill(pid, signal.SIGKILL)
+    step = int(saves_ended(log, pid)[-1].rsplit("step=", 1)[1])
+    done_killing(log)
+    finish(runner)
+    assert outputs_result(project, run_id) == reference.result()
+    return step, run_id, log
+
+
+def saves_ended(log: Path, pid: int) -> list[str]:
+    return [e for e in lines(log, pid) if e.startswith("save-end")]
+
+
+def resumed(project, run_id: str, log: Path) -> str:
+    """The second attempt's first line: where the program carried on from."""
+    attempts = project.get(run_id)["stages"][0]["attempts"]
+    assert [a["outcome"] for a in attempts] == ["interrupted", "succeeded"], attempts
+    return lines(log, attempts[1]["pid"])[0]
+
+
+@pytest.mark.slow
+def test_nanogpt_ckpt_pt_killed_right_after_a_save_resumes_from_that_save(project, tmp_path):
+    args = ["--steps", "30", "--save-every", "10", "--sleep", "0.3", "--mb", "5"]
+    step, run_id, log = killed_right_after_a_save(
+        project, tmp_path, "torch_inplace.py", args, 'checkpoint_paths = ["ckpt.pt"]'
+    )
+    assert resumed(project, run_id, log) == f"resume step={step}"
+    assert not [e for e in project.get(run_id)["events"] if e["type"] == "checkpoint_incomplete"]
+
+
+@pytest.mark.slow
+def test_lightning_last_ckpt_killed_right_after_a_save_resumes_from_that_save(project, tmp_path):
+    pytest.importorskip("lightning")
+    args = ["--steps", "21", "--save-every", "7", "--sleep", "0.3"]
+    step, run_id, log = killed_right_after_a_save(
+        project,
+        tmp_path,
+        "lightning_ckpt.py",
+        args,
+        'checkpoint_paths = ["checkpoints"]',
+    )
+    # the log's save-end lines alternate epoch=E-step=S.ckpt and last.ckpt: the kill came
+    # right after one of them, and both are proven whole
+    assert resumed(project, run_id, log) == f"resume last.ckpt step={step}"
+    attempts = project.get(run_id)["stages"][0]["attempts"]
+    assert attempts[1]["restored_step"] == step
+
+
+@pytest.mark.slow
+def test_accelerate_step_folders_killed_right_after_a_save_resume_from_that_save(project, tmp_path):
+    """checkpointing.py's ``save_state("step_N")`` with two registered objects: once a folder
+    of the run was taken (it tells how many objects Accelerate writes after its RNG states),
+    a folder written right before the kill is proven whole by its last files."""
+    args = ["--steps", "30", "--save-every", "5", "--sleep", "0.6", "--naming", "step"]
+    continuity = 'checkpoint_paths = ["state"]\nresume_args = ["--resume-from", "{checkpoint}"]'
+    step, run_id, log = killed_right_after_a_save(
+        project,
+        tmp_path,
+        "accelerate_state.py",
+        args,
+        continuity,
+        after=lambda run_id: settled_commits(project, run_id),
+    )
+    copy = project.home / "work" / run_id / "main" / "copy"
+    assert resumed(project, run_id, log) == f"resume {copy}/state/step_{step} step={step}"
+
+
+@pytest.mark.slow
+def test_run_clm_no_trainer_step_folders_killed_right_after_a_save_resume_from_that_save(
+    project, tmp_path
+):
+    """Transformers' run_clm_no_trainer.py shape: ``accelerator.save_state("step_N")`` of a
+    GPT-2, resumed with ``--resume_from_checkpoint``. Its model download is that step's
+    weights alone (the folder holds no config: the example writes one only at the end)."""
+    args = ["--max_train_steps", "20", "--checkpointing_steps", "5", "--sleep", "0.6"]
+    args += ["--output_dir", "lm"]
+    continuity = (
+        'checkpoint_paths = ["lm"]\nresume_args = ["--resume_from_checkpoint", "{checkpoint}"]'
+    )
+    step, run_id, log = killed_right_after_a_save(
+        project,
+        tmp_path,
+        "accelerate_lm.py",
+        args,
+        continuity,
+        after=lambda run_id: settled_commits(project, run_id),
+    )
+    copy = project.home / "work" / run_id / "main" / "copy"
+    assert resumed(project, run_id, log) == f"resume {copy}/lm/step_{step} step={step}"
+    target = tmp_path / "weights"
+    proc = project.nodus(
+        "snapshots", "download", f"{run_id}@{step}", "--artifact", "model", "--to", str(target)
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(target)) == ["model.safetensors"]
+
+
+# --- downloads of a selection captured whole ---------------------------------------------------
+
+
+@pytest.mark.slow
+def test_model_download_of_step_folders_is_that_steps_model_and_loads(project, tmp_path):
+    """A loop saving ``save_pretrained("lm/step_N")``: each snapshot holds every step folder
+    so far; ``RUN@STEP --artifact model`` is the folder of that step, config included."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    args = ["--max_train_steps", "15", "--checkpointing_steps", "5", "--sleep", "0.3"]
+    args += ["--output_dir", "lm", "--save", "pretrained"]
+    shutil.copy(PROGRAMS / "accelerate_lm.py", project.root / "train.py")
+    project.write(
+        command=[sys.executable, "train.py", *args],
+        body='[continuity]\ncheckpoint_paths = ["lm"]\n',
+    )
+    proc = project.nodus("run", "workload.toml", "--key", "pretrained", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    run_id = _run_id(project, "pretrained")
+    store = project.store()
+    for step in (10, 15):
+        (manifest, *_) = sorted(
+            (m for m in store.list(run=run_id) if m.step == step), key=lambda m: -m.attempt
+        )
+        held = {entry.path for entry in manifest.held_files()}
+        assert f"lm/step_{step}/model.safetensors" in held and "lm/step_5/model.safetensors" in held
+        target = tmp_path / f"model-{step}"
+        proc = project.nodus(
+            "snapshots", "download", f"{run_id}@{step}", "--artifact", "model", "--to", str(target)
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert sorted(os.listdir(target)) == [
+            "config.json",
+            "generation_config.json",
+            "model.safetensors",
+        ]
+        whole = tmp_path / f"snapshot-{step}"
+        store.restore(manifest.id, str(whole))
+        own = load_file(str(whole / "lm" / f"step_{step}" / "model.safetensors"))
+        model = AutoModelForCausalLM.from_pretrained(target)
+        loaded = model.state_dict()
+        assert all(torch_equal(loaded[name], tensor) for name, tensor in own.items())
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b))

@@ -313,6 +313,13 @@ def test_the_capture_plan_names_the_step_names_and_the_resume_arguments():
     named = _contract(("state",), checkpoint_name="model_{step}.pt", resume_args=("--r", "x"))
     lines = capture_plan(named, settle_s=1)
     assert any("'model_{step}.pt'" in line for line in lines) and "adds --r x" in lines[-1]
+    for paths in (("ckpt.pt",), ("out", "checkpoints")):
+        lines = capture_plan(_contract(paths), settle_s=1)
+        assert not any("checkpoint-<step>" in line for line in lines) and lines[0].startswith(
+            "the whole selection once unchanged for 1 s"
+        )
+    for paths in (("state",), (".",), ("state/", "out")):
+        assert "state/checkpoint-<step>" in capture_plan(_contract(paths), settle_s=1)[0]
     integrated = capture_plan(stage(integration="hf-trainer-v1"))
     assert integrated == [
         "hf-trainer-v1 saves state/checkpoint-<step> every 50 steps, captured at once"

@@ -196,3 +196,29 @@ def test_schema_is_usable_by_editors(capsys, write):
         {**good, "continuity": {"checkpoint_complete": 1}},
     ):
         assert list(validator.iter_errors(bad)), bad
+
+
+@pytest.mark.slow  # the real `nodus` command line
+def test_validate_describes_only_what_the_selection_can_hold(write):
+    """nanoGPT's ``out/ckpt.pt`` or Lightning's ``checkpoints/``: no ``state`` in the
+    selection, so no ``state/checkpoint-<step>`` folder can be captured and none is described."""
+    path = write(
+        'name = "w"\ncommand = ["python", "train.py"]\n\n'
+        '[continuity]\ncheckpoint_paths = ["out/ckpt.pt", "checkpoints"]\n'
+    )
+    proc = nodus("validate", str(path))
+    assert proc.returncode == 0, proc.stderr
+    settle = f"{defaults.settle_s():g}"
+    assert proc.stdout.splitlines()[1:] == [
+        "  main: captures out/ckpt.pt, checkpoints (checkpointed)",
+        f"    the whole selection once unchanged for {settle} s and whole (step: checkpoint-N, "
+        "checkpoint_N, ckpt_N, step_N, stepN, global_stepN, epoch=E-step=S, iter_N, "
+        "iteration_N; else the capture's sequence)",
+        "    once more when the program exits",
+    ]
+    with_state = write(
+        'name = "w"\ncommand = ["python", "train.py"]\n\n'
+        '[continuity]\ncheckpoint_paths = ["state"]\n'
+    )
+    shown = nodus("validate", str(with_state)).stdout
+    assert f"    each state/checkpoint-<step> folder once unchanged for {settle} s" in shown

@@ -10,10 +10,14 @@ An artifact is a choice of files from one snapshot, laid out the way its framewo
 
 A snapshot stores its checkpoint as ``state/checkpoint-<step>/…``; the download puts that
 folder's files at the top of ``--to`` (taking the folder of the snapshot's own step when the
-selection held several). Every file is hashed while it is written, under a temporary name, and
-renamed into place only once all of them matched the manifest: a damaged snapshot leaves
-nothing half-written behind. The folder is synced (files, folders, its entry) before the command
-says it is written: what it acknowledged survives a power loss.
+selection held several). A selection captured whole has no such folder; its weights
+(``model``, ``adapter``) are those of the folder whose name carries the snapshot's own step
+(Accelerate's ``step_<n>``: :mod:`nodus.stages.step_names`), where there is one.
+
+Every file is hashed while it is written, under a temporary name, and renamed into place only
+once all of them matched the manifest: a damaged snapshot leaves nothing half-written behind.
+The folder is synced (files, folders, its entry) before the command says it is written: what it
+acknowledged survives a power loss.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from nodus._atomic import sync_tree
 from nodus.errors import NotFoundError, UnsafePathError, UsageError
 from nodus.inventory.progress import Progress
 from nodus.protocol import checkpoint_step
+from nodus.stages import step_names
+from nodus.stages.directory import step_folders
 from nodus.store.kinds import KIND_STATE, KIND_WEIGHTS
 
 if TYPE_CHECKING:
@@ -53,6 +59,7 @@ _MODEL_WEIGHTS = (
     "pytorch_model.bin",
     "pytorch_model-*-of-*.bin",
 )
+_WEIGHTS_ANY = _MODEL_WEIGHTS + _ADAPTER
 
 
 def download_snapshot(
@@ -113,26 +120,48 @@ def select(manifest: Any, artifact: str) -> list[tuple[Any, str]]:
     if artifact not in ARTIFACTS:
         raise UsageError(f"--artifact {artifact!r}: use one of {', '.join(ARTIFACTS)}")
     choose = {"model": _model, "resumable": _resumable, "adapter": _adapter}[artifact]
-    return _pairs(manifest, choose)
+    return _pairs(manifest, choose, weights=artifact != "resumable")
 
 
-def _pairs(manifest: Any, choose: Any) -> list[tuple[Any, str]]:
-    base, inside = _inside_checkpoint(manifest)
+def _pairs(manifest: Any, choose: Any, *, weights: bool) -> list[tuple[Any, str]]:
+    base, inside = _inside_checkpoint(manifest, weights=weights)
     chosen = choose(manifest, inside)
     if base is None:
         base = _common_folder(e.path for e in chosen)
     return [(entry, entry.path[len(base) :]) for entry in chosen]
 
 
-def _inside_checkpoint(manifest: Any) -> tuple[str | None, list[Any]]:
-    """The snapshot's checkpoint folder (None: there is none) and the held files inside it."""
+def _inside_checkpoint(manifest: Any, *, weights: bool = False) -> tuple[str | None, list[Any]]:
+    """The snapshot's checkpoint folder (None: there is none) and the held files inside it.
+    For its weights (``weights``), a selection captured whole with several step-named folders
+    (Accelerate's ``step_N``) has its checkpoint in the folder of the snapshot's own step."""
     held = manifest.held_files()
     base = _checkpoint_prefix(manifest, held)
+    if base is None and weights:
+        base = _step_folder(manifest, held)
     return base, [e for e in held if base is None or e.path.startswith(base)]
 
 
+def _step_folder(manifest: Any, entries: list[Any]) -> str | None:
+    """``…/step_<step>/`` (any name :mod:`nodus.stages.step_names` knows) of the snapshot's
+    step that holds model weights, the outermost; None when there is none."""
+    folders = step_folders((entry.path, 0, 0) for entry in entries)
+    own = [
+        folder
+        for folder, files in folders.items()
+        if _carried_step(folder) == manifest.step
+        and any(fnmatch.fnmatchcase(posixpath.basename(f), p) for f in files for p in _WEIGHTS_ANY)
+    ]
+    return min(own, key=len) + "/" if own else None
+
+
+def _carried_step(folder: str) -> int | None:
+    named = step_names.step_of([posixpath.basename(folder)])
+    return None if named is None else named.step
+
+
 def _holds_adapter_only(manifest: Any) -> bool:
-    _, entries = _inside_checkpoint(manifest)
+    _, entries = _inside_checkpoint(manifest, weights=True)
     return any(_named(e, _ADAPTER) for e in entries) and not any(
         _named(e, _MODEL_WEIGHTS) for e in entries
     )
@@ -234,7 +263,7 @@ def _merged(
     work = tempfile.mkdtemp(prefix=".nodus-merge-", dir=os.path.dirname(os.path.abspath(target)))
     try:
         adapter = os.path.join(work, "adapter")
-        pairs = _pairs(manifest, _weights)
+        pairs = _pairs(manifest, _weights, weights=True)
         _write(store, manifest.id, pairs, adapter, f"{manifest.id} adapter", stream)
         built = os.path.join(work, "model")
         merge(manifest, base_model, adapter, built)

@@ -5,6 +5,7 @@ The runner and the program both use these; nothing here imports the runner.
     directory.py    the directory contract: settled, whole ``checkpoint-<step>`` folders
     layouts.py      checkpoint layouts nodus knows, and when a folder of each is complete
     formats.py      whether a checkpoint file's bytes are whole
+    completeness.py whether a checkpoint is proven whole: torn, whole, or unproven
     step_names.py   the training step a directory-contract program's own names carry
     recorded_steps.py  the step and epoch a torch.save checkpoint records inside it
     metric_logs.py  the metrics a directory-contract program logs: TensorBoard event files,

@@ -19,6 +19,7 @@ it needs of it: which of its folders are checkpoints by their names (:func:`step
 from __future__ import annotations
 
 import os
+import posixpath
 import stat as stat_mod
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -32,7 +33,7 @@ from nodus.protocol import (
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 from nodus.stages import recorded_steps, step_names
-from nodus.stages.layouts import Verdict, custom_objects, judge
+from nodus.stages.layouts import Verdict, accelerate_folder, custom_objects, judge
 
 Entry = tuple[str, int, int]
 """One file of a folder's signature: (relative ``/``-path, size, mtime in ns)."""
@@ -92,6 +93,7 @@ class DirectoryWatcher:
         self.clock = clock
         self.folders = False  # state/ held checkpoint folders at the last poll
         self.custom = 0  # objects registered for checkpointing in the folders captured
+        self.counted = False  # a folder was captured whole: ``custom`` is the program's count
         # Folders that changed again, or went away, before they settled: saves coming closer
         # together than the settle time (said when nothing at all was captured).
         self.unsettled = 0
@@ -146,7 +148,9 @@ class DirectoryWatcher:
         entries = tuple(entries)
         self._captured[step] = self._reported[step] = entries
         self._pending.pop(step, None)
-        self.custom = max(self.custom, custom_objects(path for path, _s, _m in entries))
+        files = [path for path, _size, _mtime in entries]
+        self.custom = max(self.custom, custom_objects(files))
+        self.counted = self.counted or accelerate_folder(files)
 
     def folder(self, step: int) -> str:
         return os.path.join(self.state_dir, checkpoint_folder(step))
@@ -187,6 +191,13 @@ def restored_checkpoint(
     return selected[0] if len(selected) == 1 and selected[0] != "." else STATE_DIR
 
 
+def holds_state(paths: Iterable[str]) -> bool:
+    """Whether a selection of ``paths`` (relative to the working copy) holds the state folder,
+    where the directory contract's ``checkpoint-<step>`` folders are written."""
+    folders = {posixpath.normpath(path) for path in paths}
+    return bool(folders & {".", STATE_DIR})
+
+
 def capture_plan(stage: ResolvedStage, settle_s: float | None = None) -> list[str]:
     """When a stage's selection is captured and how its step is found, line by line
     (``nodus validate``)."""
@@ -201,12 +212,18 @@ def capture_plan(stage: ResolvedStage, settle_s: float | None = None) -> list[st
     steps = f"checkpoint_name {named!r}" if named else step_names.KNOWN_NAMES
     key = stage.continuity.step_key
     inside = f"step_key {key!r}" if key else ", ".join(recorded_steps.STEP_KEYS)
-    lines = [
-        f"each {folder} folder once unchanged for {settle:g} s and whole (step: its name)",
-        f"without such folders, the whole selection once unchanged for {settle:g} s and whole "
-        f"(step: {steps}; else in a torch.save checkpoint {inside}; else the capture's count)",
-        "once more when the program exits",
-    ]
+    whole = (
+        f"once unchanged for {settle:g} s and whole (step: {steps}; else in a torch.save "
+        f"checkpoint {inside}; else the capture's count)"
+    )
+    if holds_state(stage.continuity.checkpoint_paths):
+        lines = [
+            f"each {folder} folder once unchanged for {settle:g} s and whole (step: its name)",
+            f"without such folders, the whole selection {whole}",
+        ]
+    else:  # no checkpoint-<step> folder can be in it: only the selection's own names
+        lines = [f"the whole selection {whole}"]
+    lines.append("once more when the program exits")
     if stage.continuity.resume_args:
         lines.append("a restored attempt adds " + " ".join(stage.continuity.resume_args))
     if stage.integration is not None:  # auto: the directory contract when it is unprepared

@@ -54,7 +54,15 @@ from dataclasses import dataclass
 
 from nodus.stages.formats import temporary
 
-__all__ = ["Verdict", "custom_objects", "distributed", "judge", "ranks"]
+__all__ = [
+    "ACCELERATE_LAYOUT",
+    "Verdict",
+    "accelerate_folder",
+    "custom_objects",
+    "distributed",
+    "judge",
+    "ranks",
+]
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,8 @@ _ACCELERATE = re.compile(
     r"(optimizer|scheduler|sampler|dl_state_dict)(_\d+)?\.bin|random_states_\d+\.pkl"
     r"|custom_checkpoint_\d+\.pkl|(model|pytorch_model)_\d+\.(safetensors|bin)"
 )
+ACCELERATE_LAYOUT = "an Accelerate save_state folder"
+"""The name of Accelerate's layout in a :class:`Verdict` (its registered objects are counted)."""
 _ACCELERATE_LAST = re.compile(r"random_states_\d+\.pkl")
 _ACCELERATE_CUSTOM = re.compile(r"custom_checkpoint_(\d+)\.pkl")
 _DCP_DATA = re.compile(r".*\.distcp")
@@ -124,6 +134,12 @@ def custom_objects(files: Iterable[str]) -> int:
     return sum(1 for name in files if "/" not in name and _ACCELERATE_CUSTOM.fullmatch(name))
 
 
+def accelerate_folder(files: Iterable[str]) -> bool:
+    """Whether ``files`` are an Accelerate folder with its RNG states (its registered objects'
+    count is then the program's, once the folder is whole)."""
+    return _any(_ACCELERATE_LAST, (name for name in files if "/" not in name))
+
+
 def _top_level(files: list[str], custom: int) -> Verdict | None:
     """A Trainer or Accelerate folder: both write their files at the top of the folder."""
     top = [name for name in files if "/" not in name]
@@ -149,7 +165,7 @@ def _top_level(files: list[str], custom: int) -> Verdict | None:
 
 def _accelerate(top: list[str], custom: int) -> Verdict:
     """Weights, optimizers, schedulers, samplers, RNG states, then the registered objects."""
-    layout = "an Accelerate save_state folder"
+    layout = ACCELERATE_LAYOUT
     last = tuple(name for name in top if _ACCELERATE_LAST.fullmatch(name))
     if not last:
         return Verdict(layout, "random_states_<rank>.pkl (Accelerate writes it after the model)")

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from nodus import protocol
 from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
-from nodus.protocol import checkpoint_folder, checkpoint_steps
+from nodus.protocol import checkpoint_folder, checkpoint_step, checkpoint_steps
 from nodus.runner.capture.disk_guard import DiskGuard, stored_bytes
 from nodus.runner.capture.metrics import MetricTap
 from nodus.runner.capture.selection import appeared, fingerprint, narrowed
@@ -56,7 +56,7 @@ from nodus.runner.remote.uploads import Uploads
 from nodus.runner.upkeep.rotation import Rotation
 from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
-from nodus.stages import formats, layouts, recorded_steps, step_names
+from nodus.stages import completeness, formats, layouts, recorded_steps, step_names
 from nodus.stages.directory import DirectoryWatcher, Entry, signature, step_folders
 from nodus.stages.layouts import Verdict
 from nodus.store.manifest import COUNTED
@@ -545,18 +545,64 @@ class Capturer:
         if not self.watch_folders:
             return []  # an integration publishes whole folders only
         # The death is seen up to a poll after it happened.
+        entries = list(entries)
         since = None if died_at is None else died_at - self.watcher.settle_s - defaults.POLL_S
+        recent = {
+            path
+            for path, _size, mtime in entries
+            if since is not None and mtime >= self._since_ns and mtime / 1e9 >= since
+        }
+        # What proves itself whole is taken however close to the death it was written.
+        proven = self._proven(entries, recent) if recent else set()
         problems: list[tuple[str, str]] = []
         for path, _size, mtime in entries:
             if mtime < self._since_ns:
                 continue
             why = formats.torn(os.path.join(self.ws.copy, path), path)
-            if why is None and died_at is not None and since is not None and mtime / 1e9 >= since:
+            if why is None and died_at is not None and path in recent and path not in proven:
                 ago = max(0.0, died_at - mtime / 1e9)
                 why = f"written {ago:.1f} s before the program died by a signal: maybe cut off"
             if why is not None:
                 problems.append((path, why))
         return problems
+
+    def _proven(self, entries: list[Entry], recent: set[str]) -> set[str]:
+        """The ``recent`` files of ``entries`` whose checkpoint proves itself whole
+        (:mod:`nodus.stages.completeness`): those of a folder whose name carries a step, by
+        the folder's proof; the others by their own, where each is a whole checkpoint (the
+        selection's only file outside such folders, or Lightning's ``.ckpt`` files, each a
+        whole training state)."""
+        folders = sorted(set(step_folders(entries, self.template)) | _checkpoint_folders(entries))
+        units: dict[str, list[Entry]] = {}
+        loose: list[str] = []
+        for path, size, mtime in entries:
+            folder = next((f for f in folders if path.startswith(f"{f}/")), None)
+            if folder is None:
+                loose.append(path)
+            else:
+                units.setdefault(folder, []).append((path[len(folder) + 1 :], size, mtime))
+        marker = self.context.stage.continuity.checkpoint_complete
+        custom = self.watcher.custom if self.watcher.counted else None
+        proven: set[str] = set()
+        for folder, inside in units.items():
+            paths = {f"{folder}/{path}" for path, _size, _mtime in inside}
+            if (
+                paths & recent
+                and completeness.of_folder(
+                    os.path.join(self.ws.copy, folder), inside, marker, custom
+                ).whole
+            ):
+                proven |= paths
+        # Any other file next to a fresh one may be a part of the same save the kill cut
+        # between (`model.pt`, then `optimizer.pt`): each whole, the pair not.
+        fresh = [path for path in loose if path in recent]
+        if len(loose) == 1 or all(path.endswith(".ckpt") for path in loose):
+            proven.update(
+                path
+                for path in fresh
+                if completeness.of_file(os.path.join(self.ws.copy, path), path).whole
+            )
+        return proven
 
     def _folder_problems(
         self, entries: Iterable[Entry], folders: dict[str, list[str]]
@@ -584,6 +630,7 @@ class Capturer:
         watcher's count, which its ``checkpoint-<step>`` folders keep too)."""
         for files in folders.values():
             self.watcher.custom = max(self.watcher.custom, layouts.custom_objects(files))
+            self.watcher.counted = self.watcher.counted or layouts.accelerate_folder(files)
 
     @property
     def committed_id(self) -> str | None:
@@ -657,6 +704,20 @@ class _FolderChanged(Exception):
 
 class _NewerCheckpoint(Exception):
     """A checkpoint folder was published while the selection was read: it may be in the copy."""
+
+
+def _checkpoint_folders(entries: Iterable[Entry]) -> set[str]:
+    """The ``state/checkpoint-<step>`` folders among ``entries``' paths."""
+    found = set()
+    for path, _size, _mtime in entries:
+        parts = path.split("/")
+        if (
+            len(parts) > 2
+            and parts[0] == protocol.STATE_DIR
+            and checkpoint_step(parts[1]) is not None
+        ):
+            found.add(f"{parts[0]}/{parts[1]}")
+    return found
 
 
 def _folder_state(folder: str) -> tuple:
