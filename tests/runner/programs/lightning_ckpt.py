@@ -22,8 +22,7 @@ shuffled ``DataLoader`` and Lightning's default logger (``lightning_logs/version
 TensorBoard event files where ``tensorboard`` is installed, else ``metrics.csv``) with the loss
 logged every step. A plain loader has no state to save, so a resumed run draws its epoch's order
 again from the RNG ``seed_everything`` seeded at start (Lightning checkpoints no RNG), and
-starts that epoch's batches over: not what an uninterrupted run trains on.
-
+gives other batches than an uninterrupted run's epoch would.
 
 ``--log``, ``--sleep`` and ``--gate`` default to ``$TEST_LOG``, ``$TEST_SLEEP``, ``$TEST_GATE``,
 and ``$TEST_RESULT`` names the result file. Every resume and save is appended to ``--log`` as
