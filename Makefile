@@ -10,7 +10,7 @@ PIP    := $(BIN)/python -m pip
 # torch first, alone: the CPU wheel on this disk; never let a resolver pull a CUDA build.
 TORCH  := torch==2.13.0
 STAMP  := $(VENV)/.installed
-EXTRAS := '.[hf,methods,s3,plot,ray,lightning,test]'
+EXTRAS := '.[hf,methods,s3,plot,ray,lightning,metrics,test]'
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1

@@ -123,6 +123,7 @@ def test_resolve_json_is_the_stored_shape(write, capsys):
             "checkpoint_complete": None,
             "checkpoint_name": None,
             "resume_args": [],
+            "metrics": None,
         },
         "execution": {
             "save_every": 10,
@@ -159,7 +160,7 @@ def test_resolve_toml_prints_the_same_values(write, capsys):
     assert "integration" not in as_toml["stages"][1]
     as_toml["stages"][1]["integration"] = None
     for stage in as_toml["stages"]:
-        for key in ("checkpoint_complete", "checkpoint_name"):
+        for key in ("checkpoint_complete", "checkpoint_name", "metrics"):
             assert key not in stage["continuity"]
             stage["continuity"][key] = None
     assert as_toml["stages"] == as_json["stages"]

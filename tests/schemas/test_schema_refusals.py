@@ -421,3 +421,32 @@ def test_unreadable_files_are_refused(tmp_path):
         with pytest.raises(WorkloadError) as caught:
             resolve_file(path)
         assert str(caught.value).startswith(f"{path}: ") and fragment in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "path, rule",
+    [
+        ("../logs", "paths must stay inside the code folder"),
+        ("/var/log/tb", "paths must be relative to the code folder, not absolute"),
+        (".nodus/events", "private to the runner"),
+        ("", "paths must not be empty"),
+    ],
+)
+def test_a_metrics_place_is_a_path_inside_the_code_folder(refused, path, rule):
+    (problem,) = refused(BASE + f'[continuity]\nmetrics = "{path}"')
+    assert problem.startswith("continuity.metrics: ") and rule in problem
+
+
+def test_a_metrics_place_resolves_short_and_is_inherited_by_each_stage(resolved):
+    text = BASE + '[continuity]\nmetrics = "./logs/tb/"\n' + STAGE
+    assert resolved(text).stages[0].continuity.metrics == "logs/tb"
+    assert resolved(BASE).stages[0].continuity.metrics is None
+
+
+def test_a_metrics_place_is_refused_where_the_trainer_integration_records_them(refused, resolved):
+    (problem,) = refused(BASE + 'integration = "hf-trainer-v1"\n[continuity]\nmetrics = "runs"')
+    assert problem.startswith("continuity.metrics: 'runs' — has no effect in stage 'main'")
+    assert "records the Trainer's logged metrics itself" in problem
+    # under "auto" a program left unprepared logs on its own: there it counts
+    text = BASE + 'integration = "auto"\n[continuity]\nmetrics = "runs"'
+    assert resolved(text).stages[0].continuity.metrics == "runs"

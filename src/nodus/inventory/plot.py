@@ -4,8 +4,12 @@ Where the curves come from: every snapshot carries the metrics logged at its ste
 integration checkpoint also holds the Trainer's ``trainer_state.json`` whose ``log_history``
 has every logged step up to that save. The newest snapshot of each stage therefore gives the
 full curve of the path that led to it (steps an interrupted attempt trained past its last save
-were repeated by the next attempt and are drawn once). A directory-contract program logs
-nothing nodus can read, so its plot shows the snapshots alone.
+were repeated by the next attempt and are drawn once). A directory-contract program's curves
+are what its attempts logged (TensorBoard, Lightning's ``metrics.csv``, JSON lines: the
+runner keeps each attempt's beside its output, :mod:`nodus.runner.capture.metrics`), joined
+the same way: each attempt's points replace the earlier attempts' after the step it restored
+(or from its first logged step, when lower). A program that logs none of these shows its
+snapshots alone.
 
 Every snapshot is a marker on the curves; every attempt after a stage's first is a vertical
 line at the step it restored (a recovery after an interruption, or a resume by hand).
@@ -20,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, SnapshotDamagedError
+from nodus.runner.workspace.layout import attempt_metrics
+from nodus.stages.metric_logs import Point, read_jsonl
 from nodus.store.restorable import current
 
 if TYPE_CHECKING:
@@ -52,6 +58,8 @@ def collect(store: SnapshotStore, catalog: Any, run: Any) -> list[Series]:
         series.snapshots = [(m.step, _numbers(m.metrics)) for m in own if m.step is not None]
         if own:
             series.curves = _history(store, own[-1])
+        if not series.curves:
+            series.curves = _logged(stage["attempts"])
         for name, value_points in _snapshot_curves(series.snapshots).items():
             series.curves.setdefault(name, value_points)
         series.restarts = _restarts(stage["attempts"])
@@ -109,6 +117,35 @@ def _history(store: SnapshotStore, manifest: Manifest) -> dict[str, list[tuple[i
             if isinstance(step, int) and not name.startswith("train_"):
                 curves.setdefault(name, []).append((step, value))
     return curves
+
+
+def _logged(attempts: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """Per-step curves from what each attempt logged, along the path that led to the last
+    one: an attempt's points replace the earlier ones after the step it restored (all of them
+    when it restored nothing), or from its first point when that is lower."""
+    path: list[Point] = []
+    for index, attempt in enumerate(attempts):
+        mine = _attempt_points(attempt)
+        if index:
+            restored = attempt["restored_step"]
+            cut = min([0 if restored is None else restored + 1, *(step for step, _ in mine)])
+            path = [point for point in path if point[0] < cut]
+        path += mine
+    curves: dict[str, dict[int, float]] = {}
+    for step, values in path:
+        for name, value in _numbers(values).items():
+            curves.setdefault(name, {})[step] = value  # a step logged twice: its last value
+    return {name: sorted(points.items()) for name, points in curves.items()}
+
+
+def _attempt_points(attempt: dict[str, Any]) -> list[Point]:
+    if not attempt.get("log_path"):
+        return []
+    try:
+        with open(attempt_metrics(attempt["log_path"]), encoding="utf-8", errors="replace") as f:
+            return read_jsonl(f)
+    except OSError:
+        return []
 
 
 def _snapshot_curves(points: list[tuple[int, dict[str, float]]]) -> dict[str, list]:

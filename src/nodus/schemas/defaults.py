@@ -157,6 +157,10 @@ anything (nodus.runner.recovery.suspects); the next such failure ends the run.""
 POLL_S = 0.2
 """How often the supervisor looks at the program and its state folder."""
 
+METRICS_READ_S = 2.0
+"""How often a directory-contract program's logs are read on while it trains
+(:mod:`nodus.runner.capture.metrics`); always just before a snapshot, and once at its end."""
+
 LAY_AHEAD_MAX_BYTES = 64 * 1024**2
 """A stage's source and earlier outputs up to this size are laid out for its next attempt while
 an attempt trains (:mod:`nodus.runner.workspace.ahead`), so a recovery need not copy them;

@@ -38,6 +38,7 @@ from nodus.schemas.fields import (
     Memory,
     Name,
     PathList,
+    RelativePath,
     ResumeArgs,
     ResumeFrom,
     SaveEvery,
@@ -129,7 +130,7 @@ def _continuity_input(value: Any) -> Any:
             raise ValueError(
                 "must be 'checkpointed' or 'restartable', or a table with mode, "
                 "resume_on_interruption, checkpoint_paths, checkpoint_complete, "
-                "checkpoint_name and resume_args"
+                "checkpoint_name, resume_args and metrics"
             )
         return {"mode": ContinuityMode(value)}
     return value
@@ -172,6 +173,13 @@ class Continuity(_Model):
         description="Arguments added to the command of an attempt that restored a snapshot, "
         "with {checkpoint} (its path in the working copy) and {step}, e.g. "
         "['--resume_from_checkpoint', '{checkpoint}'] (directory contract).",
+    )
+    metrics: RelativePath | None = Field(
+        None,
+        description="The file or folder in the code folder where the program logs its "
+        "metrics: TensorBoard event files, Lightning's metrics.csv or JSON lines with a step "
+        "(directory contract; omitted = runs/, lightning_logs/, metrics.jsonl and "
+        "state/metrics.jsonl).",
     )
 
 
@@ -382,7 +390,7 @@ class _StageFields(_Model):
     continuity: ContinuityInput = Field(
         None,
         description="A mode string, or a table with mode, resume_on_interruption, "
-        "checkpoint_paths, checkpoint_complete, checkpoint_name and resume_args.",
+        "checkpoint_paths, checkpoint_complete, checkpoint_name, resume_args and metrics.",
     )
     execution: Execution | None = Field(
         None, description="Save cadence, retention and recovery limits."
@@ -456,7 +464,7 @@ def _policy(continuity: Continuity | None) -> dict[str, Any]:
     return table
 
 
-_CONTRACT_KEYS = ("checkpoint_complete", "checkpoint_name", "resume_args")
+_CONTRACT_KEYS = ("checkpoint_complete", "checkpoint_name", "resume_args", "metrics")
 """The ``[continuity]`` keys of the directory contract, kept only where written."""
 
 

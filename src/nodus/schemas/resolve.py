@@ -17,7 +17,8 @@ stage never hides what the workload says. Per field:
   level that sets it, except that a level setting a mode without a flag takes that mode's default
   (``checkpointed`` → true, ``restartable`` → false); ``checkpoint_paths`` from the highest
   level with a non-empty list, else ``["state"]`` — even when the stage sets its own mode;
-  ``checkpoint_complete``, ``checkpoint_name`` and ``resume_args`` key by key (default none).
+  ``checkpoint_complete``, ``checkpoint_name``, ``resume_args`` and ``metrics`` key by key
+  (default none).
 
 Rules that need the resolved values (an integration needs checkpointed continuity and the state
 folder; the directory contract's keys do nothing under ``hf-trainer-v1``) are checked here too;
@@ -264,7 +265,12 @@ def _continuity(layers: Sequence[_StageFields]) -> ResolvedContinuity:
         _pick(tables, "checkpoint_complete", None),
         _pick(tables, "checkpoint_name", None),
         tuple(_pick(tables, "resume_args", None) or ()),
+        _metrics_place(_pick(tables, "metrics", None)),
     )
+
+
+def _metrics_place(place: str | None) -> str | None:
+    return None if place is None else normal_path(place)
 
 
 def _integration_problems(
@@ -313,9 +319,10 @@ def _unused_marker(
     resumes of folders a program writes itself; under ``hf-trainer-v1`` the integration
     publishes every folder whole and resumes the Trainer. ``auto`` may leave a program
     unprepared, and then the first two count; ``resume_args`` would reach a prepared Trainer
-    program too, which the integration resumes itself, so it is refused under both."""
+    program too, which the integration resumes itself, so it is refused under both.
+    ``metrics``, like the first two: the integration records the Trainer's metrics itself."""
     problems = []
-    for key in ("checkpoint_complete", "checkpoint_name", "resume_args"):
+    for key in ("checkpoint_complete", "checkpoint_name", "resume_args", "metrics"):
         value = getattr(continuity, key)
         if not value or (key != "resume_args" and integration is not Integration.HF_TRAINER_V1):
             continue
@@ -326,12 +333,17 @@ def _unused_marker(
             and layer.given("continuity")
             and layer.continuity.given(key)
         )
+        does = (
+            "records the Trainer's logged metrics itself"
+            if key == "metrics"
+            else "publishes each checkpoint whole and resumes the Trainer itself"
+        )
         problems.append(
             Problem(
                 _path_in(prefix, layers, written, f"continuity.{key}"),
                 f"has no effect in stage '{stage}': integration '{integration.value}' "
-                "publishes each checkpoint whole and resumes the Trainer itself; remove it, or "
-                "set it only in stages that write and load their own checkpoints",
+                f"{does}; remove it, or set it only in stages that write and load their own "
+                "checkpoints",
                 value if isinstance(value, str) else list(value),
                 True,
             )

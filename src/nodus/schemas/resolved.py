@@ -21,6 +21,7 @@ class ResolvedContinuity:
     checkpoint_complete: str | None = None  # file written last into each checkpoint folder
     checkpoint_name: str | None = None  # the name that carries the step ("model_{step}.pt")
     resume_args: tuple[str, ...] = ()  # added to a restored attempt's command
+    metrics: str | None = None  # where the program logs its metrics, in the working copy
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class ResolvedWorkload:
                     checkpoint_complete=s["continuity"].get("checkpoint_complete"),
                     checkpoint_name=s["continuity"].get("checkpoint_name"),
                     resume_args=tuple(s["continuity"].get("resume_args") or ()),
+                    metrics=s["continuity"].get("metrics"),
                 ),
                 execution=ResolvedExecution(**s["execution"]),
                 secrets=tuple(s.get("secrets") or ()),  # absent from older runs

@@ -6,6 +6,8 @@ The runner and the program both use these; nothing here imports the runner.
     layouts.py      checkpoint layouts nodus knows, and when a folder of each is complete
     formats.py      whether a checkpoint file's bytes are whole
     step_names.py   the training step a directory-contract program's own names carry
+    metric_logs.py  the metrics a directory-contract program logs: TensorBoard event files,
+                    Lightning's metrics.csv, JSON lines, read on from where each read stopped
     hf/             the hf-trainer-v1 integration (its in-process half in ``hf/inprocess/``)
     methods/        the programs a framework shortcut's generated stages run
 """

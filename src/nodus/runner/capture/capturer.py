@@ -15,6 +15,9 @@ check and none is a temporary file (:mod:`nodus.stages.formats`), and after a de
 nothing changed within the settle window before it. A capture that fails is never a snapshot,
 so it can never be a restore target; a ``checkpoint_incomplete`` event says what failed.
 
+A directory-contract program's snapshots carry the metrics its own logs hold at their step
+(TensorBoard, Lightning's ``metrics.csv``, JSON lines: :mod:`nodus.runner.capture.metrics`).
+
 A selection without ``checkpoint-<step>`` folders (``ckpt.pt``, Accelerate's ``step_N``,
 Lightning's ``*.ckpt``) is captured whole each time it settles in a new form, with the step its
 names carry (:mod:`nodus.stages.step_names`) or else the capture's sequence.
@@ -41,6 +44,7 @@ from nodus._atomic import write_json_atomic
 from nodus.errors import StaleAttemptError, StoreError
 from nodus.protocol import checkpoint_folder, checkpoint_steps
 from nodus.runner.capture.disk_guard import DiskGuard, stored_bytes
+from nodus.runner.capture.metrics import MetricTap
 from nodus.runner.capture.selection import appeared, fingerprint, narrowed
 from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.remote.uploads import Uploads
@@ -121,6 +125,10 @@ class Capturer:
         # With an integration the save records drive captures; the watcher only takes over
         # when the integration reports that it left the program unprepared.
         self.watch_folders = context.stage.integration is None
+        # Such a program's own logs give its snapshots and curves their metrics.
+        self.metrics = MetricTap(
+            ws, context.stage.continuity.metrics, self.watcher.clock, self.event
+        )
 
     # --- triggers ---------------------------------------------------------------------------
 
@@ -129,6 +137,7 @@ class Capturer:
         self.ingest_events()
         self.capture_save_records()
         if self.watch_folders:
+            self.metrics.poll()
             for step in self.watcher.poll():
                 self.capture(step, reason="settled")
             if not self.watcher.folders:
@@ -184,6 +193,8 @@ class Capturer:
         """
         self.ingest_events()
         self.capture_save_records()
+        if self.watch_folders:
+            self.metrics.read(final=True)
         self._said_unsettled()
         steps = [step for step in checkpoint_steps(self.ws.state) if not self._laid_out(step)]
         if self.watch_folders and not steps:
@@ -378,7 +389,7 @@ class Capturer:
             attempt=self.context.attempt,
             step=step,
             epoch=epoch,
-            metrics=metrics or {},
+            metrics=metrics or (self.metrics.at(step) if self.watch_folders else {}),
             role="checkpoint",
         )
         into = self.context.store if self.uploads is None else self.uploads.staging

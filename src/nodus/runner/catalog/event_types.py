@@ -53,6 +53,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "capture_symlink_refused",
     "restore_ignored",
     "capture_unsettled",
+    "metrics_unread",
     "outputs_committed",
     "outputs_failed",
     # upkeep: retention, gc, the registry; the run's record in its store

@@ -14,6 +14,9 @@
                              into place
         cache/               HF_HOME, HF_DATASETS_CACHE, XDG_CACHE_HOME, PIP_CACHE_DIR
         <attempt>/output.log everything the attempt's program printed
+        <attempt>/metrics.jsonl  the metrics its program logged, as nodus read them from its
+                             logs (:mod:`nodus.stages.metric_logs`): the copy is laid out again
+                             for the next attempt, so what the logs held would be gone
         <attempt>/tmp/       TMPDIR; runtime/ is for rebuildable installs, outside the selection
 
 One path and the source's own mtimes (the store restores them) mean nothing path- or
@@ -49,6 +52,14 @@ TMPDIR_MAX = 67
 """Longest TMPDIR given to a program: ``multiprocessing`` binds its sockets at
 ``$TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX`` (32 bytes more), with room to spare under the 107
 bytes an AF_UNIX socket path may have."""
+
+
+METRICS_FILE = "metrics.jsonl"
+
+
+def attempt_metrics(log_path: str) -> str:
+    """Where an attempt's logged metrics are kept: beside its output (``log_path``)."""
+    return os.path.join(os.path.dirname(log_path), METRICS_FILE)
 
 
 @dataclass(frozen=True)
@@ -89,6 +100,10 @@ class Workspace:
     @property
     def log_path(self) -> str:
         return os.path.join(self.attempt_folder, "output.log")
+
+    @property
+    def metrics_path(self) -> str:
+        return attempt_metrics(self.log_path)
 
     @cached_property
     def tmp(self) -> str:

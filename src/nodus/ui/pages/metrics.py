@@ -13,9 +13,17 @@ from nodus.ui.charts import Line, Mark, curve_chart
 from nodus.ui.html import Markup, join, tag
 from nodus.ui.pages.layout import Page, run_href
 
-__all__ = ["MAX_CHARTS", "chosen", "metrics_page"]
+__all__ = ["MAX_CHARTS", "NO_METRICS", "chosen", "metrics_page"]
 
 MAX_CHARTS = 6  # charts a page draws, unless more are always drawn; ?all=1 draws every one
+
+NO_METRICS = (
+    "No metrics logged that nodus can read. It reads TensorBoard event files under runs/ "
+    "or lightning_logs/ (SummaryWriter, Lightning), Lightning's metrics.csv, JSON lines "
+    '({"step": 10, "loss": 0.5}) in metrics.jsonl or state/metrics.jsonl, a Transformers '
+    "Trainer's trainer_state.json, and the file or folder [continuity] metrics names in the "
+    'workload file (docs/recovery.md, "Metrics").'
+)
 
 
 def metrics_page(client: Client, ref: str, other: str | None, every: bool = False) -> Page:
@@ -32,13 +40,9 @@ def metrics_page(client: Client, ref: str, other: str | None, every: bool = Fals
     drawn, left = chosen(names, every)
     charts = [_chart(name, runs, series) for name in drawn]
     if not charts:
+        known = sum(len(s["snapshots"]) for s in series[0])
         charts.append(
-            tag(
-                "p",
-                {"class": "empty"},
-                "No metrics logged: the program writes no trainer_state.json, so only its "
-                f"{sum(len(s['snapshots']) for s in series[0])} snapshot(s) are known.",
-            )
+            tag("p", {"class": "empty"}, f"{NO_METRICS} Only its {known} snapshot(s) are known.")
         )
     href = run_href(runs[0]["id"]) + "/metrics"
     back = tag("p", None, tag("a", {"href": run_href(runs[0]["id"])}, f"← {runs[0]['id']}"))
