@@ -9,7 +9,9 @@ taken while it trained. What must hold, and what each recipe says:
 - nodus's recovery ends exactly where the same program resumed by hand from the same
   checkpoint ends (nodus adds no difference of its own);
 - against an uninterrupted run: equal where the recipe says the program resumes exactly,
-  different where it says it cannot (the program's own reason, which the recipe gives).
+  different where it says it cannot (the program's own reason, which the recipe gives);
+- what the recipe says nodus adds: the program told where to resume, the snapshots at the
+  program's own steps, the metrics it logged.
 """
 
 from __future__ import annotations
@@ -110,6 +112,44 @@ def test_a_recipe_killed_at_random_continues_as_the_program_resumed_by_hand(
     assert by_hand.start([*command[2:], *told]).result() == recovered
 
     assert (uninterrupted.result() == recovered) is recipe.exact
+    ADDS[recipe.name](project, run_id, restored, _resumed(log))
+
+
+def _resumed(log: Path) -> str:
+    """What the recovered program said it resumed from (its one ``resume …`` line)."""
+    (line,) = [line for line in log.read_text().splitlines() if line.split()[1] == "resume"]
+    return line.split(" ", 2)[2]
+
+
+def _snapshots(project, run_id: str) -> list[dict]:
+    listed = project.nodus("runs", "snapshots", run_id, "--json")
+    assert listed.returncode == 0, listed.stderr
+    return json.loads(listed.stdout)
+
+
+def _told_its_step(project, run_id, restored, resumed) -> None:
+    """The restored attempt was handed the folder of the restored snapshot's step."""
+    assert resumed.endswith(f"step_{restored['restored_step']} step={restored['restored_step']}")
+
+
+def _lightning(project, run_id, restored, resumed) -> None:
+    """Snapshots at Lightning's global step and epoch, with the loss its logger wrote."""
+    assert resumed == f"last.ckpt step={restored['restored_step']}"
+    rows = _snapshots(project, run_id)
+    assert rows and all(row["epoch"] is not None for row in rows), rows
+    assert all("train_loss" in row["metrics"] for row in rows), rows
+
+
+def _nanogpt(project, run_id, restored, resumed) -> None:
+    assert resumed.startswith("iter_num=")
+
+
+ADDS = {
+    "nanogpt": _nanogpt,
+    "clm-no-trainer": _told_its_step,
+    "accelerate-checkpointing": _told_its_step,
+    "lightning": _lightning,
+}
 
 
 class _Program:

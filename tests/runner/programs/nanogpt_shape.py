@@ -2,7 +2,7 @@
 
     python nanogpt_shape.py [--init_from=scratch|resume] [--out_dir=out] [--max_iters=60]
                             [--eval_interval=5] [--always_save_checkpoint=True]
-                            [--log=PATH] [--sleep=0.0] [--gate=PATH] [--tensorboard=DIR]
+                            [--log=PATH] [--sleep=0.0] [--gate=PATH]
 
 Its save and resume paths are nanoGPT's: settings as ``--key=value`` overrides of module-level
 defaults (nanoGPT's configurator); ``torch.manual_seed(1337)`` at every start; batches drawn
@@ -19,8 +19,7 @@ The model is a bigram table over a synthetic corpus (a fixed generator, not the 
 For tests only (each also from ``$TEST_LOG``, ``$TEST_SLEEP``, ``$TEST_GATE``): every save and
 resume is appended to ``--log`` as ``<pid> <event>`` (``resume iter_num=<n>``, ``start fresh``,
 ``save-begin``/``save-end <path> iter_num=<n>``, ``done``); ``--sleep`` slows each iteration
-until ``--gate`` exists; ``--tensorboard=DIR`` logs the training loss with torch's
-``SummaryWriter`` there; ``out_dir/result.json`` (or ``$TEST_RESULT``) holds ``{"iter_num",
+until ``--gate`` exists; ``out_dir/result.json`` (or ``$TEST_RESULT``) holds ``{"iter_num",
 "digest"}`` at the end.
 """
 
@@ -52,7 +51,6 @@ learning_rate = 1e-2
 log = os.environ.get("TEST_LOG", "")
 sleep = float(os.environ.get("TEST_SLEEP", "0"))
 gate = os.environ.get("TEST_GATE", "")
-tensorboard = ""
 
 
 def configure(argv: list[str]) -> None:
@@ -148,11 +146,6 @@ def main() -> int:
     if init_from == "resume":
         optimizer.load_state_dict(checkpoint["optimizer"])
         checkpoint = None
-    writer = None
-    if tensorboard:
-        from torch.utils.tensorboard import SummaryWriter
-
-        writer = SummaryWriter(tensorboard)
     x, y = get_batch(data, "train")
     while True:
         if iter_num % eval_interval == 0:
@@ -179,9 +172,6 @@ def main() -> int:
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if writer is not None:
-            writer.add_scalar("train/loss", loss.item(), iter_num)
-            writer.flush()
         iter_num += 1
         if iter_num > max_iters:
             break
