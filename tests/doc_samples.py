@@ -6,6 +6,11 @@ output, in order. In a sample, ``…`` stands for any text, and ids and numbers 
 number (a sample's run ids, pids and steps are one run's); runs of spaces count as one, so a
 table's column widths may differ. ``tests/test_docs_samples.py`` checks that every marked sample
 is checked by some test.
+
+A recipe's workload file is marked ``<!-- recipe NAME -->`` on the line above its ``toml``
+fence; :func:`recipe` gives its text to the test that runs it as written
+(``tests/runner/test_recipes.py``), and ``tests/test_docs_samples.py`` checks that every marked
+recipe is run by some test.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 MARKER = re.compile(r"<!-- sample ([\w-]+) -->\s*\n\s*```\w*\n(.*?)```", re.S)
+RECIPE = re.compile(r"<!-- recipe ([\w-]+) -->\s*\n\s*```toml\n(.*?)```", re.S)
 _ANY = re.compile(r"(?:ckpt|run)_[0-9a-f]*…?|…|\d+(?:\.\d+)?")
 
 
@@ -26,6 +32,21 @@ def samples() -> dict[str, tuple[str, str]]:
             assert name not in found, f"sample {name!r} is marked twice"
             found[name] = (page.name, text)
     return found
+
+
+def recipes() -> dict[str, str]:
+    """{name: workload text} of every marked recipe."""
+    found: dict[str, str] = {}
+    for page in sorted(DOCS.glob("*.md")):
+        for name, text in RECIPE.findall(page.read_text()):
+            assert name not in found, f"recipe {name!r} is marked twice"
+            found[name] = text
+    return found
+
+
+def recipe(name: str) -> str:
+    """The workload file of the recipe ``name``, as the docs give it."""
+    return recipes()[name]
 
 
 def check(name: str, real: str) -> None:

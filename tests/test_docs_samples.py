@@ -22,6 +22,15 @@ def test_every_marked_sample_is_checked_by_a_test():
     assert called <= marked, f"no such sample: {sorted(called - marked)}"
 
 
+def test_every_marked_recipe_is_run_by_a_test():
+    run = set()
+    for path in TESTS.rglob("*.py"):
+        run |= set(re.findall(r"recipe\(\s*\"([\w-]+)\"", path.read_text()))
+    marked = set(doc_samples.recipes())
+    assert marked and marked <= run, f"run by no test: {sorted(marked - run)}"
+    assert run <= marked, f"no such recipe: {sorted(run - marked)}"
+
+
 def test_the_refusal_sample_is_what_validate_prints(tmp_path):
     (tmp_path / "code").mkdir()
     (tmp_path / "workload.toml").write_text(

@@ -1,6 +1,7 @@
 """A PyTorch Lightning run that checkpoints with ModelCheckpoint and resumes with ckpt_path="last".
 
     python lightning_ckpt.py --steps 40 --save-every 7 --log PATH [--sleep 0.0] [--gate PATH]
+                             [--usual]
 
 The usual Lightning script: a LightningModule (one ``nn.Linear``, AdamW), ``seed_everything(0)``,
 ``Trainer(max_steps=--steps, deterministic=True, ...)`` with a ``ModelCheckpoint(dirpath=
@@ -16,10 +17,19 @@ Saves may land mid-epoch: the loader is a DataLoader with ``state_dict``/``load_
 skips the batches the interrupted one had consumed instead of restarting the epoch. Lightning
 does not checkpoint the global RNG, so training draws nothing from it.
 
-Every resume and save is appended to ``--log`` as ``<pid> <event>``: ``resume <file> step=<n>``
-or ``start fresh``, ``save-begin <file> step=<n>`` and ``save-end <file> step=<n>`` (once for the
-``epoch=...`` file, once for ``last.ckpt``), ``done``. At the end ``out/result.json`` holds
-``{"step", "digest"}``, a SHA-256 of the parameters and the optimizer state.
+``--usual`` (or ``$TEST_USUAL=1``) makes it the script most people write instead: a plain
+shuffled ``DataLoader`` and Lightning's default logger (``lightning_logs/version_<n>/``:
+TensorBoard event files where ``tensorboard`` is installed, else ``metrics.csv``) with the loss
+logged every step. A plain loader has no state to save, so a resumed run draws its epoch's order
+again from the RNG ``seed_everything`` seeded at start (Lightning checkpoints no RNG), and
+gives other batches than an uninterrupted run's epoch would.
+
+``--log``, ``--sleep`` and ``--gate`` default to ``$TEST_LOG``, ``$TEST_SLEEP``, ``$TEST_GATE``,
+and ``$TEST_RESULT`` names the result file. Every resume and save is appended to ``--log`` as
+``<pid> <event>``: ``resume <file> step=<n>`` or ``start fresh``, ``save-begin <file> step=<n>``
+and ``save-end <file> step=<n>`` (once for the ``epoch=...`` file, once for ``last.ckpt``),
+``done``. At the end ``out/result.json`` holds ``{"step", "digest"}``, a SHA-256 of the
+parameters and the optimizer state.
 """
 
 from __future__ import annotations
@@ -80,7 +90,10 @@ class Regression(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         inputs, targets = batch
-        return (self.layer(inputs) - targets).pow(2).mean()
+        loss = (self.layer(inputs) - targets).pow(2).mean()
+        if self.trainer.logger is not None:
+            self.log("train_loss", loss)
+        return loss
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=1e-2, weight_decay=0.01)
@@ -121,10 +134,12 @@ class LoggedCheckpoint(ModelCheckpoint):
         self.event(f"save-end {name} step={step}")
 
 
-def make_loader() -> ResumableLoader:
+def make_loader(usual: bool) -> DataLoader:
     data = torch.Generator().manual_seed(1)
     inputs = torch.randn(SAMPLES, FEATURES, generator=data)
     targets = inputs @ torch.randn(FEATURES, FEATURES, generator=data)
+    if usual:
+        return DataLoader(TensorDataset(inputs, targets), batch_size=BATCH, shuffle=True)
     return ResumableLoader(TensorDataset(inputs, targets), batch_size=BATCH, shuffle=False)
 
 
@@ -161,10 +176,22 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40, help="total optimizer steps")
     parser.add_argument("--save-every", type=int, default=7)
-    parser.add_argument("--log", default=None, help="file to append '<pid> <event>' lines to")
-    parser.add_argument("--sleep", type=float, default=0.0, help="seconds slept per step")
-    parser.add_argument("--gate", default=None, help="no more sleeping once this file exists")
-    return parser.parse_args()
+    parser.add_argument(
+        "--log", default=os.environ.get("TEST_LOG"), help="file to append '<pid> <event>' lines to"
+    )
+    parser.add_argument(
+        "--sleep",
+        type=float,
+        default=float(os.environ.get("TEST_SLEEP", "0")),
+        help="seconds slept per step",
+    )
+    parser.add_argument(
+        "--gate", default=os.environ.get("TEST_GATE"), help="no more sleeping once this file exists"
+    )
+    parser.add_argument("--usual", action="store_true", help="a shuffled loader, a logger")
+    args = parser.parse_args()
+    args.usual = args.usual or os.environ.get("TEST_USUAL") == "1"
+    return args
 
 
 def main() -> int:
@@ -186,15 +213,16 @@ def main() -> int:
         deterministic=True,
         accelerator="cpu",
         devices=1,
-        logger=False,
+        logger=args.usual,
+        log_every_n_steps=1,
         enable_progress_bar=False,
         enable_model_summary=False,
         callbacks=[checkpoint, Sleep(args.sleep, args.gate)],
     )
     model = Regression()
-    trainer.fit(model, train_dataloaders=make_loader(), ckpt_path="last")
+    trainer.fit(model, train_dataloaders=make_loader(args.usual), ckpt_path="last")
     os.makedirs("out", exist_ok=True)
-    with open(os.path.join("out", "result.json"), "w") as handle:
+    with open(os.environ.get("TEST_RESULT") or os.path.join("out", "result.json"), "w") as handle:
         result = digest(model, trainer.optimizers[0])
         json.dump({"step": trainer.global_step, "digest": result}, handle)
     log("done")

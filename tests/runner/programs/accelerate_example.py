@@ -1,0 +1,179 @@
+"""A training script in the shape of the Transformers example ``run_clm_no_trainer.py`` and of
+Accelerate's ``examples/by_feature/checkpointing.py`` (the first was written from the second).
+
+    python accelerate_example.py --output_dir out --checkpointing_steps 5 [--num_train_epochs 3]
+                                 [--resume_from_checkpoint FOLDER] [--with_tracking] [--seed 42]
+                                 [--log PATH] [--sleep 0.0] [--gate PATH]
+
+Its save and resume paths are theirs: ``set_seed(seed)`` at start; a causal language model
+(a tiny GPT-2 built from a config, dropout on) and a shuffled ``DataLoader`` through
+``accelerator.prepare``; ``accelerator.save_state("<output_dir>/step_<n>")`` every
+``--checkpointing_steps`` optimizer steps (or ``epoch_<e>`` with ``epoch``); with
+``--resume_from_checkpoint FOLDER``, ``accelerator.load_state(FOLDER)``, the step read back from
+the folder's name, the epoch it falls in started again and its first batches skipped
+(``accelerator.skip_first_batches``); at the end ``save_pretrained(output_dir)``. With
+``--with_tracking`` the loss of each epoch goes to Accelerate's TensorBoard tracker under
+``output_dir``. ``load_state`` puts back the RNG states as they were at the save, mid-epoch, and
+the resumed epoch's order is drawn from them: not the order the uninterrupted run drew at the
+start of that epoch.
+
+For tests only (each also from ``$TEST_LOG``, ``$TEST_SLEEP``, ``$TEST_GATE``): every save and
+resume is appended to ``--log`` as ``<pid> <event>`` (``resume <folder> step=<n>``, ``start
+fresh``, ``save-begin``/``save-end <folder> step=<n>``, ``done``); ``--sleep`` slows each step
+until ``--gate`` exists; ``output_dir/result.json`` (or ``$TEST_RESULT``) holds ``{"step",
+"digest"}`` of the weights at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch.utils.data import DataLoader
+from transformers import GPT2Config, GPT2LMHeadModel, default_data_collator, get_scheduler
+
+BLOCK = 8
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output_dir", default="out")
+    parser.add_argument("--checkpointing_steps", default=None)
+    parser.add_argument("--resume_from_checkpoint", default=None)
+    parser.add_argument("--num_train_epochs", type=int, default=3)
+    parser.add_argument("--per_device_train_batch_size", type=int, default=4)
+    parser.add_argument("--learning_rate", type=float, default=5e-3)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--with_tracking", action="store_true")
+    parser.add_argument("--log", default=os.environ.get("TEST_LOG"))
+    parser.add_argument("--sleep", type=float, default=float(os.environ.get("TEST_SLEEP", "0")))
+    parser.add_argument("--gate", default=os.environ.get("TEST_GATE"))
+    # The real scripts' model and dataset arguments are taken and left unused: the model is
+    # built from a config and the corpus is synthetic (no hub downloads).
+    for name in ("--model_name_or_path", "--dataset_name", "--dataset_config_name"):
+        parser.add_argument(name, default=None)
+    return parser.parse_args()
+
+
+def dataset() -> list[dict[str, torch.Tensor]]:
+    """Blocks of a synthetic corpus (a fixed generator: the same whatever the seed)."""
+    fixed = torch.Generator().manual_seed(0)
+    tokens = torch.randint(64, (48 * BLOCK,), generator=fixed)
+    return [
+        {"input_ids": block, "labels": block.clone()} for block in tokens.view(-1, BLOCK).unbind()
+    ]
+
+
+def main() -> int:
+    args = parse_args()
+    torch.set_num_threads(1)
+
+    def note(event: str) -> None:
+        if args.log:
+            with open(args.log, "a") as handle:
+                handle.write(f"{os.getpid()} {event}\n")
+        print(f"accelerate_example: {event}", flush=True)
+
+    tracking = {"log_with": "tensorboard", "project_dir": args.output_dir}
+    accelerator = Accelerator(**(tracking if args.with_tracking else {}))
+    set_seed(args.seed)
+    config = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=BLOCK)
+    model = GPT2LMHeadModel(config)
+    train_dataloader = DataLoader(
+        dataset(),
+        shuffle=True,
+        collate_fn=default_data_collator,
+        batch_size=args.per_device_train_batch_size,
+    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+    steps_per_epoch = len(train_dataloader)
+    max_train_steps = args.num_train_epochs * steps_per_epoch
+    lr_scheduler = get_scheduler(
+        "linear", optimizer=optimizer, num_warmup_steps=0, num_training_steps=max_train_steps
+    )
+    model, optimizer, train_dataloader, lr_scheduler = accelerator.prepare(
+        model, optimizer, train_dataloader, lr_scheduler
+    )
+    checkpointing_steps = args.checkpointing_steps
+    if checkpointing_steps is not None and checkpointing_steps.isdigit():
+        checkpointing_steps = int(checkpointing_steps)
+    if args.with_tracking:
+        accelerator.init_trackers("clm_no_trainer", {"seed": args.seed})
+
+    completed_steps, starting_epoch, resume_step = 0, 0, None
+    if args.resume_from_checkpoint:
+        accelerator.load_state(args.resume_from_checkpoint)
+        name = os.path.basename(args.resume_from_checkpoint.rstrip("/"))
+        if "epoch" in name:
+            starting_epoch = int(name.replace("epoch_", "")) + 1
+            completed_steps = starting_epoch * steps_per_epoch
+        else:
+            resume_step = int(name.replace("step_", ""))
+            starting_epoch = resume_step // steps_per_epoch
+            completed_steps = resume_step
+            resume_step -= starting_epoch * steps_per_epoch
+        note(f"resume {args.resume_from_checkpoint} step={completed_steps}")
+    else:
+        note("start fresh")
+
+    def save(folder: str) -> None:
+        path = os.path.join(args.output_dir, folder)
+        note(f"save-begin {path} step={completed_steps}")
+        accelerator.save_state(path)
+        note(f"save-end {path} step={completed_steps}")
+
+    for epoch in range(starting_epoch, args.num_train_epochs):
+        model.train()
+        total_loss = 0.0
+        if epoch == starting_epoch and resume_step is not None:
+            active_dataloader = accelerator.skip_first_batches(train_dataloader, resume_step)
+        else:
+            active_dataloader = train_dataloader
+        for batch in active_dataloader:
+            if not (args.gate and os.path.exists(args.gate)):
+                time.sleep(args.sleep)
+            outputs = model(**batch)
+            total_loss += outputs.loss.item()
+            accelerator.backward(outputs.loss)
+            optimizer.step()
+            lr_scheduler.step()
+            optimizer.zero_grad()
+            completed_steps += 1
+            if isinstance(checkpointing_steps, int) and completed_steps % checkpointing_steps == 0:
+                save(f"step_{completed_steps}")
+            if completed_steps >= max_train_steps:
+                break
+        if args.with_tracking:
+            accelerator.log(
+                {"train_loss": total_loss / steps_per_epoch, "epoch": epoch},
+                step=completed_steps,
+            )
+        if checkpointing_steps == "epoch":
+            save(f"epoch_{epoch}")
+
+    accelerator.end_training()
+    accelerator.wait_for_everyone()
+    unwrapped = accelerator.unwrap_model(model)
+    unwrapped.save_pretrained(args.output_dir, safe_serialization=True)
+    hasher = hashlib.sha256()
+    for name, tensor in unwrapped.state_dict().items():
+        hasher.update(name.encode())
+        hasher.update(tensor.contiguous().numpy().tobytes())
+    result = os.environ.get("TEST_RESULT") or os.path.join(args.output_dir, "result.json")
+    with open(result, "w") as handle:
+        json.dump({"step": completed_steps, "digest": hasher.hexdigest()}, handle)
+    note("done")
+    assert math.isfinite(total_loss)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
