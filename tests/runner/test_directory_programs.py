@@ -602,14 +602,14 @@ def test_run_clm_no_trainer_step_folders_killed_right_after_a_save_resume_from_t
     GPT-2, resumed with ``--resume_from_checkpoint``. Its model download is that step's
     weights alone (the folder holds no config: the example writes one only at the end)."""
     args = ["--max_train_steps", "20", "--checkpointing_steps", "5", "--sleep", "0.6"]
-    args += ["--output_dir", "lm"]
+    args += ["--output_dir", "lm", "--exact"]
     continuity = (
         'checkpoint_paths = ["lm"]\nresume_args = ["--resume_from_checkpoint", "{checkpoint}"]'
     )
     step, run_id, log = killed_right_after_a_save(
         project,
         tmp_path,
-        "accelerate_lm.py",
+        "accelerate_example.py",
         args,
         continuity,
         after=lambda run_id: settled_commits(project, run_id),
@@ -636,7 +636,7 @@ def test_model_download_of_step_folders_is_that_steps_model_and_loads(project, t
 
     args = ["--max_train_steps", "15", "--checkpointing_steps", "5", "--sleep", "0.3"]
     args += ["--output_dir", "lm", "--save", "pretrained"]
-    shutil.copy(PROGRAMS / "accelerate_lm.py", project.root / "train.py")
+    shutil.copy(PROGRAMS / "accelerate_example.py", project.root / "train.py")
     project.write(
         command=[sys.executable, "train.py", *args],
         body='[continuity]\ncheckpoint_paths = ["lm"]\n',

@@ -141,7 +141,12 @@ def _lightning(project, run_id, restored, resumed) -> None:
 
 
 def _nanogpt(project, run_id, restored, resumed) -> None:
-    assert resumed.startswith("iter_num=")
+    """Snapshots at the ``iter_num`` inside ``ckpt.pt``; the save made again at once after the
+    resume is the restored step, not a new one."""
+    assert resumed == f"iter_num={restored['restored_step']}"
+    rows = _snapshots(project, run_id)
+    assert rows and all(row["step_source"] == "checkpoint" for row in rows), rows
+    assert all(row["step"] % 5 == 0 for row in rows), rows  # --eval_interval=5
 
 
 ADDS = {

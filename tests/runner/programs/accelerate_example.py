@@ -2,8 +2,9 @@
 Accelerate's ``examples/by_feature/checkpointing.py`` (the first was written from the second).
 
     python accelerate_example.py --output_dir out --checkpointing_steps 5 [--num_train_epochs 3]
-                                 [--resume_from_checkpoint FOLDER] [--with_tracking] [--seed 42]
-                                 [--log PATH] [--sleep 0.0] [--gate PATH]
+                                 [--max_train_steps N] [--resume_from_checkpoint FOLDER]
+                                 [--with_tracking] [--seed 42] [--log PATH] [--sleep 0.0]
+                                 [--gate PATH] [--exact] [--save state|pretrained]
 
 Its save and resume paths are theirs: ``set_seed(seed)`` at start; a causal language model
 (a tiny GPT-2 built from a config, dropout on) and a shuffled ``DataLoader`` through
@@ -17,10 +18,14 @@ the folder's name, the epoch it falls in started again and its first batches ski
 the resumed epoch's order is drawn from them: not the order the uninterrupted run drew at the
 start of that epoch.
 
-For tests only (each also from ``$TEST_LOG``, ``$TEST_SLEEP``, ``$TEST_GATE``): every save and
+For tests only, ``--exact`` takes the shuffle and the dropout away, so that a resume ends exactly
+as an uninterrupted run (what a test of nodus's own losses needs), and ``--save pretrained``
+saves each ``step_<n>`` with ``save_pretrained`` (config and weights) and the optimizer's state
+in ``optimizer.pt`` instead, as a loop that keeps loadable models does (it does not resume).
+Also for tests only (each also from ``$TEST_LOG``, ``$TEST_SLEEP``, ``$TEST_GATE``): every save and
 resume is appended to ``--log`` as ``<pid> <event>`` (``resume <folder> step=<n>``, ``start
 fresh``, ``save-begin``/``save-end <folder> step=<n>``, ``done``); ``--sleep`` slows each step
-until ``--gate`` exists; ``output_dir/result.json`` (or ``$TEST_RESULT``) holds ``{"step",
+until ``--gate`` exists; ``out/result.json`` (or ``$TEST_RESULT``) holds ``{"step",
 "digest"}`` of the weights at the end.
 """
 
@@ -49,10 +54,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--checkpointing_steps", default=None)
     parser.add_argument("--resume_from_checkpoint", default=None)
     parser.add_argument("--num_train_epochs", type=int, default=3)
+    parser.add_argument("--max_train_steps", type=int, default=None)
     parser.add_argument("--per_device_train_batch_size", type=int, default=4)
     parser.add_argument("--learning_rate", type=float, default=5e-3)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--with_tracking", action="store_true")
+    parser.add_argument("--exact", action="store_true")
+    parser.add_argument("--save", choices=["state", "pretrained"], default="state")
     parser.add_argument("--log", default=os.environ.get("TEST_LOG"))
     parser.add_argument("--sleep", type=float, default=float(os.environ.get("TEST_SLEEP", "0")))
     parser.add_argument("--gate", default=os.environ.get("TEST_GATE"))
@@ -86,16 +94,19 @@ def main() -> int:
     accelerator = Accelerator(**(tracking if args.with_tracking else {}))
     set_seed(args.seed)
     config = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=BLOCK)
+    if args.exact:
+        config.resid_pdrop = config.embd_pdrop = config.attn_pdrop = 0.0
     model = GPT2LMHeadModel(config)
     train_dataloader = DataLoader(
         dataset(),
-        shuffle=True,
+        shuffle=not args.exact,
         collate_fn=default_data_collator,
         batch_size=args.per_device_train_batch_size,
     )
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
     steps_per_epoch = len(train_dataloader)
-    max_train_steps = args.num_train_epochs * steps_per_epoch
+    max_train_steps = args.max_train_steps or args.num_train_epochs * steps_per_epoch
+    num_train_epochs = -(-max_train_steps // steps_per_epoch)
     lr_scheduler = get_scheduler(
         "linear", optimizer=optimizer, num_warmup_steps=0, num_training_steps=max_train_steps
     )
@@ -127,10 +138,14 @@ def main() -> int:
     def save(folder: str) -> None:
         path = os.path.join(args.output_dir, folder)
         note(f"save-begin {path} step={completed_steps}")
-        accelerator.save_state(path)
+        if args.save == "state":
+            accelerator.save_state(path)
+        else:
+            accelerator.unwrap_model(model).save_pretrained(path)
+            torch.save(optimizer.state_dict(), os.path.join(path, "optimizer.pt"))
         note(f"save-end {path} step={completed_steps}")
 
-    for epoch in range(starting_epoch, args.num_train_epochs):
+    for epoch in range(starting_epoch, num_train_epochs):
         model.train()
         total_loss = 0.0
         if epoch == starting_epoch and resume_step is not None:
@@ -167,7 +182,8 @@ def main() -> int:
     for name, tensor in unwrapped.state_dict().items():
         hasher.update(name.encode())
         hasher.update(tensor.contiguous().numpy().tobytes())
-    result = os.environ.get("TEST_RESULT") or os.path.join(args.output_dir, "result.json")
+    result = os.environ.get("TEST_RESULT") or os.path.join("out", "result.json")
+    os.makedirs(os.path.dirname(result), exist_ok=True)
     with open(result, "w") as handle:
         json.dump({"step": completed_steps, "digest": hasher.hexdigest()}, handle)
     note("done")
