@@ -138,9 +138,10 @@ def test_where_a_continued_stage_starts(checkpointed, committed, restorable, par
 
 
 def test_each_start_is_said_in_words():
-    assert start_line(Start.SNAPSHOT, "main", 40) == (
+    assert start_line(Start.SNAPSHOT, "main", "step 40") == (
         "stage 'main' continues from its newest snapshot (step 40)"
     )
+    assert start_line(Start.SNAPSHOT, "main", "capture 3").endswith("(capture 3)")
     assert "from the beginning: it committed no snapshot" in start_line(Start.BEGINNING, "main")
     assert "fails rather than start again" in start_line(Start.LOST, "main")
     assert "restartable" in start_line(Start.RESTART, "main")

@@ -55,6 +55,7 @@ from nodus.runner.upkeep.lineage import Parent, inherited_stages
 from nodus.runner.workspace.launch import stored
 from nodus.schemas.defaults import BACKEND_RAY
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
+from nodus.store.manifest import step_label
 from nodus.store.restorable import holds_training_state, newest_first
 
 
@@ -345,10 +346,11 @@ class Runner:
 
 def where_it_starts(
     store: Any, run_id: str, stage: ResolvedStage, parent: Parent | None
-) -> tuple[continuing.Start, int | None, int]:
+) -> tuple[continuing.Start, str | None, int]:
     """Where ``stage`` of ``run_id`` continues (:func:`continuing.start_point` over what it
-    committed), the step of its newest restorable snapshot, and how many snapshots holding
-    files it committed. ``parent``: the run's parent when this stage continues it."""
+    committed), its newest restorable snapshot's step as said (``step 40``, ``capture 3``),
+    and how many snapshots holding files it committed. ``parent``: the run's parent when this
+    stage continues it."""
     # An empty capture (the program exited before writing anything) is no progress.
     manifests = [m for m in store.list(run=run_id, stage=stage.name) if m.files]
     newest = newest_first(manifests)
@@ -358,7 +360,8 @@ def where_it_starts(
         restorable=len(newest),
         continues_parent=parent is not None,
     )
-    return start, newest[0].step if newest else None, len(manifests)
+    at = step_label(newest[0].step, newest[0].counted) if newest else None
+    return start, at, len(manifests)
 
 
 def _status(phase: Phase) -> int:

@@ -173,12 +173,13 @@ def start_point(
     return Start.LOST if committed else Start.BEGINNING
 
 
-def start_line(start: Start, stage: str, step: int | None = None) -> str:
-    """The words for ``start``, said when a run is continued."""
+def start_line(start: Start, stage: str, at: str | None = None) -> str:
+    """The words for ``start``, said when a run is continued; ``at``: the newest snapshot's
+    step as said (``step 40``, or ``capture 3`` where the program records no step)."""
     if start is Start.RESTART:
         return f"stage {stage!r} starts again from its source (continuity mode restartable)"
     if start is Start.SNAPSHOT:
-        return f"stage {stage!r} continues from its newest snapshot (step {step})"
+        return f"stage {stage!r} continues from its newest snapshot ({at})"
     if start is Start.PARENT:
         return f"stage {stage!r} starts from the snapshot of the run it continues"
     if start is Start.BEGINNING:

@@ -327,8 +327,8 @@ def _start_note(run: Run, step: int | None = None) -> str | None:
     stage = next(s for s in ResolvedWorkload.from_dict(run.workload).stages if s.name == name)
     parent = Parent.from_dict(run.parent)
     inherited = parent if parent is not None and parent.stage == name else None
-    start, step, _ = where_it_starts(open_run_store(run.store), run.id, stage, inherited)
-    return continuing.start_line(start, name, step)
+    start, at, _ = where_it_starts(open_run_store(run.store), run.id, stage, inherited)
+    return continuing.start_line(start, name, at)
 
 
 def _claimed(
