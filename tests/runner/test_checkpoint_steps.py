@@ -267,6 +267,20 @@ def test_without_a_step_anywhere_captures_are_counted_and_said_so(setup, no_sett
     assert [(d["step"], d.get("counted")) for d in committed] == [(1, True), (2, True)]
 
 
+def test_a_counted_snapshot_carries_the_newest_logged_metrics(setup, no_settling):
+    """A capture's count says nothing of the logs' steps: the snapshot carries the newest value
+    of each name the program logged, not those logged at steps up to its count."""
+    catalog, run_id, store, ws = setup
+    capture = _selection(setup)
+    with open(os.path.join(ws.copy, "metrics.jsonl"), "w") as log:
+        log.write('{"step": 1, "loss": 9.0}\n{"step": 300, "loss": 0.5}\n')
+    _save(ws, {"model": _MODEL})
+    _poll(capture)
+    (snapshot,) = store.list(run=run_id)
+    assert snapshot.counted and snapshot.step == 1
+    assert snapshot.metrics == {"loss": 0.5}
+
+
 def _restored(setup, first_id, step):
     catalog, run_id, store, ws = setup
     number = catalog.start_attempt(run_id, "main")

@@ -55,7 +55,10 @@ def collect(store: SnapshotStore, catalog: Any, run: Any) -> list[Series]:
     for stage in run.stages:
         series = Series(stage["name"])
         own = [m for m in manifests if m.stage == stage["name"]]
-        series.snapshots = [(m.step, _numbers(m.metrics)) for m in own if m.step is not None]
+        # A snapshot numbered by its capture's count has no place on the steps' axis.
+        series.snapshots = [
+            (m.step, _numbers(m.metrics)) for m in own if m.step is not None and not m.counted
+        ]
         if own:
             series.curves = _history(store, own[-1])
         if not series.curves:

@@ -448,7 +448,7 @@ class Capturer:
             attempt=self.context.attempt,
             step=step,
             epoch=epoch,
-            metrics=metrics or (self.metrics.at(step) if self.watch_folders else {}),
+            metrics=metrics or (self._logged(step, step_source) if self.watch_folders else {}),
             role="checkpoint",
             step_source=step_source,
         )
@@ -473,6 +473,11 @@ class Capturer:
         except (StoreError, OSError) as error:
             self.event("capture_failed", {"step": step, "reason": reason, "error": str(error)})
             return None
+
+    def _logged(self, step: int, step_source: str | None) -> dict[str, float]:
+        """The metrics the program's own logs hold for a snapshot at ``step``: at or before
+        it, or the newest ones where ``step`` is the capture's count."""
+        return self.metrics.at(None if step_source == COUNTED else step)
 
     def _committed(self, manifest: Manifest, step: int, state: tuple, reason: str) -> str:
         """What follows a commit: the run's record of it, retention, the program's notice."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -71,8 +72,9 @@ class MetricTap:
                 self._unkept = True
                 self._event("metrics_unread", {"why": f"not kept in {self.path}: {error}"})
 
-    def at(self, step: int) -> dict[str, float]:
+    def at(self, step: int | None) -> dict[str, float]:
         """What a snapshot at ``step`` carries: the logs read now, the last value of each
-        name logged at or before it."""
+        name logged at or before it. ``None``: a snapshot numbered by its capture's count,
+        whose step says nothing of the logs' steps: the last value of each name logged."""
         self.read()
-        return at_step(self.points, step)
+        return at_step(self.points, sys.maxsize if step is None else step)
