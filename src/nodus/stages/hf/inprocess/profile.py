@@ -12,6 +12,7 @@ with.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -273,14 +274,18 @@ def _collator(trainer, collator: Any) -> list[Finding]:
     if collator is None or collator is library.default_data_collator:
         return []
     kind = type(collator)
+    if _trl_collator(trainer, collator):
+        return [Uses(extensions.TRL, f"TRL's {kind.__name__}")]
     admitted = kind is library.DataCollatorWithPadding or (
         kind.__name__ in RANDOM_OR_PADDING_COLLATORS
         and getattr(library, kind.__name__, None) is kind
     )
     if not admitted:
         return [
-            f"custom data collator ({_name(collator)}); v1 needs the library's default: none, "
-            "default_data_collator or DataCollatorWithPadding of the Trainer's tokenizer"
+            f"custom data collator ({_name(collator)}) of "
+            f"{getattr(collator, '__module__', None) or kind.__module__}; v1 needs the "
+            "library's default: none, default_data_collator or DataCollatorWithPadding of the "
+            "Trainer's tokenizer (with the 'trl' extension: TRL's own, for its trainer)"
         ]
     if trainer.processing_class is None or collator.tokenizer is not trainer.processing_class:
         return [
@@ -305,19 +310,55 @@ def _callbacks(trainer, given) -> list[str]:
     )
 
 
-def _plain_trainer(trainer, given) -> list[str]:
+def _plain_trainer(trainer, given) -> list[Finding]:
     from transformers import Trainer
 
-    reasons = []
-    if type(trainer) is not Trainer:
+    reasons: list[Finding] = []
+    kind = type(trainer)
+    if is_trl_trainer(kind):
+        reasons.append(Uses(extensions.TRL, f"TRL's {kind.__name__}"))
+        if getattr(trainer.args, "sync_ref_model", False):
+            reasons.append(
+                "sync_ref_model=True: not supported yet (the reference model it updates is in "
+                "no checkpoint, so a resume would score against another reference)"
+            )
+    elif kind is not Trainer:
         reasons.append(
-            f"Trainer subclass {type(trainer).__module__}.{type(trainer).__qualname__}; "
-            "v1 needs the plain transformers.Trainer (TRL and custom trainers need "
-            "separate qualification)"
+            f"Trainer subclass {kind.__module__}.{kind.__qualname__}; v1 needs the plain "
+            "transformers.Trainer, or exactly TRL's SFTTrainer or DPOTrainer (the 'trl' extension)"
         )
     if given.get("compute_loss_func") is not None:
         reasons.append("custom loss (compute_loss_func); v1 needs the model's own loss")
     return reasons
+
+
+TRL_TRAINERS = {
+    "trl.trainer.sft_trainer.SFTTrainer": (
+        "trl.trainer.sft_trainer.DataCollatorForLanguageModeling",
+    ),
+    "trl.trainer.dpo_trainer.DPOTrainer": ("trl.trainer.dpo_trainer.DataCollatorForPreference",),
+}
+"""The trl extension's trainers, each with the collators of TRL's own it builds for text (what
+``trl sft`` and ``trl dpo`` train with), by module and name: exactly these classes."""
+
+
+def _qualified_name(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _exactly(kind: type, names: Any) -> bool:
+    """``kind`` is the class its module defines under one of ``names`` (not a namesake)."""
+    module = sys.modules.get(kind.__module__)
+    return _qualified_name(kind) in names and getattr(module, kind.__qualname__, None) is kind
+
+
+def is_trl_trainer(kind: type) -> bool:
+    return _exactly(kind, TRL_TRAINERS)
+
+
+def _trl_collator(trainer: Any, collator: Any) -> bool:
+    kind = type(trainer)
+    return is_trl_trainer(kind) and _exactly(type(collator), TRL_TRAINERS[_qualified_name(kind)])
 
 
 def _optimizer(trainer, given) -> list[str]:
