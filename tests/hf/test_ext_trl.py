@@ -57,9 +57,10 @@ def _code(folder: Path) -> None:
     save_base(str(folder / "base"))
     for name in ("sums", "prefs"):
         (folder / name).mkdir()
-    with open(folder / "sums" / "train.jsonl", "w") as text, open(
-        folder / "prefs" / "train.jsonl", "w"
-    ) as pref:
+    with (
+        open(folder / "sums" / "train.jsonl", "w") as text,
+        open(folder / "prefs" / "train.jsonl", "w") as pref,
+    ):
         for a in range(4):
             for b in range(4):
                 text.write(json.dumps({"text": f"{a} + {b} = {a + b}."}) + "\n")

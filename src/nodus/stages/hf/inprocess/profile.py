@@ -395,3 +395,53 @@ RULES: tuple[Rule, ...] = (
     _optimizer,
     _arguments,
 )
+
+
+TRL_METHODS = {"SFTTrainer": "sft", "DPOTrainer": "dpo", "GRPOTrainer": "grpo"}
+"""TRL's trainers that a managed method (``framework = ...``, docs/methods.md) trains."""
+
+
+def trl_methods(kind: type) -> list[str]:
+    """The managed methods that train what a trainer of ``kind`` is: TRL's class it is or
+    subclasses (a subclass of ``SFTTrainer``: ``sft``); [] for any other class."""
+    return [
+        method
+        for name, method in TRL_METHODS.items()
+        if any(c.__name__ == name and c.__module__.startswith("trl.") for c in kind.__mro__)
+    ]
+
+
+def ways_forward(
+    to_qualify: Sequence[str], environment: bool, methods: Sequence[str], outside: bool
+) -> list[str]:
+    """What a person can do about a refused program, only the ways that fit it.
+
+    ``to_qualify``: the extensions it uses that are not qualified here; ``environment``: the
+    versions are not qualified; ``methods``: the managed methods that train its TRL trainer
+    (:func:`trl_methods`); ``outside``: a reason no qualification lifts.
+    """
+    ways = []
+    if (to_qualify or environment) and not outside:
+        command = extensions.qualify_command(to_qualify) if to_qualify else "nodus qualify"
+        if environment and to_qualify:
+            command = f"nodus qualify && {command}"
+        ways.append(f"qualify this machine for it: `{command}`, then run again")
+    if methods:
+        shown = " or ".join(f'framework = "{m}"' for m in methods)
+        ways.append(
+            f"{shown} instead of a command: nodus's own program trains TRL's trainer, "
+            "exactly, from the workload file (docs/methods.md)"
+        )
+    ways.append(
+        'integration = "auto": the program runs unprepared; nodus neither saves nor resumes '
+        "it, so a recovery is not bit-identical"
+    )
+    contract = (
+        "the directory contract (no integration): the program saves checkpoint folders under "
+        "a checkpoint path and resumes from the one nodus restores, named by [continuity] "
+        "resume_args (docs/recovery.md)"
+    )
+    if methods:  # the scripts parse --resume_from_checkpoint and never pass it to train()
+        contract += "; `trl sft` and `trl dpo` ignore it and restart at step 0"
+    ways.append(contract)
+    return ways

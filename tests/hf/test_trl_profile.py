@@ -1,0 +1,117 @@
+"""Issue 40 point 1: the profile admits TRL's SFTTrainer and DPOTrainer (the ``trl`` extension),
+and a refusal names the ways forward that fit it.
+
+The ways forward are a pure function, tested as a table; the rule is checked on real TRL
+trainers built in this process from a tiny model.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nodus.stages.hf.inprocess import profile
+
+pytestmark = pytest.mark.hf
+
+AUTO = 'integration = "auto": the program runs unprepared'
+CONTRACT = "the directory contract (no integration)"
+TRL_SCRIPTS = "`trl sft` and `trl dpo` ignore it and restart at step 0"
+
+
+@pytest.mark.parametrize(
+    ("to_qualify", "environment", "methods", "outside", "first"),
+    [
+        # an unqualified extension alone: qualifying it is the way; TRL's methods fit too
+        (["trl"], False, ["sft"], False, "qualify this machine for it: `nodus qualify "),
+        (["trl", "peft"], False, [], False, "--extension trl --extension peft`, then run again"),
+        # the versions unqualified: the profile's qualification first
+        ([], True, [], False, "qualify this machine for it: `nodus qualify`, then run again"),
+        (["peft"], True, [], False, "`nodus qualify && nodus qualify --extension peft`"),
+        # outside the profile: no qualification lifts it
+        (["trl"], False, ["sft"], True, 'framework = "sft" instead of a command'),
+        ([], False, ["dpo"], True, 'framework = "dpo" instead of a command'),
+        ([], False, [], True, AUTO),
+    ],
+)
+def test_ways_forward_name_only_what_fits(to_qualify, environment, methods, outside, first):
+    ways = profile.ways_forward(to_qualify, environment, methods, outside)
+    assert first in ways[0]
+    assert ways[-2].startswith(AUTO) and "not bit-identical" in ways[-2]
+    assert ways[-1].startswith(CONTRACT) and "resume_args" in ways[-1]
+    assert (TRL_SCRIPTS in ways[-1]) == bool(methods)
+    assert any("nodus qualify" in way for way in ways) == (
+        bool(to_qualify or environment) and not outside
+    )
+
+
+# --- the rule, on real TRL trainers -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    """``build(kind, method)``: a TRL trainer of ``kind`` for ``method`` on a tiny GPT-2."""
+    import sys
+
+    from datasets import Dataset
+    from hf_helpers import REPO
+
+    sys.path.insert(0, str(REPO / "examples"))
+    try:
+        from tinybase import build_tokenizer, save_base
+    finally:
+        sys.path.remove(str(REPO / "examples"))
+    from transformers import AutoModelForCausalLM
+    from trl import DPOConfig, SFTConfig
+
+    base = tmp_path_factory.mktemp("trl-base")
+    save_base(str(base))
+    tokenizer = build_tokenizer()
+    out = str(tmp_path_factory.mktemp("trl-out"))
+    rows = {
+        "sft": {"text": ["1 + 1 = 2.", "2 + 2 = 4."]},
+        "dpo": {"prompt": ["1 + 1 ="] * 2, "chosen": [" 2."] * 2, "rejected": [" 3."] * 2},
+    }
+    configs = {"sft": SFTConfig, "dpo": DPOConfig}
+
+    def make(kind, method):
+        args = configs[method](output_dir=out, bf16=False, use_cpu=True, report_to=[])
+        return kind(
+            model=AutoModelForCausalLM.from_pretrained(str(base)),
+            args=args,
+            train_dataset=Dataset.from_dict(rows[method]),
+            processing_class=tokenizer,
+        )
+
+    return make
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["sft", "dpo"])
+def test_trl_trainers_with_their_collators_are_the_trl_extension(build, method):
+    from trl import DPOTrainer, SFTTrainer
+
+    kind = {"sft": SFTTrainer, "dpo": DPOTrainer}[method]
+    trainer = build(kind, method)
+    found = profile.assess(trainer, {"data_collator": trainer.data_collator})
+    assert found.reasons == []
+    collator = type(trainer.data_collator).__name__
+    assert found.extensions == {"trl": f"TRL's {collator}, TRL's {kind.__name__}"}
+    assert profile.trl_methods(kind) == [method]
+
+
+@pytest.mark.slow
+def test_a_subclass_of_a_trl_trainer_is_refused_naming_it_and_its_collator(build):
+    from trl import SFTTrainer
+
+    class MyTrainer(SFTTrainer):
+        pass
+
+    trainer = build(MyTrainer, "sft")
+    found = profile.assess(trainer, {"data_collator": trainer.data_collator})
+    assert found.extensions == {}
+    collator, subclass = found.reasons
+    assert "Trainer subclass" in subclass and "MyTrainer" in subclass
+    assert "exactly TRL's SFTTrainer or DPOTrainer (the 'trl' extension)" in subclass
+    # TRL's collator is named with its module: it is not Transformers' namesake
+    assert "DataCollatorForLanguageModeling) of trl.trainer.sft_trainer" in collator
+    assert profile.trl_methods(MyTrainer) == ["sft"]
