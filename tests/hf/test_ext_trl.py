@@ -147,3 +147,24 @@ def test_trl_script_killed_twice_ends_bit_identical_to_an_uninterrupted_run(
     log = project.log_of(attempts[2])
     assert log.count("{'loss':") == STEPS - second, why  # resumed: it trained the rest only
     assert project.outputs_hash("t") == reference, why
+
+
+def test_nodus_qualify_extension_trl_passes_for_sft_and_dpo(tmp_path):
+    """The trl extension's qualification: the SFTTrainer case, then the DPOTrainer case (the
+    figures shown are the first case's; a problem of either fails it; the cases:
+    tests/hf/test_trl_profile.py). This is what proves the shipped ``trl@cpu``."""
+    home = tmp_path / "home"
+    proc = subprocess.run(
+        [sys.executable, "-m", "nodus", "qualify", "--extension", "trl", "--json"]
+        + ["--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    result = json.loads(proc.stdout)["extensions"]["trl"]
+    assert result["passed"] and result["reference"] == result["resumed"], result["problems"]
+    assert result["resumed_from"] == [5, 12, 27, 27]  # the last one after the mid-save kill
+    record = json.loads((home / "qualified.json").read_text())
+    (environment,) = record["environments"]
+    assert environment["extensions"]["trl@cpu"]["passed"], record

@@ -44,6 +44,22 @@ def test_ways_forward_name_only_what_fits(to_qualify, environment, methods, outs
     )
 
 
+def test_the_qualification_trains_sft_then_dpo_on_every_device():
+    from nodus.qualify import Case
+
+    for device in ("cpu", "cuda"):
+        cases = [(case.program, case.env) for case in Case.all_of("trl", device)]
+        assert cases == [("extension.py", {"QUALIFY_TRL": m}) for m in ("sft", "dpo")]
+
+
+def test_the_shipped_cpu_set_lists_trl():
+    from nodus.stages.hf import qualification
+
+    versions = {"torch": "2.13.0", "transformers": "4.57.6", "accelerate": "1.12.0"}
+    found = qualification.qualified_extensions({**versions, "datasets": "4.4.2"}, None)
+    assert "trl@cpu" in found and "trl@cuda" not in found
+
+
 # --- the rule, on real TRL trainers -----------------------------------------------------------
 
 
