@@ -266,8 +266,10 @@ def _collator(trainer, collator: Any) -> list[Finding]:
     padding settings may be anything: they are the program's configuration, deterministic, and
     recorded in the identity of every checkpoint (``identity.collator``), so a resume with other
     settings is refused. The collators extension admits the masking and sequence collators of
-    :data:`RANDOM_OR_PADDING_COLLATORS` on the same terms. Anything else is code of the
-    program's own and stays outside.
+    :data:`RANDOM_OR_PADDING_COLLATORS` on the same terms, and the trl extension TRL's own
+    collator of a trainer of :data:`TRL_TRAINERS` (named like Transformers' collators, so a
+    refusal names a collator's module too). Anything else is code of the program's own and
+    stays outside.
     """
     from transformers.data import data_collator as library
 
