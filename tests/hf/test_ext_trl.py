@@ -159,7 +159,7 @@ def test_nodus_qualify_extension_trl_passes_for_sft_and_dpo(tmp_path):
         + ["--home", str(home)],
         capture_output=True,
         text=True,
-        timeout=WAIT_S,
+        timeout=900,  # two cases, each trained twice bare and five times under the runner
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     result = json.loads(proc.stdout)["extensions"]["trl"]

@@ -159,14 +159,14 @@ def patch(module: Any) -> None:
     trainer_cls._nodus_patched = True
 
 
-def _subclasses(cls: type) -> list[type]:
-    found = []
+def _subclasses(cls: Any) -> list[Any]:
+    found: list[Any] = []
     for subclass in cls.__subclasses__():
         found += [subclass, *_subclasses(subclass)]
     return found
 
 
-def _seed_trl_trainer(cls: type) -> None:
+def _seed_trl_trainer(cls: Any) -> None:
     """TRL's trainers of the trl extension seed the process with ``args.seed`` as they start.
 
     ``SFTTrainer`` and ``DPOTrainer`` wrap the model with ``get_peft_model`` (``trl sft
@@ -194,7 +194,7 @@ def _seed_trl_trainer(cls: type) -> None:
         original(self, *args, **kwargs)
 
     __init__._nodus_seeded = True  # type: ignore[attr-defined]
-    cls.__init__ = __init__  # type: ignore[method-assign]
+    cls.__init__ = __init__
 
 
 _DEFAULT_SEED = 42

@@ -424,7 +424,7 @@ def ways_forward(
     """
     ways = []
     if (to_qualify or environment) and not outside:
-        command = extensions.qualify_command(to_qualify) if to_qualify else "nodus qualify"
+        command = extensions.qualify_command(list(to_qualify)) if to_qualify else "nodus qualify"
         if environment and to_qualify:
             command = f"nodus qualify && {command}"
         ways.append(f"qualify this machine for it: `{command}`, then run again")
