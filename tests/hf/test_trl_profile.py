@@ -89,12 +89,13 @@ def build(tmp_path_factory):
     }
     configs = {"sft": SFTConfig, "dpo": DPOConfig}
 
-    def make(kind, method):
+    def make(kind, method, edited=False):
         args = configs[method](output_dir=out, bf16=False, use_cpu=True, report_to=[])
+        data = {k: [v[0] + ("!" if edited else ""), *v[1:]] for k, v in rows[method].items()}
         return kind(
             model=AutoModelForCausalLM.from_pretrained(str(base)),
             args=args,
-            train_dataset=Dataset.from_dict(rows[method]),
+            train_dataset=Dataset.from_dict(data),
             processing_class=tokenizer,
         )
 
@@ -131,3 +132,24 @@ def test_a_subclass_of_a_trl_trainer_is_refused_naming_it_and_its_collator(build
     # TRL's collator is named with its module: it is not Transformers' namesake
     assert "DataCollatorForLanguageModeling) of trl.trainer.sft_trainer" in collator
     assert profile.trl_methods(MyTrainer) == ["sft"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["sft", "dpo"])
+def test_the_dataset_identity_is_the_data_trl_tokenized(build, method):
+    """TRL tokenizes the rows it is given (``map``): the identity is that content, so the same
+    rows read the same and one changed character reads otherwise."""
+    from trl import DPOTrainer, SFTTrainer
+
+    from nodus.stages.hf.inprocess import identity
+
+    kind = {"sft": SFTTrainer, "dpo": DPOTrainer}[method]
+    same, again, edited = (
+        identity.compute(build(kind, method, edited)) for edited in (False, False, True)
+    )
+    tokenized = {"sft": "input_ids", "dpo": "prompt_input_ids"}[method]
+    assert tokenized in build(kind, method).train_dataset.column_names  # what TRL trains on
+    assert same["dataset"] == again["dataset"] and same["dataset"].endswith("(2 rows)")
+    assert identity.differences(same, again) == []
+    (changed,) = identity.differences(same, edited)
+    assert changed.startswith("train dataset content differs")
