@@ -147,7 +147,7 @@ def test_the_dataset_identity_is_the_data_trl_tokenized(build, method):
     same, again, edited = (
         identity.compute(build(kind, method, edited)) for edited in (False, False, True)
     )
-    tokenized = {"sft": "input_ids", "dpo": "prompt_input_ids"}[method]
+    tokenized = {"sft": "input_ids", "dpo": "prompt_ids"}[method]
     assert tokenized in build(kind, method).train_dataset.column_names  # what TRL trains on
     assert same["dataset"] == again["dataset"] and same["dataset"].endswith("(2 rows)")
     assert identity.differences(same, again) == []
