@@ -17,7 +17,9 @@
   workers of a resumed attempt start without a draw from the main generator
   (:meth:`Session.train_dataloader`);
 - ``Trainer._load_rng_state``: skipped once where the session loaded the checkpoint's random
-  state already (after the pending batches of a masking collator were rebuilt).
+  state already (after the pending batches of a masking collator were rebuilt);
+- ``Trainer.__init_subclass__``: TRL's ``SFTTrainer`` and ``DPOTrainer`` (the trl extension)
+  seed the process with ``args.seed`` before they build a LoRA adapter (:func:`_seed_trl_trainer`).
 """
 
 from __future__ import annotations
