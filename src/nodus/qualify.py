@@ -122,12 +122,13 @@ class Case:
 
     @classmethod
     def all_of(cls, extension: str | None, device: str) -> list[Case]:
-        """Every case that qualifies ``extension`` on ``device``: its case, and on an
-        accelerator its accelerator cases (mixed precision: bf16, then fp16)."""
+        """Every case that qualifies ``extension`` on ``device``: its case, its more cases
+        (trl: sft, then dpo), and on an accelerator its accelerator cases (mixed precision:
+        bf16, then fp16)."""
         if extension is None:
             return [cls()]
         spec = extensions.EXTENSIONS[extension]
-        more = spec.accelerator_cases if device != "cpu" else ()
+        more = (*spec.more_cases, *(spec.accelerator_cases if device != "cpu" else ()))
         return [cls.of(extension), *(cls.of(extension, env) for env in more)]
 
 

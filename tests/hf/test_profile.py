@@ -85,10 +85,16 @@ def _run(tmp_path, integration: str, kind: str) -> tuple[str, dict, str]:
 
 @pytest.mark.slow
 def test_explicit_v1_refuses_each_violation_naming_its_reason(short_root):
-    log, _, _ = _run(short_root, "hf-trainer-v1", "integration_refused")
+    log, view, _ = _run(short_root, "hf-trainer-v1", "integration_refused")
     for name in VIOLATIONS:
         assert f"VIOLATION {name} refused 1" in log
     assert "trained" not in log
+    # each refusal names the ways forward (which fit which refusal: tests/hf/test_trl_profile.py)
+    for event in view["events"]:
+        if event["type"] == "integration_refused":
+            ways = event["ways_forward"]
+            assert ways[-2].startswith('integration = "auto"') and "directory contract" in ways[-1]
+    assert "ways forward:" in log
 
 
 @pytest.mark.slow

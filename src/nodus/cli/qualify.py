@@ -7,7 +7,8 @@ recorded in ``$NODUS_HOME/qualified.json``, which explicit ``integration = "hf-t
 consults before it prepares a program.
 
 ``--extension NAME`` (repeatable; ``all``) runs the same suite for extensions of the profile
-(bf16, several processes, dataloader workers, the masking collators, PEFT) instead, each recorded
+(bf16, several processes, dataloader workers, the masking collators, PEFT, TRL's
+SFTTrainer and DPOTrainer) instead, each recorded
 for this machine's device type.
 """
 
@@ -43,7 +44,14 @@ def _extensions():
     return EXTENSIONS
 
 
-EXTENSION_NAMES = ("mixed-precision", "processes", "dataloader-workers", "collators", "peft")
+EXTENSION_NAMES = (
+    "mixed-precision",
+    "processes",
+    "dataloader-workers",
+    "collators",
+    "peft",
+    "trl",
+)
 """The choices of ``--extension``, spelled here so ``nodus --help`` imports nothing more
 (tests/hf/test_qualify.py keeps them equal to ``extensions.EXTENSIONS``)."""
 

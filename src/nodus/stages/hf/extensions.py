@@ -22,6 +22,7 @@ PROCESSES = "processes"
 WORKERS = "dataloader-workers"
 COLLATORS = "collators"
 PEFT = "peft"
+TRL = "trl"
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class Extension:
     """The qualification program's settings that exercise it (``qualify_extensions.py``)."""
     processes: int = 1
     """How many processes the qualification case launches (``torchrun --nproc_per_node``)."""
+    more_cases: tuple[dict[str, str], ...] = ()
+    """More cases, each with these settings instead of ``case_env``, that must pass too: the
+    other things the extension admits (TRL's DPOTrainer besides its SFTTrainer)."""
     accelerator_cases: tuple[dict[str, str], ...] = ()
     """More cases, each with these settings instead of ``case_env``, that must pass too where
     the device is an accelerator (``cuda``): what the extension admits only there."""
@@ -73,6 +77,13 @@ EXTENSIONS: dict[str, Extension] = {
             PEFT,
             "a PEFT model (LoRA adapters) under the plain Trainer",
             {"QUALIFY_PEFT": "1"},
+        ),
+        Extension(
+            TRL,
+            "TRL's SFTTrainer and DPOTrainer with TRL's own collators (`trl sft`, `trl dpo` "
+            "unchanged)",
+            {"QUALIFY_TRL": "sft"},
+            more_cases=({"QUALIFY_TRL": "dpo"},),
         ),
     )
 }

@@ -94,14 +94,20 @@ def unqualified_extension_reasons(
     versions: dict[str, str], home: str | None, used: dict[str, str], device: str
 ) -> list[str]:
     """One reason for each extension ``used`` (name: what uses it) not qualified here."""
-    qualified = qualified_extensions(versions, home)
     return [
-        f"{what} needs the hf-trainer-v1 extension {name!r}, not qualified on {device} with "
-        f"{describe(versions)}; run `{extensions.qualify_command([name])}` on this machine "
-        "to qualify it"
-        for name, what in used.items()
-        if extensions.key(name, device) not in qualified
+        f"{used[name]} needs the hf-trainer-v1 extension {name!r}, not qualified on {device} "
+        f"with {describe(versions)}; run `{extensions.qualify_command([name])}` on this "
+        "machine to qualify it"
+        for name in unqualified_extensions(versions, home, used, device)
     ]
+
+
+def unqualified_extensions(
+    versions: dict[str, str], home: str | None, used: dict[str, str], device: str
+) -> list[str]:
+    """The extensions of ``used`` not qualified here on ``device``."""
+    qualified = qualified_extensions(versions, home)
+    return [name for name in used if extensions.key(name, device) not in qualified]
 
 
 def describe(versions: dict[str, str]) -> str:

@@ -14,6 +14,10 @@ qualification needs it (the ``QUALIFY_*`` settings of :mod:`nodus.stages.hf.exte
   ``DataCollatorForLanguageModeling(tokenizer)`` padding each batch and masking 15% of the tokens
   at random (the lines are cut to lengths from 12 to 32 characters, so batches pad);
 - ``QUALIFY_PEFT=1``: a LoRA adapter on the model (``get_peft_model``);
+- ``QUALIFY_TRL=sft`` (``dpo``): TRL's ``SFTTrainer`` on ``train.txt``'s lines as a ``text``
+  column (``DPOTrainer`` on preference rows cut from them) instead of the Trainer, with the
+  quick-start's arguments as an ``SFTConfig`` (``DPOConfig``) and TRL's own collator, as
+  ``trl sft`` (``trl dpo``) builds it; DPO's reference model is a copy of the initial model;
 - several processes: the program is the same; ``nodus qualify`` launches it under ``torchrun``.
 
 Like the quick-start it saves nothing itself but the final model in ``out/model``.
@@ -21,6 +25,7 @@ Like the quick-start it saves nothing itself but the final model in ``out/model`
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import sys
@@ -63,13 +68,17 @@ def main() -> None:
         from peft import LoraConfig, get_peft_model
 
         model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"]))
-    trainer = Trainer(
-        model=model,
-        args=args,
-        train_dataset=data,
-        processing_class=tokenizer,
-        data_collator=collator,
-    )
+    method = os.environ.get("QUALIFY_TRL")
+    if method:
+        trainer = trl_trainer(method, model, args, tokenizer)
+    else:
+        trainer = Trainer(
+            model=model,
+            args=args,
+            train_dataset=data,
+            processing_class=tokenizer,
+            data_collator=collator,
+        )
     trainer.train()
     trainer.save_model("out/model")
     leave_the_process_group()
@@ -91,6 +100,38 @@ def leave_the_process_group() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def trl_trainer(method: str, model: Any, args: Any, tokenizer: Any) -> Any:
+    """TRL's SFTTrainer or DPOTrainer on ``train.txt``, with the quick-start's arguments."""
+    from datasets import Dataset
+
+    with open(os.path.join(os.getcwd(), "train.txt"), encoding="utf-8") as handle:
+        lines = [line.rstrip("\n") for line in handle if line.strip()]
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(args) if f.init}
+    # TRL's configs default to bf16 autocast; the quick-start trains in float32
+    given.update(bf16=False, max_length=train.SEQ_LEN)
+    if method == "sft":
+        from trl import SFTConfig, SFTTrainer
+
+        data = Dataset.from_dict({"text": lines})
+        return SFTTrainer(
+            model=model, args=SFTConfig(**given), train_dataset=data, processing_class=tokenizer
+        )
+    from trl import DPOConfig, DPOTrainer
+
+    rows = {
+        "prompt": [line[:12] for line in lines],
+        "chosen": [line[12:24] for line in lines],
+        "rejected": [line[24:36] for line in lines],
+    }
+    return DPOTrainer(
+        model=model,
+        ref_model=copy.deepcopy(model),  # a model built from a config has no name to load
+        args=DPOConfig(**given),
+        train_dataset=Dataset.from_dict(rows),
+        processing_class=tokenizer,
+    )
 
 
 def masking_tokenizer():

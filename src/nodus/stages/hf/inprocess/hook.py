@@ -17,7 +17,9 @@
   workers of a resumed attempt start without a draw from the main generator
   (:meth:`Session.train_dataloader`);
 - ``Trainer._load_rng_state``: skipped once where the session loaded the checkpoint's random
-  state already (after the pending batches of a masking collator were rebuilt).
+  state already (after the pending batches of a masking collator were rebuilt);
+- ``Trainer.__init_subclass__``: TRL's ``SFTTrainer`` and ``DPOTrainer`` (the trl extension)
+  seed the process with ``args.seed`` before they build a LoRA adapter (:func:`_seed_trl_trainer`).
 """
 
 from __future__ import annotations
@@ -142,6 +144,13 @@ def patch(module: Any) -> None:
             return None  # loaded already, before the collations that followed the resume
         return original_load_rng(self, *args, **kwargs)
 
+    def __init_subclass__(cls, **kwargs):
+        super(trainer_cls, cls).__init_subclass__(**kwargs)
+        _seed_trl_trainer(cls)
+
+    trainer_cls.__init_subclass__ = classmethod(__init_subclass__)
+    for subclass in _subclasses(trainer_cls):  # defined before this patch: TRL imported first
+        _seed_trl_trainer(subclass)
     trainer_cls.__init__ = __init__
     trainer_cls.train = train
     trainer_cls._maybe_log_save_evaluate = _maybe_log_save_evaluate
@@ -150,6 +159,48 @@ def patch(module: Any) -> None:
     trainer_cls._load_rng_state = _load_rng_state
     module.skip_first_batches = _epoch_preserving(module.skip_first_batches)
     trainer_cls._nodus_patched = True
+
+
+def _subclasses(cls: Any) -> list[Any]:
+    found: list[Any] = []
+    for subclass in cls.__subclasses__():
+        found += [subclass, *_subclasses(subclass)]
+    return found
+
+
+def _seed_trl_trainer(cls: Any) -> None:
+    """TRL's trainers of the trl extension seed the process with ``args.seed`` as they start.
+
+    ``SFTTrainer`` and ``DPOTrainer`` wrap the model with ``get_peft_model`` (``trl sft
+    --use_peft``) before ``Trainer.__init__`` seeds the process: the LoRA adapter's initial
+    weights come from torch's default generator, which each process seeds at random, so two
+    uninterrupted runs of the same command differ and no resume could equal either. Under the
+    integration the seed the Trainer sets a moment later is set first; TRL draws nothing else
+    before it (a full fine-tuning trains the same bits as without the integration).
+    """
+    from nodus.stages.hf.inprocess.profile import TRL_TRAINERS
+
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    if name not in TRL_TRAINERS or getattr(cls.__init__, "_nodus_seeded", False):
+        return
+    original = cls.__init__
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        if protocol.ControlPaths.from_environment() is not None:
+            from transformers import set_seed
+
+            config = signature.bind_partial(self, *args, **kwargs).arguments.get("args")
+            set_seed(int(getattr(config, "seed", None) or _DEFAULT_SEED))
+        original(self, *args, **kwargs)
+
+    __init__._nodus_seeded = True  # type: ignore[attr-defined]
+    cls.__init__ = __init__
+
+
+_DEFAULT_SEED = 42
+"""``TrainingArguments.seed``'s default: the seed of a TRL trainer built without ``args``."""
 
 
 def _epoch_preserving(skip_first_batches):

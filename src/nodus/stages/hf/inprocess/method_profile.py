@@ -17,8 +17,8 @@ from typing import Any
 from nodus import protocol
 from nodus.stages.hf.inprocess import profile
 
-TRAINERS = ("SFTTrainer", "DPOTrainer", "GRPOTrainer")
-"""TRL's trainer classes (module ``trl``), exactly, no subclass."""
+TRAINERS = tuple(profile.TRL_METHODS)
+"""TRL's trainer classes (module ``trl``), exactly, no subclass: those a managed method trains."""
 
 _LIBRARIES = ("transformers.", "trl.", "nodus.")
 """Where the callbacks and collators this profile allows come from."""

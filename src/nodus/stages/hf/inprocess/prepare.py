@@ -2,8 +2,8 @@
 
 Explicit ``hf-trainer-v1`` refuses a program outside the profile or an environment that is not
 qualified (for the profile, and for each extension of it the program uses), listing every reason
-(event ``integration_refused``, non-zero exit). ``auto`` runs such a program unprepared and
-records why (event ``integration_unprepared``).
+and the ways forward that fit it (event ``integration_refused``, non-zero exit). ``auto`` runs
+such a program unprepared and records why (event ``integration_unprepared``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from nodus.stages.hf.qualification import (
     current_versions,
     is_qualified,
     unqualified_extension_reasons,
+    unqualified_extensions,
     unqualified_reason,
 )
 
@@ -29,15 +30,23 @@ def prepare(trainer: Any, given: dict[str, Any]) -> None:
     control = ControlDir.from_environment()
     settings = control.settings()
     reasons, used = _assess(trainer, given)
+    outside = bool(reasons)
     versions = current_versions()
     home = settings.home or None
+    environment, to_qualify = False, []
     if not settings.qualifying:
-        if not is_qualified(versions, home):
+        environment = not is_qualified(versions, home)
+        if environment:
             reasons.append(unqualified_reason(versions))
         device = trainer.args.device.type
+        to_qualify = unqualified_extensions(versions, home, used, device)
         reasons += unqualified_extension_reasons(versions, home, used, device)
     if reasons and settings.explicit:
-        refuse(control, reasons)
+        ways = None  # nodus's own managed-method program: nothing of the user's to change
+        if protocol.ENV_METHOD not in os.environ:
+            methods = profile.trl_methods(type(trainer))
+            ways = profile.ways_forward(to_qualify, environment, methods, outside)
+        refuse(control, reasons, ways=ways)
     if reasons:
         control.write_event(protocol.EVENT_UNPREPARED, {"reasons": reasons})
         shown = "\n".join(f"  - {reason}" for reason in reasons)

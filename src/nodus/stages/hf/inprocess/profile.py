@@ -12,6 +12,7 @@ with.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -265,22 +266,28 @@ def _collator(trainer, collator: Any) -> list[Finding]:
     padding settings may be anything: they are the program's configuration, deterministic, and
     recorded in the identity of every checkpoint (``identity.collator``), so a resume with other
     settings is refused. The collators extension admits the masking and sequence collators of
-    :data:`RANDOM_OR_PADDING_COLLATORS` on the same terms. Anything else is code of the
-    program's own and stays outside.
+    :data:`RANDOM_OR_PADDING_COLLATORS` on the same terms, and the trl extension TRL's own
+    collator of a trainer of :data:`TRL_TRAINERS` (named like Transformers' collators, so a
+    refusal names a collator's module too). Anything else is code of the program's own and
+    stays outside.
     """
     from transformers.data import data_collator as library
 
     if collator is None or collator is library.default_data_collator:
         return []
     kind = type(collator)
+    if _trl_collator(trainer, collator):
+        return [Uses(extensions.TRL, f"TRL's {kind.__name__}")]
     admitted = kind is library.DataCollatorWithPadding or (
         kind.__name__ in RANDOM_OR_PADDING_COLLATORS
         and getattr(library, kind.__name__, None) is kind
     )
     if not admitted:
         return [
-            f"custom data collator ({_name(collator)}); v1 needs the library's default: none, "
-            "default_data_collator or DataCollatorWithPadding of the Trainer's tokenizer"
+            f"custom data collator ({_name(collator)}) of "
+            f"{getattr(collator, '__module__', None) or kind.__module__}; v1 needs the "
+            "library's default: none, default_data_collator or DataCollatorWithPadding of the "
+            "Trainer's tokenizer (with the 'trl' extension: TRL's own, for its trainer)"
         ]
     if trainer.processing_class is None or collator.tokenizer is not trainer.processing_class:
         return [
@@ -305,19 +312,55 @@ def _callbacks(trainer, given) -> list[str]:
     )
 
 
-def _plain_trainer(trainer, given) -> list[str]:
+def _plain_trainer(trainer, given) -> list[Finding]:
     from transformers import Trainer
 
-    reasons = []
-    if type(trainer) is not Trainer:
+    reasons: list[Finding] = []
+    kind = type(trainer)
+    if is_trl_trainer(kind):
+        reasons.append(Uses(extensions.TRL, f"TRL's {kind.__name__}"))
+        if getattr(trainer.args, "sync_ref_model", False):
+            reasons.append(
+                "sync_ref_model=True: not supported yet (the reference model it updates is in "
+                "no checkpoint, so a resume would score against another reference)"
+            )
+    elif kind is not Trainer:
         reasons.append(
-            f"Trainer subclass {type(trainer).__module__}.{type(trainer).__qualname__}; "
-            "v1 needs the plain transformers.Trainer (TRL and custom trainers need "
-            "separate qualification)"
+            f"Trainer subclass {kind.__module__}.{kind.__qualname__}; v1 needs the plain "
+            "transformers.Trainer, or exactly TRL's SFTTrainer or DPOTrainer (the 'trl' extension)"
         )
     if given.get("compute_loss_func") is not None:
         reasons.append("custom loss (compute_loss_func); v1 needs the model's own loss")
     return reasons
+
+
+TRL_TRAINERS = {
+    "trl.trainer.sft_trainer.SFTTrainer": (
+        "trl.trainer.sft_trainer.DataCollatorForLanguageModeling",
+    ),
+    "trl.trainer.dpo_trainer.DPOTrainer": ("trl.trainer.dpo_trainer.DataCollatorForPreference",),
+}
+"""The trl extension's trainers, each with the collators of TRL's own it builds for text (what
+``trl sft`` and ``trl dpo`` train with), by module and name: exactly these classes."""
+
+
+def _qualified_name(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _exactly(kind: type, names: Any) -> bool:
+    """``kind`` is the class its module defines under one of ``names`` (not a namesake)."""
+    module = sys.modules.get(kind.__module__)
+    return _qualified_name(kind) in names and getattr(module, kind.__qualname__, None) is kind
+
+
+def is_trl_trainer(kind: type) -> bool:
+    return _exactly(kind, TRL_TRAINERS)
+
+
+def _trl_collator(trainer: Any, collator: Any) -> bool:
+    kind = type(trainer)
+    return is_trl_trainer(kind) and _exactly(type(collator), TRL_TRAINERS[_qualified_name(kind)])
 
 
 def _optimizer(trainer, given) -> list[str]:
@@ -354,3 +397,53 @@ RULES: tuple[Rule, ...] = (
     _optimizer,
     _arguments,
 )
+
+
+TRL_METHODS = {"SFTTrainer": "sft", "DPOTrainer": "dpo", "GRPOTrainer": "grpo"}
+"""TRL's trainers that a managed method (``framework = ...``, docs/methods.md) trains."""
+
+
+def trl_methods(kind: type) -> list[str]:
+    """The managed methods that train what a trainer of ``kind`` is: TRL's class it is or
+    subclasses (a subclass of ``SFTTrainer``: ``sft``); [] for any other class."""
+    return [
+        method
+        for name, method in TRL_METHODS.items()
+        if any(c.__name__ == name and c.__module__.startswith("trl.") for c in kind.__mro__)
+    ]
+
+
+def ways_forward(
+    to_qualify: Sequence[str], environment: bool, methods: Sequence[str], outside: bool
+) -> list[str]:
+    """What a person can do about a refused program, only the ways that fit it.
+
+    ``to_qualify``: the extensions it uses that are not qualified here; ``environment``: the
+    versions are not qualified; ``methods``: the managed methods that train its TRL trainer
+    (:func:`trl_methods`); ``outside``: a reason no qualification lifts.
+    """
+    ways = []
+    if (to_qualify or environment) and not outside:
+        command = extensions.qualify_command(list(to_qualify)) if to_qualify else "nodus qualify"
+        if environment and to_qualify:
+            command = f"nodus qualify && {command}"
+        ways.append(f"qualify this machine for it: `{command}`, then run again")
+    if methods:
+        shown = " or ".join(f'framework = "{m}"' for m in methods)
+        ways.append(
+            f"{shown} instead of a command: nodus's own program trains TRL's trainer, "
+            "exactly, from the workload file (docs/methods.md)"
+        )
+    ways.append(
+        'integration = "auto": the program runs unprepared; nodus neither saves nor resumes '
+        "it, so a recovery is not bit-identical"
+    )
+    contract = (
+        "the directory contract (no integration): the program saves checkpoint folders under "
+        "a checkpoint path and resumes from the one nodus restores, named by [continuity] "
+        "resume_args (docs/recovery.md)"
+    )
+    if methods:  # the scripts parse --resume_from_checkpoint and never pass it to train()
+        contract += "; `trl sft` and `trl dpo` ignore it and restart at step 0"
+    ways.append(contract)
+    return ways

@@ -395,10 +395,18 @@ def _start_persistent_workers(loader: Any) -> None:
             base._iterator = base._get_iterator()
 
 
-def refuse(control: ControlDir, reasons: list[str], kind: str = protocol.EVENT_REFUSED) -> NoReturn:
-    """End the program with every reason named (message, event, non-zero exit)."""
-    control.write_event(kind, {"reasons": reasons})
+def refuse(
+    control: ControlDir,
+    reasons: list[str],
+    kind: str = protocol.EVENT_REFUSED,
+    ways: list[str] | None = None,
+) -> NoReturn:
+    """End the program with every reason named (message, event, non-zero exit), and the ways
+    forward where a person has a choice (a program outside the profile or not qualified)."""
+    control.write_event(kind, {"reasons": reasons, **({"ways_forward": ways} if ways else {})})
     lines = "\n".join(f"  - {reason}" for reason in reasons)
+    if ways:
+        lines += "\nways forward:\n" + "\n".join(f"  - {way}" for way in ways)
     print(f"nodus: hf-trainer-v1 refused this attempt:\n{lines}", file=sys.stderr, flush=True)
     _leave_the_world_together()
     raise SystemExit(1)  # a refused attempt failed: nodus never retries it as an interruption
