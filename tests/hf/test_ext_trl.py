@@ -17,6 +17,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ import tomli_w
 from hf_helpers import PROGRAM_ENV
 from runner_e2e_helpers import Project
 
+import doc_samples
 from nodus import protocol
 from nodus.qualify import weights_hash
 from polling import WAIT_S
@@ -77,6 +79,12 @@ def code(tmp_path_factory) -> Path:
 
 
 def _command(method: str, lora: bool) -> list[str]:
+    """The command of each case; ``trl sft --use_peft`` is docs/recovery.md's recipe, as
+    written there (the installed ``trl`` of this interpreter)."""
+    if (method, lora) == ("sft", True):
+        command = tomllib.loads(doc_samples.recipe("trl-sft"))["command"]
+        assert sorted(command[2:]) == sorted([*COMMANDS["sft"][2:], *LORA])  # the same case
+        return [TRL, *command[1:]]
     return [*COMMANDS[method], *(LORA if lora else ())]
 
 
