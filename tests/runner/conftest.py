@@ -43,3 +43,9 @@ def setup(tmp_path):
     ws = Workspace(str(tmp_path / "attempt"))
     ws.make_private_folders()
     return catalog, run_id, store, ws
+
+
+@pytest.fixture
+def no_settling(monkeypatch):
+    """Folders and selections settle at once: a capture loop's poll takes what it sees."""
+    monkeypatch.setenv("NODUS_SETTLE_S", "0")

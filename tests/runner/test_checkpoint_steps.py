@@ -12,8 +12,8 @@ import zipfile
 from collections import OrderedDict
 
 import pytest
-from test_runner_capture import capturer, stage
-from test_torn_checkpoints import _contract, _poll
+from test_runner_capture import capturer, contract, stage
+from test_torn_checkpoints import _poll
 
 from nodus.inventory.narration import _restoring
 from nodus.inventory.runs import restored_text, step_text
@@ -203,13 +203,8 @@ def test_a_manifest_written_before_step_sources_reads_as_before():
 # --- the capture loop ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def no_settling(monkeypatch):
-    monkeypatch.setenv("NODUS_SETTLE_S", "0")
-
-
 def _selection(setup, paths=("out",), **continuity):
-    return capturer(setup, stage=_contract(paths, **continuity))
+    return capturer(setup, stage=contract(paths, **continuity))
 
 
 def _save(ws, obj, path="out/ckpt.pt") -> None:
@@ -285,7 +280,7 @@ def _restored(setup, first_id, step):
     catalog, run_id, store, ws = setup
     number = catalog.start_attempt(run_id, "main")
     manifest = store.get(first_id)
-    context = AttemptContext(store, catalog, run_id, _contract(("out",)), number)
+    context = AttemptContext(store, catalog, run_id, contract(("out",)), number)
     return Capturer(context, ws, restored_step=step, restored_snapshot=first_id, restored=manifest)
 
 

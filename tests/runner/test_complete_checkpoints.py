@@ -8,7 +8,6 @@ tests/runner/test_directory_programs.py kills real programs right after a save.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -18,9 +17,8 @@ import time
 import zipfile
 
 import pytest
-from test_runner_capture import capturer, stage
+from test_runner_capture import capturer, contract
 
-from nodus.schemas.resolved import ResolvedContinuity
 from nodus.stages import completeness
 from nodus.stages.completeness import TORN, UNPROVEN, WHOLE
 
@@ -186,23 +184,13 @@ def test_a_completing_file_older_than_the_rest_proves_nothing(tmp_path):
 # --- the capture loop after a death by signal -------------------------------------------------
 
 
-@pytest.fixture
-def no_settling(monkeypatch):
-    monkeypatch.setenv("NODUS_SETTLE_S", "0")
-
-
-def _contract(paths, **continuity):
-    marked = ResolvedContinuity("checkpointed", True, tuple(paths), **continuity)
-    return dataclasses.replace(stage(), continuity=marked)
-
-
 def _incomplete(catalog, run_id) -> list[dict]:
     return [e["details"] for e in catalog.events(run_id) if e["type"] == "checkpoint_incomplete"]
 
 
 def test_a_whole_file_written_just_before_a_death_is_taken(setup, no_settling):
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("ckpt.pt",)))
+    capture = capturer(setup, stage=contract(("ckpt.pt",)))
     with open(os.path.join(ws.copy, "ckpt.pt"), "wb") as handle:  # torch.save, then killed
         handle.write(ARCHIVE)
     capture.final_capture(died_at=time.time())
@@ -212,7 +200,7 @@ def test_a_whole_file_written_just_before_a_death_is_taken(setup, no_settling):
 
 def test_a_torn_file_written_just_before_a_death_is_never_taken(setup, no_settling):
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("ckpt.pt",)))
+    capture = capturer(setup, stage=contract(("ckpt.pt",)))
     with open(os.path.join(ws.copy, "ckpt.pt"), "wb") as handle:
         handle.write(ARCHIVE[:-40])
     capture.final_capture(died_at=time.time())
@@ -224,7 +212,7 @@ def test_two_files_written_just_before_a_death_keep_the_time_rule(setup, no_sett
     """``model.pt`` and ``optimizer.pt`` saved one after the other: each whole, the pair maybe
     not (killed between them), so they are not taken on their own proofs."""
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("out",)))
+    capture = capturer(setup, stage=contract(("out",)))
     os.makedirs(os.path.join(ws.copy, "out"))
     for name in ("model.pt", "optimizer.pt"):
         with open(os.path.join(ws.copy, "out", name), "wb") as handle:
@@ -238,7 +226,7 @@ def test_a_whole_file_beside_an_older_part_of_its_save_keeps_the_time_rule(setup
     """``optimizer.pt`` left from the save before (laid out by a restore), ``model.pt`` of the
     new save written just before the kill: the pair is two saves."""
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("out",)))
+    capture = capturer(setup, stage=contract(("out",)))
     os.makedirs(os.path.join(ws.copy, "out"))
     for name in ("optimizer.pt", "model.pt"):
         with open(os.path.join(ws.copy, "out", name), "wb") as handle:
@@ -252,7 +240,7 @@ def test_a_whole_file_beside_an_older_part_of_its_save_keeps_the_time_rule(setup
 
 def test_lightning_checkpoint_files_written_just_before_a_death_are_taken(setup, no_settling):
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("checkpoints",)))
+    capture = capturer(setup, stage=contract(("checkpoints",)))
     os.makedirs(os.path.join(ws.copy, "checkpoints"))
     for name in ("epoch=0-step=14.ckpt", "last.ckpt"):
         with open(os.path.join(ws.copy, "checkpoints", name), "wb") as handle:
@@ -274,7 +262,7 @@ def test_an_accelerate_folder_written_just_before_a_death_is_taken_once_its_coun
     setup, no_settling
 ):
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("state",)))
+    capture = capturer(setup, stage=contract(("state",)))
     _accelerate_folder(ws, 5, customs=2)
     capture.final_capture(died_at=time.time())  # the program's first folder: count not known
     assert store.list(run=run_id) == []
@@ -286,7 +274,7 @@ def test_an_accelerate_folder_written_just_before_a_death_is_taken_once_its_coun
 
 def test_a_checkpoint_folder_written_just_before_a_death_is_taken_when_whole(setup, no_settling):
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("state",)))
+    capture = capturer(setup, stage=contract(("state",)))
     folder = os.path.join(ws.state, "checkpoint-20")
     os.makedirs(folder)
     for name, data in TRAINER.items():

@@ -32,6 +32,12 @@ def stage(paths=("state", "progress.json"), integration=None) -> ResolvedStage:
     )
 
 
+def contract(paths, **continuity) -> ResolvedStage:
+    """A directory-contract stage whose selection is ``paths``, with ``continuity``'s keys."""
+    marked = ResolvedContinuity("checkpointed", True, tuple(paths), **continuity)
+    return dataclasses.replace(stage(), continuity=marked)
+
+
 def capturer(setup, **kwargs) -> Capturer:
     """A capture loop of a new attempt; ``store`` (default: the real one) it commits into."""
     catalog, run_id, store, ws = setup

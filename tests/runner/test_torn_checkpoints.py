@@ -10,7 +10,6 @@ are outside the quick tier (``slow``), which imports no ML stack.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import pickle
@@ -18,11 +17,10 @@ import re
 import time
 
 import pytest
-from test_runner_capture import capturer, stage
+from test_runner_capture import capturer, contract, stage
 
 import doc_samples
 from nodus.runner.recovery import suspects
-from nodus.schemas.resolved import ResolvedContinuity
 from nodus.stages import formats, layouts, step_names
 from nodus.stages.directory import capture_plan, restored_checkpoint, step_folders
 
@@ -177,16 +175,6 @@ def test_folders_of_a_selection_are_checkpoints_by_their_names():
 # --- the capture loop: selections without checkpoint folders ------------------------------------
 
 
-@pytest.fixture
-def no_settling(monkeypatch):
-    monkeypatch.setenv("NODUS_SETTLE_S", "0")
-
-
-def _contract(paths, **continuity):
-    marked = ResolvedContinuity("checkpointed", True, tuple(paths), **continuity)
-    return dataclasses.replace(stage(), continuity=marked)
-
-
 def _poll(capture) -> None:
     """Two looks at the selection (the walk runs at most every POLL_S)."""
     for _ in range(2):
@@ -197,7 +185,7 @@ def _poll(capture) -> None:
 @pytest.mark.slow  # imports torch
 def test_a_selection_without_checkpoint_folders_is_captured_while_it_trains(setup, no_settling):
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("ckpt.pt",)))
+    capture = capturer(setup, stage=contract(("ckpt.pt",)))
     path = os.path.join(ws.copy, "ckpt.pt")
     _torch_file(path)
     _poll(capture)
@@ -210,7 +198,7 @@ def test_a_selection_without_checkpoint_folders_is_captured_while_it_trains(setu
 @pytest.mark.slow  # imports torch
 def test_a_selection_is_captured_with_the_step_its_names_carry(setup, no_settling):
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("checkpoints",)))
+    capture = capturer(setup, stage=contract(("checkpoints",)))
     folder = os.path.join(ws.copy, "checkpoints")
     os.makedirs(folder)
     _torch_file(os.path.join(folder, "epoch=0-step=20.ckpt"))
@@ -223,7 +211,7 @@ def test_a_selection_is_captured_with_the_step_its_names_carry(setup, no_settlin
 @pytest.mark.slow  # imports torch
 def test_a_torn_file_in_a_selection_is_never_committed(setup, no_settling):
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("ckpt.pt",)))
+    capture = capturer(setup, stage=contract(("ckpt.pt",)))
     path = os.path.join(ws.copy, "ckpt.pt")
     data = _torch_file(path)
     _poll(capture)
@@ -240,7 +228,7 @@ def test_a_torn_file_in_a_selection_is_never_committed(setup, no_settling):
 
 def test_after_a_death_by_signal_what_changed_just_before_is_not_taken(setup, no_settling):
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("state",)))
+    capture = capturer(setup, stage=contract(("state",)))
     path = os.path.join(ws.state, "progress.json")
     with open(path, "w") as handle:  # a format nodus cannot check, written right before a kill
         handle.write('{"step": 3}')
@@ -257,7 +245,7 @@ def test_after_a_death_by_signal_what_changed_just_before_is_not_taken(setup, no
 @pytest.mark.slow  # imports torch
 def test_the_time_rule_leaves_out_a_checkpoint_folder_for_the_whole_one_before(setup, no_settling):
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("state",)))
+    capture = capturer(setup, stage=contract(("state",)))
     for step in (10, 20):
         folder = os.path.join(ws.state, f"checkpoint-{step}")
         os.makedirs(folder)
@@ -277,7 +265,7 @@ def test_an_accelerate_folder_by_step_waits_for_its_registered_objects(setup, no
     from safetensors.torch import save_file
 
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("state",)))
+    capture = capturer(setup, stage=contract(("state",)))
     names = ("model.safetensors", "optimizer.bin", "random_states_0.pkl")
     for step, customs in ((5, 1), (10, 0)):
         folder = os.path.join(ws.state, f"step_{step}")
@@ -295,7 +283,7 @@ def test_an_accelerate_folder_by_step_waits_for_its_registered_objects(setup, no
 
 def test_an_empty_checkpoint_folder_is_never_a_snapshot(setup, no_settling):
     catalog, run_id, store, ws = setup
-    capture = capturer(setup, stage=_contract(("state",)))
+    capture = capturer(setup, stage=contract(("state",)))
     os.makedirs(os.path.join(ws.state, "checkpoint-20"))  # killed right after mkdir
     capture.final_capture()
     assert store.list(run=run_id) == []
@@ -308,18 +296,18 @@ def test_the_capture_plan_names_the_step_names_and_the_resume_arguments():
     plain = capture_plan(stage(), settle_s=1)
     assert any("checkpoint_N" in line and "capture's count" in line for line in plain)
     assert any("torch.save checkpoint global_step, iter_num" in line for line in plain)
-    keyed = capture_plan(_contract(("out",), step_key="n_updates"), settle_s=1)
+    keyed = capture_plan(contract(("out",), step_key="n_updates"), settle_s=1)
     assert any("torch.save checkpoint step_key 'n_updates'" in line for line in keyed)
-    named = _contract(("state",), checkpoint_name="model_{step}.pt", resume_args=("--r", "x"))
+    named = contract(("state",), checkpoint_name="model_{step}.pt", resume_args=("--r", "x"))
     lines = capture_plan(named, settle_s=1)
     assert any("'model_{step}.pt'" in line for line in lines) and "adds --r x" in lines[-1]
     for paths in (("ckpt.pt",), ("out", "checkpoints")):
-        lines = capture_plan(_contract(paths), settle_s=1)
+        lines = capture_plan(contract(paths), settle_s=1)
         assert not any("checkpoint-<step>" in line for line in lines) and lines[0].startswith(
             "the whole selection once unchanged for 1 s"
         )
     for paths in (("state",), (".",), ("state/", "out")):
-        assert "state/checkpoint-<step>" in capture_plan(_contract(paths), settle_s=1)[0]
+        assert "state/checkpoint-<step>" in capture_plan(contract(paths), settle_s=1)[0]
     integrated = capture_plan(stage(integration="hf-trainer-v1"))
     assert integrated == [
         "hf-trainer-v1 saves state/checkpoint-<step> every 50 steps, captured at once"

@@ -45,6 +45,7 @@ import os
 import pickletools
 import posixpath
 import struct
+from collections.abc import Iterator
 
 __all__ = ["CHECKED_SUFFIXES", "PICKLE_READ_LIMIT", "temporary", "torn", "whole"]
 
@@ -115,18 +116,23 @@ def torn(path: str, name: str | None = None) -> str | None:
     return None  # e.g. a raw `.bin` that is no archive: a format of the program's own
 
 
-def _zip(handle, size: int) -> str | None:
-    """A zip archive is whole once its end record points at a central directory before it."""
+def _zip_ends(handle, size: int) -> Iterator[tuple[bytes, int]]:
+    """Each candidate end record in the file's last bytes, the last first: its bytes on (to the
+    file's end) and its offset. A comment may hold the record's signature too."""
     tail_size = min(size, _ZIP_END_SIZE + _ZIP_MAX_COMMENT)
     handle.seek(size - tail_size)
     tail = handle.read(tail_size)
     at = tail.rfind(_ZIP_END)
     while at >= 0:
-        end = size - tail_size + at
-        verdict = _zip_end(handle, tail[at:], end, size)
-        if verdict is None:
-            return None
+        yield tail[at:], size - tail_size + at
         at = tail.rfind(_ZIP_END, 0, at)
+
+
+def _zip(handle, size: int) -> str | None:
+    """A zip archive is whole once its end record points at a central directory before it."""
+    for record, end in _zip_ends(handle, size):
+        if _zip_end(handle, record, end, size) is None:
+            return None
     return "a zip archive (torch.save) without its central directory: cut off while written"
 
 
@@ -237,16 +243,10 @@ def whole(path: str, name: str | None = None) -> bool:
 
 def _zip_whole(handle, size: int) -> bool:
     """The end record closes the file and every member the directory lists lies before it."""
-    tail_size = min(size, _ZIP_END_SIZE + _ZIP_MAX_COMMENT)
-    handle.seek(size - tail_size)
-    tail = handle.read(tail_size)
-    at = tail.rfind(_ZIP_END)
-    while at >= 0:
-        end = size - tail_size + at
-        if _zip_end(handle, tail[at:], end, size) is None and _members(handle, tail[at:], end):
-            return True
-        at = tail.rfind(_ZIP_END, 0, at)
-    return False
+    return any(
+        _zip_end(handle, record, end, size) is None and _members(handle, record, end)
+        for record, end in _zip_ends(handle, size)
+    )
 
 
 def _members(handle, record: bytes, end: int) -> bool:
