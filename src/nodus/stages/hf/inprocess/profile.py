@@ -435,8 +435,8 @@ def ways_forward(
             "exactly, from the workload file (docs/methods.md)"
         )
     ways.append(
-        'integration = "auto": the program runs unprepared; nodus neither saves nor resumes '
-        "it, so a recovery is not bit-identical"
+        'integration = "auto": the program runs unprepared; nodus protects only what it saves '
+        "by itself (the directory contract), so a recovery is not bit-identical"
     )
     contract = (
         "the directory contract (no integration): the program saves checkpoint folders under "
