@@ -238,13 +238,12 @@ class Attempt:
             self.stage.continuity.checkpoint_name,
         )
         checkpoint = os.path.join(self.ws.copy, relative)
-        env = {
-            protocol.ENV_RESTORED_STEP: str(restored.step),
-            protocol.ENV_RESTORED_CHECKPOINT: checkpoint,
-        }
-        args = protocol.resume_arguments(
-            self.stage.continuity.resume_args, checkpoint, restored.step
-        )
+        env = {protocol.ENV_RESTORED_CHECKPOINT: checkpoint}
+        # A capture's count is no step of the program's: it is never handed over as one.
+        step = None if restored.counted else restored.step
+        if step is not None:
+            env[protocol.ENV_RESTORED_STEP] = str(step)
+        args = protocol.resume_arguments(self.stage.continuity.resume_args, checkpoint, step)
         return env, args
 
     def _capturer(self, restored: Manifest | None, rotation: Rotation) -> Capturer:
