@@ -213,7 +213,8 @@ def test_validate_describes_only_what_the_selection_can_hold(write):
         "  main: captures out/ckpt.pt, checkpoints (checkpointed)",
         f"    the whole selection once unchanged for {settle} s and whole (step: checkpoint-N, "
         "checkpoint_N, ckpt_N, step_N, stepN, global_stepN, epoch=E-step=S, iter_N, "
-        "iteration_N; else the capture's sequence)",
+        "iteration_N; else in a torch.save checkpoint global_step, iter_num, step, iteration; "
+        "else the capture's count)",
         "    once more when the program exits",
     ]
     with_state = write(
