@@ -513,9 +513,12 @@ def test_stepping_back_is_bounded_and_the_run_names_the_snapshots_it_tried(proje
 WINDOW = {"NODUS_SETTLE_S": "2"}
 
 
-def killed_right_after_a_save(project, tmp_path, program, args, continuity, *, after=None):
-    """The program under `nodus run`, SIGKILLed as soon as it logs the end of a save (after
-    ``after(run_id)`` holds, when given): the step of that save, the run's id and the log."""
+def killed_right_after_a_save(
+    project, tmp_path, program, args, continuity, *, after=None, of: str = ""
+):
+    """The program under `nodus run`, SIGKILLed as soon as it logs the end of a save (of a
+    file whose log line holds ``of``; after ``after(run_id)`` holds, when given): the step of
+    that save, the run's id and the log."""
     reference = Bare(tmp_path, program, args)
     log = tmp_path / "program.log"
     shutil.copy(PROGRAMS / program, project.root / "train.py")
@@ -526,18 +529,18 @@ def killed_right_after_a_save(project, tmp_path, program, args, continuity, *, a
     pid = next_program(project, run_id, log, 0)["pid"]
     if after is not None:
         wait_for(lambda: after(run_id), what="the program's earlier saves taken")
-    ended = len(saves_ended(log, pid))
-    wait_for(lambda: len(saves_ended(log, pid)) > ended, what="a save to end", timeout=120)
+    ended = len(saves_ended(log, pid, of))
+    wait_for(lambda: len(saves_ended(log, pid, of)) > ended, what="a save to end", timeout=120)
     os.kill(pid, signal.SIGKILL)
-    step = int(saves_ended(log, pid)[-1].rsplit("step=", 1)[1])
+    step = int(saves_ended(log, pid, of)[-1].rsplit("step=", 1)[1])
     done_killing(log)
     finish(runner)
     assert outputs_result(project, run_id) == reference.result()
     return step, run_id, log
 
 
-def saves_ended(log: Path, pid: int) -> list[str]:
-    return [e for e in lines(log, pid) if e.startswith("save-end")]
+def saves_ended(log: Path, pid: int, of: str = "") -> list[str]:
+    return [e for e in lines(log, pid) if e.startswith("save-end") and of in e]
 
 
 def resumed(project, run_id: str, log: Path) -> str:
@@ -567,9 +570,11 @@ def test_lightning_last_ckpt_killed_right_after_a_save_resumes_from_that_save(pr
         "lightning_ckpt.py",
         args,
         'checkpoint_paths = ["checkpoints"]',
+        of="last.ckpt",
     )
-    # the log's save-end lines alternate epoch=E-step=S.ckpt and last.ckpt: the kill came
-    # right after one of them, and both are proven whole
+    # A Lightning save writes epoch=E-step=S.ckpt, then last.ckpt, the one `ckpt_path="last"`
+    # resumes from: the kill comes right after the second, and both are proven whole. (Killed
+    # between the two, the program itself would resume from the previous last.ckpt.)
     assert resumed(project, run_id, log) == f"resume last.ckpt step={step}"
     attempts = project.get(run_id)["stages"][0]["attempts"]
     assert attempts[1]["restored_step"] == step
