@@ -30,7 +30,8 @@ def _zip(members: dict[str, bytes]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         for name, data in members.items():
-            archive.writestr(name, data)
+            # a fixed date: the bytes (and so the tests' ids) are the same in every process
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data)
     return buffer.getvalue()
 
 
@@ -79,6 +80,7 @@ SAFETENSORS = _safetensors()
         ("weights.bin", b"\x00raw floats", UNPROVEN),
         ("model.safetensors.tmp", SAFETENSORS, TORN),  # a write under way
     ],
+    ids=lambda value: value if isinstance(value, str) else f"{len(value)}B",
 )
 def test_a_single_file_is_proven_whole_only_when_its_format_covers_every_byte(
     tmp_path, name, data, outcome
