@@ -214,7 +214,7 @@ ATTEMPT_PROBE = textwrap.dedent("""
     if attempt == "1":
         open("stray.txt", "w").write("left in the copy by attempt 1")
         with open("data.txt", "a") as handle:  # in place: the copy's own file, not the source
-            handle.write("scribbled by attempt 1\n")
+            handle.write("scribbled by attempt 1\\n")
         os.kill(os.getpid(), signal.SIGKILL)  # an interruption: nodus did not send it
     os.makedirs("out", exist_ok=True)
     for path in glob.glob(f"{cache}/seen-*.json"):
