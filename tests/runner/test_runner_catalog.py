@@ -46,7 +46,7 @@ def test_unfinished_runs_leave_out_only_those_stopped_for_good(tmp_path):
     runs = {}
     for phase in phases + [Phase.CANCELLED]:
         runs[phase] = make_run(catalog)
-        catalog.set_phase(runs[phase], phase)
+        move_to(catalog, runs[phase], phase)
     unfinished = {run.phase: run.id for run in catalog.unfinished_runs()}
     assert unfinished == {p: runs[p] for p in (Phase.RUNNING, Phase.PAUSED, Phase.INTERRUPTED)}
 

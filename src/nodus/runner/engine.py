@@ -101,7 +101,7 @@ class Runner:
             return status
         except StoreError as error:
             # The source or an earlier stage's outputs cannot be laid out: no attempt can run.
-            self.catalog.set_phase(self.run.id, Phase.FAILED, message=str(error))
+            self.catalog.lifecycle.move(self.run.id, Phase.FAILED, message=str(error))
             raise
         finally:
             self.ctx.standby.close()
@@ -128,7 +128,7 @@ class Runner:
         # Training finished; saves a failing remote store never received are said, not hidden.
         missing = unrecorded(self.catalog, self.run.id)
         message = unrecorded_note(missing) if missing else None
-        self.catalog.set_phase(self.run.id, Phase.SUCCEEDED, message=message)
+        self.catalog.lifecycle.move(self.run.id, Phase.SUCCEEDED, message=message)
         self._register_model()
         return _status(Phase.SUCCEEDED)
 
@@ -209,7 +209,7 @@ class Runner:
     def _recover(self, stage: ResolvedStage, decision: Decision, recoveries: int) -> None:
         """The run records a recovery before its next attempt starts."""
         self.catalog.set_stage(self.run.id, stage.name, recoveries=recoveries + 1)
-        self.catalog.set_phase(
+        self.catalog.lifecycle.move(
             self.run.id, Phase.RECOVERING, message=decision.detail, stage=stage.name
         )
 
@@ -255,7 +255,7 @@ class Runner:
         status."""
         phase = kind.stops_run
         assert phase is not None, f"an attempt that {kind} does not stop the run"
-        self.catalog.set_phase(self.run.id, phase, message=detail, stage=stage.name)
+        self.catalog.lifecycle.move(self.run.id, phase, message=detail, stage=stage.name)
         return _status(phase)
 
     def _lost_training_state(self, stage: ResolvedStage, restore: Restore) -> str | None:

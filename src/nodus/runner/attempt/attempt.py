@@ -213,7 +213,7 @@ class Attempt:
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, pid=self.process.pid
         )
-        self.ctx.catalog.set_phase(self.ctx.run_id, Phase.RUNNING, stage=self.stage.name)
+        self.ctx.catalog.lifecycle.move(self.ctx.run_id, Phase.RUNNING, stage=self.stage.name)
         try:
             outcome = self._supervise(capturer)
         except StaleAttemptError as error:
@@ -303,7 +303,7 @@ class Attempt:
     def _prepare(self) -> Manifest | None:
         """The copy laid out again: source, earlier outputs, restored selection; its manifest."""
         if not self.recovering:
-            self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
+            self.ctx.catalog.lifecycle.move(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
         restored = None
         candidates = self._candidates()
         # What the last attempt left may serve the restore without a copy, once verified.

@@ -115,7 +115,7 @@ class RayAttempt:
 
     def run(self) -> Outcome:
         if not self.recovering:
-            self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
+            self.ctx.catalog.lifecycle.move(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
         rotation = Rotation(self.ctx.attempt_context(self.stage, self.number))
         try:
             outcome = self._run(rotation)
@@ -315,7 +315,7 @@ class RayAttempt:
             restored_snapshot=attempt["restored_snapshot"],
             restored_step=attempt["restored_step"],
         )
-        catalog.set_phase(run_id, Phase.RUNNING, stage=stage)
+        catalog.lifecycle.move(run_id, Phase.RUNNING, stage=stage)
 
     def _relay_pause(self, pause_id: int, pause: dict[str, Any]) -> None:
         values = {key: pause[key] for key in _RELAYED_PAUSE if key in pause}
