@@ -6,12 +6,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from run_phases import move_to
 
 from nodus.errors import NotFoundError, PhaseTransitionError
 from nodus.runner.catalog.core import Catalog
 from nodus.runner.catalog.lifecycle import TRANSITIONS, check
 from nodus.runner.catalog.phases import Phase
+from run_phases import move_to
 
 Q, PR, RU, RE = Phase.QUEUED, Phase.PREPARING, Phase.RUNNING, Phase.RECOVERING
 PG, PD, IN = Phase.PAUSING, Phase.PAUSED, Phase.INTERRUPTED

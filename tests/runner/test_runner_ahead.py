@@ -89,7 +89,7 @@ def test_a_recovery_takes_the_copy_laid_out_ahead_which_holds_the_source_as_capt
     first, second = _seen(project, run_id)
 
     attempts = project.get(run_id)["stages"][0]["attempts"]
-    assert [a["outcome"] for a in attempts] == ["interrupted", "succeeded"]
+    assert [a["outcome"] for a in attempts] == ["lost", "succeeded"]
     assert second["inode"] == first["next_inode"]  # renamed into place, not restored again
     # ... and it is the source as captured, not what attempt 1 did to its own copy
     assert first["data"] == second["data"] == DATA

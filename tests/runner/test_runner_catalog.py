@@ -11,8 +11,9 @@ import pytest
 
 from nodus.errors import CatalogError, NotFoundError
 from nodus.runner.catalog.core import SCHEMA_VERSION, Catalog
-from nodus.runner.catalog.phases import Phase
+from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.schemas import defaults
+from run_phases import move_to
 
 WORKLOAD = {"name": "w", "stages": []}
 
@@ -133,3 +134,27 @@ def test_control_requests_are_seen_once_by_the_runner(tmp_path):
     assert [c["action"] for c in pending] == ["cancel"]
     catalog.mark_handled(pending[0]["id"])
     assert list(catalog.pending_controls(run_id)) == []
+
+
+def test_a_catalog_whose_attempts_ended_interrupted_reads_them_as_lost(tmp_path):
+    """Migration 6: the attempt outcome "interrupted" became "lost" (the run's INTERRUPTED keeps
+    the word); a catalog written before says "lost" in its rows and its events once opened."""
+    catalog = Catalog(str(tmp_path))
+    run_id = make_run(catalog)
+    number = catalog.start_attempt(run_id, "main")
+    catalog.end_attempt(run_id, "main", number, AttemptOutcome.LOST, "killed", announce=True)
+    db = sqlite3.connect(catalog.path)
+    with db:  # as nodus wrote it before the rename
+        db.execute("UPDATE attempts SET outcome = 'interrupted'")
+        db.execute(
+            "UPDATE events SET details = json_set(details, '$.outcome', 'interrupted') "
+            "WHERE type = 'attempt_ended'"
+        )
+        db.execute("PRAGMA user_version = 5")
+    db.close()
+    reopened = Catalog(str(tmp_path))
+    assert [a["outcome"] for a in reopened.attempts(run_id, "main")] == [AttemptOutcome.LOST]
+    ended = reopened.events(run_id, types=("attempt_ended",))
+    assert [e["details"]["outcome"] for e in ended] == ["lost"]
+    # a store record written by an older nodus still names it so: read as lost
+    assert AttemptOutcome("interrupted") is AttemptOutcome.LOST

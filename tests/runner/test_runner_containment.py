@@ -136,7 +136,7 @@ def test_a_sigkilled_runner_takes_the_whole_tree_along_and_run_key_recovers(proj
     _result_is_uninterrupted(project, run_id)
     assert token_carriers(run_id) == {}  # the finished attempt's daemon is gone as well
     attempts = project.get(run_id)["stages"][0]["attempts"]
-    assert [a["outcome"] for a in attempts] == ["interrupted", "succeeded"]
+    assert [a["outcome"] for a in attempts] == ["lost", "succeeded"]
 
 
 def test_sigterm_to_the_runner_ends_the_whole_tree_before_it_exits(project):
@@ -191,7 +191,7 @@ def test_a_sigkilled_supervisor_is_an_interruption_and_its_tree_is_swept(project
     assert token_carriers(run_id) == {}
     run = project.get(run_id)
     first = run["stages"][0]["attempts"][0]
-    assert first["outcome"] == "interrupted" and "supervisor" in first["detail"]
+    assert first["outcome"] == "lost" and "supervisor" in first["detail"]
     assert {e["attempt"] for e in run["events"] if e["type"] == "survivor_killed"} == {1}
 
 
@@ -210,7 +210,7 @@ def test_a_spare_killed_while_it_waited_does_not_cost_the_recovery(project):
     assert runner.returncode == 0, err
     assert project.result(run.id) == {"steps": 60, "value": expected_value(60)}
     outcomes = [a["outcome"] for a in project.get(run.id)["stages"][0]["attempts"]]
-    assert outcomes == ["interrupted", "succeeded"]
+    assert outcomes == ["lost", "succeeded"]
 
 
 def test_a_recovery_starts_after_the_killed_attempts_whole_tree_is_gone(project):
@@ -285,7 +285,7 @@ def test_every_leaf_killed_after_the_first_snapshot_recovers(project):
     assert project.result(run.id) == {"steps": 60, "value": expected_value(60)}
     got = project.get(run.id)
     outcomes = [a["outcome"] for a in got["stages"][0]["attempts"]]
-    assert outcomes == ["interrupted", "succeeded"]
+    assert outcomes == ["lost", "succeeded"]
     replaced = [e for e in got["events"] if e["type"] == "supervisor_replaced"]
     assert [e["attempt"] for e in replaced] == [2] and "Broken pipe" in replaced[0]["reason"]
     assert token_carriers(run.id) == {}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, SnapshotDamagedError
+from nodus.runner.catalog.phases import AttemptOutcome
 from nodus.runner.workspace.layout import attempt_metrics
 from nodus.stages.metric_logs import Point, read_jsonl
 from nodus.store.restorable import current
@@ -173,7 +174,7 @@ def _numbers(metrics: dict[str, Any]) -> dict[str, float]:
 def _restarts(attempts: list[dict[str, Any]]) -> list[tuple[int, str]]:
     lines = []
     for before, attempt in zip(attempts, attempts[1:]):
-        why = "recovery" if before["outcome"] == "interrupted" else "resume"
+        why = "recovery" if before["outcome"] == AttemptOutcome.LOST else "resume"
         step = attempt["restored_step"] or 0
         lines.append((step, f"{why}: attempt {attempt['number']} from step {step}"))
     return lines

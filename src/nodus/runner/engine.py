@@ -8,7 +8,7 @@ succeeded it starts attempts until one ends the stage:
     preempted    → run INTERRUPTED, exit 3 (resumable by hand)
     paused       → run PAUSED, exit 3 (``nodus runs resume``)
     cancelled    → run CANCELLED, exit 4
-    interrupted  → continuity decides: resume_on_interruption false → INTERRUPTED (exit 3);
+    lost         → continuity decides: resume_on_interruption false → INTERRUPTED (exit 3);
                    otherwise RECOVERING and a new attempt (checkpointed: newest committed
                    snapshot, restartable: the source alone), at most ``max_recoveries`` times.
 
@@ -146,10 +146,10 @@ class Runner:
         recoveries = row["recoveries"]
         lost = self._reap_lost_attempts(stage, row)
         first = decisions.first_restore(stage, restore, attempted=bool(row["attempts"]))
-        # Not a resume by hand: the attempts its dead runner left count as interrupted.
+        # Not a resume by hand: the attempts its dead runner left count as lost.
         decision = None
         if lost and restore is None:
-            died = Outcome(AttemptOutcome.INTERRUPTED, "its runner died")
+            died = Outcome(AttemptOutcome.LOST, "its runner died")
             decision = decisions.decide(stage, died, recoveries, self.run.id)
         try:
             return self._attempts(stage, row, first, overlays, decision, recoveries)
@@ -244,7 +244,7 @@ class Runner:
                 self.run.id,
                 stage.name,
                 attempt["number"],
-                AttemptOutcome.INTERRUPTED,
+                AttemptOutcome.LOST,
                 "its runner died",
             )
             self.ctx.event("runner_lost", {"attempt": attempt["number"]}, stage.name)
