@@ -45,7 +45,7 @@ def test_unfinished_runs_leave_out_only_those_stopped_for_good(tmp_path):
     catalog = Catalog(str(tmp_path))
     phases = [Phase.RUNNING, Phase.SUCCEEDED, Phase.PAUSED, Phase.FAILED, Phase.INTERRUPTED]
     runs = {}
-    for phase in phases + [Phase.CANCELLED]:
+    for phase in [*phases, Phase.CANCELLED]:
         runs[phase] = make_run(catalog)
         move_to(catalog, runs[phase], phase)
     unfinished = {run.phase: run.id for run in catalog.unfinished_runs()}
@@ -121,7 +121,7 @@ def test_a_locked_catalog_says_what_to_do(tmp_path, monkeypatch):
     holder = sqlite3.connect(catalog.path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     monkeypatch.setattr(defaults, "CATALOG_BUSY_TIMEOUT_S", 0.1)
-    with pytest.raises(CatalogError, match="locked by another process.*retry"):
+    with pytest.raises(CatalogError, match=r"locked by another process.*retry"):
         make_run(Catalog(str(tmp_path)))
     holder.execute("ROLLBACK")
 

@@ -32,7 +32,7 @@ class Phase(StrEnum):
         exit_status: int | None = None,
         terminal: bool = False,
         resumable: bool = False,
-    ):
+    ) -> Phase:
         member = str.__new__(cls, value)
         member._value_ = value
         member.exit_status = exit_status
@@ -76,7 +76,7 @@ class Phase(StrEnum):
 class AttemptOutcome(StrEnum):
     """How one attempt ended, and the phase the run stops in because of it."""
 
-    def __new__(cls, value: str, stops_run: Phase | None = None):  # None: see Phase.__new__
+    def __new__(cls, value: str, stops_run: Phase | None = None) -> AttemptOutcome:  # see Phase
         member = str.__new__(cls, value)
         member._value_ = value
         member.stops_run = stops_run

@@ -277,7 +277,7 @@ class RunStatements(AttemptStatements):
         return run
 
 
-def _filters(phase: str | None, name: str | None) -> tuple[str, tuple]:
+def _filters(phase: str | None, name: str | None) -> tuple[str, tuple[str, ...]]:
     """The WHERE clause (and its parameters) of a listing by phase and by a text in the name."""
     clauses, params = [], []
     if phase:
