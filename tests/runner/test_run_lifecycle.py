@@ -4,6 +4,7 @@ is refused and records nothing, on a real catalog (:mod:`nodus.runner.catalog.li
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +91,17 @@ def test_any_other_change_is_refused_and_records_nothing(catalog, pair):
 def test_a_run_the_catalog_does_not_hold_is_named(catalog):
     with pytest.raises(NotFoundError, match="no run with id 'run_nope'"):
         catalog.lifecycle.move("run_nope", Phase.PREPARING)
+
+
+def test_only_the_lifecycle_writes_a_run_phase():
+    """No module moves a run but through ``catalog.lifecycle``: the raw write is the catalog's
+    own, called by the lifecycle alone, and no other statement sets a run's phase."""
+    import nodus
+
+    src = Path(nodus.__file__).parent
+    writers = {
+        str(path.relative_to(src))
+        for path in src.rglob("*.py")
+        if "_write_phase(" in (text := path.read_text()) or "UPDATE runs SET phase" in text
+    }
+    assert writers == {"runner/catalog/runs.py", "runner/catalog/lifecycle.py"}
