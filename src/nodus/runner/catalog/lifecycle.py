@@ -17,9 +17,10 @@ Who moves a run where (the table's rows, read by the phase moved to):
                  and a Ray node's copy of the record, which the runner had moved there already
     RUNNING      the attempt's program started (after PREPARING or RECOVERING), or a pause
                  was given up while it ran (PAUSING)
-    RECOVERING   a recovery before the next attempt: after one that ended lost (preparing,
-                 running, pausing, recovering), or at the start of a drive that found a dead
-                 runner's attempt (its phase as it left it, or QUEUED when detached)
+    RECOVERING   a recovery before the next attempt: after one that ended lost, or failed
+                 after restoring a suspect snapshot (preparing, running, pausing, recovering),
+                 or at the start of a drive that found a dead runner's attempt (its phase as
+                 it left it, or QUEUED when detached)
     PAUSING      ``runs pause`` taken up while the program runs
     PAUSED       the pause completed (from PAUSING; a Ray attempt's pause is carried out on its
                  node, so the runner's run goes there from RUNNING)
@@ -27,6 +28,7 @@ Who moves a run where (the table's rows, read by the phase moved to):
                  pause; QUEUED when every stage had succeeded before a detached continuation)
     INTERRUPTED  a notice to the runner (SIGTERM, SIGINT), or an attempt lost while
                  ``resume_on_interruption`` is false: from any phase a runner drives in
+                 (QUEUED: a detached continuation that found a dead runner's attempt)
     FAILED       from any phase not stopped for good (a drive that cannot start counts too)
     CANCELLED    ``runs cancel``: from any phase not stopped for good
 
