@@ -19,7 +19,7 @@ PG, PD, IN = Phase.PAUSING, Phase.PAUSED, Phase.INTERRUPTED
 SU, FA, CA = Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED
 
 # fmt: off
-ALLOWED = {  # from → the phases a run may move to (docs/concepts.md, "Phases")
+ALLOWED = {  # from → the phases a run may move to (docs/recovery.md, "Phases and exit codes")
     Q:  {PR, RE, SU, IN, FA, CA},
     PR: {Q, PR, RU, RE, IN, FA, CA},
     RU: {Q, PR, RE, PG, PD, SU, IN, FA, CA},
