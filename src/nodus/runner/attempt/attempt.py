@@ -10,10 +10,10 @@ told by :func:`nodus.runner.attempt.outcome.classify`):
 
     succeeded    exit 0 (outputs captured)
     failed       non-zero exit, or the command could not start
-    interrupted  killed by a signal nodus did not send; or a process of its tree was, and the
+    lost         killed by a signal nodus did not send; or a process of its tree was, and the
                  program (a launcher: ``sh -c``, ``torchrun``) then exited non-zero
     preempted    the runner got SIGTERM/SIGINT: the program was stopped and captured
-    interrupted  (hung) no progress for ``hang_timeout``: the tree ended, then recovered like any
+    lost         (hung) no progress for ``hang_timeout``: the tree ended, then recovered like any
                  interruption (:mod:`nodus.runner.attempt.watch`); succeeded when the
                  integration had reported training ended and its final snapshot was committed
     paused       ``nodus runs pause`` (carried out by :mod:`nodus.runner.attempt.pausing`)
@@ -133,7 +133,7 @@ class Attempt:
                 unrecorded = self.uploads.finish()
             # While the attempt lasts, the run is unfinished: holds stay. A recovery may
             # follow at once: it need not wait for an idle worker to go.
-            interrupted = outcome is not None and outcome.kind == AttemptOutcome.INTERRUPTED
+            interrupted = outcome is not None and outcome.kind == AttemptOutcome.LOST
             rotation.close(hurry=interrupted)
         return self._end(_with_unrecorded(outcome, unrecorded))
 
@@ -184,7 +184,7 @@ class Attempt:
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, pid=self.process.pid
         )
-        self.ctx.catalog.set_phase(self.ctx.run_id, Phase.RUNNING, stage=self.stage.name)
+        self.ctx.catalog.lifecycle.move(self.ctx.run_id, Phase.RUNNING, stage=self.stage.name)
         try:
             outcome = self._supervise(capturer)
         except StaleAttemptError as error:
@@ -274,7 +274,7 @@ class Attempt:
     def _prepare(self) -> Manifest | None:
         """The copy laid out again: source, earlier outputs, restored selection; its manifest."""
         if not self.recovering:
-            self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
+            self.ctx.catalog.lifecycle.move(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
         restored = None
         candidates = self._candidates()
         # What the last attempt left may serve the restore without a copy, once verified.
@@ -502,7 +502,7 @@ class Attempt:
                 "without progress",
             )
         return Outcome(
-            AttemptOutcome.INTERRUPTED, f"hung: no progress for {seconds} s (last: {hang.last})"
+            AttemptOutcome.LOST, f"hung: no progress for {seconds} s (last: {hang.last})"
         )
 
     def _say(self, text: str) -> None:
