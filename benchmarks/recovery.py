@@ -43,7 +43,23 @@ from nodus.runner.catalog.core import Catalog  # noqa: E402
 
 QUICKSTART = os.path.join(HERE, "..", "examples", "quickstart")
 LM_EXAMPLE = os.path.join(HERE, "..", "tests", "hf", "programs", "lm_example.py")
-WORDS = "the quick brown fox jumps over a lazy dog while nodus keeps every step safe".split()
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "nodus",
+    "keeps",
+    "every",
+    "step",
+    "safe",
+]
 KEY = "bench"
 
 

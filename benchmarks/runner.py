@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 # Every interpreter (runner, supervisor, program) with its bytecode cached, as an installed nodus.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-from nodus.runner.catalog.core import Catalog  # noqa: E402
+from nodus.runner.catalog.core import Catalog
 
 COUNTER = [sys.executable, "-m", "nodus.testing.counter"]
 

@@ -125,7 +125,7 @@ def test_one_content_hash_is_chosen_in_one_place():
     digest = protocol.content_hasher()
     digest.update(b"nodus")
     assert keys.hash_of_blob_key(keys.blob_key(digest.hexdigest())) == digest.hexdigest()
-    assert protocol.CONTENT_PREFIX == f"{protocol.CONTENT_HASH}:"
+    assert f"{protocol.CONTENT_HASH}:" == protocol.CONTENT_PREFIX
 
 
 # --- "weights": an artifact kind and a continuation mode ---------------------------------------

@@ -44,7 +44,7 @@ def test_unfinished_runs_leave_out_only_those_stopped_for_good(tmp_path):
     catalog = Catalog(str(tmp_path))
     phases = [Phase.RUNNING, Phase.SUCCEEDED, Phase.PAUSED, Phase.FAILED, Phase.INTERRUPTED]
     runs = {}
-    for phase in phases + [Phase.CANCELLED]:
+    for phase in [*phases, Phase.CANCELLED]:
         runs[phase] = make_run(catalog)
         catalog.set_phase(runs[phase], phase)
     unfinished = {run.phase: run.id for run in catalog.unfinished_runs()}

@@ -340,7 +340,7 @@ def test_runs_resume_with_every_snapshot_damaged_fails_naming_each(project):
     runner = project.start("run", "workload.toml", "--key", "all")
     run_id = wait_for(lambda: _run_id(project, "all"), what="the run")
     kill_program(project, run_id, after_step=SAVE_EVERY)
-    out, _ = runner.communicate(timeout=60)
+    _out, _ = runner.communicate(timeout=60)
     assert runner.returncode == 3
     manifests = _damage_every_checkpoint(project, run_id)
     assert len(manifests) >= 2

@@ -18,6 +18,7 @@ matplotlib is imported here only, with the Agg backend: no display is needed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -172,7 +173,7 @@ def _numbers(metrics: dict[str, Any]) -> dict[str, float]:
 
 def _restarts(attempts: list[dict[str, Any]]) -> list[tuple[int, str]]:
     lines = []
-    for before, attempt in zip(attempts, attempts[1:]):
+    for before, attempt in itertools.pairwise(attempts):
         why = "recovery" if before["outcome"] == "interrupted" else "resume"
         step = attempt["restored_step"] or 0
         lines.append((step, f"{why}: attempt {attempt['number']} from step {step}"))

@@ -19,6 +19,7 @@ one removes the least recently used beyond that), so a home that ran many files 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -127,7 +128,5 @@ def _prune(folder: str, keep: int) -> None:
                 continue  # removed meanwhile
     entries.sort(reverse=True)
     for _, path in entries[keep:]:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(path)
-        except OSError:
-            pass
