@@ -151,7 +151,8 @@ def cold_start(args, scratch: str) -> float:
 def recovery(args, scratch: str) -> float:
     """SIGKILL after the first committed snapshot; time until the new attempt has restored."""
     folder, env = project(args, scratch)
-    said = open(folder + "-runner.log", "w+")  # what the runner says, shown if it fails
+    # What the runner says, shown if it fails; the runner writes it after this returns.
+    said = open(folder + "-runner.log", "w+")  # noqa: SIM115
     runner = subprocess.Popen(
         [sys.executable, "-m", "nodus", "run", "workload.toml", "--key", "bench"],
         cwd=folder,

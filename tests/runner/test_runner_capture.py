@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -70,7 +71,7 @@ def test_a_snapshot_holds_its_own_checkpoint_folder_and_the_other_selected_paths
     snapshot = capturer(setup).capture(20, reason="settled")
     paths = sorted(entry.path for entry in store.get(snapshot).files)
     assert paths == ["progress.json", "state/checkpoint-20/state.json"]
-    committed = json.loads(open(os.path.join(ws.private, "committed.json")).read())
+    committed = json.loads(Path(ws.private, "committed.json").read_text())
     assert committed == {"step": 20, "snapshot": snapshot}
 
 

@@ -120,7 +120,7 @@ def test_a_locked_catalog_says_what_to_do(tmp_path, monkeypatch):
     holder = sqlite3.connect(catalog.path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     monkeypatch.setattr(defaults, "CATALOG_BUSY_TIMEOUT_S", 0.1)
-    with pytest.raises(CatalogError, match="locked by another process.*retry"):
+    with pytest.raises(CatalogError, match=r"locked by another process.*retry"):
         make_run(Catalog(str(tmp_path)))
     holder.execute("ROLLBACK")
 

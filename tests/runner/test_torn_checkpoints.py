@@ -406,7 +406,7 @@ def test_resume_args_are_refused_where_an_integration_resumes_the_program(tmp_pa
         f'name = "w"\ncommand = ["python", "t.py"]\nintegration = "{integration}"\n'
         '[continuity]\nresume_args = ["--resume", "{checkpoint}"]\n'
     )
-    with pytest.raises(WorkloadError, match="continuity.resume_args.*has no effect"):
+    with pytest.raises(WorkloadError, match=r"continuity\.resume_args.*has no effect"):
         resolve_file(str(path))
 
 

@@ -111,10 +111,9 @@ def _write(entry: str, resolved: ResolvedWorkload) -> None:
 
 def _touch(entry: str) -> None:
     """Mark ``entry`` used now, so pruning keeps it over entries not used since."""
-    try:
+    # removed meanwhile by another nodus's pruning: written again on a miss
+    with contextlib.suppress(OSError):
         os.utime(entry)
-    except OSError:
-        pass  # removed meanwhile by another nodus's pruning: written again on a miss
 
 
 def _prune(folder: str, keep: int) -> None:

@@ -8,6 +8,7 @@ such a program unprepared and records why (event ``integration_unprepared``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -115,21 +116,28 @@ def _progress_callback(control: ControlDir) -> Any:
             if not state.is_world_process_zero:
                 return
             self.written = now
-            since, first_step = self.first or (now, state.global_step)
-            steps = state.global_step - first_step
-            speed = steps / (now - since) if steps > 0 and now > since else None
-            progress = protocol.Progress(
-                step=state.global_step,
-                max_steps=state.max_steps if state.max_steps and state.max_steps > 0 else None,
-                loss=self.loss,
-                steps_per_second=speed,
-                at=now,
-                ended=ended,
-            )
-            try:
+            progress = _progress_of(state, self.first, self.loss, now, ended)
+            # progress is a view for people: training never stops for it
+            with contextlib.suppress(OSError):
                 control.write_progress(progress)
-            except OSError:
-                pass  # progress is a view for people: training never stops for it
 
     NodusProgressCallback.__module__ = __name__
     return NodusProgressCallback()
+
+
+def _progress_of(
+    state: Any, first: tuple[float, int] | None, loss: float | None, now: float, ended: bool
+) -> protocol.Progress:
+    """The progress record of the Trainer's ``state`` at ``now``: the speed is measured from
+    this process's ``first`` (time, step) seen."""
+    since, first_step = first or (now, state.global_step)
+    steps = state.global_step - first_step
+    speed = steps / (now - since) if steps > 0 and now > since else None
+    return protocol.Progress(
+        step=state.global_step,
+        max_steps=state.max_steps if state.max_steps and state.max_steps > 0 else None,
+        loss=loss,
+        steps_per_second=speed,
+        at=now,
+        ended=ended,
+    )
