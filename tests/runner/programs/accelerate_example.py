@@ -127,9 +127,8 @@ def main() -> int:
     for epoch in range(starting_epoch, num_train_epochs):
         model.train()
         total_loss = 0.0
-        active_dataloader = _epoch_loader(
-            accelerator, train_dataloader, resume_step if epoch == starting_epoch else None
-        )
+        resumed = epoch == starting_epoch
+        active_dataloader = _epoch_loader(accelerator, train_dataloader, resumed, resume_step)
         for batch in active_dataloader:
             _pace(args.gate, args.sleep)
             outputs = model(**batch)
@@ -173,9 +172,11 @@ def _save(args, accelerator, model, optimizer, folder: str, step: int) -> None:
     _note(args.log, f"save-end {path} step={step}")
 
 
-def _epoch_loader(accelerator, loader, skip: int | None):
+def _epoch_loader(accelerator, loader, resumed: bool, skip: int | None):
     """The epoch's loader: the resumed epoch's skips the batches trained before the save."""
-    return loader if skip is None else accelerator.skip_first_batches(loader, skip)
+    if not resumed or skip is None:
+        return loader
+    return accelerator.skip_first_batches(loader, skip)
 
 
 def _pace(gate: str | None, sleep: float) -> None:
