@@ -84,11 +84,7 @@ def main() -> int:
     args = parse_args()
     torch.set_num_threads(1)
 
-    def note(event: str) -> None:
-        _note(args.log, event)
-
-    tracking = {"log_with": "tensorboard", "project_dir": args.output_dir}
-    accelerator = Accelerator(**(tracking if args.with_tracking else {}))
+    accelerator = _accelerator(args.output_dir, args.with_tracking)
     set_seed(args.seed)
     model = _model(exact=args.exact)
     train_dataloader = DataLoader(
@@ -117,12 +113,9 @@ def main() -> int:
         starting_epoch, completed_steps, resume_step = _resume_point(
             args.resume_from_checkpoint, steps_per_epoch
         )
-        note(f"resume {args.resume_from_checkpoint} step={completed_steps}")
+        _note(args.log, f"resume {args.resume_from_checkpoint} step={completed_steps}")
     else:
-        note("start fresh")
-
-    def save(folder: str) -> None:
-        _save(args, accelerator, model, optimizer, folder, completed_steps)
+        _note(args.log, "start fresh")
 
     for epoch in range(starting_epoch, num_train_epochs):
         model.train()
@@ -139,7 +132,9 @@ def main() -> int:
             optimizer.zero_grad()
             completed_steps += 1
             if isinstance(checkpointing_steps, int) and completed_steps % checkpointing_steps == 0:
-                save(f"step_{completed_steps}")
+                _save(
+                    args, accelerator, model, optimizer, f"step_{completed_steps}", completed_steps
+                )
             if completed_steps >= max_train_steps:
                 break
         if args.with_tracking:
@@ -148,14 +143,14 @@ def main() -> int:
                 step=completed_steps,
             )
         if checkpointing_steps == "epoch":
-            save(f"epoch_{epoch}")
+            _save(args, accelerator, model, optimizer, f"epoch_{epoch}", completed_steps)
 
     accelerator.end_training()
     accelerator.wait_for_everyone()
     unwrapped = accelerator.unwrap_model(model)
     unwrapped.save_pretrained(args.output_dir, safe_serialization=True)
     _write_result(unwrapped, completed_steps)
-    note("done")
+    _note(args.log, "done")
     assert math.isfinite(total_loss)
     return 0
 
@@ -191,6 +186,13 @@ def _note(log: str | None, event: str) -> None:
         with open(log, "a") as handle:
             handle.write(f"{os.getpid()} {event}\n")
     print(f"accelerate_example: {event}", flush=True)
+
+
+def _accelerator(output_dir: str, with_tracking: bool) -> Accelerator:
+    """The Accelerator, logging to TensorBoard under ``output_dir`` with ``--with_tracking``."""
+    if with_tracking:
+        return Accelerator(log_with="tensorboard", project_dir=output_dir)
+    return Accelerator()
 
 
 def _model(exact: bool) -> GPT2LMHeadModel:
