@@ -1,4 +1,4 @@
-"""Rotation and expiry as pure policies: which kinds of which snapshots go (SPEC §8).
+"""Rotation and expiry as pure policies: which kinds of which snapshots go (docs/recovery.md).
 
 Table-driven: each case lists a stage's snapshots, the holds on them, the settings, and the
 kinds every snapshot is left with. Snapshots are named by step (``s10``), and a holds entry

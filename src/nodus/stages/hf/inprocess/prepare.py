@@ -87,7 +87,7 @@ def _epoch_callback(session: Session) -> Any:
     return NodusEpochCallback()
 
 
-def _progress_callback(control: ControlDir) -> Any:
+def _progress_callback(channel: ControlDir) -> Any:
     """Writes ``progress.json`` (step, the step training ends at, the last loss, the speed) at
     most every ``protocol.PROGRESS_EVERY_S``, from the process of rank 0, for ``runs get``."""
     from transformers import TrainerCallback
@@ -98,18 +98,18 @@ def _progress_callback(control: ControlDir) -> Any:
             self.loss: float | None = None
             self.written = 0.0
 
-        def on_log(self, args, state, control_, logs=None, **kwargs):
+        def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and isinstance(logs.get("loss"), (int, float)):
                 self.loss = float(logs["loss"])
 
-        def on_step_end(self, args, state, control_, **kwargs):
+        def on_step_end(self, args, state, control, **kwargs):
             now = time.time()
             if self.first is None:
                 self.first = (now, state.global_step)
             if now - self.written >= protocol.PROGRESS_EVERY_S:
                 self._write(state, now)
 
-        def on_train_end(self, args, state, control_, **kwargs):
+        def on_train_end(self, args, state, control, **kwargs):
             self._write(state, time.time(), ended=True)
 
         def _write(self, state: Any, now: float, ended: bool = False) -> None:
@@ -119,7 +119,7 @@ def _progress_callback(control: ControlDir) -> Any:
             progress = _progress_of(state, self.first, self.loss, now, ended)
             # progress is a view for people: training never stops for it
             with contextlib.suppress(OSError):
-                control.write_progress(progress)
+                channel.write_progress(progress)
 
     NodusProgressCallback.__module__ = __name__
     return NodusProgressCallback()
