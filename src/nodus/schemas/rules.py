@@ -6,7 +6,8 @@ stages are resolved. Each check returns problems instead of raising, so a file's
 all reported together.
 
 No setting is accepted without effect (docs/workload-file.md): a key whose feature is not built
-yet is refused with "not supported yet", and one that cannot act where it is written is refused saying why.
+yet is refused with "not supported yet", and one that cannot act where it is written is refused
+saying why.
 """
 
 from __future__ import annotations
