@@ -12,7 +12,8 @@ as a ``snapshot_kind_deleted`` event.
 Passes run in one background thread of the attempt, one at a time: neither the program nor the
 next capture waits on a deletion (docs/recovery.md). Requests that arrive during a pass are
 coalesced into one more pass. At the end of the attempt the worker finishes what was asked, for
-at most ``defaults.ROTATION_STOP_S``; anything left is completed by the next rotation or ``nodus gc``.
+at most ``defaults.ROTATION_STOP_S``; anything left is completed by the next rotation or
+``nodus gc``.
 
 A failing pass records ``rotation_failed`` and never fails the run: training matters more than
 disk. A deletion whose blobs the store could not free yet (a capture was running, so its sweep
