@@ -12,11 +12,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 from nodus.runner.processes.prefork import Prefork
+from polling import wait_for
 
 REPORT = (
     "import os, sys; "
@@ -123,22 +123,17 @@ def test_the_program_dies_with_the_process_that_forked_it(tmp_path):
         assert _alive(program)
         parent.send_signal(signal.SIGKILL)
         parent.wait()
-        deadline = time.monotonic() + 10
-        while _alive(program) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not _alive(program)
+        wait_for(lambda: not _alive(program), what="the program gone with its parent", timeout=10)
     finally:
         parent.kill()
         parent.wait()
 
 
 def _wait_for_pid(path) -> int:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text():
-            return int(path.read_text())
-        time.sleep(0.02)
-    raise AssertionError("the program never started")
+    text = wait_for(
+        lambda: path.exists() and path.read_text(), what="the program's pid file", timeout=30
+    )
+    return int(text)
 
 
 def _alive(pid: int) -> bool:
