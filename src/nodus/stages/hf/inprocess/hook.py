@@ -77,7 +77,7 @@ def patch(module: Any) -> None:
     if getattr(trainer_cls, "_nodus_patched", False):
         return
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls: type, /, **kwargs: Any) -> None:
         super(trainer_cls, cls).__init_subclass__(**kwargs)
         _seed_trl_trainer(cls)
 
