@@ -8,6 +8,7 @@ runs the quick-start under a real `nodus run` and checks what a user can read af
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -230,7 +231,7 @@ def test_saves_outside_the_cadence_are_paid_for_too():
     # 0.05 s every 30 steps uses 0.05 / 3 = 1.7% of the 3.5%; the periodic saves take the rest.
     periodic = len(loop.saves) - 20
     spent = 20 * 0.05 + periodic * 0.07
-    assert 0 < periodic and spent <= 0.035 * loop.step * 0.1
+    assert periodic > 0 and spent <= 0.035 * loop.step * 0.1
 
 
 def test_noise_does_not_retune_but_a_clearly_cheaper_save_does():
@@ -284,7 +285,7 @@ def test_a_run_with_auto_records_its_cadences_and_saves_on_them(tmp_path):
     assert all(e["every"] >= 1 and 0 <= e["overhead"] <= bound for e in measured)
     steps = project.committed_steps("auto")
     assert steps[0] == FIRST and steps[-1] == 144  # the final save ends the run
-    for before, after in zip(steps, steps[1:-1], strict=False):
+    for before, after in itertools.pairwise(steps):
         in_force = [e["every"] for e in events if e["step"] <= after][-1]
         assert after - before == in_force, (steps, events)
     # A save is measured until the runner has committed it: each choice follows that commit.

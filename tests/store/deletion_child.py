@@ -14,6 +14,7 @@ With ``NODUS_STORE_CRASH_AT`` set, the store ends this process at that point (st
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
@@ -31,10 +32,8 @@ def gc_loop(store, stop: str, victims: list[str]) -> None:
     while not os.path.exists(stop):
         victim = rng.choice(victims)
         kind = rng.choice(KINDS)
-        try:
+        with contextlib.suppress(NotFoundError):  # the other gc removed it (its last kind went)
             store.delete_kind(victim, kind)
-        except NotFoundError:
-            pass  # the other gc removed it (its last kind went): go on
         for report in (store.finish_deletions(), store.gc_blobs(grace_s=0)):
             deferred += report.deferred
             swept += not report.deferred

@@ -171,7 +171,7 @@ def test_damaged_snapshot_is_refused_and_target_left_empty(store, live, tmp_path
     store.storage.write(keys.blob_key(weights.hash), bytes(data))
 
     target = tmp_path / "restored"
-    with pytest.raises(SnapshotDamagedError, match="model.safetensors"):
+    with pytest.raises(SnapshotDamagedError, match=r"model\.safetensors"):
         store.restore(made.id, str(target))
     assert os.listdir(target) == [] or read_tree(target) == {}
     assert any("model.safetensors" in p for p in store.check(made.id))

@@ -423,7 +423,7 @@ def test_gc_racing_ten_captures_and_another_gc_loses_nothing_committed(tmp_path)
                 made = _capture(mine, live, files, step)
                 committed[made.id] = {p: content(label) for p, label in files.items()}
                 time.sleep(rng.uniform(0.0, 0.1))  # leave the gcs a window
-        except BaseException as error:  # noqa: BLE001 - reported by the test thread
+        except BaseException as error:
             failures.append(error)
 
     threads = [threading.Thread(target=capture_loop, args=(t,)) for t in range(10)]

@@ -68,9 +68,12 @@ def test_a_failed_write_in_a_worker_thread_is_raised_not_hidden(tmp_path, side):
     source = tmp_path / "source.bin"
     source.write_bytes(os.urandom(6 * CHUNK + 10))
     (tmp_path / "sink.bin").write_bytes(b"")
-    with open(source, "rb", buffering=0) as src, open(tmp_path / "sink.bin", "rb") as sink:
-        with pytest.raises(OSError) as caught:  # a sink that cannot be written: EBADF
-            COPIES[side](src.fileno(), sink.fileno(), CHUNK)
+    with (
+        open(source, "rb", buffering=0) as src,
+        open(tmp_path / "sink.bin", "rb") as sink,
+        pytest.raises(OSError) as caught,  # a sink that cannot be written: EBADF
+    ):
+        COPIES[side](src.fileno(), sink.fileno(), CHUNK)
     assert caught.value.errno == errno.EBADF
 
 

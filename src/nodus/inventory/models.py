@@ -78,7 +78,7 @@ def download_model(
 
 
 def candidate(lookup: Lookup, ref: str) -> dict[str, Any]:
-    """For an epoch save: the version registered for it, its epoch and step (seed 001)."""
+    """For an epoch save: the version registered for it, its epoch and step (docs/lineage.md)."""
     located = lookup.locate(ref)
     manifest, run = located.manifest, located.run
     versions = registry_of(lookup).of_snapshot(manifest.id)

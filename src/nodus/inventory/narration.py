@@ -163,7 +163,7 @@ def narrated(
         try:
             own = Catalog(home)  # SQLite connections stay in the thread that opened them
             told = narrator or Narrator(own, run_id, snapshots=snapshots, history=True)
-        except Exception:  # noqa: BLE001 (a view: the call it narrates reports the catalog)
+        except Exception:
             return
         try:
             while True:
@@ -172,7 +172,7 @@ def narrated(
                     say(line)
                 if stopping:
                     return
-        except Exception:  # noqa: BLE001 (a locked or damaged catalog ends the view, not the run)
+        except Exception:
             return
         finally:
             own.close()

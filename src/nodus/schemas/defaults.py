@@ -364,7 +364,7 @@ def run_lease_settle_s() -> float:
 # --- hf-trainer-v1 integration -----------------------------------------------------------------
 
 HF_MAX_MODEL_STATE_BYTES = 4_000_000_000
-"""Largest complete model state the v1 profile accepts (SPEC §6)."""
+"""Largest complete model state the v1 profile accepts (docs/hf-trainer.md, "The profile")."""
 
 HF_IDENTITY_FILE = "nodus-identity.json"
 """Written into every integration checkpoint; checked before a resume."""

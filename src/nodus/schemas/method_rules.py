@@ -1,4 +1,4 @@
-"""What a run of a managed method may change when it continues another run (SPEC §7).
+"""What a run of a managed method may change when it continues another run (docs/methods.md).
 
 :func:`method_continuation_problems` is pure: two resolved workloads as the catalog stores them
 (``ResolvedWorkload.to_dict()``), how the child starts from the parent, and whether the parent

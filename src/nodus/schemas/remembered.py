@@ -19,6 +19,7 @@ one removes the least recently used beyond that), so a home that ran many files 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -110,10 +111,9 @@ def _write(entry: str, resolved: ResolvedWorkload) -> None:
 
 def _touch(entry: str) -> None:
     """Mark ``entry`` used now, so pruning keeps it over entries not used since."""
-    try:
+    # removed meanwhile by another nodus's pruning: written again on a miss
+    with contextlib.suppress(OSError):
         os.utime(entry)
-    except OSError:
-        pass  # removed meanwhile by another nodus's pruning: written again on a miss
 
 
 def _prune(folder: str, keep: int) -> None:
@@ -127,7 +127,5 @@ def _prune(folder: str, keep: int) -> None:
                 continue  # removed meanwhile
     entries.sort(reverse=True)
     for _, path in entries[keep:]:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(path)
-        except OSError:
-            pass

@@ -5,8 +5,9 @@ values live in :mod:`nodus.schemas.resolve`, which calls :func:`without_effect` 
 stages are resolved. Each check returns problems instead of raising, so a file's problems are
 all reported together.
 
-No setting is accepted without effect (SPEC §2): a key whose feature is not built yet is refused
-with "not supported yet", and one that cannot act where it is written is refused saying why.
+No setting is accepted without effect (docs/workload-file.md): a key whose feature is not built
+yet is refused with "not supported yet", and one that cannot act where it is written is refused
+saying why.
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ marks the kind first, so listings and restores leave it out at once). Each delet
 as a ``snapshot_kind_deleted`` event.
 
 Passes run in one background thread of the attempt, one at a time: neither the program nor the
-next capture waits on a deletion (SPEC §8). Requests that arrive during a pass are coalesced
-into one more pass. At the end of the attempt the worker finishes what was asked, for at most
-``defaults.ROTATION_STOP_S``; anything left is completed by the next rotation or ``nodus gc``.
+next capture waits on a deletion (docs/recovery.md). Requests that arrive during a pass are
+coalesced into one more pass. At the end of the attempt the worker finishes what was asked, for
+at most ``defaults.ROTATION_STOP_S``; anything left is completed by the next rotation or
+``nodus gc``.
 
 A failing pass records ``rotation_failed`` and never fails the run: training matters more than
 disk. A deletion whose blobs the store could not free yet (a capture was running, so its sweep
@@ -147,7 +148,7 @@ class Rotation:
         )
 
     def _register_epochs(self, run: Run, manifests: list[Manifest]) -> None:
-        """Each epoch-end save becomes a model version when it commits (seed 001); a failure
+        """Each epoch-end save becomes a model version when it commits (docs/lineage.md); a failure
         is an event, and the next pass (or the run's end) tries again."""
         try:
             made = register_epoch_saves(

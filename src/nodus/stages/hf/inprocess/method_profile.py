@@ -1,4 +1,4 @@
-"""The method profile: what nodus's own managed-method program may train (SPEC §7).
+"""The method profile: what nodus's own managed-method program may train (docs/methods.md).
 
 The train stage of a framework shortcut (``python -m nodus.stages.methods.train``) builds one of
 TRL's trainers, with TRL's collators and, with ``lora_rank``, a PEFT model: all outside the v1

@@ -1,4 +1,4 @@
-"""The hf-trainer-v1 profile (SPEC §6), checked when the Trainer is built.
+"""The hf-trainer-v1 profile (docs/hf-trainer.md, "The profile"), checked when the Trainer is built.
 
 ``assess(trainer, given)`` returns every reason the program is outside the profile, phrased for
 a person, so explicit ``hf-trainer-v1`` can refuse with the full list and ``auto`` can record it,
