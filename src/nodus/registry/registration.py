@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nodus.registry.registry import Registry
-from nodus.registry.version import Version
 from nodus.retention.holds import is_epoch_save, run_model
 from nodus.store.kinds import KIND_WEIGHTS
+from nodus.store.model_records import ModelVersion
 
 if TYPE_CHECKING:
     from nodus.store import Manifest, SnapshotStore
@@ -33,7 +33,7 @@ def model_name(run: Any) -> str:
     return run.name
 
 
-def version_event(version: Version) -> dict[str, Any]:
+def version_event(version: ModelVersion) -> dict[str, Any]:
     """The details of a ``model_version_registered`` event in the run's event log."""
     return {
         "model": version.ref,
@@ -46,7 +46,7 @@ def version_event(version: Version) -> dict[str, Any]:
 
 def register_epoch_saves(
     registry: Registry, store: SnapshotStore, run: Any, manifests: list[Manifest]
-) -> list[Version]:
+) -> list[ModelVersion]:
     """Register each of ``run``'s epoch-end saves that has no version yet; the new versions."""
     name = model_name(run)
     done = {
@@ -69,7 +69,7 @@ def register_epoch_saves(
 
 def register_run_model(
     registry: Registry, store: SnapshotStore, run: Any, manifests: list[Manifest]
-) -> tuple[Version | None, list[Version]]:
+) -> tuple[ModelVersion | None, list[ModelVersion]]:
     """Register a SUCCEEDED run's model (after any epoch save still unregistered) and mark it;
     (the run's model, the versions newly made)."""
     made = register_epoch_saves(registry, store, run, manifests)

@@ -15,13 +15,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NodusError
-from nodus.registry import Registry, Version
+from nodus.registry import Registry
 from nodus.registry.registration import register_run_model, version_event
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.phases import Phase
 
 if TYPE_CHECKING:
     from nodus.store import Manifest, SnapshotStore
+    from nodus.store.model_records import ModelVersion
 
 __all__ = ["REGISTERED", "catch_up", "register_model"]
 
@@ -29,7 +30,7 @@ REGISTERED = "run_model_registered"
 """The event that says the run's model was registered here (its details: the version)."""
 
 
-def register_model(catalog: Catalog, store: SnapshotStore, run_id: str) -> Version | None:
+def register_model(catalog: Catalog, store: SnapshotStore, run_id: str) -> ModelVersion | None:
     """Register ``run_id``'s model (and any epoch save still unregistered); the run's model.
 
     A store that fails leaves a ``model_registration_failed`` event: the run still succeeded,
@@ -47,7 +48,7 @@ def catch_up(
     run: Run,
     by: str,
     manifests: list[Manifest] | None = None,
-) -> Version | None:
+) -> ModelVersion | None:
     """Register the model of a SUCCEEDED ``run`` that has none yet; the version made, or None
     (not succeeded, registered already, registered here once and deleted since, no weights).
 
@@ -68,7 +69,7 @@ def _register(
     run: Run,
     detail: dict[str, Any],
     manifests: list[Manifest] | None = None,
-) -> Version | None:
+) -> ModelVersion | None:
     try:
         if manifests is None:
             manifests = store.list(run=run.id)
