@@ -4,8 +4,8 @@ Two halves, one contract: the catalog's tables (:mod:`nodus.registry.table`) giv
 its number and hold the aliases; the version's store keeps its record
 (:mod:`nodus.store.model_records`), which references the weights' blobs, so a version keeps its
 weights whatever snapshot retention does and ``nodus gc`` sweeps them only once it is deleted.
-Both halves are read into and written from one
-:class:`nodus.store.model_records.ModelVersion`. The catalog is written first (it decides the number), the store record right after; a version
+Both halves are read into and written from one :class:`nodus.store.model_records.ModelVersion`.
+The catalog is written first (it decides the number), the store record right after; a version
 whose store record cannot be written is taken back out of the catalog.
 
 ``NAME`` alone resolves to the newest version, which can be an epoch save registered after the
