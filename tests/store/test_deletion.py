@@ -26,7 +26,7 @@ import pytest
 from nodus.errors import NotFoundError, UsageError
 from nodus.schemas import defaults
 from nodus.store import SnapshotInfo, keys, open_store
-from nodus.store.gc import Sweep
+from nodus.store.sweep import Sweep
 
 from .trees import read_tree, write_tree
 

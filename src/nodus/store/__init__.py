@@ -21,7 +21,7 @@
     restore.py          verified restore
     restorable.py       which snapshots a new attempt may restore, newest first
     deletion.py         crash-safe deletion of a kind
-    gc.py               blob GC, safe beside captures and other sweeps
+    sweep.py            the blob sweep (the mechanics of gc), safe beside captures and sweeps
     owners.py           who wrote a coordination flag, and whether it still runs
     hold_records.py     stored holds, next to the snapshot they hold
     run_records.py      run records and leases: a run recoverable from the store alone
@@ -34,13 +34,13 @@
     _faults.py          crash injection for the store's tests, never set in normal use
 """
 
-from nodus.store.gc import GcReport
 from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS, classify
 from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
 from nodus.store.opening import open_storage
 from nodus.store.storage import ObjectInfo, Storage
 from nodus.store.store import SnapshotStore, open_store
+from nodus.store.sweep import GcReport
 from nodus.store.verify import VerifyReport
 
 __all__ = [

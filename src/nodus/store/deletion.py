@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 from nodus.errors import NotFoundError, SnapshotDamagedError, UsageError
 from nodus.store import keys
 from nodus.store._faults import crash_point
-from nodus.store.gc import GcReport
 from nodus.store.kinds import KINDS
 from nodus.store.manifest import Manifest
+from nodus.store.sweep import GcReport
 
 if TYPE_CHECKING:
     from nodus.store.internals import StoreInternals

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from nodus.store.gc import GcReport
 from nodus.store.hold_records import HoldRecords
 from nodus.store.manifest import Manifest
 from nodus.store.model_records import ModelRecords
 from nodus.store.storage import Storage
+from nodus.store.sweep import GcReport
 
 __all__ = ["StoreInternals", "Verdict"]
 

@@ -24,7 +24,6 @@ from nodus.protocol import content_hasher
 from nodus.schemas import defaults
 from nodus.store import deletion, keys
 from nodus.store._io import hash_stream
-from nodus.store.gc import GcReport, Intent, sweep, unreferenced, wait_for_sweep
 from nodus.store.hold_records import HoldRecords
 from nodus.store.internals import Verdict
 from nodus.store.kinds import KIND_WEIGHTS, KINDS, classify
@@ -35,6 +34,7 @@ from nodus.store.opening import open_storage
 from nodus.store.restore import Sources, unsafe_reason, write_verified
 from nodus.store.restore import restore as _restore
 from nodus.store.storage import Storage
+from nodus.store.sweep import GcReport, Intent, sweep, unreferenced, wait_for_sweep
 from nodus.store.trust import VerifiedBlobs
 from nodus.store.verify import MISSING, VerifyReport, verify_store
 
@@ -148,7 +148,7 @@ class SnapshotStore:
         intent.start()  # renewed while the capture runs, however long one file takes
         copied: list[tuple[FileEntry, str | None]] = []
         try:
-            wait_for_sweep(self._storage)  # only now may existing blobs be trusted (see gc.py)
+            wait_for_sweep(self._storage)  # only now may existing blobs be trusted (see sweep.py)
             for candidate in select(root, paths, excludes, on_event or _log_event):
                 linkable = any(candidate.rel.startswith(f"{i}/") for i in immutable)
                 read: tuple[FileEntry, str | None] | None | Literal[_Copy.COPY]

@@ -45,10 +45,10 @@ from typing import Any, TypeVar
 from nodus.errors import SnapshotDamagedError, StaleAttemptError, StoreError
 from nodus.schemas import defaults
 from nodus.store import keys
-from nodus.store.gc import Intent, wait_for_sweep
 from nodus.store.local_storage import LocalStorage
 from nodus.store.manifest import Manifest
 from nodus.store.store import SnapshotStore, open_store
+from nodus.store.sweep import Intent, wait_for_sweep
 
 __all__ = ["Uploader", "open_staging"]
 
@@ -235,7 +235,7 @@ class Uploader:
         self._retrying(intent.write)
         intent.start()  # renewed while blobs go up, however long that takes
         try:
-            self._retrying(lambda: wait_for_sweep(self._remote))  # as a capture does (gc.py)
+            self._retrying(lambda: wait_for_sweep(self._remote))  # as a capture does (sweep.py)
             uploaded = self._send_blobs(blobs, pool)
             if self._guard is not None:
                 self._guard()  # a stale attempt must not commit remotely either

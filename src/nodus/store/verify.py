@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError
 from nodus.schemas import defaults
 from nodus.store import deletion, keys
-from nodus.store.gc import Sweep
+from nodus.store.sweep import Sweep
 
 if TYPE_CHECKING:
     from nodus.store.internals import StoreInternals

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING
 
 from nodus.errors import NodusError, NotFoundError
 from nodus.registry import Registry
-from nodus.registry.registration import register_epoch_saves, version_event
 from nodus.retention.holds import HoldIndex, run_holds
 from nodus.retention.policy import Deletion, rotation
 from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.catalog.core import Run
 from nodus.runner.catalog.phases import Phase
 from nodus.runner.upkeep.lineage import referencing_runs
+from nodus.runner.upkeep.registration import register_epoch_saves, version_event
 from nodus.schemas import defaults
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Blob garbage collection that is safe against captures, and other sweeps, at the same time.
+"""The blob sweep: garbage collection that is safe against captures, and other sweeps, at once.
 
 Mark: every blob named by a committed manifest, leaving out kinds whose deletion has begun.
 Sweep: delete unmarked blobs older than a grace period. A capture may reuse a blob it found
