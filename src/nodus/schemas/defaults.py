@@ -488,15 +488,13 @@ def store_url(explicit: str | None = None, home: str | None = None) -> str:
 
 # --- managed methods (framework shortcuts, docs/methods.md) ------------------------------------
 
-METHOD_LEARNING_RATE = {"sft": 2e-5, "dpo": 1e-6, "grpo": 1e-6}
-"""``[method] learning_rate`` by framework: TRL's own defaults for each trainer."""
+# Each method's own defaults (``learning_rate``, ``max_length``) are its
+# ``nodus.schemas.method_specs.MethodSpec``'s; those every method shares are here.
 
 METHOD_BATCH_SIZE = 8
 """``[method] batch_size``: examples per device per micro-batch (TRL's default)."""
 
 METHOD_GRADIENT_ACCUMULATION_STEPS = 1
-METHOD_MAX_LENGTH = {"sft": 1024, "dpo": 1024, "grpo": 256}
-"""``[method] max_length``: tokens per example (sft, dpo); for grpo the completion length."""
 
 METHOD_SEED = 42
 METHOD_LORA_ALPHA = 16.0

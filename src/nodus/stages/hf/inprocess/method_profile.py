@@ -15,9 +15,10 @@ import sys
 from typing import Any
 
 from nodus import protocol
+from nodus.schemas.method_specs import METHODS
 from nodus.stages.hf.inprocess import profile
 
-TRAINERS = tuple(profile.TRL_METHODS)
+TRAINERS = tuple(spec.trainer for spec in METHODS.values())
 """TRL's trainer classes (module ``trl``), exactly, no subclass: those a managed method trains."""
 
 _LIBRARIES = ("transformers.", "trl.", "nodus.")

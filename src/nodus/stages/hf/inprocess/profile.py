@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodus.schemas import defaults
+from nodus.schemas.method_specs import trainer_methods
 from nodus.stages.hf import extensions
 
 
@@ -399,7 +400,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-TRL_METHODS = {"SFTTrainer": "sft", "DPOTrainer": "dpo", "GRPOTrainer": "grpo"}
+TRL_METHODS = trainer_methods()
 """TRL's trainers that a managed method (``framework = ...``, docs/methods.md) trains."""
 
 
