@@ -6,7 +6,11 @@
 ``docs/internals.md`` for the seam the runner codes against. Modules whose names start with
 ``_`` are this package's own; nothing outside it imports them.
 
-    store.py            ``SnapshotStore``: capture, list, restore, check, deletion, blob GC
+    store.py            ``SnapshotStore``: one store's storage and its four parts
+    capturing.py        ``SnapshotWriter``: capture, the commit
+    reading.py          ``SnapshotReader``: listings, manifests, restore, check, verify
+    deleting.py         ``SnapshotDeleter``: deletion of a kind, a snapshot, a version; the sweep
+    records.py          ``StoreRecords``: hold, model-version and run records
     storage.py          the storage protocol: a handful of operations on ``str`` keys
     opening.py          which storage a URL opens
     local_storage.py    ``file://``: a folder on this machine, with the POSIX fast paths
@@ -28,7 +32,7 @@
     model_records.py    the registry's versions: each one's reference to its weights' blobs
     upload.py           background upload of staged snapshots to a remote store
     verify.py           ``nodus store verify``: every manifest and blob, optionally repaired
-    internals.py        what deletion and verify use of a ``SnapshotStore``
+    internals.py        what deletion and verify use of the store's parts
     _io.py              one pass that copies and hashes (capture and restore)
     _direct.py          direct I/O for large blobs, past the page cache
     _faults.py          crash injection for the store's tests, never set in normal use

@@ -25,7 +25,7 @@ import mmap
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
@@ -35,6 +35,10 @@ from nodus.schemas import defaults
 __all__ = ["Unsupported", "direct_copy", "direct_read_copy"]
 
 _ALIGN = 4096  # offsets, lengths and buffer addresses of direct I/O are multiples of this
+
+
+_Pipeline = Callable[[int, int, list[memoryview]], tuple[str, int]]
+"""A copy over the borrowed buffers: (source fd, sink fd, buffers) -> (hash, bytes)."""
 
 
 class Unsupported(Exception):
@@ -57,7 +61,9 @@ def direct_read_copy(source_fd: int, sink_fd: int, chunk: int | None = None) -> 
     return _direct(_read_pipeline, source_fd, sink_fd, source_fd, chunk)
 
 
-def _direct(pipeline, source_fd: int, sink_fd: int, direct_fd: int, chunk: int | None):
+def _direct(
+    pipeline: _Pipeline, source_fd: int, sink_fd: int, direct_fd: int, chunk: int | None
+) -> tuple[str, int]:
     """Run ``pipeline`` with ``O_DIRECT`` set on ``direct_fd`` and the shared buffers borrowed."""
     chunk = chunk or defaults.STORE_DIRECT_CHUNK_BYTES
     if chunk % _ALIGN or not hasattr(os, "O_DIRECT"):
@@ -85,7 +91,8 @@ class _Refused(Exception):
 
 def _write_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> tuple[str, int]:
     """This thread reads and hashes chunks in order; writer threads write them in any order."""
-    free = _free_stack(buffers)
+    free: queue.LifoQueue[memoryview] = queue.LifoQueue()
+    _stack(free, buffers)
     jobs: queue.SimpleQueue[tuple[memoryview, int, int] | None] = queue.SimpleQueue()
     failures: list[Exception] = []
 
@@ -130,7 +137,8 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
     chunk = len(buffers[0])
     size = os.fstat(source_fd).st_size
     chunks = -(-size // chunk)
-    free: queue.LifoQueue[memoryview | None] = _free_stack(buffers)
+    free: queue.LifoQueue[memoryview | None] = queue.LifoQueue()  # None: stop
+    _stack(free, buffers)
     ready: dict[int, tuple[memoryview, int] | Exception] = {}
     arrived = threading.Condition()
     claimed = iter(range(chunks))
@@ -181,15 +189,16 @@ def _read_pipeline(source_fd: int, sink_fd: int, buffers: list[memoryview]) -> t
     return digest.hexdigest(), total
 
 
-def _free_stack(buffers: list[memoryview]) -> queue.LifoQueue:
+def _stack(
+    free: queue.LifoQueue[memoryview] | queue.LifoQueue[memoryview | None],
+    buffers: list[memoryview],
+) -> None:
     """Free buffers, most recently used first: a small file keeps to memory already touched."""
-    free: queue.LifoQueue = queue.LifoQueue()
     for buffer in reversed(buffers):
         free.put(buffer)
-    return free
 
 
-def _start_threads(target, name: str, chunks: int) -> list[threading.Thread]:
+def _start_threads(target: Callable[[], None], name: str, chunks: int) -> list[threading.Thread]:
     """Up to ``STORE_DIRECT_THREADS`` threads, one per chunk at most (at least one)."""
     count = max(1, min(defaults.STORE_DIRECT_THREADS, chunks))
     threads = [threading.Thread(target=target, name=name, daemon=True) for _ in range(count)]

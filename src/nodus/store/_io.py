@@ -8,7 +8,7 @@ import os
 import queue
 import stat
 import threading
-from typing import BinaryIO, Literal
+from typing import IO, Any, BinaryIO, Literal
 
 from nodus.protocol import content_hasher
 from nodus.schemas import defaults
@@ -152,7 +152,7 @@ def _pwrite_all(fd: int, chunk: memoryview, offset: int) -> None:
         chunk, offset = chunk[written:], offset + written
 
 
-def _kernel_copy_possible(source, sink) -> bool:
+def _kernel_copy_possible(source: IO[bytes], sink: IO[bytes]) -> bool:
     return (
         hasattr(os, "copy_file_range")
         and all(isinstance(handle, io.FileIO) for handle in (source, sink))
@@ -219,7 +219,7 @@ def hash_stream(source: BinaryIO) -> tuple[str, int]:
     return copy_hashing(source, None)
 
 
-def _write_all(sink: BinaryIO, chunk) -> None:
+def _write_all(sink: BinaryIO, chunk: Any) -> None:
     # Raw (unbuffered) files may write less than asked; loop until all of it is out.
     written = sink.write(chunk)
     while written is not None and written < len(chunk):

@@ -9,6 +9,7 @@ reach into a committed snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import io
 import os
@@ -18,7 +19,7 @@ import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from nodus import protocol
 from nodus.errors import StoreError, UsageError
@@ -37,7 +38,7 @@ __all__ = [
     "select",
 ]
 
-EventSink = Callable[[str, dict], None]
+EventSink = Callable[[str, dict[str, Any]], None]
 Signature = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, inode, device
 
 
@@ -377,7 +378,5 @@ def _same_file_at(full: str, before: os.stat_result) -> bool:
 
 
 def _remove(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -69,7 +69,7 @@ class GcReport:
     removed_records: int = 0  # tombstones and hold records of snapshots that no longer exist
     pending_deletions: int = 0  # kinds left marked ``deleting`` (the sweep was deferred)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def add(self, other: GcReport) -> GcReport:
@@ -251,7 +251,7 @@ class Sweep:
         self.allowed = not self.report.deferred
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.storage.delete(self._key)  # only this sweep's own lock: others keep theirs
 
     def delete_blobs(self, candidates: Iterable[tuple[str, int]]) -> None:
@@ -276,10 +276,13 @@ class Sweep:
                 self.storage.delete(info.key)
                 self.report.removed_leftovers += 1
         for info in self.storage.list(keys.LOCKS):
-            if info.key != self._key and keys.sweep_of_key(info.key) is not None:
-                if _live_owner(_read(self.storage, info.key)) is None:
-                    self.storage.delete(info.key)
-                    self.report.removed_leftovers += 1
+            if (
+                info.key != self._key
+                and keys.sweep_of_key(info.key) is not None
+                and _live_owner(_read(self.storage, info.key)) is None
+            ):
+                self.storage.delete(info.key)
+                self.report.removed_leftovers += 1
 
     def _live_intents(self) -> list[str]:
         now = time.time()
