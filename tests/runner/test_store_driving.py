@@ -12,8 +12,8 @@ import time
 
 from nodus.runner.catalog.core import Catalog
 from nodus.runner.catalog.phases import Phase
+from nodus.runner.remote import record
 from nodus.runner.remote.record import StoreDriving
-from nodus.schemas import defaults
 from nodus.schemas.loader import resolve_file
 from nodus.store import open_store
 from nodus.store.run_records import RunRecords
@@ -51,8 +51,8 @@ def _counting_writes(driving: StoreDriving) -> list[str]:
 
 def test_a_burst_of_changes_is_written_once_after_it(tmp_path, monkeypatch):
     # A quiet time far longer than the burst takes, even on a loaded machine.
-    monkeypatch.setattr(defaults, "RECORD_QUIET_S", 0.5)
-    monkeypatch.setattr(defaults, "RECORD_QUIET_MAX_S", 10.0)
+    monkeypatch.setattr(record, "RECORD_QUIET_S", 0.5)
+    monkeypatch.setattr(record, "RECORD_QUIET_MAX_S", 10.0)
     catalog, store, run_id = _run(tmp_path)
     with StoreDriving(catalog, store, catalog.get_run(run_id)) as driving:
         written = _counting_writes(driving)
@@ -60,7 +60,7 @@ def test_a_burst_of_changes_is_written_once_after_it(tmp_path, monkeypatch):
             catalog.set_phase(run_id, phase, stage="main")
             time.sleep(0.02)  # a burst as a recovery makes it: changes milliseconds apart
         wait_for(lambda: written, "the record written after the burst")
-        time.sleep(defaults.RECORD_QUIET_S * 2)  # a later write would have come by now
+        time.sleep(record.RECORD_QUIET_S * 2)  # a later write would have come by now
         assert written == [Phase.RUNNING]
         assert RunRecords(store.storage).read(run_id)["phase"] == Phase.RUNNING
 

@@ -35,13 +35,13 @@ __all__ = [
     "phase_line",
     "progress_json",
     "progress_line",
+    "restored_text",
     "run_json",
     "run_model_json",
     "run_summary",
     "runner_json",
     "runner_line",
     "runner_state",
-    "restored_text",
     "step_text",
 ]
 

@@ -26,7 +26,7 @@ from nodus.store.kinds import KIND_WEIGHTS
 from nodus.store.model_records import ORIGINS, ModelVersion
 
 if TYPE_CHECKING:
-    from nodus.store import GcReport, Manifest, SnapshotStore
+    from nodus.store import FileEntry, GcReport, Manifest, SnapshotStore
 
 __all__ = ["Registry"]
 
@@ -212,7 +212,7 @@ class Registry:
             self._store(url).model_records.write_aliases(name, mine)
 
 
-def _weights_of(manifest: Manifest) -> tuple:
+def _weights_of(manifest: Manifest) -> tuple[FileEntry, ...]:
     if manifest.role != "checkpoint":
         raise UsageError(
             f"{manifest.id} is a run's {manifest.role} snapshot: only checkpoints' weights "
@@ -230,7 +230,7 @@ def _weights_of(manifest: Manifest) -> tuple:
 
 
 def _new_version(
-    manifest: Manifest, name: str, origin: str, store_url: str, files: tuple
+    manifest: Manifest, name: str, origin: str, store_url: str, files: tuple[FileEntry, ...]
 ) -> ModelVersion:
     """The version registering ``files`` of ``manifest`` makes, before the catalog numbers it."""
     return ModelVersion(

@@ -54,8 +54,8 @@ SCHEMA = (
 )""",
 )
 
-Rows = Callable[[str, tuple], list[Any]]
-Transaction = Callable[[list[tuple[str, tuple]]], None]
+Rows = Callable[[str, tuple[Any, ...]], list[Any]]
+Transaction = Callable[[list[tuple[str, tuple[Any, ...]]]], None]
 
 _COLUMNS = (
     "name, version, run_id, snapshot, stage, step, epoch, store, origin, run_model, bytes, "
@@ -185,13 +185,13 @@ class ModelTable:
         )
         return {row["alias"]: row["version"] for row in rows}
 
-    def _select(self, clause: str, params: tuple) -> list[ModelVersion]:
+    def _select(self, clause: str, params: tuple[Any, ...]) -> list[ModelVersion]:
         rows = self._rows(f"SELECT * FROM model_versions {clause}", params)
         aliases = {name: self.aliases(name) for name in {row["name"] for row in rows}}
         return [_version(row, aliases[row["name"]]) for row in rows]
 
 
-def _values(version: ModelVersion) -> tuple:
+def _values(version: ModelVersion) -> tuple[Any, ...]:
     """``version`` as the columns of ``model_versions``, in ``_COLUMNS`` order."""
     v = version
     return (

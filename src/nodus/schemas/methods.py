@@ -38,8 +38,8 @@ from nodus.schemas.method_specs import (
 from nodus.schemas.models import Framework, Method, Stage, Workload
 
 __all__ = [
-    "TRAIN_STAGE",
     "EXPORT_STAGE",
+    "TRAIN_STAGE",
     "content_fingerprint",
     "dataset_columns",
     "generated_stages",

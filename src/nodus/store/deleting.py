@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError, UsageError
-from nodus.schemas import defaults
 from nodus.store import deletion
 from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS
@@ -27,6 +26,14 @@ from nodus.store.sweep import GcReport, sweep, unreferenced
 __all__ = ["SnapshotDeleter"]
 
 log = logging.getLogger("nodus.store")
+
+BLOB_GC_GRACE_S = 3600.0
+"""Unreferenced blobs younger than this survive blob GC (a capture may be about to commit them)."""
+
+SWEEP_RETRY_S = 5.0
+"""How long ``finish_deletions`` and ``gc_blobs`` keep retrying a sweep deferred by running
+captures or by another gc before reporting it deferred: captures come and go between
+checkpoints, so a sweep that tried only once could be put off forever by a busy store."""
 
 
 class SnapshotDeleter:
@@ -76,7 +83,7 @@ class SnapshotDeleter:
         and the tombstones and hold records of snapshots that are gone. Idempotent, and safe
         beside captures and other gc processes; a sweep deferred by them is retried for up to
         ``SWEEP_RETRY_S`` before the report says deferred."""
-        retry_s = defaults.SWEEP_RETRY_S
+        retry_s = SWEEP_RETRY_S
         return self._timed("finish deletions", lambda: deletion.finish_deletions(self, retry_s))
 
     def pending_deletions(self) -> list[tuple[str, str]]:
@@ -88,19 +95,17 @@ class SnapshotDeleter:
         each kind of the snapshot whose deletion has begun."""
         return deletion.records(self._storage, snapshot_id)
 
-    def unreferenced_blobs(
-        self, grace_s: float = defaults.BLOB_GC_GRACE_S
-    ) -> list[tuple[str, int]]:
+    def unreferenced_blobs(self, grace_s: float = BLOB_GC_GRACE_S) -> list[tuple[str, int]]:
         """(key, size) of each blob a sweep would delete now; reads only (``gc --dry-run``)."""
         doomed, _kept = unreferenced(self._storage, self.held_blobs(), grace_s)
         return doomed
 
-    def gc_blobs(self, grace_s: float = defaults.BLOB_GC_GRACE_S) -> GcReport:
+    def gc_blobs(self, grace_s: float = BLOB_GC_GRACE_S) -> GcReport:
         """Delete blobs no committed snapshot holds that are older than ``grace_s``; idempotent.
 
         A sweep deferred by running captures or another gc is retried for up to
         ``SWEEP_RETRY_S``."""
-        retry_s = defaults.SWEEP_RETRY_S
+        retry_s = SWEEP_RETRY_S
         return self._timed("blob sweep", lambda: self.free(None, grace_s, retry_s))
 
     def _timed(self, what: str, work: Callable[[], GcReport]) -> GcReport:

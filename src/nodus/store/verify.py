@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError
-from nodus.schemas import defaults
 from nodus.store import deletion, keys
+from nodus.store import sweep as sweeps
 from nodus.store.sweep import Sweep
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ def _repair(store: ReadInternals, report: VerifyReport) -> None:
         )
     with Sweep(storage) as sweep:
         if sweep.allowed:
-            sweep.remove_leftovers(defaults.CAPTURE_LEASE_S)
+            sweep.remove_leftovers(sweeps.CAPTURE_LEASE_S)
             if sweep.report.removed_leftovers:
                 report.repaired.append(
                     f"removed {sweep.report.removed_leftovers} leftovers of killed captures"

@@ -33,14 +33,17 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from nodus._atomic import create_new_private, fsync_dir, private_folder
 from nodus.errors import CatalogError
 from nodus.schemas import defaults
 
-Statement = tuple[str, tuple]  # SQL and its parameters
+CATALOG_BUSY_TIMEOUT_S = 30.0
+"""How long a catalog write waits for another nodus process before reporting the catalog locked."""
+
+Statement = tuple[str, tuple[Any, ...]]  # SQL and its parameters
 Migrations = Mapping[int, Sequence[str]]  # version -> the statements that reach it
 T = TypeVar("T")
 
@@ -94,7 +97,7 @@ class Connection:
         try:
             self._db = sqlite3.connect(
                 self.path,
-                timeout=defaults.CATALOG_BUSY_TIMEOUT_S,
+                timeout=CATALOG_BUSY_TIMEOUT_S,
                 isolation_level=None,
                 check_same_thread=False,
             )
@@ -134,7 +137,7 @@ class Connection:
             self._db = sqlite3.connect(
                 _read_only_uri(self.path),
                 uri=True,
-                timeout=defaults.CATALOG_BUSY_TIMEOUT_S,
+                timeout=CATALOG_BUSY_TIMEOUT_S,
                 isolation_level=None,
                 check_same_thread=False,
             )
@@ -165,7 +168,7 @@ class Connection:
         the second is told "database is locked" at once. It is retried here, up to the same
         busy timeout as any other statement.
         """
-        deadline = time.monotonic() + defaults.CATALOG_BUSY_TIMEOUT_S
+        deadline = time.monotonic() + CATALOG_BUSY_TIMEOUT_S
         while True:
             try:
                 self._db.execute("PRAGMA journal_mode=WAL")
@@ -212,7 +215,7 @@ class Connection:
 
     # --- statements -------------------------------------------------------------------------
 
-    def _execute(self, sql: str, params: tuple | dict = ()) -> int | None:
+    def _execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> int | None:
         """One write statement; the new row id for an INSERT."""
         with self._mutex:
             try:
@@ -220,14 +223,14 @@ class Connection:
             except sqlite3.Error as error:
                 raise self._explain(error) from None
 
-    def _rows(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+    def _rows(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         with self._mutex:
             try:
                 return self._db.execute(sql, params).fetchall()
             except sqlite3.Error as error:
                 raise self._explain(error) from None
 
-    def _one(self, sql: str, params: tuple | dict = ()) -> sqlite3.Row | None:
+    def _one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Row | None:
         rows = self._rows(sql, params)
         return rows[0] if rows else None
 
@@ -264,7 +267,7 @@ class Connection:
         if "locked" in text or "busy" in text:
             return CatalogError(
                 f"the run catalog {self.path} is locked by another process and stayed locked "
-                f"for {defaults.CATALOG_BUSY_TIMEOUT_S:.0f}s ({text}); retry, or find the process "
+                f"for {CATALOG_BUSY_TIMEOUT_S:.0f}s ({text}); retry, or find the process "
                 f"holding it with `fuser {self.path}`"
             )
         if "full" in text:  # SQLITE_FULL: "database or disk is full"

@@ -56,7 +56,7 @@ REGISTERED = "run_model_registered"
 
 def model_name(run: Any) -> str:
     """The name a run's versions are registered under: the run's (workload's) name."""
-    return run.name
+    return str(run.name)
 
 
 def version_event(version: ModelVersion) -> dict[str, Any]:

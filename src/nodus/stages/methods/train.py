@@ -51,7 +51,7 @@ def build_trainer(settings: dict[str, Any], arguments: dict[str, Any] | None = N
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(settings["base_model"])
+    tokenizer = AutoTokenizer.from_pretrained(settings["base_model"])  # type: ignore[no-untyped-call,unused-ignore]
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(settings["base_model"], dtype=torch.float32)
@@ -100,7 +100,14 @@ def _lora(settings: dict[str, Any]) -> Any:
     )
 
 
-def _trainer(spec: MethodSpec, settings, model, tokenizer, dataset, common) -> Any:
+def _trainer(
+    spec: MethodSpec,
+    settings: dict[str, Any],
+    model: Any,
+    tokenizer: Any,
+    dataset: Any,
+    common: dict[str, Any],
+) -> Any:
     """TRL's trainer of ``spec`` over its config; an online method's generation settings,
     reward functions and epoch-keyed prompt order besides."""
     trl = importlib.import_module("trl")
@@ -208,9 +215,13 @@ def _rollout_metrics() -> Any:
     from transformers import TrainerCallback
 
     class RolloutMetrics(TrainerCallback):
-        latest: dict[str, float] = {}
+        def __init__(self) -> None:
+            super().__init__()
+            self.latest: dict[str, float] = {}
 
-        def on_log(self, args, state, control, logs=None, **kwargs):
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any
+        ) -> None:
             entry = state.log_history[-1] if state.log_history else {}
             if "reward" in entry:
                 self.latest = {k: v for k, v in entry.items() if k.startswith(_REWARD_KEYS)}
