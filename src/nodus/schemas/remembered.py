@@ -114,10 +114,8 @@ def _write(entry: str, resolved: ResolvedWorkload) -> None:
 
 def _touch(entry: str) -> None:
     """Mark ``entry`` used now, so pruning keeps it over entries not used since."""
-    try:
-        os.utime(entry)
-    except OSError:
-        pass  # removed meanwhile by another nodus's pruning: written again on a miss
+    with contextlib.suppress(OSError):  # removed meanwhile by another nodus's pruning:
+        os.utime(entry)  # written again on a miss
 
 
 def _prune(folder: str, keep: int) -> None:

@@ -17,6 +17,7 @@ the same number in the record is its own.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -110,10 +111,8 @@ class StoreDriving:
             self._pending = False
             self._write_if_held()
         assert self._lease is not None
-        try:
+        with contextlib.suppress(StoreError, OSError):  # it expires on its own
             self._leases.release(self.run.id, self._lease)
-        except (StoreError, OSError):
-            pass  # it expires on its own
 
     # --- the record -------------------------------------------------------------------------
 
