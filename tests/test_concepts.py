@@ -192,3 +192,21 @@ def test_commands_print_through_one_set_of_helpers():
         if "indent=2" in text and path.name != "workload.py":  # workload.py renders files
             copies.append(f"{path.name}: prints JSON of its own")
     assert not copies, "\n".join(copies)
+
+
+# --- managed methods ----------------------------------------------------------------------------
+
+
+def test_each_managed_method_is_described_once():
+    from nodus.schemas.method_specs import METHODS
+    from nodus.schemas.models import Framework
+
+    assert [framework.value for framework in Framework] == list(METHODS)
+    compared = [
+        path.relative_to(SRC).as_posix()
+        for path, text in _sources(SRC)
+        if re.search(r"""(==|!=)\s*["'](sft|dpo|grpo)["']|Framework\.(SFT|DPO|GRPO)\b""", text)
+    ]
+    # the `trl` extension's qualification cases are users' programs built on TRL's trainers
+    # (stages/hf/extensions.py), not managed methods
+    assert compared == ["stages/hf/qualify_extensions.py"]

@@ -15,7 +15,6 @@ from nodus.runner.catalog.core import Catalog
 from nodus.runner.catalog.phases import Phase
 from nodus.runner.remote import record
 from nodus.runner.remote.record import StoreDriving
-from nodus.schemas import defaults
 from nodus.schemas.loader import resolve_file
 from nodus.store import open_store
 from nodus.store.run_records import RunRecords
@@ -66,8 +65,8 @@ class _Clock:
 
 
 def test_a_burst_of_changes_is_written_once_after_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(defaults, "RECORD_QUIET_S", 0.5)
-    monkeypatch.setattr(defaults, "RECORD_QUIET_MAX_S", 10.0)
+    monkeypatch.setattr(record, "RECORD_QUIET_S", 0.5)
+    monkeypatch.setattr(record, "RECORD_QUIET_MAX_S", 10.0)
     clock = _Clock()
     monkeypatch.setattr(record, "time", clock)
     catalog, store, run_id = _run(tmp_path)
@@ -76,9 +75,9 @@ def test_a_burst_of_changes_is_written_once_after_it(tmp_path, monkeypatch):
         # A burst as a recovery makes it: changes within the quiet time (the clock stands).
         for phase in (Phase.PREPARING, Phase.RUNNING, Phase.RECOVERING, Phase.RUNNING):
             catalog.lifecycle.move(run_id, phase, stage="main")
-            clock.now += defaults.RECORD_QUIET_S / 10
+            clock.now += record.RECORD_QUIET_S / 10
         assert written == []  # within the quiet time nothing is written, however long it takes
-        clock.now += defaults.RECORD_QUIET_S  # quiet since the last change
+        clock.now += record.RECORD_QUIET_S  # quiet since the last change
         wait_for(lambda: written, "the record written after the burst")
         assert RunRecords(store.storage).read(run_id)["phase"] == Phase.RUNNING
     # The drive ended (its mirror joined, a pending change written): one write in all.

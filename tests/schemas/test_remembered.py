@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 
-from nodus.schemas import defaults
+from nodus.schemas import defaults, remembered
 from nodus.schemas.remembered import resolve_remembered
 
 
 def test_the_cache_keeps_the_entries_used_most_recently(tmp_path, monkeypatch):
-    monkeypatch.setattr(defaults, "RESOLVED_KEEP", 2)
+    monkeypatch.setattr(remembered, "RESOLVED_KEEP", 2)
     home = tmp_path / "home"
     cache = home / defaults.RESOLVED_DIR
     files = []

@@ -20,12 +20,11 @@ import random
 import sys
 
 from nodus.errors import NotFoundError
-from nodus.schemas import defaults
-from nodus.store import KINDS, open_store
+from nodus.store import KINDS, deleting, open_store
 
 
 def gc_loop(store, stop: str, victims: list[str]) -> None:
-    defaults.SWEEP_RETRY_S = 0.05  # the test runs for seconds, not minutes
+    deleting.SWEEP_RETRY_S = 0.05  # the test runs for seconds, not minutes
     rng = random.Random(os.getpid())
     swept = deferred = 0
     print("ready", flush=True)

@@ -13,8 +13,7 @@ from nodus.errors import (
     StaleAttemptError,
     UsageError,
 )
-from nodus.schemas import defaults
-from nodus.store import SnapshotInfo, keys, open_store
+from nodus.store import SnapshotInfo, deleting, keys, open_store
 
 from .trees import read_tree, write_tree
 
@@ -255,7 +254,7 @@ def test_blob_gc_during_a_capture_is_deferred_and_the_capture_commits(
     store, live, tmp_path, monkeypatch
 ):
     # The gc runs inside the capture's own guard: retrying the deferred sweep could only wait.
-    monkeypatch.setattr(defaults, "SWEEP_RETRY_S", 0.0)
+    monkeypatch.setattr(deleting, "SWEEP_RETRY_S", 0.0)
     write_tree(live, {"state/a.bin": os.urandom(5000)})
     reports = []
     made = store.capture(

@@ -552,6 +552,6 @@ def _print_log(args, stage: str, attempt: dict, offsets: dict, whole: bool) -> N
 
 
 def _poll() -> float:
-    from nodus.schemas import defaults
+    from nodus.runner.control.outside import WAIT_POLL_S
 
-    return defaults.WAIT_POLL_S
+    return WAIT_POLL_S

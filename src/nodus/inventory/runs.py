@@ -326,7 +326,7 @@ def run_model_json(catalog: Catalog, run_id: str) -> dict[str, Any] | None:
     version = Registry(catalog.models).run_model(run_id)
     if version is None:
         return None
-    data = version.to_dict()
+    data = version.summary()
     return {key: data[key] for key in ("ref", "name", "version", "snapshot", "step", "epoch")}
 
 

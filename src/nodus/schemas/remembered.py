@@ -13,7 +13,7 @@ the usual words.
 Managed-method workloads are never remembered: their resolution reads the base model and the
 dataset, whose contents are not in the digest. A cache entry that cannot be read is resolved
 afresh and written again; it is written without fsync, as a crash can only lose it. The cache
-keeps the ``defaults.RESOLVED_KEEP`` entries used most recently (a use touches its entry; a new
+keeps the ``RESOLVED_KEEP`` entries used most recently (a use touches its entry; a new
 one removes the least recently used beyond that), so a home that ran many files stays small.
 """
 
@@ -30,6 +30,9 @@ from nodus._atomic import private_folder, write_json_atomic
 from nodus.schemas import defaults
 from nodus.schemas.files import regular_file
 from nodus.schemas.resolved import ResolvedWorkload
+
+RESOLVED_KEEP = 256
+"""How many remembered resolutions the cache keeps: those used most recently."""
 
 _FORMAT = 1
 
@@ -104,7 +107,7 @@ def _write(entry: str, resolved: ResolvedWorkload) -> None:
     try:
         private_folder(folder)  # and the home, when this makes it (docs/security.md)
         write_json_atomic(entry, resolved.to_dict(), durable=False)
-        _prune(folder, defaults.RESOLVED_KEEP)
+        _prune(folder, RESOLVED_KEEP)
     except OSError:
         pass  # a cache: the next run resolves again
 

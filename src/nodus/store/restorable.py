@@ -49,7 +49,7 @@ def newest_first(manifests: Iterable[Any]) -> list[Any]:
 def current(manifests: Iterable[Any]) -> list[Any]:
     """``manifests`` less the captures superseded by a newer one of the same attempt and step."""
     manifests = list(manifests)
-    newest: dict[tuple, Any] = {}
+    newest: dict[tuple[Any, ...], Any] = {}
     for manifest in manifests:
         key = (manifest.run, manifest.stage, manifest.attempt, manifest.step)
         if key not in newest or manifest.created > newest[key].created:

@@ -59,6 +59,7 @@ from nodus.schemas import defaults
 from nodus.stages import completeness, formats, layouts, recorded_steps, step_names
 from nodus.stages.directory import DirectoryWatcher, Entry, signature, step_folders
 from nodus.stages.layouts import Verdict
+from nodus.store import live_folder
 from nodus.store.manifest import COUNTED
 
 if TYPE_CHECKING:
@@ -278,8 +279,8 @@ class Capturer:
             periodic, lambda: stored_bytes(self.ws.copy, self._selection(step))
         ):
             return None
-        # As often as a changing file is read again (defaults.CAPTURE_READ_ATTEMPTS).
-        for _ in range(defaults.CAPTURE_READ_ATTEMPTS):
+        # As often as a changing file is read again (live_folder.CAPTURE_READ_ATTEMPTS).
+        for _ in range(live_folder.CAPTURE_READ_ATTEMPTS):
             try:
                 return self._capture_once(step, epoch, metrics, reason, died_at)
             except _NewerCheckpoint:
