@@ -28,6 +28,7 @@ The next attempt (a resume or a recovery) checks again from the start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as stat_mod
 from collections.abc import Callable, Iterable
@@ -122,12 +123,10 @@ class DiskGuard:
             f"in the {free} bytes free on {self.disk}"
         )
         settings = protocol.RuntimeSettings(periodic_saves=False, reason=reason)
-        try:
+        # The disk it guards may be full already: then the program is not told, and nodus
+        # takes none of its periodic saves all the same (admits says no from now on).
+        with contextlib.suppress(OSError):
             write_json_atomic(self.control.runtime, settings.to_dict())
-        except OSError:
-            # The disk it guards is full already: the program is not told, and nodus takes
-            # none of its periodic saves all the same (admits says no from now on).
-            pass
         self.on_event(
             EVENT_DISABLED,
             {"free_bytes": free, "snapshot_bytes": snapshot_bytes, "disk": self.disk},

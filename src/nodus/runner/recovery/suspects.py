@@ -54,7 +54,9 @@ class StepBack:
     why: str  # in words: what was tried, and why not further when it stops
 
 
-def suspected(events: Iterable[dict[str, Any]], stage: str | None = None) -> dict[str, dict]:
+def suspected(
+    events: Iterable[dict[str, Any]], stage: str | None = None
+) -> dict[str, dict[str, Any]]:
     """Each suspect snapshot of a run's ``events`` (of ``stage``, or any): its event details."""
     return {
         event["details"]["snapshot"]: event["details"]
@@ -68,7 +70,7 @@ def usable(
     events: Iterable[dict[str, Any]],
     stage: str,
     older_than: str | None = None,
-) -> list:
+) -> list[Any]:
     """The restorable snapshots of ``stage`` newest first, suspects passed over (what an
     automatic recovery, ``runs resume`` and ``runs pause --checkpoint latest`` may use); with
     ``older_than`` (a suspect's id) only those a restore ranks below it: a step back never

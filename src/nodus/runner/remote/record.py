@@ -17,8 +17,10 @@ the same number in the record is its own.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from nodus.errors import StaleAttemptError, StoreError
@@ -68,7 +70,7 @@ class StoreDriving:
         self._pending = False  # a change the record does not show yet
         self._last_change = 0.0  # when the newest change came (monotonic)
         self._mirror: threading.Thread | None = None
-        self._unhook: list = []
+        self._unhook: list[Callable[[], None]] = []
 
     def __enter__(self) -> StoreDriving:
         self._lease = self._leases.take(self.run.id)
@@ -98,10 +100,8 @@ class StoreDriving:
             self._pending = False
             self._write_if_held()
         assert self._lease is not None
-        try:
+        with contextlib.suppress(StoreError, OSError):  # it expires on its own
             self._leases.release(self.run.id, self._lease)
-        except (StoreError, OSError):
-            pass  # it expires on its own
 
     # --- the record -------------------------------------------------------------------------
 
@@ -148,11 +148,12 @@ class StoreDriving:
         if self._lost:
             return
         try:
-            if not self._leases.holds(run_id, self._lease):  # type: ignore[arg-type]
+            assert self._lease is not None  # taken in __enter__, before this observer is added
+            if not self._leases.holds(run_id, self._lease):
                 self._lose("its lease was taken over")
                 return
             self._write_record()
-        except Exception as error:  # noqa: BLE001 (a mirror: no failure of it stops a drive)
+        except Exception as error:  # a mirror: no failure of it stops a drive
             # Out of reach, or an error of the store's client: the next change writes it all.
             self.catalog.add_event(run_id, "run_record_failed", {"error": str(error)})
 
@@ -169,7 +170,7 @@ class StoreDriving:
         while not self._stop.wait(self._leases.duration_s / 3):
             try:
                 renewed = self._leases.renew(self.run.id, self._lease)
-            except Exception:  # noqa: BLE001 (this thread must live as long as the drive)
+            except Exception:  # this thread must live as long as the drive
                 continue  # out of reach: try again; the fence holds if it expires meanwhile
             if renewed is None:
                 self._lose("its lease was taken over")
