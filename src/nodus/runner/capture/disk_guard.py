@@ -126,7 +126,7 @@ class DiskGuard:
             f"in the {free} bytes free on {self.disk}"
         )
         settings = protocol.RuntimeSettings(periodic_saves=False, reason=reason)
-        # The disk it guards may be full already: the program is then not told, and nodus
+        # The disk it guards may be full already: then the program is not told, and nodus
         # takes none of its periodic saves all the same (admits says no from now on).
         with contextlib.suppress(OSError):
             write_json_atomic(self.control.runtime, settings.to_dict())

@@ -159,11 +159,12 @@ class StoreDriving:
         if self._lost:
             return
         try:
-            if not self._leases.holds(run_id, self._lease):  # type: ignore[arg-type]
+            assert self._lease is not None  # taken in __enter__, before this observer is added
+            if not self._leases.holds(run_id, self._lease):
                 self._lose("its lease was taken over")
                 return
             self._write_record()
-        except Exception as error:
+        except Exception as error:  # a mirror: no failure of it stops a drive
             # Out of reach, or an error of the store's client: the next change writes it all.
             self.catalog.add_event(run_id, "run_record_failed", {"error": str(error)})
 
@@ -180,7 +181,7 @@ class StoreDriving:
         while not self._stop.wait(self._leases.duration_s / 3):
             try:
                 renewed = self._leases.renew(self.run.id, self._lease)
-            except Exception:
+            except Exception:  # this thread must live as long as the drive
                 continue  # out of reach: try again; the fence holds if it expires meanwhile
             if renewed is None:
                 self._lose("its lease was taken over")
