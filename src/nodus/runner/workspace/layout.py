@@ -7,8 +7,9 @@
         copy/state/          NODUS_CHECKPOINT_DIR, whatever the selection
         copy/.nodus/         NODUS_CONTROL_DIR: the control files of nodus.protocol (never captured)
         previous/            the last attempt's copy, set aside while the next one is laid out:
-                             its files that verify against the restored snapshot are moved in
-                             instead of copied; removed once the copy is laid out
+                             its source files still as laid out, and its files that verify
+                             against the restored snapshot, are moved in instead of copied;
+                             removed once the copy is laid out
         cache/               HF_HOME, HF_DATASETS_CACHE, XDG_CACHE_HOME, PIP_CACHE_DIR
         <attempt>/output.log everything the attempt's program printed
         <attempt>/metrics.jsonl  the metrics its program logged, as nodus read them from its
@@ -21,6 +22,19 @@ time-sensitive changes between attempts: a `datasets` fingerprint of a local dat
 same, so the tokenized data the first attempt cached in the stage's cache is reused, not rebuilt.
 Everything an attempt may scribble on outside the selection lives here, so a recovered attempt
 starts from exactly the source plus the committed selection, and its caches.
+
+Laying the source out again costs a file write per source file; a recovery instead keeps the
+last attempt's source files that are still exactly as this process laid them out
+(:func:`Workspace.reuse_copy`). Right after laying a copy out, the runner records each source
+file's state: device, inode, mode, size, mtime and ctime. Writing a file, changing its mode or
+times, renaming or linking it each set its ctime to the current time, which nothing but setting
+the system clock back can undo; and a file made anew gets a new ctime too. The record keeps
+only files whose ctime is older than a time read from the same drive after the record was
+taken (so a change made within the same tick of the drive's clock cannot look unchanged). A
+file whose state still equals the record therefore holds the bytes, mode and mtime that were
+laid out and verified; every other file (edited, chmod-ed, replaced, deleted) is written
+again from the store, and whatever the program added stays in ``previous/``, which is removed.
+The record lives in the runner's memory only: a new runner lays the copy out afresh.
 
 TMPDIR must stay short: DataLoader workers and other ``multiprocessing`` users bind AF_UNIX
 sockets under it, whose paths may not exceed 107 bytes. Under a long ``$NODUS_HOME`` an attempt's
@@ -44,6 +58,9 @@ from nodus._atomic import private_folder, write_json_atomic
 from nodus.errors import note_secret
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
+from nodus.store.manifest import Manifest
+from nodus.store.restore import Layers, layered, write_layers
+from nodus.store.storage import Storage
 
 TMPDIR_MAX = 67
 """Longest TMPDIR given to a program: ``multiprocessing`` binds its sockets at
@@ -52,6 +69,21 @@ bytes an AF_UNIX socket path may have."""
 
 
 METRICS_FILE = "metrics.jsonl"
+
+FileState = tuple[int, int, int, int, int, int]
+"""A laid-out file as ``lstat`` sees it: device, inode, mode, size, mtime_ns, ctime_ns."""
+
+
+@dataclass(frozen=True)
+class LaidCopy:
+    """What this process laid out as a stage's copy: from which snapshots, and each file's
+    state right after (only files whose state proves them unchanged; see the module's doc)."""
+
+    layers: tuple[str, ...]
+    files: dict[str, FileState]
+
+
+_LAID: dict[str, LaidCopy] = {}  # the copy's path -> what this process last laid out there
 
 
 def attempt_metrics(log_path: str) -> str:
@@ -138,8 +170,37 @@ class Workspace:
 
     def reset_copy(self) -> None:
         """An empty copy folder (a failed restore must not leave half a snapshot behind)."""
+        _LAID.pop(self.copy, None)
         shutil.rmtree(self.copy, ignore_errors=True)
         private_folder(self.attempt_folder)  # and the run's folders, when this makes them
+
+    def reuse_copy(self, storage: Storage, manifests: list[Manifest]) -> bool:
+        """Lay the copy out as ``manifests`` over one another, keeping the last attempt's files
+        that are as this process laid them out (module doc); False when that cannot serve
+        (nothing recorded for these snapshots, or both copies are there) and nothing changed.
+
+        The files that serve are moved from the copy set aside (``previous/``, set aside here
+        when the caller did not), the others written from the store, verified.
+        """
+        laid = _LAID.pop(self.copy, None)
+        files = layered(manifests)
+        if laid is None or files is None or laid.layers != tuple(m.id for m in manifests):
+            return False
+        if os.path.lexists(self.copy):
+            if os.path.lexists(self.previous):
+                return False  # a second try of the restore: the copy holds what it laid out
+            os.rename(self.copy, self.previous)
+        private_folder(self.attempt_folder)
+        os.mkdir(self.copy)
+        kept = _move_unchanged(self.previous, self.copy, laid.files)
+        write_layers(storage, files, [path for path in files if path not in kept], self.copy)
+        return True
+
+    def note_copy(self, manifests: list[Manifest]) -> None:
+        """Record the state of the copy's files just laid out from ``manifests``."""
+        files = layered(manifests)
+        if files is not None:
+            _LAID[self.copy] = LaidCopy(tuple(m.id for m in manifests), _states(self.copy, files))
 
     def make_private_folders(self) -> None:
         for folder in (
@@ -158,6 +219,55 @@ class Workspace:
     def discard_tmp(self) -> None:
         """Free what a finished attempt left in its temp folder; its log stays."""
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _states(copy: str, files: Layers) -> dict[str, FileState]:
+    """The state of each of ``files`` under ``copy``, for those whose ctime is older than the
+    drive's clock now: a later change to one cannot leave its ctime as recorded."""
+    # The clock is read first: a change after it, even one racing the reads below, sets a
+    # ctime no older than ``now``, so a recorded ctime older than ``now`` is the last change.
+    os.utime(copy)
+    now = os.lstat(copy).st_ctime_ns
+    states = {path: _state(os.lstat(os.path.join(copy, *path.split("/")))) for path in files}
+    return {path: state for path, state in states.items() if state[5] < now}
+
+
+def _move_unchanged(old: str, new: str, laid: dict[str, FileState]) -> set[str]:
+    """Move each file under ``old`` whose state is its recorded one to the same path under
+    ``new``; the paths moved. One walk, never through a symlink, only into folders the
+    record has files in; anything it cannot read is simply not moved."""
+    folders = {path.rsplit("/", i)[0] for path in laid for i in range(1, path.count("/") + 1)}
+    moved: set[str] = set()
+    pending = [""]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(os.path.join(old, folder)) as found:
+                entries = list(found)
+        except OSError:
+            continue
+        if folder:
+            os.mkdir(os.path.join(new, folder))
+        for entry in entries:
+            path = f"{folder}/{entry.name}" if folder else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if path in folders:
+                    pending.append(path)
+            elif path in laid and _state(entry.stat(follow_symlinks=False)) == laid[path]:
+                os.rename(entry.path, os.path.join(new, *path.split("/")))
+                moved.add(path)
+    return moved
+
+
+def _state(info: os.stat_result) -> FileState:
+    return (
+        info.st_dev,
+        info.st_ino,
+        info.st_mode,
+        info.st_size,
+        info.st_mtime_ns,
+        info.st_ctime_ns,
+    )
 
 
 def _copy_folders(copy: str) -> tuple[str, ...]:
