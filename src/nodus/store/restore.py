@@ -99,13 +99,11 @@ def layered(manifests: Sequence[Manifest]) -> Layers | None:
     """The files ``manifests`` lay out, each restored over the ones before (a later one's
     entry replaces an earlier one's at its path), as :func:`restore` with ``overlay`` would.
 
-    None where that restore would refuse: a kind being deleted, or a path of one snapshot that
-    is a folder of another (then a restore in that order meets a file or a folder in the way).
+    None where that restore would refuse: a path of one snapshot that is a folder of another
+    (a restore in that order meets a file or a folder in the way).
     """
     files: Layers = {}
     for manifest in manifests:
-        if manifest.deleting & set(manifest.kinds):
-            return None
         for entry in manifest.held_files():
             files[entry.path] = (manifest.id, entry)
     folders = {path.rsplit("/", i)[0] for path in files for i in range(1, path.count("/") + 1)}

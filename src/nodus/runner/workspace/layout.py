@@ -49,6 +49,7 @@ import shutil
 import socket
 import stat
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -81,7 +82,12 @@ class LaidCopy:
 
     layers: tuple[str, ...]
     files: dict[str, FileState]
+    folders: dict[str, int]  # each folder of those files ("" the copy itself) -> its mode
 
+
+CLOCK_WAIT_S = 0.05
+"""Longest wait for the drive's clock to tick past a copy just laid out; files it has not
+passed are written again by the next attempt instead of kept (:func:`_states`)."""
 
 _LAID: dict[str, LaidCopy] = {}  # the copy's path -> what this process last laid out there
 
@@ -179,8 +185,9 @@ class Workspace:
         that are as this process laid them out (module doc); False when that cannot serve
         (nothing recorded for these snapshots, or both copies are there) and nothing changed.
 
-        The files that serve are moved from the copy set aside (``previous/``, set aside here
-        when the caller did not), the others written from the store, verified.
+        Sorted in place: every other file and folder is moved to ``previous/`` (at its path
+        there, where a restore may still take it from), and what is missing written from the
+        store, verified.
         """
         laid = _LAID.pop(self.copy, None)
         files = layered(manifests)
@@ -189,18 +196,25 @@ class Workspace:
         if os.path.lexists(self.copy):
             if os.path.lexists(self.previous):
                 return False  # a second try of the restore: the copy holds what it laid out
-            os.rename(self.copy, self.previous)
+        elif _is_folder(self.previous):
+            os.rename(self.previous, self.copy)  # the caller set it aside: sort it here
+        else:
+            return False
         private_folder(self.attempt_folder)
-        os.mkdir(self.copy)
-        kept = _move_unchanged(self.previous, self.copy, laid.files)
+        os.mkdir(self.previous)
+        kept = _sort_out(self.copy, self.previous, laid)
         write_layers(storage, files, [path for path in files if path not in kept], self.copy)
         return True
 
     def note_copy(self, manifests: list[Manifest]) -> None:
         """Record the state of the copy's files just laid out from ``manifests``."""
         files = layered(manifests)
-        if files is not None:
-            _LAID[self.copy] = LaidCopy(tuple(m.id for m in manifests), _states(self.copy, files))
+        if files is None:
+            return
+        folders = {"", *(p.rsplit("/", i)[0] for p in files for i in range(1, p.count("/") + 1))}
+        modes = {f: os.lstat(os.path.join(self.copy, *f.split("/"))).st_mode for f in folders}
+        layers = tuple(m.id for m in manifests)
+        _LAID[self.copy] = LaidCopy(layers, _states(self.copy, files), modes)
 
     def make_private_folders(self) -> None:
         for folder in (
@@ -226,37 +240,50 @@ def _states(copy: str, files: Layers) -> dict[str, FileState]:
     drive's clock now: a later change to one cannot leave its ctime as recorded."""
     # The clock is read first: a change after it, even one racing the reads below, sets a
     # ctime no older than ``now``, so a recorded ctime older than ``now`` is the last change.
-    os.utime(copy)
-    now = os.lstat(copy).st_ctime_ns
+    # Read until it has moved past the time the copy was done (one tick of the drive's clock,
+    # a few milliseconds; bounded, for drives that keep times in seconds), so every file
+    # laid out counts.
+    done = _drive_clock(copy)
+    now, give_up = done, time.monotonic() + CLOCK_WAIT_S
+    while now <= done and time.monotonic() < give_up:
+        now = _drive_clock(copy)
     states = {path: _state(os.lstat(os.path.join(copy, *path.split("/")))) for path in files}
     return {path: state for path, state in states.items() if state[5] < now}
 
 
-def _move_unchanged(old: str, new: str, laid: dict[str, FileState]) -> set[str]:
-    """Move each file under ``old`` whose state is its recorded one to the same path under
-    ``new``; the paths moved. One walk, never through a symlink, only into folders the
-    record has files in; anything it cannot read is simply not moved."""
-    folders = {path.rsplit("/", i)[0] for path in laid for i in range(1, path.count("/") + 1)}
-    moved: set[str] = set()
+def _drive_clock(folder: str) -> int:
+    """The drive's time now, as it would set a ctime: ``folder``'s, just set by a touch."""
+    os.utime(folder)
+    return os.lstat(folder).st_ctime_ns
+
+
+def _sort_out(copy: str, aside: str, laid: LaidCopy) -> set[str]:
+    """Keep under ``copy`` each file whose state is its recorded one, and the folders they
+    lie in (a folder's mode set back if changed); move everything else to the same path under
+    ``aside``. The paths kept. One walk, never through a symlink."""
+    kept: set[str] = set()
     pending = [""]
     while pending:
         folder = pending.pop()
-        try:
-            with os.scandir(os.path.join(old, folder)) as found:
-                entries = list(found)
-        except OSError:
-            continue
-        if folder:
-            os.mkdir(os.path.join(new, folder))
+        here = os.path.join(copy, *folder.split("/")) if folder else copy
+        info = os.lstat(here)
+        if stat.S_IMODE(info.st_mode) != stat.S_IMODE(laid.folders[folder]):
+            os.chmod(here, stat.S_IMODE(laid.folders[folder]))
+        with os.scandir(here) as found:
+            entries = list(found)
         for entry in entries:
             path = f"{folder}/{entry.name}" if folder else entry.name
-            if entry.is_dir(follow_symlinks=False):
-                if path in folders:
-                    pending.append(path)
-            elif path in laid and _state(entry.stat(follow_symlinks=False)) == laid[path]:
-                os.rename(entry.path, os.path.join(new, *path.split("/")))
-                moved.add(path)
-    return moved
+            if entry.is_dir(follow_symlinks=False) and path in laid.folders:
+                pending.append(path)
+            elif (
+                path in laid.files and _state(entry.stat(follow_symlinks=False)) == laid.files[path]
+            ):
+                kept.add(path)
+            else:
+                parent = os.path.join(aside, *folder.split("/")) if folder else aside
+                os.makedirs(parent, exist_ok=True)
+                os.rename(entry.path, os.path.join(parent, entry.name))
+    return kept
 
 
 def _state(info: os.stat_result) -> FileState:
@@ -268,6 +295,13 @@ def _state(info: os.stat_result) -> FileState:
         info.st_mtime_ns,
         info.st_ctime_ns,
     )
+
+
+def _is_folder(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _copy_folders(copy: str) -> tuple[str, ...]:
