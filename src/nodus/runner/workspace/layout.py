@@ -60,7 +60,7 @@ from nodus.errors import note_secret
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
 from nodus.store.manifest import Manifest
-from nodus.store.restore import Layers, layered, write_layers
+from nodus.store.restore import layered, write_layers
 from nodus.store.storage import Storage
 
 TMPDIR_MAX = 67
@@ -203,18 +203,24 @@ class Workspace:
         private_folder(self.attempt_folder)
         os.mkdir(self.previous)
         kept = _sort_out(self.copy, self.previous, laid)
+        # A kept file's record stays true: any change to it from now on moves its ctime.
+        _LAID[self.copy] = LaidCopy(laid.layers, {p: laid.files[p] for p in kept}, laid.folders)
         write_layers(storage, files, [path for path in files if path not in kept], self.copy)
         return True
 
     def note_copy(self, manifests: list[Manifest]) -> None:
-        """Record the state of the copy's files just laid out from ``manifests``."""
+        """Record the state of the copy's files just laid out from ``manifests`` (those that
+        :meth:`reuse_copy` kept are recorded already)."""
         files = layered(manifests)
         if files is None:
             return
+        layers = tuple(m.id for m in manifests)
+        before = _LAID.get(self.copy)
+        known = before.files if before is not None and before.layers == layers else {}
         folders = {"", *(p.rsplit("/", i)[0] for p in files for i in range(1, p.count("/") + 1))}
         modes = {f: os.lstat(os.path.join(self.copy, *f.split("/"))).st_mode for f in folders}
-        layers = tuple(m.id for m in manifests)
-        _LAID[self.copy] = LaidCopy(layers, _states(self.copy, files), modes)
+        written = [path for path in files if path not in known]
+        _LAID[self.copy] = LaidCopy(layers, {**known, **_states(self.copy, written)}, modes)
 
     def make_private_folders(self) -> None:
         for folder in (
@@ -235,9 +241,11 @@ class Workspace:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def _states(copy: str, files: Layers) -> dict[str, FileState]:
-    """The state of each of ``files`` under ``copy``, for those whose ctime is older than the
+def _states(copy: str, paths: list[str]) -> dict[str, FileState]:
+    """The state of each of ``paths`` under ``copy``, for those whose ctime is older than the
     drive's clock now: a later change to one cannot leave its ctime as recorded."""
+    if not paths:
+        return {}
     # The clock is read first: a change after it, even one racing the reads below, sets a
     # ctime no older than ``now``, so a recorded ctime older than ``now`` is the last change.
     # Read until it has moved past the time the copy was done (one tick of the drive's clock,
@@ -247,7 +255,7 @@ def _states(copy: str, files: Layers) -> dict[str, FileState]:
     now, give_up = done, time.monotonic() + CLOCK_WAIT_S
     while now <= done and time.monotonic() < give_up:
         now = _drive_clock(copy)
-    states = {path: _state(os.lstat(os.path.join(copy, *path.split("/")))) for path in files}
+    states = {path: _state(os.lstat(os.path.join(copy, *path.split("/")))) for path in paths}
     return {path: state for path, state in states.items() if state[5] < now}
 
 
