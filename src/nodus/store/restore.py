@@ -24,6 +24,10 @@ A file's bytes come from the first of these that applies (:class:`Sources` says 
 A linked or reused blob file is shared with the store, so it keeps the blob's mode (the entry's
 without write permission) and is never written through; nothing is trusted without a hash
 taken by this process of the same, unchanged, unwritable file (:mod:`nodus.store.trust`).
+
+:func:`layered` and :func:`write_layers` lay several snapshots out one over another, writing
+only the paths asked for: a stage's working copy whose other files the runner keeps
+(:mod:`nodus.runner.workspace.layout`).
 """
 
 from __future__ import annotations
