@@ -79,6 +79,6 @@ def test_write_layers_refuses_an_altered_blob_and_lays_nothing_of_its_snapshot(t
     target = tmp_path / "copy"
     target.mkdir()
 
-    with pytest.raises(SnapshotDamagedError, match="b.py"):
+    with pytest.raises(SnapshotDamagedError, match=r"b\.py"):
         write_layers(store.storage, files, ["a.py", "b.py"], str(target))
     assert read_tree(target) == {}

@@ -6,10 +6,10 @@
                              out again for each attempt, always at this path
         copy/state/          NODUS_CHECKPOINT_DIR, whatever the selection
         copy/.nodus/         NODUS_CONTROL_DIR: the control files of nodus.protocol (never captured)
-        previous/            the last attempt's copy, set aside while the next one is laid out:
-                             its source files still as laid out, and its files that verify
-                             against the restored snapshot, are moved in instead of copied;
-                             removed once the copy is laid out
+        previous/            the last attempt's copy, set aside while the next one is laid out
+                             (on a recovery, all of it but the source files kept in place): its
+                             files that verify against the restored snapshot are moved in
+                             instead of copied; removed once the copy is laid out
         cache/               HF_HOME, HF_DATASETS_CACHE, XDG_CACHE_HOME, PIP_CACHE_DIR
         <attempt>/output.log everything the attempt's program printed
         <attempt>/metrics.jsonl  the metrics its program logged, as nodus read them from its
@@ -29,12 +29,15 @@ last attempt's source files that are still exactly as this process laid them out
 file's state: device, inode, mode, size, mtime and ctime. Writing a file, changing its mode or
 times, renaming or linking it each set its ctime to the current time, which nothing but setting
 the system clock back can undo; and a file made anew gets a new ctime too. The record keeps
-only files whose ctime is older than a time read from the same drive after the record was
-taken (so a change made within the same tick of the drive's clock cannot look unchanged). A
-file whose state still equals the record therefore holds the bytes, mode and mtime that were
-laid out and verified; every other file (edited, chmod-ed, replaced, deleted) is written
-again from the store, and whatever the program added stays in ``previous/``, which is removed.
-The record lives in the runner's memory only: a new runner lays the copy out afresh.
+only files whose ctime is older than a time read from the same drive before the record was
+taken, so any later change, even one within the same tick of the drive's clock as the lay-out,
+leaves a ctime unlike the recorded one. A file whose state still equals the record therefore
+holds the bytes, mode and mtime that were laid out and verified, and stays where it is; every
+other file (edited, chmod-ed, replaced, deleted) is written again from the store, verified;
+whatever else the copy holds (what the program added, its checkpoint) is moved to
+``previous/``, which is removed once the copy is laid out, and a folder whose mode was changed
+gets its mode back. The record lives in the runner's memory only: a new runner lays the copy
+out afresh.
 
 TMPDIR must stay short: DataLoader workers and other ``multiprocessing`` users bind AF_UNIX
 sockets under it, whose paths may not exceed 107 bytes. Under a long ``$NODUS_HOME`` an attempt's
