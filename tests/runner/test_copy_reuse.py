@@ -17,7 +17,8 @@ def _tree(root) -> dict[str, str]:
     for folder, _dirs, names in os.walk(root):
         for name in names:
             path = os.path.join(folder, name)
-            found[os.path.relpath(path, root)] = open(path).read()
+            with open(path) as handle:
+                found[os.path.relpath(path, root)] = handle.read()
     return found
 
 
@@ -53,10 +54,12 @@ def test_tampered_folders_and_files_are_laid_out_again_and_untouched_files_kept(
     (outside / "c.py").write_text("not the source\n")
     os.rename(os.path.join(copy, "lib"), tmp_path / "old-lib")
     os.symlink(outside, os.path.join(copy, "lib"))
-    open(os.path.join(copy, "data", "added.txt"), "w").write("added\n")
+    with open(os.path.join(copy, "data", "added.txt"), "w") as handle:
+        handle.write("added\n")
     os.chmod(os.path.join(copy, "data"), 0o500)
     os.makedirs(os.path.join(copy, "state"))
-    open(os.path.join(copy, "state", "ckpt"), "w").write("checkpoint\n")
+    with open(os.path.join(copy, "state", "ckpt"), "w") as handle:
+        handle.write("checkpoint\n")
 
     _lay(ws, store, manifests, set_aside=True)
 
