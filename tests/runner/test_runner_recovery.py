@@ -265,6 +265,73 @@ def test_every_attempt_runs_at_one_copy_path_with_the_source_mtimes_and_the_stag
     assert "attempt 2 probed" in two and "attempt 1 probed" not in two
 
 
+TAMPER_PROBE = textwrap.dedent("""
+    import json, os, shutil, signal, stat
+    attempt = os.environ["NODUS_ATTEMPT"]
+    names = ["kept.txt", "edited.txt", "forged.txt", "deleted.txt", "mode.txt", "added.txt"]
+
+    def look(name):
+        if not os.path.lexists(name):
+            return None
+        info = os.lstat(name)
+        return {"data": open(name).read(), "mode": stat.S_IMODE(info.st_mode),
+                "mtime_ns": info.st_mtime_ns, "inode": info.st_ino}
+
+    seen = {name: look(name) for name in names}
+    cache = os.environ["HF_HOME"]
+    with open(os.path.join(cache, f"tamper-{attempt}.json"), "w") as handle:
+        json.dump(seen, handle)
+    if attempt == "1":
+        with open("edited.txt", "a") as handle:  # in place
+            handle.write("scribbled by attempt 1\\n")
+        forged = os.stat("forged.txt")  # the same size, then its mtime set back
+        with open("forged.txt", "r+") as handle:
+            handle.write("X")
+        os.utime("forged.txt", ns=(forged.st_atime_ns, forged.st_mtime_ns))
+        os.unlink("deleted.txt")
+        os.chmod("mode.txt", 0o600)
+        open("added.txt", "w").write("added by attempt 1")
+        os.kill(os.getpid(), signal.SIGKILL)  # an interruption: nodus did not send it
+    os.makedirs("out", exist_ok=True)
+    for n in (1, 2):
+        shutil.copy(os.path.join(cache, f"tamper-{n}.json"), "out")
+""")
+
+
+def test_a_recovery_keeps_the_untouched_source_files_and_lays_out_every_changed_one(project):
+    (project.root / "probe.py").write_text(TAMPER_PROBE)
+    for name in ("kept.txt", "edited.txt", "forged.txt", "deleted.txt", "mode.txt"):
+        project.root.joinpath(name).write_text(f"{name} as captured\n")
+        project.root.joinpath(name).chmod(0o644)
+    project.write(
+        command=[sys.executable, "probe.py"],
+        body='[continuity]\nmode = "restartable"\nresume_on_interruption = true\n',
+    )
+    proc = project.nodus("run", "workload.toml", "--key", "tamper")
+    assert proc.returncode == 0, proc.stderr
+    run_id = project.get("tamper")["id"]
+    store = project.store()
+    store.restore(store.list(run=run_id, role="outputs")[-1].id, str(project.root.parent / "o"))
+    first, second = (
+        json.loads((project.root.parent / "o" / "out" / f"tamper-{n}.json").read_text())
+        for n in (1, 2)
+    )
+
+    assert [a["outcome"] for a in project.get(run_id)["stages"][0]["attempts"]] == [
+        "interrupted",
+        "succeeded",
+    ]
+    # Attempt 2 sees every source file as captured: edited in place, overwritten with its
+    # size and mtime kept, deleted, chmod-ed, all laid out again; the added one is gone.
+    assert second["added.txt"] is None
+    for name in ("kept.txt", "edited.txt", "forged.txt", "deleted.txt", "mode.txt"):
+        assert second[name]["data"] == f"{name} as captured\n", name
+        assert second[name]["mode"] == 0o644, name
+        assert second[name]["mtime_ns"] == first[name]["mtime_ns"], name
+    # ... and the untouched file was kept, not written again: the same inode.
+    assert second["kept.txt"]["inode"] == first["kept.txt"]["inode"]
+
+
 def test_max_recoveries_bounds_the_loop_and_names_the_count(project):
     project.write(
         steps=100000, save_every=SAVE_EVERY, sleep=SLEEP, body="[execution]\nmax_recoveries = 1\n"

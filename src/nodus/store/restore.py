@@ -24,6 +24,10 @@ A file's bytes come from the first of these that applies (:class:`Sources` says 
 A linked or reused blob file is shared with the store, so it keeps the blob's mode (the entry's
 without write permission) and is never written through; nothing is trusted without a hash
 taken by this process of the same, unchanged, unwritable file (:mod:`nodus.store.trust`).
+
+:func:`layered` and :func:`write_layers` lay several snapshots out one over another, writing
+only the paths asked for: a stage's working copy whose other files the runner keeps
+(:mod:`nodus.runner.workspace.layout`).
 """
 
 from __future__ import annotations
@@ -46,7 +50,19 @@ from nodus.store.names import link_problem, path_problem
 from nodus.store.storage import Storage
 from nodus.store.trust import VerifiedBlobs, read_only
 
-__all__ = ["Sources", "holds_bytes", "restore", "unsafe_reason", "write_verified"]
+__all__ = [
+    "Layers",
+    "Sources",
+    "holds_bytes",
+    "layered",
+    "restore",
+    "unsafe_reason",
+    "write_layers",
+    "write_verified",
+]
+
+Layers = dict[str, tuple[str, FileEntry]]
+"""Snapshots laid out one over another: each path with the id of the snapshot that has it."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +98,33 @@ def restore(
     _refuse_unsafe(manifest.id, pairs)  # before the target is made: a refusal creates nothing
     _prepare_target(target, overlay)
     write_verified(storage, manifest.id, pairs, target, sources=sources)
+
+
+def layered(manifests: Sequence[Manifest]) -> Layers | None:
+    """The files ``manifests`` lay out, each restored over the ones before (a later one's
+    entry replaces an earlier one's at its path), as :func:`restore` with ``overlay`` would.
+
+    None where that restore would refuse: a path of one snapshot that is a folder of another
+    (a restore in that order meets a file or a folder in the way).
+    """
+    files: Layers = {}
+    for manifest in manifests:
+        for entry in manifest.held_files():
+            files[entry.path] = (manifest.id, entry)
+    folders = {path.rsplit("/", i)[0] for path in files for i in range(1, path.count("/") + 1)}
+    return None if folders & files.keys() else files
+
+
+def write_layers(storage: Storage, files: Layers, paths: Sequence[str], target: str) -> None:
+    """Write the ``paths`` of ``files`` under ``target`` (which holds the rest of them), every
+    file verified as :func:`write_verified` does; nothing of a snapshot lands unless all of
+    its files there verified."""
+    by_snapshot: dict[str, list[tuple[FileEntry, str]]] = {}
+    for path in paths:
+        snapshot_id, entry = files[path]
+        by_snapshot.setdefault(snapshot_id, []).append((entry, path))
+    for snapshot_id, pairs in by_snapshot.items():
+        write_verified(storage, snapshot_id, pairs, target)
 
 
 def write_verified(

@@ -390,11 +390,15 @@ class Attempt:
         return (f"{protocol.STATE_DIR}/{protocol.checkpoint_folder(manifest.step)}",)
 
     def _lay_source(self) -> None:
-        """The empty copy with the run's source, the earlier stages' outputs laid over it."""
-        self.ws.reset_copy()
-        self.ctx.store.restore(self.source, self.ws.copy)
-        for snapshot in self.overlays:
-            self.ctx.store.restore(snapshot, self.ws.copy, overlay=True)
+        """The copy with the run's source, the earlier stages' outputs laid over it: the last
+        attempt's files that are still as laid out kept, the rest written (``reuse_copy``)."""
+        layers = [self.ctx.store.get(s) for s in (self.source, *self.overlays)]
+        if not self.ws.reuse_copy(self.ctx.store.storage, layers):
+            self.ws.reset_copy()
+            self.ctx.store.restore(self.source, self.ws.copy)
+            for snapshot in self.overlays:
+                self.ctx.store.restore(snapshot, self.ws.copy, overlay=True)
+        self.ws.note_copy(layers)
 
     # --- supervision ------------------------------------------------------------------------
 

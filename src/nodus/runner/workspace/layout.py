@@ -6,8 +6,9 @@
                              out again for each attempt, always at this path
         copy/state/          NODUS_CHECKPOINT_DIR, whatever the selection
         copy/.nodus/         NODUS_CONTROL_DIR: the control files of nodus.protocol (never captured)
-        previous/            the last attempt's copy, set aside while the next one is laid out:
-                             its files that verify against the restored snapshot are moved in
+        previous/            the last attempt's copy, set aside while the next one is laid out
+                             (on a recovery, all of it but the source files kept in place): its
+                             files that verify against the restored snapshot are moved in
                              instead of copied; removed once the copy is laid out
         cache/               HF_HOME, HF_DATASETS_CACHE, XDG_CACHE_HOME, PIP_CACHE_DIR
         <attempt>/output.log everything the attempt's program printed
@@ -22,6 +23,22 @@ same, so the tokenized data the first attempt cached in the stage's cache is reu
 Everything an attempt may scribble on outside the selection lives here, so a recovered attempt
 starts from exactly the source plus the committed selection, and its caches.
 
+Laying the source out again costs a file write per source file; a recovery instead keeps the
+last attempt's source files that are still exactly as this process laid them out
+(:func:`Workspace.reuse_copy`). Right after laying a copy out, the runner records each source
+file's state: device, inode, mode, size, mtime and ctime. Writing a file, changing its mode or
+times, renaming or linking it each set its ctime to the current time, which nothing but setting
+the system clock back can undo; and a file made anew gets a new ctime too. The record keeps
+only files whose ctime is older than a time read from the same drive before the record was
+taken, so any later change, even one within the same tick of the drive's clock as the lay-out,
+leaves a ctime unlike the recorded one. A file whose state still equals the record therefore
+holds the bytes, mode and mtime that were laid out and verified, and stays where it is; every
+other file (edited, chmod-ed, replaced, deleted) is written again from the store, verified;
+whatever else the copy holds (what the program added, its checkpoint) is moved to
+``previous/``, which is removed once the copy is laid out, and a folder whose mode was changed
+gets its mode back. The record lives in the runner's memory only: a new runner lays the copy
+out afresh.
+
 TMPDIR must stay short: DataLoader workers and other ``multiprocessing`` users bind AF_UNIX
 sockets under it, whose paths may not exceed 107 bytes. Under a long ``$NODUS_HOME`` an attempt's
 temp folder is a private folder in the system's temp folder instead.
@@ -35,6 +52,7 @@ import shutil
 import socket
 import stat
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -44,6 +62,9 @@ from nodus._atomic import private_folder, write_json_atomic
 from nodus.errors import note_secret
 from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedStage
+from nodus.store.manifest import Manifest
+from nodus.store.restore import layered, write_layers
+from nodus.store.storage import Storage
 
 TMPDIR_MAX = 67
 """Longest TMPDIR given to a program: ``multiprocessing`` binds its sockets at
@@ -52,6 +73,26 @@ bytes an AF_UNIX socket path may have."""
 
 
 METRICS_FILE = "metrics.jsonl"
+
+FileState = tuple[int, int, int, int, int, int]
+"""A laid-out file as ``lstat`` sees it: device, inode, mode, size, mtime_ns, ctime_ns."""
+
+
+@dataclass(frozen=True)
+class LaidCopy:
+    """What this process laid out as a stage's copy: from which snapshots, and each file's
+    state right after (only files whose state proves them unchanged; see the module's doc)."""
+
+    layers: tuple[str, ...]
+    files: dict[str, FileState]
+    folders: dict[str, int]  # each folder of those files ("" the copy itself) -> its mode
+
+
+CLOCK_WAIT_S = 0.05
+"""Longest wait for the drive's clock to tick past a copy just laid out; files it has not
+passed are written again by the next attempt instead of kept (:func:`_states`)."""
+
+_LAID: dict[str, LaidCopy] = {}  # the copy's path -> what this process last laid out there
 
 
 def attempt_metrics(log_path: str) -> str:
@@ -138,8 +179,51 @@ class Workspace:
 
     def reset_copy(self) -> None:
         """An empty copy folder (a failed restore must not leave half a snapshot behind)."""
+        _LAID.pop(self.copy, None)
         shutil.rmtree(self.copy, ignore_errors=True)
         private_folder(self.attempt_folder)  # and the run's folders, when this makes them
+
+    def reuse_copy(self, storage: Storage, manifests: list[Manifest]) -> bool:
+        """Lay the copy out as ``manifests`` over one another, keeping the last attempt's files
+        that are as this process laid them out (module doc); False when that cannot serve
+        (nothing recorded for these snapshots, or both copies are there) and nothing changed.
+
+        Sorted in place: every other file and folder is moved to ``previous/`` (at its path
+        there, where a restore may still take it from), and what is missing written from the
+        store, verified.
+        """
+        laid = _LAID.pop(self.copy, None)
+        files = layered(manifests)
+        if laid is None or files is None or laid.layers != tuple(m.id for m in manifests):
+            return False
+        if os.path.lexists(self.copy):
+            if os.path.lexists(self.previous):
+                return False  # a second try of the restore: the copy holds what it laid out
+        elif _is_folder(self.previous):
+            os.rename(self.previous, self.copy)  # the caller set it aside: sort it here
+        else:
+            return False
+        private_folder(self.attempt_folder)
+        os.mkdir(self.previous)
+        kept = _sort_out(self.copy, self.previous, laid)
+        # A kept file's record stays true: any change to it from now on moves its ctime.
+        _LAID[self.copy] = LaidCopy(laid.layers, {p: laid.files[p] for p in kept}, laid.folders)
+        write_layers(storage, files, [path for path in files if path not in kept], self.copy)
+        return True
+
+    def note_copy(self, manifests: list[Manifest]) -> None:
+        """Record the state of the copy's files just laid out from ``manifests`` (those that
+        :meth:`reuse_copy` kept are recorded already)."""
+        files = layered(manifests)
+        if files is None:
+            return
+        layers = tuple(m.id for m in manifests)
+        before = _LAID.get(self.copy)
+        known = before.files if before is not None and before.layers == layers else {}
+        folders = {"", *(p.rsplit("/", i)[0] for p in files for i in range(1, p.count("/") + 1))}
+        modes = {f: os.lstat(os.path.join(self.copy, *f.split("/"))).st_mode for f in folders}
+        written = [path for path in files if path not in known]
+        _LAID[self.copy] = LaidCopy(layers, {**known, **_states(self.copy, written)}, modes)
 
     def make_private_folders(self) -> None:
         for folder in (
@@ -158,6 +242,77 @@ class Workspace:
     def discard_tmp(self) -> None:
         """Free what a finished attempt left in its temp folder; its log stays."""
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _states(copy: str, paths: list[str]) -> dict[str, FileState]:
+    """The state of each of ``paths`` under ``copy``, for those whose ctime is older than the
+    drive's clock now: a later change to one cannot leave its ctime as recorded."""
+    if not paths:
+        return {}
+    # The clock is read first: a change after it, even one racing the reads below, sets a
+    # ctime no older than ``now``, so a recorded ctime older than ``now`` is the last change.
+    # Read until it has moved past the time the copy was done (one tick of the drive's clock,
+    # a few milliseconds; bounded, for drives that keep times in seconds), so every file
+    # laid out counts.
+    done = _drive_clock(copy)
+    now, give_up = done, time.monotonic() + CLOCK_WAIT_S
+    while now <= done and time.monotonic() < give_up:
+        now = _drive_clock(copy)
+    states = {path: _state(os.lstat(os.path.join(copy, *path.split("/")))) for path in paths}
+    return {path: state for path, state in states.items() if state[5] < now}
+
+
+def _drive_clock(folder: str) -> int:
+    """The drive's time now, as it would set a ctime: ``folder``'s, just set by a touch."""
+    os.utime(folder)
+    return os.lstat(folder).st_ctime_ns
+
+
+def _sort_out(copy: str, aside: str, laid: LaidCopy) -> set[str]:
+    """Keep under ``copy`` each file whose state is its recorded one, and the folders they
+    lie in (a folder's mode set back if changed); move everything else to the same path under
+    ``aside``. The paths kept. One walk, never through a symlink."""
+    kept: set[str] = set()
+    pending = [""]
+    while pending:
+        folder = pending.pop()
+        here = os.path.join(copy, *folder.split("/")) if folder else copy
+        info = os.lstat(here)
+        if stat.S_IMODE(info.st_mode) != stat.S_IMODE(laid.folders[folder]):
+            os.chmod(here, stat.S_IMODE(laid.folders[folder]))
+        with os.scandir(here) as found:
+            entries = list(found)
+        for entry in entries:
+            path = f"{folder}/{entry.name}" if folder else entry.name
+            if entry.is_dir(follow_symlinks=False) and path in laid.folders:
+                pending.append(path)
+            elif (
+                path in laid.files and _state(entry.stat(follow_symlinks=False)) == laid.files[path]
+            ):
+                kept.add(path)
+            else:
+                parent = os.path.join(aside, *folder.split("/")) if folder else aside
+                os.makedirs(parent, exist_ok=True)
+                os.rename(entry.path, os.path.join(parent, entry.name))
+    return kept
+
+
+def _state(info: os.stat_result) -> FileState:
+    return (
+        info.st_dev,
+        info.st_ino,
+        info.st_mode,
+        info.st_size,
+        info.st_mtime_ns,
+        info.st_ctime_ns,
+    )
+
+
+def _is_folder(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _copy_folders(copy: str) -> tuple[str, ...]:
