@@ -28,7 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from nodus import protocol
 from nodus.errors import UsageError
-from nodus.schemas import defaults
+from nodus.schemas import backends, defaults
 
 if TYPE_CHECKING:
     from nodus.inventory import Lookup
@@ -110,7 +110,7 @@ class Client:
         base_dir: str | os.PathLike[str] | None = None,
         resume_from: str | None = None,
         backend: str | None = None,
-        ray_address: str | None = None,
+        backend_options: Mapping[str, str | None] | None = None,
     ) -> dict[str, Any]:
         """Accept a workload as a run and drive it, like ``nodus run``; the run dict.
 
@@ -127,14 +127,16 @@ class Client:
         again once it has finished. ``resume_from`` (``RUN@STEP`` or a snapshot id, like
         ``--resume-from``) starts the run from that finished run's training state
         (docs/lineage.md);
-        it wins over the workload's own ``resume_from``. ``backend`` (``"local"`` or ``"ray"``)
-        replaces every stage's ``[execution] backend`` and is stored with the run; ``ray_address``
-        names the Ray cluster (default: RAY_ADDRESS, else Ray's own lookup).
+        it wins over the workload's own ``resume_from``. ``backend`` (a name of the backend
+        registry, :mod:`nodus.schemas.backends`: ``"local"``, ``"ray"``) replaces every stage's
+        ``[execution] backend`` and is stored with the run; ``backend_options`` are the drive
+        options the backends take, by flag (``{"--ray-address": "HOST:PORT"}``).
         """
         _check_foreground(detach, "run")
         # A new run driven here takes this id; its first supervisor starts now, beside the
         # runner's imports and the acceptance (nodus.runner.processes.standby).
-        run_id = _early_spare() if not detach and backend != defaults.BACKEND_RAY else None
+        here = backend is None or backend == backends.DEFAULT  # a spare is this machine's
+        run_id = _early_spare() if not detach and here else None
         try:
             from nodus.runner.backends import Placement
             from nodus.runner.submit.claim import claim_workload
@@ -148,7 +150,7 @@ class Client:
                 key=key,
                 say=self._say,
                 detach=detach,
-                placement=Placement(None, ray_address),
+                placement=Placement.given(None, backend_options or {}),
                 run_id=run_id,
             )
             if claim.run_id != run_id:  # the key's run, there before: not its supervisor
@@ -197,7 +199,7 @@ class Client:
         detach: bool = False,
         *,
         backend: str | None = None,
-        ray_address: str | None = None,
+        backend_options: Mapping[str, str | None] | None = None,
     ) -> dict[str, Any]:
         """Continue an interrupted, paused or runner-less run, like ``nodus runs resume``.
 
@@ -205,7 +207,7 @@ class Client:
         one holding training state. Blocks like :meth:`run`. A run this home's catalog does
         not know is adopted from its record in the client's store (recovery on a new machine).
         ``backend`` runs this resume's attempts there instead of the stages' own backend (a
-        multi-node stage keeps its node count); ``ray_address`` names the Ray cluster.
+        multi-node stage keeps its node count); ``backend_options`` as for :meth:`run`.
         """
         from nodus.runner.backends import Placement
         from nodus.runner.submit.claim import claim_resume
@@ -219,7 +221,7 @@ class Client:
             say=self._say,
             detach=detach,
             store_url=store_url,
-            placement=Placement(backend, ray_address),
+            placement=Placement.given(backend, backend_options or {}),
         )
         return self._carry_out(claim, detach, history=False)
 

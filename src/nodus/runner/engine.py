@@ -41,7 +41,7 @@ from typing import IO, Any
 
 from nodus.errors import NotFoundError, StoreError
 from nodus.protocol import MODE_WEIGHTS
-from nodus.runner.attempt.context import RunContext
+from nodus.runner.attempt.context import HERE, Placement, RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends import backend_of, new_attempt
 from nodus.runner.catalog.core import Catalog, Run
@@ -53,7 +53,7 @@ from nodus.runner.recovery import continuing, decisions, suspects
 from nodus.runner.recovery.decisions import Action, Decision, Restore, Restored, checkpointed
 from nodus.runner.upkeep.lineage import Parent, inherited_stages
 from nodus.runner.workspace.launch import stored
-from nodus.schemas.defaults import BACKEND_RAY
+from nodus.schemas import backends
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
 from nodus.store.manifest import step_label
 from nodus.store.restorable import holds_training_state, newest_first
@@ -71,8 +71,7 @@ class Runner:
         run: Run,
         terminal: IO[str],
         qualifying: bool = False,
-        backend: str | None = None,
-        ray_address: str | None = None,
+        placement: Placement = HERE,
     ) -> None:
         self.catalog = catalog
         self.run = run
@@ -87,8 +86,7 @@ class Runner:
             terminal=terminal,
             launches=stored(run.launch),
             qualifying=qualifying,
-            backend=backend,
-            ray_address=ray_address,
+            placement=placement,
         )
 
     def drive(self, restore: Restore | None = None) -> int:
@@ -118,7 +116,7 @@ class Runner:
                 overlays += self._outputs_of(stage)
                 continue
             # A local attempt's supervisor starts while the attempt is prepared.
-            if backend_of(self.ctx, stage) != BACKEND_RAY:
+            if backend_of(self.ctx.placement, stage) == backends.DEFAULT:
                 self.ctx.standby.start_spare()
             status = self._run_stage(stage, row, restore, overlays)
             if status != 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING
 
 from nodus.runner.catalog.attempt_context import AttemptContext
@@ -15,7 +16,38 @@ from nodus.schemas.resolved import ResolvedStage
 if TYPE_CHECKING:
     from nodus.store.store import SnapshotStore
 
-__all__ = ["RunContext"]
+__all__ = ["HERE", "Placement", "RunContext"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a drive runs attempts: ``--backend`` (None: each stage's own) and the drive
+    options given for the backends (``--ray-address``: by flag), carried to them as they are
+    (:mod:`nodus.runner.backends.base`). Options of a drive, never stored with the run."""
+
+    backend: str | None = None
+    options: tuple[tuple[str, str], ...] = ()  # (flag, value), in the order given
+
+    @classmethod
+    def given(cls, backend: str | None, values: Mapping[str, str | None]) -> Placement:
+        """The placement of ``--backend`` and the drive options' values by flag (None: not
+        given)."""
+        return cls(backend, tuple((flag, v) for flag, v in values.items() if v is not None))
+
+    def option(self, flag: str) -> str | None:
+        """The value given for ``flag`` (``--ray-address``), or None."""
+        return dict(self.options).get(flag)
+
+    def argv(self) -> list[str]:
+        """The same placement as ``python -m nodus.runner.submit.detach`` options."""
+        argv = ["--backend", self.backend] if self.backend else []
+        for flag, value in self.options:
+            argv += [flag, value]
+        return argv
+
+
+HERE = Placement()
+"""No ``--backend`` and no drive option: each stage's own backend."""
 
 
 @dataclass
@@ -30,8 +62,8 @@ class RunContext:
     notice: int | None = None
     launches: dict[str, Launch] = field(default_factory=dict)  # by stage; empty: an old run
     qualifying: bool = False  # `nodus qualify` only: see protocol.Settings.qualifying
-    backend: str | None = None  # `--backend` of this drive; None: each stage's own
-    ray_address: str | None = None  # `--ray-address`; None: RAY_ADDRESS, else Ray's own lookup
+    # `--backend` of this drive (None: each stage's own) and its backends' drive options
+    placement: Placement = HERE
     # The spare supervisor and those exiting after their end report (containment).
     standby: Standby = field(init=False)
     # The last attempt's supervisor saw its whole tree end: no sweep can find anything of it.

@@ -33,7 +33,6 @@ from nodus.runner.attempt.attempt import Restore, record_end
 from nodus.runner.attempt.context import RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends.node import NodeAgent, forwarded_environment
-from nodus.runner.backends.ray_checks import RAY_LOOKUP
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.remote.adoption import record_of
 from nodus.runner.upkeep.rotation import Rotation
@@ -63,8 +62,8 @@ _RELAYED_PAUSE = (
 _RANKS_SETTLE_S = 10.0  # how long the other ranks get to report once one ended unsuccessfully
 
 
-def connect(address: str | None) -> None:
-    """Join the Ray cluster at ``address`` (else RAY_ADDRESS, else Ray's own lookup) once."""
+def connect(address: str) -> None:
+    """Join the Ray cluster at ``address`` (Ray's ``auto``: its own lookup) once."""
     import ray
 
     if ray.is_initialized():
@@ -73,7 +72,7 @@ def connect(address: str | None) -> None:
     # handlers take a signal as a preemption notice to relay to the nodes, so they are put back.
     kept = {signum: signal.getsignal(signum) for signum in _NOTICE_SIGNALS}
     ray.init(
-        address=address or os.environ.get("RAY_ADDRESS") or RAY_LOOKUP,
+        address=address,
         namespace="nodus",
         logging_level=logging.ERROR,
         log_to_driver=False,
@@ -94,10 +93,12 @@ class RayAttempt:
         stage: ResolvedStage,
         source: str,
         restore: Restore,
-        overlays: Sequence[str] = (),
-        recovering: bool = False,
+        overlays: Sequence[str],
+        recovering: bool,
+        address: str,
     ) -> None:
         self.ctx = ctx
+        self.address = address  # the cluster it joins (ray_backend: --ray-address, …)
         self.stage = stage
         self.source = source
         self.restore = restore
@@ -129,7 +130,7 @@ class RayAttempt:
         from ray.exceptions import GetTimeoutError, RayError
 
         try:
-            connect(self.ctx.ray_address)
+            connect(self.address)
             places = self._place()
         except (ConnectionError, RuntimeError, ValueError, GetTimeoutError) as error:
             return Outcome(AttemptOutcome.FAILED, f"no place on the Ray cluster: {error}")
