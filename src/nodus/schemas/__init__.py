@@ -15,6 +15,7 @@ or ``defaults`` (as the runner and ``nodus runs list`` do) does not pay for pyda
     resolved.py       the resolved workload: what a run stores and the runner executes
     remembered.py     resolutions remembered by their inputs, so an unchanged file is not rechecked
     defaults.py       every default nodus applies, in one place
+    backends.py       the backend registry: names, the keys each reads, drive options, modules
     methods.py        framework shortcuts: the stages a ``[method]`` table generates
     method_rules.py   what a managed method's continuation may change
     continuation.py   what a run started from another run's snapshot may change

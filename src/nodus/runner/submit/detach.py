@@ -21,7 +21,8 @@ from nodus.errors import NodusError
 from nodus.schemas.backends import drive_options
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The detached runner's options: the run, its home, the restore and the placement."""
     parser = argparse.ArgumentParser(prog="python -m nodus.runner.submit.detach")
     parser.add_argument("run_id")
     parser.add_argument("--home", required=True)
@@ -30,7 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default=None)
     for option in drive_options():  # the registry's: carried to the backends as they are
         parser.add_argument(option.flag, default=None)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     from nodus.runner.attempt.attempt import Restore
     from nodus.runner.backends.base import Placement, option_values
     from nodus.runner.catalog.core import Catalog
