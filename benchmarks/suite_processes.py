@@ -62,7 +62,7 @@ class Sampler(threading.Thread):
             test = procfs.environ_value(pid, "PYTEST_CURRENT_TEST") or ""
             record = {"test": test.rsplit(" (", 1)[0], "ml": False}  # without "(call)"
             self.seen[pid, entry.starttime] = record
-        command = procfs.command_line(pid)  # the newest: a prefork child becomes its program
+        command = procfs.command_line(pid)  # the newest: a forked child becomes its program
         if command:
             record["command"] = command[:300]
         record["cpu"] = entry.cpu_ticks / TICK

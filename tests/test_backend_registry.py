@@ -26,7 +26,11 @@ from nodus.schemas.jsonschema import workload_json_schema
 from nodus.schemas.loader import resolve_file
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "nodus"
-BACKEND_MODULES = {"runner/backends/ray_backend.py", "runner/backends/ray.py", "runner/backends/node.py"}
+BACKEND_MODULES = {
+    "runner/backends/ray_backend.py",
+    "runner/backends/ray.py",
+    "runner/backends/node.py",
+}
 
 
 def _subcommand(parser: argparse.ArgumentParser, *path: str) -> argparse.ArgumentParser:

@@ -28,7 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from nodus import protocol
 from nodus.errors import UsageError
-from nodus.schemas import backends, defaults
+from nodus.schemas import defaults
 
 if TYPE_CHECKING:
     from nodus.inventory import Lookup
@@ -133,31 +133,21 @@ class Client:
         options the backends take, by flag (``{"--ray-address": "HOST:PORT"}``).
         """
         _check_foreground(detach, "run")
-        # A new run driven here takes this id; its first supervisor starts now, beside the
-        # runner's imports and the acceptance (nodus.runner.processes.standby).
-        here = backend is None or backend == backends.DEFAULT  # a spare is this machine's
-        run_id = _early_spare() if not detach and here else None
-        try:
-            from nodus.runner.backends import Placement
-            from nodus.runner.submit.claim import claim_workload
+        from nodus.runner.backends import Placement
+        from nodus.runner.submit.claim import claim_workload
 
-            resolved = _resolve(workload, base_dir, resume_from, backend, home=self.home)
-            store_url = defaults.store_url(self.store, self.home)
-            claim = claim_workload(
-                self.home,
-                store_url,
-                resolved,
-                key=key,
-                say=self._say,
-                detach=detach,
-                placement=Placement.given(None, backend_options or {}),
-                run_id=run_id,
-            )
-            if claim.run_id != run_id:  # the key's run, there before: not its supervisor
-                _discard_early_spare(run_id)
-            return self._carry_out(claim, detach)
-        finally:
-            _discard_early_spare(run_id)  # none is left once the run's drive took it
+        resolved = _resolve(workload, base_dir, resume_from, backend, home=self.home)
+        store_url = defaults.store_url(self.store, self.home)
+        claim = claim_workload(
+            self.home,
+            store_url,
+            resolved,
+            key=key,
+            say=self._say,
+            detach=detach,
+            placement=Placement.given(None, backend_options or {}),
+        )
+        return self._carry_out(claim, detach)
 
     def branch(
         self,
@@ -561,24 +551,6 @@ def _changes(changes: Mapping[str, Any] | Sequence[str] | None, name: str | None
     if name is not None:
         items.append(("name", name))
     return settings_table(items)
-
-
-def _early_spare() -> str:
-    """The id a new run driven here will take, its first supervisor already starting: the
-    interpreter starts while the runner is imported and the run accepted, not after."""
-    from nodus.runner.catalog.run_ids import new_run_id
-    from nodus.runner.processes.standby import start_early
-
-    run_id = new_run_id()
-    start_early(run_id)
-    return run_id
-
-
-def _discard_early_spare(run_id: str | None) -> None:
-    if run_id is not None:
-        from nodus.runner.processes.standby import discard_early
-
-        discard_early()
 
 
 def _check_foreground(detach: bool, method: str) -> None:

@@ -78,8 +78,6 @@ def _orphan_the_tree(project, runner, run_id: str) -> set[int]:
     runner.wait(timeout=60)
     os.kill(supervisor, signal.SIGKILL)
     wait_for(lambda: supervisor not in token_carriers(run_id), "the supervisor to die")
-    # The runner's spare supervisor had no program: it leaves with the runner by itself.
-    wait_for(lambda: not _spares(run_id), "the spare supervisor to leave with the runner")
     left = token_carriers(run_id)
     # The program may end by itself now (its output has no reader); the stubborn two cannot.
     stubborn = {pid for pid, command in left.items() if "sleep(3600)" in command}
@@ -88,8 +86,7 @@ def _orphan_the_tree(project, runner, run_id: str) -> set[int]:
 
 
 def _supervisor(run_id: str) -> int:
-    """The running attempt's supervisor: the parent of its program. (The runner's spare
-    supervisor, waiting for a next attempt, carries the run's token too, with no program.)"""
+    """The running attempt's supervisor: the parent of its program."""
     carriers = token_carriers(run_id)
     supervisors = {pid for pid, command in carriers.items() if SUPERVISOR in command}
     return next(
@@ -100,15 +97,6 @@ def _supervisor(run_id: str) -> int:
 
 
 SUPERVISOR = "nodus.runner.processes.supervisor"
-
-
-def _spares(run_id: str) -> set[int]:
-    """Waiting supervisors (and their forked children): no process below them carries the
-    token of an attempt."""
-    carriers = token_carriers(run_id)
-    supervisors = {pid for pid, command in carriers.items() if SUPERVISOR in command}
-    busy = {_parent(pid) for pid in carriers if pid not in supervisors}
-    return {pid for pid in supervisors if pid not in busy and _parent(pid) not in busy}
 
 
 def _parent(pid: int) -> int | None:
@@ -125,9 +113,6 @@ def _result_is_uninterrupted(project, run_id: str) -> None:
 
 def test_a_sigkilled_runner_takes_the_whole_tree_along_and_run_key_recovers(project):
     runner, run_id = _started_tree(project, "k")
-    # The runner keeps a spare supervisor for the next attempt (with its forked child): it
-    # carries the run's spare token and must go too.
-    wait_for(lambda: len(_spares(run_id)) >= 2, "the spare supervisor")
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait(timeout=60)
     wait_for(lambda: not token_carriers(run_id), "every process of the attempt to end")
@@ -195,24 +180,6 @@ def test_a_sigkilled_supervisor_is_an_interruption_and_its_tree_is_swept(project
     assert {e["attempt"] for e in run["events"] if e["type"] == "survivor_killed"} == {1}
 
 
-def test_a_spare_killed_while_it_waited_does_not_cost_the_recovery(project):
-    """The next attempt starts a supervisor of its own; the run recovers as ever."""
-    project.write(steps=60, save_every=10, sleep=0.05)
-    runner = project.start("run", str(project.file), "--key", "p")
-    runner.log_path = os.devnull
-    run = wait_for(lambda: project.home.exists() and project.catalog().find_by_key("p"), "run")
-    wait_for(lambda: committed_steps(project, run.id), "a first snapshot")
-    for pid in wait_for(lambda: _spares(run.id), "the spare supervisor"):
-        os.kill(pid, signal.SIGKILL)  # the spare and its forked child
-    program = project.catalog().attempts(run.id, "main")[-1]["pid"]
-    os.kill(program, signal.SIGKILL)
-    _, err = runner.communicate(timeout=120)
-    assert runner.returncode == 0, err
-    assert project.result(run.id) == {"steps": 60, "value": expected_value(60)}
-    outcomes = [a["outcome"] for a in project.get(run.id)["stages"][0]["attempts"]]
-    assert outcomes == ["interrupted", "succeeded"]
-
-
 def test_a_recovery_starts_after_the_killed_attempts_whole_tree_is_gone(project):
     """The program killed, its stubborn child and daemon go with the attempt before the next
     one starts: the supervisor stops and reaps the whole tree before it reports, so the
@@ -250,10 +217,9 @@ def _environ(pid: int) -> list[bytes]:
         return []
 
 
-def test_a_runs_first_supervisor_carries_the_runs_token_from_its_start(project):
-    """`nodus run` starts its first supervisor before the run is accepted (beside the runner's
-    own start-up), with the run's id chosen for it: a sweep after the runner's death finds it
-    like any later one."""
+def test_an_attempts_supervisor_carries_the_attempts_token_from_its_start(project):
+    """The supervisor holds the token of the attempt it starts the program for: a sweep after
+    the runner's death finds it like any process of the attempt."""
     program = "import os; print(open(f'/proc/{os.getppid()}/environ', 'rb').read().hex())"
     project.write(command=[sys.executable, "-c", program])
     proc = project.nodus("run", "workload.toml", "--key", "t")
@@ -261,23 +227,21 @@ def test_a_runs_first_supervisor_carries_the_runs_token_from_its_start(project):
     run_id = project.catalog().find_by_key("t").id
     printed = next(line for line in proc.stdout.splitlines() if line.startswith("[main] "))
     environ = bytes.fromhex(printed.removeprefix("[main] ")).split(b"\0")
-    assert f"{TOKEN_VAR}={run_id}/~spare/0".encode() in environ
+    assert f"{TOKEN_VAR}={run_id}/main/1".encode() in environ
     assert token_carriers(run_id) == {}
 
 
 def test_every_leaf_killed_after_the_first_snapshot_recovers(project):
     """A kill of every leaf process (as an OOM killer or a `kill` of the leaves may do) takes
-    the program and the spare supervisor's forked child together. The spare cannot start the
-    recovery's program: it is discarded and the attempt starts under a new supervisor."""
+    the program: the recovery's attempt starts under a supervisor of its own."""
     project.write(steps=60, save_every=10, sleep=0.05)
     runner = project.start("run", str(project.file), "--key", "l")
     runner.log_path = os.devnull
     run = wait_for(lambda: project.home.exists() and project.catalog().find_by_key("l"), "run")
     wait_for(lambda: committed_steps(project, run.id), "a first snapshot")
-    wait_for(lambda: len(_spares(run.id)) >= 2, "the spare supervisor and its forked child")
     leaves = _leaves(run.id)
     program = project.catalog().attempts(run.id, "main")[-1]["pid"]
-    assert program in leaves and len(leaves) == 2, leaves  # the program, the spare's child
+    assert leaves == {program}, leaves
     for pid in leaves:
         os.kill(pid, signal.SIGKILL)
     _, err = runner.communicate(timeout=120)
@@ -286,13 +250,11 @@ def test_every_leaf_killed_after_the_first_snapshot_recovers(project):
     got = project.get(run.id)
     outcomes = [a["outcome"] for a in got["stages"][0]["attempts"]]
     assert outcomes == ["interrupted", "succeeded"]
-    replaced = [e for e in got["events"] if e["type"] == "supervisor_replaced"]
-    assert [e["attempt"] for e in replaced] == [2] and "Broken pipe" in replaced[0]["reason"]
     assert token_carriers(run.id) == {}
 
 
 def _leaves(run_id: str) -> set[int]:
-    """The run's processes that have no child of the run: the program and the spare's child."""
+    """The run's processes that have no child of the run: the program."""
     carriers = token_carriers(run_id)
     parents = {_parent(pid) for pid in carriers}
     return {pid for pid in carriers if pid not in parents}

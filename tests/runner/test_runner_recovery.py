@@ -204,6 +204,7 @@ ATTEMPT_PROBE = textwrap.dedent("""
         "cwd": os.getcwd(),
         "tmp": os.environ["TMPDIR"],
         "data_mtime_ns": os.stat("data.txt").st_mtime_ns,
+        "data": open("data.txt").read(),
         "cached_before": sorted(os.path.basename(p) for p in glob.glob(f"{cache}/seen-*")),
         "stray": os.path.exists("stray.txt"),
     }
@@ -212,6 +213,8 @@ ATTEMPT_PROBE = textwrap.dedent("""
     print(f"attempt {attempt} probed", flush=True)
     if attempt == "1":
         open("stray.txt", "w").write("left in the copy by attempt 1")
+        with open("data.txt", "a") as handle:  # in place: the copy's own file, not the source
+            handle.write("scribbled by attempt 1\n")
         os.kill(os.getpid(), signal.SIGKILL)  # an interruption: nodus did not send it
     os.makedirs("out", exist_ok=True)
     for path in glob.glob(f"{cache}/seen-*.json"):
@@ -222,7 +225,8 @@ ATTEMPT_PROBE = textwrap.dedent("""
 def test_every_attempt_runs_at_one_copy_path_with_the_source_mtimes_and_the_stage_cache(project):
     (project.root / "probe.py").write_text(ATTEMPT_PROBE)
     data = project.root / "data.txt"
-    data.write_text("a data file that datasets would fingerprint by path and mtime")
+    captured = "a data file that datasets would fingerprint by path and mtime\n"
+    data.write_text(captured)
     captured_mtime = 1_600_000_000_123_456_789
     os.utime(data, ns=(captured_mtime, captured_mtime))
     project.write(
@@ -246,6 +250,8 @@ def test_every_attempt_runs_at_one_copy_path_with_the_source_mtimes_and_the_stag
     copy = str(project.home / "work" / run_id / "main" / "copy")
     assert first["cwd"] == second["cwd"] == copy
     assert first["data_mtime_ns"] == second["data_mtime_ns"] == captured_mtime
+    # ... and the source as captured, not what attempt 1 did to its own copy
+    assert first["data"] == second["data"] == captured
     assert second["cached_before"] == ["seen-1.json"]  # the stage's cache outlived attempt 1
     assert not second["stray"]  # ... but the copy was laid out again from the source
     assert first["tmp"] != second["tmp"] and not os.path.exists(first["tmp"])

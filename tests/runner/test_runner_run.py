@@ -129,10 +129,8 @@ def test_a_command_not_on_the_path_is_refused_before_the_run_is_recorded(project
     assert project.catalog().find_by_key("missing") is None  # nothing recorded, the key free
 
 
-def test_a_command_in_the_copy_that_is_not_executable_fails_on_the_spare_as_before(project):
-    """The first attempt's program starts on the supervisor started before it (the run's
-    first spare): a command that cannot run there fails the stage; no other supervisor is
-    tried for it (only a spare that lost its child or its answer is replaced)."""
+def test_a_command_in_the_copy_that_is_not_executable_fails_the_stage(project):
+    """A command that cannot run in the copy fails the stage, saying why, in one attempt."""
     (project.root / "train.sh").write_text("#!/bin/sh\necho never\n")  # mode 0644
     project.write(command=["./train.sh"])
     proc = project.nodus("run", "workload.toml", "--key", "noexec")
@@ -140,7 +138,6 @@ def test_a_command_in_the_copy_that_is_not_executable_fails_on_the_spare_as_befo
     assert "'./train.sh' cannot start: not executable" in proc.stderr
     run = project.get("noexec")
     assert len(run["stages"][0]["attempts"]) == 1
-    assert not [e for e in run["events"] if e["type"] == "supervisor_replaced"]
 
 
 def test_a_run_whose_program_never_started_gives_its_key_to_the_corrected_workload(project):

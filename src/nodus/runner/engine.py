@@ -43,7 +43,7 @@ from nodus.errors import NotFoundError, StoreError
 from nodus.protocol import MODE_WEIGHTS
 from nodus.runner.attempt.context import HERE, Placement, RunContext
 from nodus.runner.attempt.outcome import Outcome
-from nodus.runner.backends import backend_of, new_attempt
+from nodus.runner.backends import new_attempt
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.unrecorded import unrecorded, unrecorded_note
@@ -53,7 +53,6 @@ from nodus.runner.recovery import continuing, decisions, suspects
 from nodus.runner.recovery.decisions import Action, Decision, Restore, Restored, checkpointed
 from nodus.runner.upkeep.lineage import Parent, inherited_stages
 from nodus.runner.workspace.launch import stored
-from nodus.schemas import backends
 from nodus.schemas.resolved import ResolvedStage, ResolvedWorkload
 from nodus.store.manifest import step_label
 from nodus.store.restorable import holds_training_state, newest_first
@@ -102,7 +101,6 @@ class Runner:
             self.catalog.set_phase(self.run.id, Phase.FAILED, message=str(error))
             raise
         finally:
-            self.ctx.standby.close()
             self.catalog.set_runner(self.run.id, None, None)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -115,9 +113,6 @@ class Runner:
             if row["phase"] == Phase.SUCCEEDED:
                 overlays += self._outputs_of(stage)
                 continue
-            # A local attempt's supervisor starts while the attempt is prepared.
-            if backend_of(self.ctx.placement, stage) == backends.DEFAULT:
-                self.ctx.standby.start_spare()
             status = self._run_stage(stage, row, restore, overlays)
             if status != 0:
                 return status
@@ -149,10 +144,7 @@ class Runner:
         if lost and restore is None:
             died = Outcome(AttemptOutcome.INTERRUPTED, "its runner died")
             decision = decisions.decide(stage, died, recoveries, self.run.id)
-        try:
-            return self._attempts(stage, row, first, overlays, decision, recoveries)
-        finally:
-            self._nothing_ahead(stage)
+        return self._attempts(stage, row, first, overlays, decision, recoveries)
 
     def _attempts(
         self,
@@ -235,7 +227,7 @@ class Runner:
     def _reap_lost_attempts(self, stage: ResolvedStage, row: dict) -> bool:
         """Attempts still marked running belong to a dead runner: kill leftovers, end them."""
         # before anything is recorded or restarted
-        kill_survivors(self.catalog, self.run.id, keep=self.ctx.standby.kept_pids())
+        kill_survivors(self.catalog, self.run.id)
         lost = [a for a in row["attempts"] if a["outcome"] is None]
         for attempt in lost:
             self.catalog.end_attempt(
@@ -314,13 +306,6 @@ class Runner:
             owner = self.parent.run
         manifests = self.ctx.store.list(run=owner, stage=stage.name, role="outputs")
         return [manifests[-1].id] if manifests else []
-
-    def _nothing_ahead(self, stage: ResolvedStage) -> None:
-        """The stage's drive ends: the copy laid out for a next attempt goes (ahead)."""
-        from nodus.runner.workspace.layout import Workspace
-
-        self.ctx.ahead = None
-        Workspace.of(self.ctx.home, self.run.id, stage.name).discard_next()
 
     def _discard_older_attempts(self, stage: ResolvedStage, keep_from: int) -> None:
         """Only the newest attempt's temp folder stays; logs and the stage's caches always do.

@@ -151,11 +151,6 @@ METRICS_READ_S = 2.0
 """How often a directory-contract program's logs are read on while it trains
 (:mod:`nodus.runner.capture.metrics`); always just before a snapshot, and once at its end."""
 
-LAY_AHEAD_MAX_BYTES = 64 * 1024**2
-"""A stage's source and earlier outputs up to this size are laid out for its next attempt while
-an attempt trains (:mod:`nodus.runner.workspace.ahead`), so a recovery need not copy them;
-larger ones are restored by the recovery, rather than held on disk twice."""
-
 DISK_GUARD_SNAPSHOTS = 3
 """Periodic saves stay on while this many snapshots fit in the staging disk's free space
 (:mod:`nodus.runner.capture.disk_guard`); the final save always happens."""
@@ -181,10 +176,6 @@ RESOLVED_KEEP = 256
 
 KILL_WAIT_S = 10.0
 """After SIGKILL, how long the runner waits for an attempt's processes to be reaped."""
-
-START_ANSWER_S = 30.0
-"""How long the runner waits for a supervisor started before its attempt (the spare) to answer
-a start request; one that does not is ended and the program starts under a new one."""
 
 ROTATION_STOP_S = 60.0
 """At the end of an attempt, how long the runner waits for its rotation (retention after each

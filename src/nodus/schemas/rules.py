@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from nodus import protocol
 from nodus.errors import Problem
-from nodus.schemas import backends, defaults
+from nodus.schemas import backends
 from nodus.schemas.models import Framework, Overrides, Workload
 from nodus.schemas.resolved import ResolvedStage
 
@@ -55,7 +55,7 @@ def _backend_reads(key: str) -> tuple[Callable[[ResolvedStage], bool], str]:
     names = [entry.name for entry in backends.REGISTRY.values() if key in entry.execution_keys]
     said = " or ".join(f'"{name}"' for name in names)
     why = (
-        f"only backend = {said} places a stage on a cluster; backend \"{backends.DEFAULT}\" runs "
+        f'only backend = {said} places a stage on a cluster; backend "{backends.DEFAULT}" runs '
         "it as one process on this machine, with what this machine has (not supported yet); set "
         f"[execution] backend = {said}, or remove it"
     )

@@ -46,20 +46,13 @@ from nodus.runner.processes.containment import (
     record_survivors,
 )
 from nodus.runner.processes.messages import Loss
-from nodus.runner.processes.stage_process import (
-    CannotStartError,
-    StageProcess,
-    Supervisor,
-    signal_name,
-    spawn_supervisor,
-)
+from nodus.runner.processes.stage_process import CannotStartError, StageProcess, signal_name
 from nodus.runner.recovery import suspects
 from nodus.runner.recovery.decisions import Restore, restore_candidates
 from nodus.runner.recovery.hangs import Hang
 from nodus.runner.remote.uploads import Uploads
 from nodus.runner.upkeep.lineage import Parent
 from nodus.runner.upkeep.rotation import Rotation
-from nodus.runner.workspace.ahead import Ahead, lay_ahead, lay_source
 from nodus.runner.workspace.launch import Launch, device_count, python_version
 from nodus.runner.workspace.layout import (
     MissingSecretError,
@@ -84,10 +77,6 @@ class NothingIntactError(Exception):
 
 class Attempt:
     """One process lifetime of a stage; its number (allocated at once) is its fencing token."""
-
-    # The stage's next attempt is this runner's: while this one runs, start its supervisor
-    # (Standby) and lay its copy out (ahead).
-    prepares_next = True
 
     def __init__(
         self,
@@ -119,8 +108,6 @@ class Attempt:
         self.process: StageProcess | None = None
         self._save_request = 0
         self.uploads: Uploads | None = None  # a remote store: the background uploads
-        # the program ran a poll: the previous copy gone, the next attempt prepared
-        self._settled = False
 
     def run(self) -> Outcome:
         # Nothing of an earlier attempt runs, nor writes into the copy this one lays out again.
@@ -129,42 +116,30 @@ class Attempt:
         if not self.ctx.tree_gone:
             self._sweep()
         self.ctx.tree_gone = False
-        # A spare started earlier is ready; otherwise one starts while the copy is laid out
-        # (after the sweep, which would take it for a survivor: it carries this attempt's token).
-        supervisor = self.ctx.standby.take_spare() or self._early_supervisor()
         try:
-            try:
-                restored = self._prepare()
-            except NothingIntactError as error:
-                return self._end(Outcome(AttemptOutcome.FAILED, str(error)))
-            rotation = self._rotation()
-            self.uploads = self._uploads(rotation)
-            unrecorded: list = []
-            outcome = None
-            try:
-                outcome = self._run(restored, rotation, supervisor)
-            finally:
-                if self.uploads is not None:  # its remote commits still ask rotation for passes
-                    unrecorded = self.uploads.finish()
-                # While the attempt lasts, the run is unfinished: holds stay. A recovery may
-                # follow at once: it need not wait for an idle worker to go.
-                interrupted = outcome is not None and outcome.kind == AttemptOutcome.INTERRUPTED
-                rotation.close(hurry=interrupted)
+            restored = self._prepare()
+        except NothingIntactError as error:
+            return self._end(Outcome(AttemptOutcome.FAILED, str(error)))
         finally:
-            if supervisor is not None:
-                supervisor.discard()  # not handed on (the program never started): it exits
-            self.ws.discard_previous()  # left if the program ended before it settled
-        return self._end(_with_unrecorded(outcome, unrecorded))
-
-    def _early_supervisor(self) -> Supervisor | None:
+            self.ws.discard_previous()  # what the restore did not take
+        rotation = self._rotation()
+        self.uploads = self._uploads(rotation)
+        unrecorded: list = []
+        outcome = None
         try:
-            return spawn_supervisor(self._token())
-        except CannotStartError:
-            return None  # tried again when the program starts, which then fails as it should
+            outcome = self._run(restored, rotation)
+        finally:
+            if self.uploads is not None:  # its remote commits still ask rotation for passes
+                unrecorded = self.uploads.finish()
+            # While the attempt lasts, the run is unfinished: holds stay. A recovery may
+            # follow at once: it need not wait for an idle worker to go.
+            interrupted = outcome is not None and outcome.kind == AttemptOutcome.INTERRUPTED
+            rotation.close(hurry=interrupted)
+        return self._end(_with_unrecorded(outcome, unrecorded))
 
     def _sweep(self) -> None:
         """Kill whatever an earlier attempt of the run left running."""
-        kill_survivors(self.ctx.catalog, self.ctx.run_id, keep=self.ctx.standby.kept_pids())
+        kill_survivors(self.ctx.catalog, self.ctx.run_id)
 
     def _token(self) -> str:
         """The token every process of this attempt carries (containment)."""
@@ -180,10 +155,9 @@ class Attempt:
             return None
         return Uploads(self.context, home=self.ctx.home, ws=self.ws, rotation=rotation)
 
-    def _run(
-        self, restored: Manifest | None, rotation: Rotation, supervisor: Supervisor | None
-    ) -> Outcome:
-        """Start the program, supervise it and capture; how it ended."""
+    def _run(self, restored: Manifest | None, rotation: Rotation) -> Outcome:
+        """Start the program (under a supervisor of its own), supervise it and capture; how
+        it ended."""
         capturer = self._capturer(restored, rotation)
         env = stage_environment(self.ws, self.stage, self.ctx.run_id, self.number, dict(os.environ))
         if self.warm_start:
@@ -203,13 +177,10 @@ class Attempt:
                 token=self._token(),
                 grace_s=self.stage.execution.grace_period,
                 terminal=self.ctx.terminal,
-                leaving=self.ctx.standby.leave,
             )
-            self.process.start(supervisor)
+            self.process.start()
         except (CannotStartError, MissingSecretError) as error:
             return Outcome(AttemptOutcome.FAILED, str(error))
-        if self.process.replaced is not None:  # the spare could not start it; a new one did
-            self.context.event("supervisor_replaced", {"reason": self.process.replaced})
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, pid=self.process.pid
         )
@@ -419,15 +390,11 @@ class Attempt:
         return (f"{protocol.STATE_DIR}/{protocol.checkpoint_folder(manifest.step)}",)
 
     def _lay_source(self) -> None:
-        # What the last attempt laid out ahead is taken once: a second try lays out anew.
-        laid, self.ctx.ahead = self.ctx.ahead, None
+        """The empty copy with the run's source, the earlier stages' outputs laid over it."""
         self.ws.reset_copy()
-        if laid == self._ahead() and self.ws.take_next():
-            return
-        lay_source(self.ctx.store, self.ws.copy, self.source, self.overlays)
-
-    def _ahead(self) -> Ahead:
-        return Ahead(self.stage.name, self.source, self.overlays)
+        self.ctx.store.restore(self.source, self.ws.copy)
+        for snapshot in self.overlays:
+            self.ctx.store.restore(snapshot, self.ws.copy, overlay=True)
 
     # --- supervision ------------------------------------------------------------------------
 
@@ -478,8 +445,6 @@ class Attempt:
                 self.process.finish_output()
                 capturer.final_capture(died_at)
                 return self.classify(status)
-            if not self._settled:
-                self._settle()
             hang = watch.look()
             if hang is not None:
                 return self._hung(capturer, watch, hang)
@@ -547,16 +512,6 @@ class Attempt:
             self.ctx.terminal.flush()
         except (OSError, ValueError):
             pass  # a closed terminal changes nothing
-
-    def _settle(self) -> None:
-        """The program has run for a poll: now what its start need not wait for, nor compete
-        with for the cores."""
-        self._settled = True
-        self.ws.discard_previous()  # what the restore did not take
-        if self.prepares_next:  # so a recovery waits for neither a supervisor nor a source
-            self.ctx.standby.start_spare()
-            ahead = self._ahead()
-            self.ctx.ahead = ahead if lay_ahead(self.ctx.store, self.ws, ahead) else None
 
     def died_at(self, status: int) -> float | None:
         """Now, when the program that just ended with ``status`` died by a signal, or a process

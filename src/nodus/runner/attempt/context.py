@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING
 
 from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.catalog.core import Catalog
-from nodus.runner.processes.standby import Standby
-from nodus.runner.workspace.ahead import Ahead
 from nodus.runner.workspace.launch import Launch
 from nodus.schemas.resolved import ResolvedStage
 
@@ -64,18 +62,11 @@ class RunContext:
     qualifying: bool = False  # `nodus qualify` only: see protocol.Settings.qualifying
     # `--backend` of this drive (None: each stage's own) and its backends' drive options
     placement: Placement = HERE
-    # The spare supervisor and those exiting after their end report (containment).
-    standby: Standby = field(init=False)
     # The last attempt's supervisor saw its whole tree end: no sweep can find anything of it.
     tree_gone: bool = False
-    # What the stage's ``next/`` holds, laid out by this drive for its next attempt (ahead).
-    ahead: Ahead | None = None
     # By stage: the longest interval between progress signals its training has shown in this
     # drive (ms), so a recovered attempt's hang timeout starts from it (recovery.hangs).
     longest_progress_ms: dict[str, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.standby = Standby(self.run_id)
 
     def event(
         self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None

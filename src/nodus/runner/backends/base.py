@@ -10,7 +10,7 @@ and carries a drive's options (:class:`Placement`) to the backend without readin
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -111,7 +111,9 @@ def by_backend(
 ) -> dict[str, tuple[ResolvedStage, ...]]:
     """The stages each backend runs in a drive, in the registry's order."""
     stages = tuple(stages)
-    grouped = {name: tuple(s for s in stages if backend_of(placement, s) == name) for name in REGISTRY}
+    grouped = {
+        name: tuple(s for s in stages if backend_of(placement, s) == name) for name in REGISTRY
+    }
     return {name: found for name, found in grouped.items() if found}
 
 

@@ -91,7 +91,6 @@ class NodeAttempt(Attempt):
     """
 
     rank = 0  # set by the node runner before the attempt runs
-    prepares_next = False  # one attempt per node runner: the runner's next attempt is another's
 
     def _scope(self) -> str:
         return f"{self.ctx.run_id}:rank{self.rank}"
@@ -195,10 +194,7 @@ def _run_attempt(home: str, spec: dict[str, Any]) -> Outcome:
     attempt.rank = spec["rank"]
     if attempt.number != spec["number"]:  # the record was built for this very attempt
         raise RuntimeError(f"node attempt {attempt.number} is not the runner's {spec['number']}")
-    try:
-        return attempt.run()
-    finally:
-        ctx.standby.close()  # no spare on a node; its supervisor is reaped before the report
+    return attempt.run()
 
 
 class _StoreFence:

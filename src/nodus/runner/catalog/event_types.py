@@ -30,7 +30,6 @@ EVENT_TYPES: tuple[str, ...] = (
     "parent_restored",
     "snapshot_damaged",
     "snapshot_suspect",
-    "supervisor_replaced",
     "survivor_killed",
     "process_killed",
     "preemption_notice",

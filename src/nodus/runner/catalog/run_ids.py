@@ -1,8 +1,6 @@
 """Run ids, defined once: ``run_`` and 12 random hex digits.
 
-The catalog records them, adoption tells an id from a key by its shape, and ``nodus run``
-chooses one before its run exists, for the supervisor it starts first
-(:func:`nodus.runner.processes.standby.start_early`): so this module imports nothing heavy.
+The catalog records them and adoption tells an id from a key by its shape.
 """
 
 from __future__ import annotations

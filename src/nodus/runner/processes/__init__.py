@@ -3,12 +3,10 @@
     stage_process.py  the runner's handle on one stage program (through its supervisor)
     supervisor.py     ``python -m nodus.runner.processes.supervisor``: the program's parent,
                       a child subreaper that stops the whole tree on every way out
-    prefork.py        the program's process, forked before the program is known: one exec
     messages.py       what runner and supervisor say to each other, defined once
     tree.py           the supervisor's view of the tree: members, pidfds, foreign deaths
     procevents.py     the kernel's process-events connector: exit statuses as processes die
     containment.py    the attempt token and the sweep that ends what a lost attempt left
-    standby.py        the runner's supervisors between attempts: the spare, those exiting
     procfs.py         the few /proc and prctl calls the above need
 
 Nothing here imports more than the standard library and ``nodus.schemas.defaults``/``protocol``:

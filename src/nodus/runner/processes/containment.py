@@ -10,14 +10,6 @@ runner finds its attempt's supervisor gone.
 
 A process that clears its own environment before ``exec`` drops the token; only its live
 supervisor can still end it.
-
-A runner keeps one *spare* supervisor started ahead of the attempt that will use it (its
-interpreter's start is then off the path from a kill to the restored program). Its environment
-was fixed before its attempt was known, so it carries the run's spare token
-``<run>/~spare/0``: a sweep after the runner's death finds it like any other, and the runner's
-own sweeps leave the spare it holds alone (``keep``), as they do its supervisors still exiting
-after their end report. The program a spare starts carries the token of its attempt, which
-comes with the start request.
 """
 
 from __future__ import annotations
@@ -26,7 +18,6 @@ import os
 import select
 import signal
 import time
-from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,14 +35,6 @@ def attempt_token(run_id: str, stage: str, attempt: int) -> str:
     return f"{run_id}/{stage}/{attempt}"
 
 
-SPARE = "~spare"  # never a stage name: those are identifiers
-
-
-def spare_token(run_id: str) -> str:
-    """The token of a supervisor started before its attempt was known."""
-    return attempt_token(run_id, SPARE, 0)
-
-
 def run_prefix(run_id: str) -> str:
     """What every token of the run starts with (a run id never contains ``/``)."""
     return f"{run_id}/"
@@ -66,37 +49,29 @@ class Survivor:
     command: str
 
     @property
-    def stage(self) -> str | None:
-        stage = self.token.split("/")[1]
-        return None if stage == SPARE else stage  # a spare supervisor is no attempt's
+    def stage(self) -> str:
+        return self.token.split("/")[1]
 
     @property
-    def attempt(self) -> int | None:
-        return None if self.stage is None else int(self.token.rsplit("/", 1)[1])
+    def attempt(self) -> int:
+        return int(self.token.rsplit("/", 1)[1])
 
 
-def carriers(prefix: str, keep: Collection[int] = ()) -> list[Survivor]:
-    """Living processes whose token starts with ``prefix``; never this process, nor one of
-    ``keep`` (the caller's own children, whose pids cannot be reused while it has not reaped
-    them) or a child of one (a spare supervisor's forked child, :mod:`.prefork`)."""
+def carriers(prefix: str) -> list[Survivor]:
+    """Living processes whose token starts with ``prefix``; never this process."""
     found = []
     for pid in procfs.pids():
-        if pid == os.getpid() or pid in keep:
+        if pid == os.getpid():
             continue
         token = procfs.environ_value(pid, TOKEN_VAR)
-        if token is None or not token.startswith(prefix) or _child_of(pid, keep):
+        if token is None or not token.startswith(prefix):
             continue
         if procfs.living(pid):
             found.append(Survivor(pid, token, procfs.command_line(pid)))
     return found
 
 
-def _child_of(pid: int, parents: Collection[int]) -> bool:
-    entry = procfs.stat(pid) if parents else None
-    return entry is not None and entry.ppid in parents
-
-
-def kill_carriers(prefix: str, keep: Collection[int] = ()) -> list[Survivor]:
+def kill_carriers(prefix: str) -> list[Survivor]:
     """SIGKILL every process carrying a token with ``prefix`` and wait until all are gone.
 
     Scans again until one finds none, so a child forked between a scan and its parent's kill
@@ -106,7 +81,7 @@ def kill_carriers(prefix: str, keep: Collection[int] = ()) -> list[Survivor]:
     killed: list[Survivor] = []
     deadline = time.monotonic() + defaults.KILL_WAIT_S
     while time.monotonic() < deadline:
-        found = carriers(prefix, keep)
+        found = carriers(prefix)
         if not found:
             break
         pidfds = []
@@ -119,12 +94,9 @@ def kill_carriers(prefix: str, keep: Collection[int] = ()) -> list[Survivor]:
     return killed
 
 
-def kill_survivors(catalog: Catalog, run_id: str, keep: Collection[int] = ()) -> list[Survivor]:
-    """Kill what is left of any attempt of the run; each one is an event ``survivor_killed``.
-
-    ``keep``: this runner's own supervisors that are no survivors (its spare, and those still
-    exiting after their end report)."""
-    survivors = kill_carriers(run_prefix(run_id), keep)
+def kill_survivors(catalog: Catalog, run_id: str) -> list[Survivor]:
+    """Kill what is left of any attempt of the run; each one is an event ``survivor_killed``."""
+    survivors = kill_carriers(run_prefix(run_id))
     record_survivors(catalog, run_id, survivors)
     return survivors
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import IO
 
 from nodus._atomic import create_private
@@ -50,26 +50,12 @@ class CannotStartError(Exception):
 
 
 class Supervisor:
-    """An attempt's supervisor process, started before its program is known.
-
-    Its interpreter takes about as long to start as the program's, so the runner starts it
-    while it lays the working copy out (:func:`spawn_supervisor`) and hands it to the
-    :class:`StageProcess` that starts the program; one never handed on is discarded, and a
-    supervisor whose socket closes before a start request exits without starting anything.
-    """
+    """An attempt's supervisor process, started with no program yet, and the runner's socket
+    to it; one whose socket closes before a start request exits without starting anything."""
 
     def __init__(self, process: subprocess.Popen, sock: socket.socket) -> None:
         self.process = process
         self.sock = sock
-        self.taken = False
-
-    def discard(self) -> None:
-        if not self.taken:
-            self.taken = True
-            self.sock.close()
-            if self.process.stdout is not None:  # always a pipe (spawn_supervisor)
-                self.process.stdout.close()
-            reap_supervisor(self.process)
 
 
 def spawn_supervisor(token: str) -> Supervisor:
@@ -109,10 +95,7 @@ class StageProcess:
         token: str,
         grace_s: float,
         terminal: IO[str] | None = None,
-        leaving: Callable[[subprocess.Popen], None] | None = None,
     ) -> None:
-        """``leaving``: takes the supervisor once it reported the end, to reap it later (the
-        runner's :class:`~.standby.Standby`); without it, the supervisor is reaped at once."""
         self.command = list(command)
         self.cwd = cwd
         self.env = {**env, TOKEN_VAR: token}
@@ -121,7 +104,6 @@ class StageProcess:
         self.log_path = log_path
         self.prefix = prefix
         self.terminal = terminal if terminal is not None else sys.stdout
-        self.leaving = leaving
         self.supervisor: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.pid = 0  # the program's own pid (the catalog's attempts.pid)
@@ -129,38 +111,22 @@ class StageProcess:
         self.survivors: list[Survivor] = []  # left by a supervisor that died: killed by token
         self.supervisor_lost: str | None = None  # how the supervisor died, if it did
         self.signals_sent: list[int] = []
-        self.replaced: str | None = None  # why the supervisor handed to start() could not
         self._pump: threading.Thread | None = None
         # Lines of output so far and when the last arrived (monotonic): progress (hang_timeout).
         self.output_lines = 0
         self.output_at: float | None = None
 
-    def start(self, supervisor: Supervisor | None = None) -> None:
-        """Start the program under ``supervisor`` (one started earlier for this attempt's
-        token: the runner's spare, or the attempt's own), or under a new one.
-
-        A supervisor started earlier may have lost its forked child, or died, or hang while
-        it waited (a kill of every leaf process, an OOM kill): any failure to start on it
-        other than the command's own (not found, not executable) discards it, and the program
-        starts under a new supervisor; ``replaced`` then says why. Only a failure on a new
-        supervisor, or the command's own, is a :class:`CannotStartError`.
-        """
-        if supervisor is not None and not supervisor.taken:
-            reply = self._start_on(supervisor, defaults.START_ANSWER_S)
-            if reply is None:
-                return
-            if _command_fault(reply):
-                raise CannotStartError(self._why_not(reply))
-            self.replaced = self._why_not(reply)
-        reply = self._start_on(spawn_supervisor(self.token), None)
+    def start(self) -> None:
+        """Start the attempt's supervisor, then the program under it; CannotStartError if
+        either cannot start (the command not found, not executable, ...)."""
+        reply = self._start_on(spawn_supervisor(self.token))
         if reply is not None:
             raise CannotStartError(self._why_not(reply))
 
-    def _start_on(self, supervisor: Supervisor, timeout: float | None) -> dict | None:
+    def _start_on(self, supervisor: Supervisor) -> dict | None:
         """Ask ``supervisor`` to start the program: None once it runs, else the reply (``{}``
-        for none: the supervisor is gone or did not answer within ``timeout``, and is ended).
-        A new supervisor is waited for however long its interpreter takes to start."""
-        supervisor.taken = True
+        for none: the supervisor is gone, and is ended). The supervisor is waited for however
+        long its interpreter takes to start."""
         self.supervisor = supervisor.process
         self.channel = Channel(supervisor.sock)
         start = Start(self.command, self.cwd, self.env, self.grace_s)
@@ -170,15 +136,15 @@ class StageProcess:
             target=self._copy_output, args=(supervisor.process.stdout,), daemon=True
         )
         self._pump.start()
-        reply = self.channel.receive(timeout)
+        reply = self.channel.receive(None)
         if reply is not None and STARTED in reply:
             self.pid = int(reply[STARTED])
             return None
         answered = reply is not None and CANNOT_START in reply
         if not answered:
-            supervisor.process.kill()  # gone already, or hung: it never gets to start one
+            supervisor.process.kill()  # gone already: it never gets to start one
         self._close()
-        if not answered:  # gone or hung: whatever it may have started goes with it
+        if not answered:  # gone: whatever it may have started goes with it
             kill_carriers(self.token)
         return reply if answered else {}
 
@@ -245,16 +211,12 @@ class StageProcess:
             self.channel.send(request)
 
     def _ended(self, ending: Ending) -> None:
-        """The supervisor reported the tree gone and let go of the output; it exits now, and
-        is handed to ``leaving`` to be reaped later rather than waited for on a recovery's
-        path (:mod:`.standby`)."""
+        """The supervisor reported the tree gone and let go of the output; it exits now and
+        is reaped."""
         self.ending = ending
         assert self.supervisor is not None and self.channel is not None
         self.channel.sock.close()
-        if self.leaving is not None:
-            self.leaving(self.supervisor)
-        else:
-            reap_supervisor(self.supervisor)
+        reap_supervisor(self.supervisor)
 
     def _supervisor_lost(self) -> None:
         """The supervisor died or hangs: kill it, then whatever carries the attempt's token."""
@@ -301,14 +263,6 @@ class StageProcess:
             self.terminal.flush()
         except (OSError, ValueError):
             pass  # a closed terminal must not stop the log file
-
-
-def _command_fault(reply: dict) -> bool:
-    """The command itself cannot run (not found, not executable): so it would anywhere."""
-    return CANNOT_START in reply and CannotStart.from_dict(reply[CANNOT_START]).errno in (
-        errno.ENOENT,
-        errno.EACCES,
-    )
 
 
 def reap_supervisor(process: subprocess.Popen) -> None:

@@ -2,10 +2,9 @@
 
     python -m nodus.runner.processes.supervisor FD RUNNER_PID
 
-The runner starts one per attempt (:func:`.stage_process.spawn_supervisor`, often ahead of
-the attempt: a spare) and talks to it over the socket ``FD`` (:mod:`.messages`). While it waits
-for the start request it forks the program's process (:mod:`.prefork`), so the start is one
-``exec``.
+The runner starts one per attempt when it launches the program
+(:func:`.stage_process.spawn_supervisor`) and talks to it over the socket ``FD``
+(:mod:`.messages`); the supervisor starts the program when asked.
 
 It marks itself child-subreaper, so every process below the program stays below it, a double
 fork + ``setsid`` included, and it is told of the runner's death (PDEATHSIG SIGTERM, and the
@@ -28,6 +27,7 @@ import os
 import select
 import signal
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -48,7 +48,6 @@ from nodus.runner.processes.messages import (
     Loss,
     Start,
 )
-from nodus.runner.processes.prefork import Prefork
 from nodus.runner.processes.tree import Member, Tree
 from nodus.schemas import defaults
 
@@ -80,6 +79,8 @@ class Supervisor:
         self.tree = Tree(os.getpid())
         self.grace = defaults.GRACE_PERIOD_S
         self.program: Program | None = None
+        # The program's Popen, held so its finalizer never runs: the loop's waitpid reaps it.
+        self.started: subprocess.Popen | None = None
         self.status: int | None = None  # the program's, once reaped
         self.ended_at: float | None = None
         self.oom = False
@@ -97,13 +98,11 @@ class Supervisor:
         self.awaited: dict[int, Member] = {}
 
     def serve(self) -> int:
-        ready = Prefork()  # forked while nobody waits: starting the program is one exec
         wakeup = self._catch_signals()
         request = self.channel.receive(None)
         if request is None or self.asked_to_stop:
-            ready.discard()
             return 0
-        if not self._start(Start.from_dict(request[START]), ready):
+        if not self._start(Start.from_dict(request[START])):
             return 0
         try:
             while not (self.status is not None and self.childless):
@@ -164,17 +163,23 @@ class Supervisor:
 
     # --- start, requests, stopping --------------------------------------------------------
 
-    def _start(self, spec: Start, ready: Prefork) -> bool:
+    def _start(self, spec: Start) -> bool:
         self.grace = spec.grace
         self.events = procevents.open_events()  # before the program: no exit goes untold
         try:
-            ready.exec(spec.command, spec.cwd, spec.env)
-        except OSError as error:
+            self.started = subprocess.Popen(
+                spec.command,
+                cwd=spec.cwd,
+                env=spec.env,  # its PATH is where the command is looked up
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own group: the runner's stop requests go to it
+                preexec_fn=procfs.die_with_parent(os.getpid(), signal.SIGKILL),
+            )
+        except (OSError, subprocess.SubprocessError) as error:
             self._close_events()
-            why = CannotStart(error.errno or 0, error.strerror or str(error))
-            self.channel.send({CANNOT_START: why.to_dict()})
+            self.channel.send({CANNOT_START: _cannot_start(error).to_dict()})
             return False
-        self.program = Program(ready.pid)
+        self.program = Program(self.started.pid)
         self.tree.scan()
         self.channel.send({STARTED: self.program.pid})
         return True
@@ -345,6 +350,13 @@ class Supervisor:
         lost = tuple(loss for at, loss in self.lost if at >= since)
         vanished = tuple(loss for at, loss in self.vanished if at >= since)
         return Ending(self.status, self.oom, lost, vanished)
+
+
+def _cannot_start(error: OSError | subprocess.SubprocessError) -> CannotStart:
+    """Why the program could not start, as the runner is told (an errno where there is one)."""
+    if isinstance(error, OSError):
+        return CannotStart(error.errno or 0, error.strerror or str(error))
+    return CannotStart(0, str(error))  # the child failed before its exec (preexec_fn)
 
 
 def _remember(kept: list[tuple[float, Loss]], loss: Loss) -> list[tuple[float, Loss]]:

@@ -54,14 +54,12 @@ def accept(
     environ: Mapping[str, str] = os.environ,
     say: Callable[[str], None] | None = None,
     parent: Parent | None = None,
-    run_id: str | None = None,
 ) -> Accepted:
     """Capture each stage's code folder and record the run.
 
     ``environ`` is the caller's environment: its PATH is where the stages' executables are found.
     ``say`` hears about a source large enough to surprise, before it is copied. ``parent`` is
-    the snapshot the run starts from (``resume_from``), checked by the caller. ``run_id`` is the
-    new run's id when the caller chose it already (its early spare carries it), else a new one.
+    the snapshot the run starts from (``resume_from``), checked by the caller.
     """
     from nodus.store.manifest import SnapshotInfo
 
@@ -77,7 +75,7 @@ def accept(
     for warning in source.credential_warnings(workload.stages):
         if say is not None:
             say(warning)
-    run_id = run_id or new_run_id()
+    run_id = new_run_id()
     snapshots: dict[str, str] = {}  # code folder -> source snapshot id (stages often share one)
     for item in found:
         info = SnapshotInfo(run=run_id, stage=None, attempt=0, step=None, role="source")

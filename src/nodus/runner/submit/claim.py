@@ -100,14 +100,12 @@ def claim_workload(
     say: Say,
     detach: bool = False,
     placement: Placement = HERE,
-    run_id: str | None = None,
 ) -> Claim:
     """``nodus run FILE [--key] [--detach]``; ``say`` tells the user what happens as it happens.
 
     With ``detach`` the run is claimed for a background runner (see :func:`_claimed`). A
     workload with ``resume_from`` is checked against its parent before it is accepted
-    (:mod:`nodus.runner.upkeep.lineage`). ``run_id``: the id a new run takes (one the caller chose
-    to start its first supervisor early, :func:`.processes.standby.start_early`).
+    (:mod:`nodus.runner.upkeep.lineage`).
     """
     defaults.check_environment()
     if key is not None:
@@ -131,9 +129,7 @@ def claim_workload(
             check_continuation(catalog, source, workload.to_dict())
             parent = source.parent
         store = open_run_store(store_url)
-        return accept(
-            catalog, store, store_url, workload, key, home, say=say, parent=parent, run_id=run_id
-        )
+        return accept(catalog, store, store_url, workload, key, home, say=say, parent=parent)
 
     return _claim_new(home, catalog, store_url, workload, key, say, detach, accept_new, placement)
 

@@ -2,7 +2,6 @@
 
     layout.py       the working copy and the private folders of an attempt (``Workspace``)
     source.py       what acceptance captures from the code folder (``.nodusignore``)
-    ahead.py        the next attempt's copy, laid out while this one trains
     launch.py       the stage's executable, resolved once at acceptance
 
 Imports no other room of the runner.

@@ -9,9 +9,6 @@
         previous/            the last attempt's copy, set aside while the next one is laid out:
                              its files that verify against the restored snapshot are moved in
                              instead of copied; removed once the copy is laid out
-        next/                the next attempt's copy but its checkpoint, laid out while this
-                             one trains (:mod:`nodus.runner.workspace.ahead`); a recovery renames it
-                             into place
         cache/               HF_HOME, HF_DATASETS_CACHE, XDG_CACHE_HOME, PIP_CACHE_DIR
         <attempt>/output.log everything the attempt's program printed
         <attempt>/metrics.jsonl  the metrics its program logged, as nodus read them from its
@@ -139,23 +136,10 @@ class Workspace:
     def discard_previous(self) -> None:
         shutil.rmtree(self.previous, ignore_errors=True)
 
-    @property
-    def next(self) -> str:
-        return os.path.join(self.root, "next")
-
     def reset_copy(self) -> None:
         """An empty copy folder (a failed restore must not leave half a snapshot behind)."""
         shutil.rmtree(self.copy, ignore_errors=True)
         private_folder(self.attempt_folder)  # and the run's folders, when this makes them
-
-    def take_next(self) -> bool:
-        """The copy laid out ahead in ``next/`` becomes the (reset, absent) copy by one rename;
-        False when there is none."""
-        try:
-            os.rename(self.next, self.copy)
-        except FileNotFoundError:
-            return False
-        return True
 
     def make_private_folders(self) -> None:
         for folder in (
@@ -165,19 +149,10 @@ class Workspace:
         ):
             private_folder(folder)
 
-    def make_next_folders(self) -> None:
-        """The folders a copy needs before its program starts, in ``next/``."""
-        for folder in _copy_folders(self.next):
-            private_folder(folder)
-
-    def discard_next(self) -> None:
-        shutil.rmtree(self.next, ignore_errors=True)
-
     def discard_copy(self) -> None:
         """Free the disk of a paused stage; the caches and the attempt's log stay."""
         shutil.rmtree(self.copy, ignore_errors=True)
         self.discard_previous()
-        self.discard_next()
         self.discard_tmp()
 
     def discard_tmp(self) -> None:
