@@ -41,7 +41,7 @@ from typing import IO, Any
 
 from nodus.errors import NotFoundError, StoreError
 from nodus.protocol import MODE_WEIGHTS
-from nodus.runner.attempt.context import HERE, Placement, RunContext
+from nodus.runner.attempt.context import HERE, DriveState, Placement, RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends import new_attempt
 from nodus.runner.catalog.core import Catalog, Run
@@ -87,6 +87,8 @@ class Runner:
             qualifying=qualifying,
             placement=placement,
         )
+        # What changes while this drive goes on (the notice, what an attempt leaves the next).
+        self.state = DriveState()
 
     def drive(self, restore: Restore | None = None) -> int:
         """Run every unfinished stage; ``restore`` overrides the first attempt's restore."""
@@ -172,6 +174,7 @@ class Runner:
                 return self._stop(stage, AttemptOutcome.FAILED, lost_state)
             attempt = new_attempt(
                 self.ctx,
+                self.state,
                 stage,
                 row["source_snapshot"],
                 restore,
@@ -322,7 +325,7 @@ class Runner:
         """SIGTERM/SIGINT to the runner are a preemption notice, handled by the poll loop."""
 
         def notice(signum: int, _frame: FrameType | None) -> None:
-            self.ctx.notice = signum
+            self.state.notice = signum
 
         return {signum: signal.signal(signum, notice) for signum in (signal.SIGTERM, signal.SIGINT)}
 

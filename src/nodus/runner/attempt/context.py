@@ -1,20 +1,29 @@
-"""What every attempt of one drive of a run shares."""
+"""What the attempts of one drive of a run share: what stays (``RunContext``, frozen), what
+changes while the drive goes on (``DriveState``, the engine's), and what the parts of one
+attempt share (``AttemptFacts``, frozen).
+
+Nothing run-wide changes through the context: a signal handler, an attempt's end and its hang
+watch write the drive's state, an object the engine makes, names and hands to each attempt.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
+from nodus.runner.attempt.role import AttemptRole
 from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.catalog.core import Catalog
+from nodus.runner.processes.containment import attempt_token
 from nodus.runner.workspace.launch import Launch
+from nodus.runner.workspace.layout import Workspace
 from nodus.schemas.resolved import ResolvedStage
 
 if TYPE_CHECKING:
     from nodus.store.store import SnapshotStore
 
-__all__ = ["HERE", "Placement", "RunContext"]
+__all__ = ["HERE", "AttemptFacts", "DriveState", "Placement", "RunContext"]
 
 
 @dataclass(frozen=True)
@@ -48,31 +57,67 @@ HERE = Placement()
 """No ``--backend`` and no drive option: each stage's own backend."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunContext:
-    """What every attempt of a run shares; ``notice`` is set by the runner's signal handler."""
+    """What every attempt of a drive of a run shares, unchanged while it lasts."""
 
     home: str
     catalog: Catalog
     store: SnapshotStore
     run_id: str
     terminal: IO[str]
-    notice: int | None = None
-    launches: dict[str, Launch] = field(default_factory=dict)  # by stage; empty: an old run
+    launches: Mapping[str, Launch] = field(default_factory=dict)  # by stage; empty: an old run
     qualifying: bool = False  # `nodus qualify` only: see protocol.Settings.qualifying
     # `--backend` of this drive (None: each stage's own) and its backends' drive options
     placement: Placement = HERE
-    # The last attempt's supervisor saw its whole tree end: no sweep can find anything of it.
-    tree_gone: bool = False
-    # By stage: the longest interval between progress signals its training has shown in this
-    # drive (ms), so a recovered attempt's hang timeout starts from it (recovery.hangs).
-    longest_progress_ms: dict[str, int] = field(default_factory=dict)
 
     def event(
-        self, type_: str, details: dict, stage: str | None = None, attempt: int | None = None
+        self,
+        type_: str,
+        details: dict[str, Any],
+        stage: str | None = None,
+        attempt: int | None = None,
     ) -> None:
         self.catalog.add_event(self.run_id, type_, details, stage=stage, attempt=attempt)
 
     def attempt_context(self, stage: ResolvedStage, number: int) -> AttemptContext:
         """What the workers of attempt ``number`` of ``stage`` share."""
         return AttemptContext(self.store, self.catalog, self.run_id, stage, number)
+
+
+@dataclass
+class DriveState:
+    """What changes while one drive goes on: made by the engine (``Runner.state``) and handed
+    to each attempt, the one place attempts leave something for the next."""
+
+    # The preemption notice: the signal the runner got (SIGTERM, SIGINT), set by its handler.
+    notice: int | None = None
+    # The last attempt's supervisor saw its whole tree end: no sweep can find anything of it.
+    tree_gone: bool = False
+    # By stage: the longest interval between progress signals its training has shown in this
+    # drive (ms), so a recovered attempt's hang timeout starts from it (recovery.hangs).
+    longest_progress_ms: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AttemptFacts:
+    """What the parts of one attempt (prepare, launch, supervise) share: the drive's context,
+    the attempt's number and workers' context (``context``), its workspace and its role."""
+
+    ctx: RunContext
+    context: AttemptContext
+    ws: Workspace
+    role: AttemptRole
+
+    @property
+    def stage(self) -> ResolvedStage:
+        return self.context.stage
+
+    @property
+    def number(self) -> int:
+        return self.context.attempt
+
+    @property
+    def token(self) -> str:
+        """The token every process of this attempt carries (containment)."""
+        return attempt_token(self.role.scope(self.ctx.run_id), self.stage.name, self.number)

@@ -22,7 +22,7 @@ import os
 import time
 
 from nodus import protocol
-from nodus.runner.capture.capturer import Capturer
+from nodus.runner.attempt.role import CaptureLoop
 from nodus.runner.capture.selection import fingerprint
 from nodus.runner.processes.stage_process import StageProcess
 from nodus.runner.recovery.hangs import Hang, ProgressClock
@@ -48,7 +48,7 @@ class Watch:
         setting: float | str,
         ws: Workspace,
         paths: list[str],
-        capturer: Capturer,
+        capturer: CaptureLoop,
         process: StageProcess,
         longest_ms: int | None = None,
     ) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from nodus.runner.attempt.context import HERE, Placement, RunContext
+from nodus.runner.attempt.context import HERE, DriveState, Placement, RunContext
 from nodus.schemas.backends import REGISTRY, BackendEntry, drive_options
 from nodus.schemas.resolved import ResolvedStage
 
@@ -83,6 +83,7 @@ class Backend(Protocol):
     def new_attempt(
         self,
         ctx: RunContext,
+        state: DriveState,
         stage: ResolvedStage,
         source: str,
         restore: Restore,
@@ -90,7 +91,8 @@ class Backend(Protocol):
         recovering: bool,
         inherited: Parent | None,
     ) -> AttemptBackend:
-        """A new attempt of ``stage`` here (its number allocated in the run's catalog)."""
+        """A new attempt of ``stage`` here (its number allocated in the run's catalog);
+        ``state`` is the drive's, which the attempt reads and leaves its end in."""
         ...
 
 
@@ -145,6 +147,7 @@ def check_resume(
 
 def new_attempt(
     ctx: RunContext,
+    state: DriveState,
     stage: ResolvedStage,
     source: str,
     restore: Restore,
@@ -155,7 +158,7 @@ def new_attempt(
     """A new attempt of ``stage`` on its backend in this drive; ``inherited`` is the run's parent
     when this stage continues it (refused at submit where a backend cannot restore it)."""
     return backend(backend_of(ctx.placement, stage)).new_attempt(
-        ctx, stage, source, restore, overlays, recovering, inherited
+        ctx, state, stage, source, restore, overlays, recovering, inherited
     )
 
 

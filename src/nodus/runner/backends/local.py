@@ -1,6 +1,7 @@
 """The local backend: a stage's attempts run on this machine (``backend = "local"``).
 
-Its attempt is :class:`nodus.runner.attempt.attempt.Attempt` with the local role. A resume
+Its attempt is :class:`nodus.runner.attempt.attempt.Attempt` with the local role
+(:data:`~nodus.runner.attempt.role.LOCAL_ROLE`). A resume
 here keeps the allocation the run's attempts had: one process (a stage accepted with several
 nodes elsewhere is refused) and the device count recorded with its attempts.
 """
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 
 from nodus.errors import UsageError
 from nodus.runner.attempt.attempt import Attempt, Restore
-from nodus.runner.attempt.context import RunContext
+from nodus.runner.attempt.context import DriveState, RunContext
 from nodus.runner.backends.base import AttemptBackend, Resumed, Submission
 from nodus.runner.upkeep.lineage import Parent
 from nodus.runner.workspace.launch import device_count
@@ -38,6 +39,7 @@ class LocalBackend:
     def new_attempt(
         self,
         ctx: RunContext,
+        state: DriveState,
         stage: ResolvedStage,
         source: str,
         restore: Restore,
@@ -46,7 +48,7 @@ class LocalBackend:
         inherited: Parent | None,
     ) -> AttemptBackend:
         return Attempt(
-            ctx, stage, source, restore, overlays, recovering=recovering, inherited=inherited
+            ctx, state, stage, source, restore, overlays, recovering=recovering, inherited=inherited
         )
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from nodus._atomic import create_private, private_folder
 from nodus.runner.attempt.attempt import Restore, record_end
-from nodus.runner.attempt.context import RunContext
+from nodus.runner.attempt.context import DriveState, RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends.node import NodeAgent, forwarded_environment
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
@@ -90,6 +90,7 @@ class RayAttempt:
     def __init__(
         self,
         ctx: RunContext,
+        state: DriveState,
         stage: ResolvedStage,
         source: str,
         restore: Restore,
@@ -98,6 +99,7 @@ class RayAttempt:
         address: str,
     ) -> None:
         self.ctx = ctx
+        self.state = state  # the drive's: its preemption notice
         self.address = address  # the cluster it joins (ray_backend: --ray-address, …)
         self.stage = stage
         self.source = source
@@ -261,10 +263,10 @@ class RayAttempt:
 
     def _relay_in(self) -> None:
         """A preemption notice goes to every rank; a cancel or pause to the node attempt(s)."""
-        if self.ctx.notice is not None and not self._noticed:
+        if self.state.notice is not None and not self._noticed:
             self._noticed = True
             for _rank, agent in self._ranks():
-                agent.signal.remote(self.ctx.notice or signal.SIGTERM)
+                agent.signal.remote(self.state.notice or signal.SIGTERM)
         for control in list(self.ctx.catalog.pending_controls(self.ctx.run_id)):
             if control["action"] not in _RELAYED_CONTROLS:
                 continue

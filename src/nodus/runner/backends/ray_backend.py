@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from nodus.errors import UsageError
 from nodus.runner.attempt.attempt import Restore
-from nodus.runner.attempt.context import RunContext
+from nodus.runner.attempt.context import DriveState, RunContext
 from nodus.runner.backends.base import AttemptBackend, Submission
 from nodus.runner.upkeep.lineage import Parent
 from nodus.schemas.backends import RAY, BackendEntry
@@ -57,6 +57,7 @@ class RayBackend:
     def new_attempt(
         self,
         ctx: RunContext,
+        state: DriveState,
         stage: ResolvedStage,
         source: str,
         restore: Restore,
@@ -67,7 +68,7 @@ class RayBackend:
         from nodus.runner.backends.ray import RayAttempt  # imports ray: only for a Ray stage
 
         address = ctx.placement.option(ADDRESS) or os.environ.get("RAY_ADDRESS") or RAY_LOOKUP
-        return RayAttempt(ctx, stage, source, restore, overlays, recovering, address)
+        return RayAttempt(ctx, state, stage, source, restore, overlays, recovering, address)
 
 
 BACKEND = RayBackend()
