@@ -102,9 +102,12 @@ def _code_names(path: Path) -> set[str]:
             found.add(node.attr)
         elif isinstance(node, ast.arg):
             found.add(node.arg)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if id(node) not in documents:
-                found.add(node.value)
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in documents
+        ):
+            found.add(node.value)
     return found
 
 

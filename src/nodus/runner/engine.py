@@ -136,7 +136,11 @@ class Runner:
         register_model(self.catalog, self.ctx.store, self.run.id)
 
     def _run_stage(
-        self, stage: ResolvedStage, row: dict, restore: Restore | None, overlays: list[str]
+        self,
+        stage: ResolvedStage,
+        row: dict[str, Any],
+        restore: Restore | None,
+        overlays: list[str],
     ) -> int:
         recoveries = row["recoveries"]
         lost = self._reap_lost_attempts(stage, row)
@@ -151,7 +155,7 @@ class Runner:
     def _attempts(
         self,
         stage: ResolvedStage,
-        row: dict,
+        row: dict[str, Any],
         restore: Restore,
         overlays: list[str],
         decision: Decision | None,
@@ -227,7 +231,7 @@ class Runner:
             older=suspects.usable(manifests, events, stage.name, older_than=snapshot),
         )
 
-    def _reap_lost_attempts(self, stage: ResolvedStage, row: dict) -> bool:
+    def _reap_lost_attempts(self, stage: ResolvedStage, row: dict[str, Any]) -> bool:
         """Attempts still marked running belong to a dead runner: kill leftovers, end them."""
         # before anything is recorded or restarted
         kill_survivors(self.catalog, self.run.id)
@@ -321,7 +325,7 @@ class Runner:
         for number in range(1, keep_from):
             Workspace.of(self.ctx.home, self.run.id, stage.name, number).discard_tmp()
 
-    def _install_notice_handlers(self) -> dict:
+    def _install_notice_handlers(self) -> dict[int, Any]:
         """SIGTERM/SIGINT to the runner are a preemption notice, handled by the poll loop."""
 
         def notice(signum: int, _frame: FrameType | None) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from nodus.errors import StaleAttemptError
 from nodus.runner.attempt.context import AttemptFacts, DriveState, RunContext
@@ -37,6 +38,9 @@ from nodus.runner.upkeep.rotation import Rotation
 from nodus.runner.workspace.launch import device_count
 from nodus.runner.workspace.layout import MissingSecretError, Workspace
 from nodus.schemas.resolved import ResolvedStage
+
+if TYPE_CHECKING:
+    from nodus.store.manifest import Manifest
 
 __all__ = ["Attempt", "NothingIntactError", "Restore", "record_end"]
 
@@ -91,7 +95,7 @@ class Attempt:
             self.facts.ws.discard_previous()  # what the restore did not take
         rotation = self.facts.role.rotation(self.facts.context)
         uploads = self._uploads(rotation)
-        unrecorded: list[dict[str, object]] = []
+        unrecorded: list[Manifest] = []
         outcome = None
         try:
             outcome = self._launch_and_supervise(prepared, rotation, uploads)
@@ -143,7 +147,7 @@ class Attempt:
         return record_end(self.ctx, self.stage.name, self.number, outcome)
 
 
-def _with_unrecorded(outcome: Outcome | None, unrecorded: list[dict[str, object]]) -> Outcome:
+def _with_unrecorded(outcome: Outcome | None, unrecorded: list[Manifest]) -> Outcome:
     """An attempt that left saves unrecorded says so; what training reached stays its kind."""
     assert outcome is not None  # an attempt that raised never gets here
     if not unrecorded:

@@ -64,7 +64,7 @@ class Watch:
         self._commits = 0
         self._records = 0
         self._progress_version: tuple[int, int] | None = None
-        self._selection: tuple | None = None
+        self._selection: tuple[object, ...] | None = None
         self._walked = float("-inf")
         if not self.off:  # (a capture loop that captures nothing is watched by none)
             self._commits = capturer.commits
@@ -147,7 +147,7 @@ class Watch:
         self.clock.progressed(_ms(now), "a write into the selection", training=True)
         return True
 
-    def _walk(self) -> tuple:
+    def _walk(self) -> tuple[object, ...]:
         try:
             return fingerprint(self.ws.copy, self.paths, [])
         except OSError:

@@ -212,7 +212,7 @@ class NodeAgent:
 
     def __init__(self) -> None:
         self.home: str | None = None
-        self.child: subprocess.Popen | None = None
+        self.child: subprocess.Popen[bytes] | None = None
         self.run_id = self.stage = ""
         self.number = 0
         self._pause: int | None = None  # the node's pause row relayed to the runner's
@@ -222,7 +222,7 @@ class NodeAgent:
         import ray
 
         return {
-            "ip": ray.util.get_node_ip_address(),
+            "ip": str(ray.util.get_node_ip_address()),  # type: ignore[no-untyped-call]
             "node_id": ray.get_runtime_context().get_node_id(),
             "hostname": socket.gethostname(),
         }
@@ -231,7 +231,7 @@ class NodeAgent:
         """A free TCP port on this node (rank 0's: the rendezvous port)."""
         with socket.socket() as sock:
             sock.bind(("", 0))
-            return sock.getsockname()[1]
+            return int(sock.getsockname()[1])
 
     def start(self, spec: dict[str, Any]) -> None:
         """Lay out the node runner's home and start it; it dies with this agent."""
@@ -328,7 +328,8 @@ class NodeAgent:
 
 def _attempts(catalog: Any, run_id: str, stage: str) -> list[dict[str, Any]]:
     try:
-        return catalog.attempts(run_id, stage)
+        found: list[dict[str, Any]] = catalog.attempts(run_id, stage)
+        return found
     except Exception:  # the node runner has not written the run's rows yet
         return []
 

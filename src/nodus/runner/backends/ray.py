@@ -21,11 +21,12 @@ Multi-node stages get the ``torch.distributed`` rendezvous environment: ``MASTER
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from nodus._atomic import create_private, private_folder
@@ -173,7 +174,7 @@ class RayAttempt:
             self.agents.append(agent.options(**options).remote())
         return ray.get([a.where.remote() for a in self.agents], timeout=PLACEMENT_TIMEOUT_S)
 
-    def _ranks(self):
+    def _ranks(self) -> Iterator[tuple[int, Any]]:
         return enumerate(self.agents)
 
     def _record_places(self, places: list[dict[str, str]]) -> None:
@@ -352,10 +353,8 @@ class RayAttempt:
         import ray
 
         for _rank, agent in self._ranks():
-            try:
+            with contextlib.suppress(Exception):  # a lost agent: nothing of it is left to stop
                 ray.get(agent.stop.remote(), timeout=_POLL_TIMEOUT_S)
-            except Exception:  # a lost agent: nothing of it is left to stop
-                pass
             ray.kill(agent)
         if self._group is not None:
             ray.util.remove_placement_group(self._group)

@@ -129,6 +129,7 @@ def _this_machines_cluster() -> str | None:
     from ray._private.services import get_ray_address_from_environment
 
     try:
-        return get_ray_address_from_environment(RAY_LOOKUP, None)
+        found: str | None = get_ray_address_from_environment(RAY_LOOKUP, None)
+        return found
     except ConnectionError:
         return None

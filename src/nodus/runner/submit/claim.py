@@ -21,7 +21,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 from nodus._atomic import create_private, private_folder
 from nodus.errors import NotFoundError, UsageError
@@ -47,6 +47,9 @@ from nodus.schemas import defaults
 from nodus.schemas.continuation import apply_changes, without_epoch_saves
 from nodus.schemas.resolved import ResolvedWorkload
 from nodus.store import restorable
+
+if TYPE_CHECKING:
+    from nodus.store import SnapshotStore
 
 
 @dataclass
@@ -82,7 +85,7 @@ class Claim:
         spawn_detached(self.home, self.run_id, self.restore, self.placement)
 
 
-def open_run_store(url: str):
+def open_run_store(url: str) -> SnapshotStore:
     from nodus.store import open_store
 
     return open_store(url)
@@ -139,7 +142,7 @@ def claim_branch(
     snapshot: str,
     *,
     mode: str,
-    changes: dict,
+    changes: dict[str, Any],
     key: str | None,
     say: Say,
     detach: bool = False,
@@ -236,6 +239,12 @@ def _claim_new(
             raise
         say(f"accepted {accepted.run_id} under key {key!r} ({accepted.summary})")
         return _claimed(home, catalog, accepted.run_id, lock, None, detach, placement)
+    _say_continued(existing, workload, say)
+    return _claimed(home, catalog, existing.id, lock, None, detach, placement)
+
+
+def _say_continued(existing: Run, workload: ResolvedWorkload, say: Say) -> None:
+    """What continuing the key's run means: where it starts, and that the file is not read."""
     start = _start_note(existing)
     if start:
         say(start)
@@ -244,7 +253,6 @@ def _claim_new(
             f"the workload file changed since {existing.id} was accepted; keeping the "
             "resolution stored with the run (use a new --key to run the new file)"
         )
-    return _claimed(home, catalog, existing.id, lock, None, detach, placement)
 
 
 def _take_key(
@@ -286,7 +294,7 @@ def _inputs_changed(home: str, store_url: str, run: Run, workload: ResolvedWorkl
 def _facts(run: Run) -> RunFacts:
     """What :func:`continuing.continuation` reads of ``run`` (read with its stages)."""
     stage = _continuing_stage(run)
-    rows: list[dict] = next((s["attempts"] for s in run.stages if s["name"] == stage), [])
+    rows: list[dict[str, Any]] = next((s["attempts"] for s in run.stages if s["name"] == stage), [])
     ended = [a for a in rows if a["outcome"] is not None]
     attempts = [a for s in run.stages for a in s["attempts"]]
     return RunFacts(
