@@ -27,8 +27,8 @@ A checkpointed stage never quietly starts over: when it committed snapshots but 
 training state any more, the run fails naming why instead of restarting from the source
 (:func:`nodus.runner.recovery.continuing.start_point`, the rule ``run --key`` and ``runs resume``
 say before they drive); so does an attempt that finds every snapshot it could restore damaged
-(``attempt.NothingIntactError``). A stage that never committed a snapshot starts again from the
-beginning, as its automatic recoveries do: nothing kept is thrown away.
+(``attempt.prepare.NothingIntactError``). A stage that never committed a snapshot starts again
+from the beginning, as its automatic recoveries do: nothing kept is thrown away.
 """
 
 from __future__ import annotations

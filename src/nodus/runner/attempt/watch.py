@@ -12,7 +12,7 @@
                               ``WALK_EVERY_MAX_S``), and always before a hang is declared
 
 and asks the clock whether the program hangs. What follows a hang is the attempt's
-(:meth:`nodus.runner.attempt.attempt.Attempt._hung`): the event, the tree ended, the outcome.
+(:meth:`nodus.runner.attempt.supervise.Supervision._hung`): the event, the tree ended, the outcome.
 """
 
 from __future__ import annotations

@@ -222,7 +222,7 @@ class NodeAgent:
         import ray
 
         return {
-            "ip": str(ray.util.get_node_ip_address()),  # type: ignore[no-untyped-call]
+            "ip": str(ray.util.get_node_ip_address()),  # type: ignore[no-untyped-call,unused-ignore]
             "node_id": ray.get_runtime_context().get_node_id(),
             "hostname": socket.gethostname(),
         }
