@@ -155,7 +155,7 @@ class Client:
         mode: str = protocol.FULL_STATE,
         *,
         name: str | None = None,
-        set: Mapping[str, Any] | Sequence[str] | None = None,  # noqa: A002 (the flag's name)
+        set: Mapping[str, Any] | Sequence[str] | None = None,  # the flag's name
         key: str | None = None,
         detach: bool = False,
     ) -> dict[str, Any]:

@@ -214,7 +214,7 @@ ATTEMPT_PROBE = textwrap.dedent("""
     if attempt == "1":
         open("stray.txt", "w").write("left in the copy by attempt 1")
         with open("data.txt", "a") as handle:  # in place: the copy's own file, not the source
-            handle.write("scribbled by attempt 1\n")
+            handle.write("scribbled by attempt 1\\n")
         os.kill(os.getpid(), signal.SIGKILL)  # an interruption: nodus did not send it
     os.makedirs("out", exist_ok=True)
     for path in glob.glob(f"{cache}/seen-*.json"):
@@ -346,7 +346,7 @@ def test_runs_resume_with_every_snapshot_damaged_fails_naming_each(project):
     runner = project.start("run", "workload.toml", "--key", "all")
     run_id = wait_for(lambda: _run_id(project, "all"), what="the run")
     kill_program(project, run_id, after_step=SAVE_EVERY)
-    out, _ = runner.communicate(timeout=60)
+    _out, _ = runner.communicate(timeout=60)
     assert runner.returncode == 3
     manifests = _damage_every_checkpoint(project, run_id)
     assert len(manifests) >= 2

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, Any
 
 from nodus._atomic import create_private
 from nodus.runner.processes.containment import TOKEN_VAR, Survivor, kill_carriers
@@ -53,7 +53,7 @@ class Supervisor:
     """An attempt's supervisor process, started with no program yet, and the runner's socket
     to it; one whose socket closes before a start request exits without starting anything."""
 
-    def __init__(self, process: subprocess.Popen, sock: socket.socket) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
         self.process = process
         self.sock = sock
 
@@ -104,7 +104,7 @@ class StageProcess:
         self.log_path = log_path
         self.prefix = prefix
         self.terminal = terminal if terminal is not None else sys.stdout
-        self.supervisor: subprocess.Popen | None = None
+        self.supervisor: subprocess.Popen[bytes] | None = None
         self.channel: Channel | None = None
         self.pid = 0  # the program's own pid (the catalog's attempts.pid)
         self.ending: Ending | None = None  # set once the program and its whole tree are gone
@@ -123,7 +123,7 @@ class StageProcess:
         if reply is not None:
             raise CannotStartError(self._why_not(reply))
 
-    def _start_on(self, supervisor: Supervisor) -> dict | None:
+    def _start_on(self, supervisor: Supervisor) -> dict[str, Any] | None:
         """Ask ``supervisor`` to start the program: None once it runs, else the reply (``{}``
         for none: the supervisor is gone, and is ended). The supervisor is waited for however
         long its interpreter takes to start."""
@@ -206,7 +206,7 @@ class StageProcess:
 
     # --- the supervisor ---------------------------------------------------------------------
 
-    def _ask(self, request: dict) -> None:
+    def _ask(self, request: dict[str, Any]) -> None:
         if self.ending is None and self.channel is not None:
             self.channel.send(request)
 
@@ -234,7 +234,7 @@ class StageProcess:
         self.channel.sock.close()
         reap_supervisor(self.supervisor)
 
-    def _why_not(self, reply: dict | None) -> str:
+    def _why_not(self, reply: dict[str, Any] | None) -> str:
         program = self.command[0]
         if not reply:
             return f"command {program!r} cannot start: its supervisor did not answer"
@@ -265,7 +265,7 @@ class StageProcess:
             pass  # a closed terminal must not stop the log file
 
 
-def reap_supervisor(process: subprocess.Popen) -> None:
+def reap_supervisor(process: subprocess.Popen[bytes]) -> None:
     """Reap a supervisor that was told to go: its exit awaited ``KILL_WAIT_S`` at most, then
     killed (a hung one must not hang the runner)."""
     if not _exited(process, defaults.KILL_WAIT_S):
@@ -273,7 +273,7 @@ def reap_supervisor(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def _exited(process: subprocess.Popen, timeout: float) -> bool:
+def _exited(process: subprocess.Popen[bytes], timeout: float) -> bool:
     """Wait up to ``timeout`` for ``process`` to exit, woken the moment it does (``Popen.wait``
     with a timeout polls, sleeping 0.5, 1, 2 ... ms: milliseconds on a recovery's path)."""
     try:

@@ -23,6 +23,7 @@ once (``accelerate launch``); elsewhere it reads the member's zombie (:mod:`.tre
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from types import FrameType
 
 from nodus.runner.processes import procevents, procfs
 from nodus.runner.processes.messages import (
@@ -80,7 +82,7 @@ class Supervisor:
         self.grace = defaults.GRACE_PERIOD_S
         self.program: Program | None = None
         # The program's Popen, held so its finalizer never runs: the loop's waitpid reaps it.
-        self.started: subprocess.Popen | None = None
+        self.started: subprocess.Popen[bytes] | None = None
         self.status: int | None = None  # the program's, once reaped
         self.ended_at: float | None = None
         self.oom = False
@@ -196,10 +198,8 @@ class Supervisor:
     def _forward(self, signum: int) -> None:
         self.sent.add(signum)
         assert self.program is not None
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
             os.killpg(self.program.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass  # the group is gone already
 
     def _stop(self, grace: float) -> None:
         """End the whole tree: SIGTERM now, SIGKILL once ``grace`` seconds have passed."""
@@ -218,12 +218,10 @@ class Supervisor:
         self.sent.add(signum)
         self.tree.signal_all(signum)
         if self.program is not None:  # group members born since the last scan
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.program.pid, signum)
-            except (ProcessLookupError, PermissionError):
-                pass
 
-    def _asked(self, _signum, _frame) -> None:
+    def _asked(self, _signum: int, _frame: FrameType | None) -> None:
         self.asked_to_stop = True
 
     def _catch_signals(self) -> int:
