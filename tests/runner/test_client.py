@@ -201,8 +201,8 @@ def test_a_background_runner_leaves_alone_a_run_dealt_with_before_it_started(pro
 
 
 def test_a_run_refused_or_found_finished_leaves_no_process_behind(project, client, tmp_path):
-    """A run's first supervisor starts before its workload is even read: one no run took ends
-    with the call (a refused workload, a key's finished run), the program's never starts."""
+    """No call leaves a process of its own behind: a refused workload, a key's finished run
+    (whose program never starts again), a run driven to its end."""
     (tmp_path / "bad.toml").write_text('name = "bad"\n')
     with pytest.raises(WorkloadError):
         client.run(tmp_path / "bad.toml")
