@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from nodus.cli import build_parser
-from nodus.errors import WorkloadError
+from nodus.errors import UsageError, WorkloadError
 from nodus.runner.attempt.context import Placement
 from nodus.runner.backends.base import backend, option_values
 from nodus.runner.submit import detach
@@ -67,6 +67,12 @@ def test_a_drive_option_reaches_the_detached_runner_as_it_was_given():
         assert Placement.given(args.backend, option_values(args)) == placement
         for flag, value in values.items():
             assert placement.option(flag) == value
+
+
+def test_an_option_no_backend_takes_is_refused_naming_those_they_take():
+    with pytest.raises(UsageError, match="--no-such-option") as refused:
+        Placement.given(None, {"--no-such-option": "x"})
+    assert all(option.flag in str(refused.value) for option in backends.drive_options())
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+from nodus.errors import UsageError
 from nodus.runner.attempt.role import AttemptRole
 from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.catalog.core import Catalog
 from nodus.runner.processes.containment import attempt_token
 from nodus.runner.workspace.launch import Launch
 from nodus.runner.workspace.layout import Workspace
+from nodus.schemas.backends import drive_options
 from nodus.schemas.resolved import ResolvedStage
 
 if TYPE_CHECKING:
@@ -38,7 +40,14 @@ class Placement:
     @classmethod
     def given(cls, backend: str | None, values: Mapping[str, str | None]) -> Placement:
         """The placement of ``--backend`` and the drive options' values by flag (None: not
-        given)."""
+        given); UsageError for a flag no backend of the registry takes."""
+        known = [option.flag for option in drive_options()]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise UsageError(
+                f"no backend takes the option {', '.join(unknown)}; the backends' options are: "
+                f"{', '.join(known) or 'none'}"
+            )
         return cls(backend, tuple((flag, v) for flag, v in values.items() if v is not None))
 
     def option(self, flag: str) -> str | None:
