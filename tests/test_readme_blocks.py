@@ -75,7 +75,7 @@ def test_a_runnable_block_runs_as_written(page, folder, block, tmp_path):
         + proc.stderr[-3000:]
     )
     if page == "README.md":  # the walkthrough's interruption is seen, and its recovery
-        assert "nodus: attempt 1 interrupted" in proc.stderr
+        assert "nodus: attempt 1 lost" in proc.stderr
         assert re.search(r"nodus: restoring step \d+ \(ckpt_\w+\) → attempt 2", proc.stderr)
         _check_sample_outputs(here, env)
 

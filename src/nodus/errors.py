@@ -13,6 +13,7 @@ CLI prints ``str(error)`` and exits with ``error.exit_status``; a user never see
     │   ├── UnsafePathError (1)          a manifest path that would escape the restore target
     │   └── StaleAttemptError (1)        a superseded attempt tried to commit (fencing)
     ├── CatalogError (1)                 the run catalog is damaged or locked
+    ├── PhaseTransitionError (1)         a change of a run's phase its lifecycle refuses (a bug)
     ├── WaitTimeoutError (1)             a run did not stop within the time given to wait
     ├── PausedError (3)                  the run is paused or interrupted and can be resumed
     └── AlreadyRunningError (5)          another runner holds this run
@@ -34,6 +35,7 @@ __all__ = [
     "NodusError",
     "NotFoundError",
     "PausedError",
+    "PhaseTransitionError",
     "Problem",
     "RefusedError",
     "SnapshotDamagedError",
@@ -186,6 +188,14 @@ class StaleAttemptError(StoreError):
 
 class CatalogError(NodusError):
     """The run catalog is damaged or locked; the message says what to do."""
+
+
+class PhaseTransitionError(NodusError):
+    """A change of a run's phase that :mod:`nodus.runner.catalog.lifecycle` does not allow.
+
+    Never a user's mistake: nodus asked for a move its own table refuses, and nothing was
+    recorded. Nothing catches it on purpose, so the bug is seen where it happens.
+    """
 
 
 class WaitTimeoutError(NodusError, TimeoutError):

@@ -127,7 +127,7 @@ def assert_recovered(project: Project, run: str, why: str) -> list[dict]:
     view = project.get(run)
     attempts = view["stages"][0]["attempts"]
     assert view["phase"] == "SUCCEEDED", why
-    assert [a["outcome"] for a in attempts] == ["interrupted", "interrupted", "succeeded"], why
+    assert [a["outcome"] for a in attempts] == ["lost", "lost", "succeeded"], why
     snapshots = project.snapshots(run)
     for before, after in zip(attempts, attempts[1:]):  # each recovery took the newest commit
         newest = max(m.step for m in snapshots if m.attempt <= before["number"])
@@ -193,7 +193,7 @@ def test_a_data_file_edited_between_attempts_fails_the_run_naming_the_dataset(tm
     first, second = view["stages"][0]["attempts"]
     assert (view["phase"], first["outcome"], second["outcome"]) == (
         "FAILED",
-        "interrupted",
+        "lost",
         "failed",
     )
     named = f"train dataset content differs (text dataset, split train, from {data})"

@@ -158,7 +158,7 @@ def test_masked_lm_killed_twice_paused_and_resumed_ends_bit_identical(short_root
     assert runner.wait(timeout=300) == 0, why
     view = project.get("m")
     attempts = view["stages"][0]["attempts"]
-    assert [a["outcome"] for a in attempts] == ["interrupted", "paused", "interrupted", "succeeded"]
+    assert [a["outcome"] for a in attempts] == ["lost", "paused", "lost", "succeeded"]
     assert attempts[2]["restored_step"] == at, why  # the pause's save, no step lost
     steps = project.committed_steps("m")
     assert {6, 12, 18, 24} <= set(steps) and {2, 4, 10} & set(steps), steps  # epochs, cadence
@@ -227,8 +227,8 @@ def test_persistent_workers_killed_twice_and_stopped_by_a_notice_end_bit_identic
     view = project.get("w")
     attempts = view["stages"][0]["attempts"]
     assert [a["outcome"] for a in attempts] == [
-        "interrupted",
-        "interrupted",
+        "lost",
+        "lost",
         "preempted",
         "succeeded",
     ]
@@ -272,7 +272,7 @@ def test_killed_inside_a_later_epoch_ends_bit_identical(short_root, env):
     _kill_after_commit(project, runner, "k", 1, step)
     assert runner.wait(timeout=300) == 0, why
     attempts = project.get("k")["stages"][0]["attempts"]
-    assert [a["outcome"] for a in attempts] == ["interrupted", "succeeded"], why
+    assert [a["outcome"] for a in attempts] == ["lost", "succeeded"], why
     assert attempts[1]["restored_step"] % 6, why  # resumed inside epoch 1
     assert project.outputs_hash("k") == bare, why
 

@@ -86,7 +86,7 @@ def test_bf16_autocast_killed_twice_and_noticed_ends_bit_identical(autocast_run,
     assert bare["bf16"] != bare["float32"]
     attempts = project.get("a")["stages"][0]["attempts"]
     outcomes = [a["outcome"] for a in attempts]
-    assert outcomes == ["interrupted", "interrupted", "preempted", "succeeded"], why
+    assert outcomes == ["lost", "lost", "preempted", "succeeded"], why
     noticed = project.committed_steps("a", 3)[-1]
     assert [a["restored_step"] for a in attempts[1:]] == [*kills, noticed], why
     # saves on the cadence and at epoch ends, each attempt from where it was restored
@@ -167,7 +167,7 @@ def test_a_bf16_model_paused_and_killed_on_auto_cadence_ends_bit_identical(tmp_p
 
     view = project.get("m")
     attempts = view["stages"][0]["attempts"]
-    assert [a["outcome"] for a in attempts] == ["paused", "interrupted", "succeeded"], why
+    assert [a["outcome"] for a in attempts] == ["paused", "lost", "succeeded"], why
     assert attempts[1]["restored_step"] == at_pause, why
     assert attempts[2]["restored_step"] == project.committed_steps("m", 2)[-1], why
     assert [e for e in view["events"] if e["type"] == "save_cadence"], why  # "auto" chose

@@ -134,11 +134,11 @@ def test_a_killed_rank_and_a_killed_runner_end_bit_identical_to_the_bare_world(
     resumed = project.nodus("runs", "resume", "k", timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     first, interrupted, last = project.get("k")["stages"][0]["attempts"]
-    assert first["outcome"] == "interrupted", why
+    assert first["outcome"] == "lost", why
     assert f"process {victim}" in first["detail"] and "SIGKILL" in first["detail"], why
     # the whole world restarted from the same snapshot, on every rank
     assert interrupted["restored_step"] == restored >= after, why
-    assert interrupted["outcome"] == "interrupted", why  # its runner died
+    assert interrupted["outcome"] == "lost", why  # its runner died
     assert last["restored_step"] >= reached, why
     assert last["outcome"] == "succeeded", why
     assert _rng_files(project, "k", last["restored_step"]) == RNG_FILES, why
@@ -290,7 +290,7 @@ def test_nodus_qualify_extension_processes_passes_killing_one_rank_at_a_time(tmp
     assert result["passed"] and result["reference"] == result["resumed"]
     assert result["resumed_from"] == [5, 12, 27, 27]  # the last one after the mid-save kill
     attempts = result["attempts"]
-    assert [a["outcome"] for a in attempts] == ["interrupted"] * 4 + ["succeeded"]
+    assert [a["outcome"] for a in attempts] == ["lost"] * 4 + ["succeeded"]
     for attempt in attempts[:4]:  # a rank was killed, not the launcher, which then exited 1
         assert "extension.py) was killed by SIGKILL" in attempt["detail"], attempt
         assert "then exited with status 1" in attempt["detail"], attempt

@@ -153,7 +153,7 @@ def test_trl_script_killed_twice_ends_bit_identical_to_an_uninterrupted_run(
 
     view = project.get("t")
     attempts = view["stages"][0]["attempts"]
-    assert [a["outcome"] for a in attempts] == ["interrupted", "interrupted", "succeeded"], why
+    assert [a["outcome"] for a in attempts] == ["lost", "lost", "succeeded"], why
     assert [a["restored_step"] for a in attempts] == [None, first, second], why
     assert not [e for e in view["events"] if e["type"].startswith("integration_")], why
     log = project.log_of(attempts[2])

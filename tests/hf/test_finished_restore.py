@@ -125,7 +125,7 @@ def test_program_killed_after_the_final_snapshot_finishes_without_another_step(t
     assert runner.wait(timeout=300) == 0
     view = _finished_like_the_bare_run(project, bare, 2)
     outcomes = [a["outcome"] for a in view["stages"][0]["attempts"]]
-    assert outcomes == ["interrupted", "succeeded"]
+    assert outcomes == ["lost", "succeeded"]
     # The program's own resume_from_checkpoint gave way to the newer restored snapshot.
     overridden = [e for e in view["events"] if e["type"] == protocol.EVENT_RESUME_OVERRIDDEN]
     assert [(e["attempt"], e["given"], e["step"]) for e in overridden] == [

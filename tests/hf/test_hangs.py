@@ -80,7 +80,7 @@ def test_a_trainer_that_stops_making_progress_is_ended_and_recovers_equal(tmp_pa
     view = project.get("hang")
     assert view["phase"] == "SUCCEEDED"
     first, second = view["stages"][0]["attempts"]
-    assert first["outcome"] == "interrupted"
+    assert first["outcome"] == "lost"
     assert first["detail"].startswith("hung: no progress for "), first["detail"]
     assert second["outcome"] == "succeeded"
     assert second["restored_step"] == 12 == max(project.committed_steps("hang", 1))

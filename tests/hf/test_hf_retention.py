@@ -134,7 +134,7 @@ def test_killed_four_times_under_keep_one_ends_bit_identical(tmp_path, bare_hash
 
     assert runner.wait(timeout=600) == 0
     attempts = project.get("k")["stages"][0]["attempts"]
-    assert [a["outcome"] for a in attempts] == ["interrupted"] * 4 + ["succeeded"]
+    assert [a["outcome"] for a in attempts] == ["lost"] * 4 + ["succeeded"]
     assert [a["restored_step"] for a in attempts[1:]] == list(kills)
     assert project.outputs_hash("k") == bare_hash
     snapshots = project.snapshots("k")

@@ -78,7 +78,7 @@ def _recover_after_worker_kill(tmp_path, collator: str, launcher: tuple) -> tupl
     assert runner.wait(timeout=300) == 0, why
     view = project.get("k")
     first, second = view["stages"][0]["attempts"]
-    assert (first["outcome"], second["outcome"]) == ("interrupted", "succeeded"), why
+    assert (first["outcome"], second["outcome"]) == ("lost", "succeeded"), why
     assert f"process {worker}" in first["detail"] and "SIGKILL" in first["detail"], why
     assert second["restored_step"] == project.committed_steps("k", 1)[-1] >= after, why
     assert not [e for e in view["events"] if e["type"].startswith("integration_")], why

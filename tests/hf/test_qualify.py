@@ -54,7 +54,7 @@ def test_nodus_qualify_passes_here_and_records_the_result(tmp_path):
     assert result["resumed_from"] == [5, 12, 27, 27]  # the last one after the mid-save kill
     # the runner ran it: each kill was an interruption it recovered from by itself
     attempts = result["attempts"]
-    assert [a["outcome"] for a in attempts] == ["interrupted"] * 4 + ["succeeded"]
+    assert [a["outcome"] for a in attempts] == ["lost"] * 4 + ["succeeded"]
     assert all(a["detail"] == "killed by SIGKILL, which nodus did not send" for a in attempts[:4])
     assert [a["restored_step"] for a in attempts] == [None, *result["resumed_from"]]
     record = json.loads((home / "qualified.json").read_text())

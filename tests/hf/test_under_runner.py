@@ -54,7 +54,7 @@ def test_program_sigkilled_three_times_once_mid_save_recovers_to_the_bare_weight
     view = project.get("a")
     attempts = view["stages"][0]["attempts"]
     assert view["phase"] == "SUCCEEDED"
-    assert [a["outcome"] for a in attempts] == ["interrupted"] * 3 + ["succeeded"], why
+    assert [a["outcome"] for a in attempts] == ["lost"] * 3 + ["succeeded"], why
     assert all("SIGKILL" in a["detail"] for a in attempts[:3])
     snapshots = project.snapshots("a")
     for before, after in zip(attempts, attempts[1:]):  # each recovery took the newest commit
@@ -137,7 +137,7 @@ def test_dataset_changed_between_attempts_fails_the_recovery_naming_it(tmp_path)
     view = project.get("c")
     assert (view["phase"], view["exit_status"]) == ("FAILED", 1)
     first, second = view["stages"][0]["attempts"]
-    assert (first["outcome"], second["outcome"]) == ("interrupted", "failed")
+    assert (first["outcome"], second["outcome"]) == ("lost", "failed")
     assert second["restored_step"] == project.committed_steps("c", 1)[-1]
     refused = [e for e in view["events"] if e["type"] == "integration_refused"]
     assert [e["attempt"] for e in refused] == [2]

@@ -87,8 +87,8 @@ def _killed_twice_noticed_and_resumed(
     (train,) = [s for s in view["stages"] if s["name"] == TRAIN]
     attempts = train["attempts"]
     assert [a["outcome"] for a in attempts] == [
-        "interrupted",
-        "interrupted",
+        "lost",
+        "lost",
         "preempted",
         "succeeded",
     ]

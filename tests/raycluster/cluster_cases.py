@@ -181,7 +181,7 @@ def test_a_lost_node_is_an_interruption(cluster, project):
     assert runner.wait(timeout=300) == 0, Path(runner.log_path).read_text()[-3000:]
     assert project.result()["value"] == expected_value(60)
     first, second = project.get()["stages"][0]["attempts"]
-    assert first["outcome"] == "interrupted" and "was lost" in first["detail"]
+    assert first["outcome"] == "lost" and "was lost" in first["detail"]
     assert second["outcome"] == "succeeded" and second["restored_step"] >= 10
     assert first["host"] != second["host"]  # another node
 
@@ -202,7 +202,7 @@ def test_two_node_stage_captures_rank_0_and_recovers_both(cluster, project):
 
     assert project.result() == {"steps": 60, "value": expected(60, 2), "world": 2}
     first, second = project.get()["stages"][0]["attempts"]
-    assert first["outcome"] == "interrupted" and "rank 1" in first["detail"]
+    assert first["outcome"] == "lost" and "rank 1" in first["detail"]
     assert second["restored_step"] >= 10 and second["host"].count("ray node") == 2
     log = Path(runner.log_path).read_text()
     for rank in (0, 1):  # the same snapshot laid out on both nodes

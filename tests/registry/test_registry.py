@@ -18,6 +18,7 @@ from nodus.runner.catalog.core import Catalog
 from nodus.runner.catalog.phases import Phase
 from nodus.store import SnapshotInfo, open_store
 from nodus.store.keys import blob_key
+from run_phases import move_to
 
 RUN = "run_0123456789ab"
 
@@ -176,7 +177,7 @@ def test_an_epoch_hold_is_released_only_once_the_run_has_stopped(home, tmp_path)
         stage_names=["main"],
         run_id=RUN,
     )
-    catalog.set_phase(RUN, Phase.RUNNING)
+    move_to(catalog, RUN, Phase.RUNNING)
     epoch_save = _save(home, tmp_path, 12, b"w12", epoch=1.0)
     env = dict(os.environ, NODUS_HOME=str(home))
     env.pop("NODUS_STORE", None)
@@ -191,7 +192,7 @@ def test_an_epoch_hold_is_released_only_once_the_run_has_stopped(home, tmp_path)
 
     refused = release()
     assert refused.returncode == 2 and "released once the run has finished" in refused.stderr
-    catalog.set_phase(RUN, Phase.SUCCEEDED)
+    move_to(catalog, RUN, Phase.SUCCEEDED)
     released = release()
     assert released.returncode == 0 and "released (epoch hold)" in released.stderr
 
@@ -211,7 +212,7 @@ def _succeeded_unregistered(home: Path, tmp_path: Path) -> list:
     )
     saves = [_save(home, tmp_path, step, b"w%d" % step) for step in (10, 20)]
     catalog.set_stage(RUN, "main", phase=Phase.SUCCEEDED)
-    catalog.set_phase(RUN, Phase.SUCCEEDED)
+    move_to(catalog, RUN, Phase.SUCCEEDED)
     return saves
 
 

@@ -20,7 +20,7 @@ from nodus.runner.recovery.continuing import (
 
 KEY, RESUME = Asker.KEY, Asker.RESUME
 CONTINUE, LEAVE, NEW_RUN = Verb.CONTINUE, Verb.LEAVE, Verb.NEW_RUN
-PREEMPTED, INTERRUPTED = AttemptOutcome.PREEMPTED, AttemptOutcome.INTERRUPTED
+PREEMPTED, LOST = AttemptOutcome.PREEMPTED, AttemptOutcome.LOST
 
 # phase, how its newest attempt ended, whether a program ever started, run --key, runs resume
 TABLE = [
@@ -29,13 +29,13 @@ TABLE = [
     (Phase.PREPARING, None, True, CONTINUE, CONTINUE),
     (Phase.RUNNING, AttemptOutcome.SUCCEEDED, True, CONTINUE, CONTINUE),
     (Phase.RUNNING, None, False, CONTINUE, CONTINUE),  # died before its first program started
-    (Phase.RECOVERING, INTERRUPTED, True, CONTINUE, CONTINUE),
+    (Phase.RECOVERING, LOST, True, CONTINUE, CONTINUE),
     (Phase.PAUSING, None, True, CONTINUE, CONTINUE),
     # interrupted from outside: a reboot's SIGTERM, `systemctl stop`, Ctrl-C
     (Phase.INTERRUPTED, PREEMPTED, True, CONTINUE, CONTINUE),
     (Phase.INTERRUPTED, None, True, CONTINUE, CONTINUE),
     # resume_on_interruption = false: continued by hand only
-    (Phase.INTERRUPTED, INTERRUPTED, True, LEAVE, CONTINUE),
+    (Phase.INTERRUPTED, LOST, True, LEAVE, CONTINUE),
     # paused by hand: stays paused until `runs resume`
     (Phase.PAUSED, AttemptOutcome.PAUSED, True, LEAVE, CONTINUE),
     # final
@@ -76,7 +76,7 @@ def test_no_command_ends_a_run_another_command_would_continue():
                 if not phase.stopped:
                     assert by_key is by_resume is CONTINUE
     assert differ == {(Phase.PAUSED, outcome) for outcome in (None, *AttemptOutcome)} | {
-        (Phase.INTERRUPTED, INTERRUPTED)
+        (Phase.INTERRUPTED, LOST)
     }
 
 
@@ -90,7 +90,7 @@ def test_the_lines_say_what_happens_and_what_continues_a_run_left_as_it_is():
     assert "recovering it" in line(Phase.RUNNING, KEY)
     paused = line(Phase.PAUSED, KEY, AttemptOutcome.PAUSED)
     assert "stays paused" in paused and "`nodus runs resume run_1` continues it" in paused
-    kept = line(Phase.INTERRUPTED, KEY, INTERRUPTED)
+    kept = line(Phase.INTERRUPTED, KEY, LOST)
     assert "resume_on_interruption = false" in kept and "nodus runs resume run_1" in kept
     finished = line(Phase.SUCCEEDED, KEY)
     assert "has already finished: SUCCEEDED (exit status 0); not running it again" in finished

@@ -165,7 +165,7 @@ def assert_no_restore_failed(project, run_id: str) -> list[dict]:
     """Every attempt was interrupted or succeeded: each restore was a whole checkpoint."""
     run = project.get(run_id)
     attempts = run["stages"][0]["attempts"]
-    assert {a["outcome"] for a in attempts[:-1]} <= {"interrupted"}, attempts
+    assert {a["outcome"] for a in attempts[:-1]} <= {"lost"}, attempts
     assert attempts[-1]["outcome"] == "succeeded"
     assert not [e for e in run["events"] if e["type"] == "snapshot_suspect"]
     return attempts
@@ -546,7 +546,7 @@ def saves_ended(log: Path, pid: int, of: str = "") -> list[str]:
 def resumed(project, run_id: str, log: Path) -> str:
     """The second attempt's first line: where the program carried on from."""
     attempts = project.get(run_id)["stages"][0]["attempts"]
-    assert [a["outcome"] for a in attempts] == ["interrupted", "succeeded"], attempts
+    assert [a["outcome"] for a in attempts] == ["lost", "succeeded"], attempts
     return lines(log, attempts[1]["pid"])[0]
 
 

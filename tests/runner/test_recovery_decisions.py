@@ -34,7 +34,7 @@ from nodus.schemas.resolved import ResolvedContinuity, ResolvedExecution, Resolv
 RUN = "run_x"
 SUCCEEDED = AttemptOutcome.SUCCEEDED
 FAILED = AttemptOutcome.FAILED
-INTERRUPTED = AttemptOutcome.INTERRUPTED
+LOST = AttemptOutcome.LOST
 PREEMPTED = AttemptOutcome.PREEMPTED
 PAUSED = AttemptOutcome.PAUSED
 CANCELLED = AttemptOutcome.CANCELLED
@@ -109,7 +109,7 @@ class Case:
     facts: Restored | None = None  # what was restored, when the decision judges it
 
 
-KILLED_BY = Outcome(INTERRUPTED, "killed by SIGKILL, which nodus did not send")
+KILLED_BY = Outcome(LOST, "killed by SIGKILL, which nodus did not send")
 REFUSED = Outcome(FAILED, "python exited with status 1: hf-trainer-v1 refused this attempt")
 NEWEST = Restore(newest=True)
 DECISIONS = {
@@ -123,7 +123,7 @@ DECISIONS = {
         KILLED_BY, Action.RECOVER, restore=Restore(), stage=stage("restartable")
     ),
     "its runner died: recover": Case(
-        Outcome(INTERRUPTED, "its runner died"),
+        Outcome(LOST, "its runner died"),
         Action.RECOVER,
         words="its runner died",
         restore=NEWEST,
@@ -244,7 +244,7 @@ def test_only_a_programs_own_failure_in_a_checkpointed_stage_judges_its_restore(
     assert judges_restore(stage(), CRASHED)
     assert not judges_restore(stage("restartable"), CRASHED)
     assert not judges_restore(stage(), Outcome(FAILED, "could not start"))
-    assert not judges_restore(stage(), Outcome(INTERRUPTED, "killed", program_failed=True))
+    assert not judges_restore(stage(), Outcome(LOST, "killed", program_failed=True))
 
 
 # --- what the first attempt of a drive restores -------------------------------------------------
@@ -366,26 +366,26 @@ CLASSIFIED = {
     ),
     "a launcher whose child was killed": (
         Exit(137, "torchrun", loss=CHILD),
-        INTERRUPTED,
+        LOST,
         "process 12 (python train.py) was killed by SIGKILL, which nodus did not send; "
         "torchrun then exited with status 137",
         False,
     ),
     "a launcher whose child was OOM-killed": (
         Exit(1, "sh", loss=OOM_CHILD),
-        INTERRUPTED,
+        LOST,
         "killed by SIGKILL (an OOM kill)",
         False,
     ),
     "killed by a foreign signal": (
         Exit(SIGKILL, "python"),
-        INTERRUPTED,
+        LOST,
         "killed by SIGKILL, which nodus did not send",
         False,
     ),
     "OOM-killed": (
         Exit(SIGKILL, "python", oom=True),
-        INTERRUPTED,
+        LOST,
         "killed by SIGKILL (an OOM kill), which nodus did not send",
         False,
     ),
@@ -397,7 +397,7 @@ CLASSIFIED = {
     ),
     "its supervisor lost, even after exit 0": (
         Exit(0, "python", supervisor_lost="killed by SIGKILL"),
-        INTERRUPTED,
+        LOST,
         "the attempt's supervisor was lost (killed by SIGKILL)",
         False,
     ),

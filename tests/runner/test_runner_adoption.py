@@ -80,7 +80,7 @@ def test_a_run_lost_with_its_home_is_resumed_from_an_s3_store_alone(machines, s3
     assert f"{run_id} found in the store {url}" in resumed.stderr
     assert result(url, run_id, tmp_path / "out") == {"steps": STEPS, "value": expected_value(STEPS)}
     # Attempt numbers go on: B's attempt is 2, after A's attempt 1, whose runner died.
-    assert attempts(b, run_id) == [(1, "interrupted"), (2, "succeeded")]
+    assert attempts(b, run_id) == [(1, "lost"), (2, "succeeded")]
     restored = b.get(run_id)["stages"][0]["attempts"][1]["restored_step"]
     assert restored is not None and restored > 0  # continued from a snapshot, not from scratch
     record = json.loads(open_store(url).storage.read(keys.run_record_key(run_id)))
@@ -97,7 +97,7 @@ def test_run_with_the_key_finds_the_keys_run_in_the_store_and_continues_it(machi
     assert again.returncode == 0, again.stderr
     assert f"{run_id} found in the store" in again.stderr
     assert result(url, run_id, tmp_path / "out") == {"steps": STEPS, "value": expected_value(STEPS)}
-    assert attempts(b, run_id) == [(1, "interrupted"), (2, "succeeded")]
+    assert attempts(b, run_id) == [(1, "lost"), (2, "succeeded")]
     # A third machine finds it finished in the record: reported, not run again.
     c = Project(a.root, tmp_path / "home-c")
     third = c.nodus("--store", url, "run", "workload.toml", "--key", "nightly")
@@ -124,7 +124,7 @@ def test_two_machines_racing_to_resume_one_run_leave_exactly_one_driving(machine
     assert f"{run_id} is already running elsewhere (" in refused and "pid " in refused
     assert result(url, run_id, tmp_path / "out") == {"steps": STEPS, "value": expected_value(STEPS)}
     winner = a if ended[0][0] == 0 else b
-    assert attempts(winner, run_id) == [(1, "interrupted"), (2, "succeeded")]
+    assert attempts(winner, run_id) == [(1, "lost"), (2, "succeeded")]
     record = json.loads(open_store(url).storage.read(keys.run_record_key(run_id)))
     assert [x["number"] for x in record["stages"][0]["attempts"]] == [1, 2]
     outputs = open_store(url).list(run=run_id, stage="main", role="outputs")
@@ -146,7 +146,7 @@ def test_a_live_lease_elsewhere_refuses_and_an_expired_one_is_taken_over(machine
     resumed = b.nodus("--store", url, "runs", "resume", run_id)
     assert resumed.returncode == 0, resumed.stderr
     assert result(url, run_id, tmp_path / "out") == {"steps": STEPS, "value": expected_value(STEPS)}
-    assert attempts(b, run_id) == [(1, "interrupted"), (2, "succeeded")]
+    assert attempts(b, run_id) == [(1, "lost"), (2, "succeeded")]
 
 
 def test_a_runner_whose_run_was_taken_over_elsewhere_commits_nothing_more(machines, tmp_path):

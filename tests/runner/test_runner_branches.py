@@ -20,6 +20,7 @@ from runner_helpers import Project, commits, running_attempt
 
 from nodus.testing.counter import expected_value
 from polling import wait_for
+from run_phases import move_to
 
 # Outside the quick tier: every test runs a parent and a branch with real `nodus run`s.
 pytestmark = pytest.mark.slow
@@ -166,11 +167,11 @@ def test_an_unfinished_source_is_refused(parent):
         lock_name="busy",
         stage_names=["main"],
     )
-    catalog.set_phase(running, Phase.RUNNING)
+    move_to(catalog, running, Phase.RUNNING)
     proc = parent.nodus("runs", "branch", "busy@5", "--from", "weights")
     assert proc.returncode == 2, proc.stderr
     assert f"SNAPSHOT: 'busy@5' — the source run {running} is RUNNING" in proc.stderr
-    catalog.set_phase(running, Phase.CANCELLED)
+    catalog.lifecycle.move(running, Phase.CANCELLED)
 
 
 def test_a_full_state_branch_with_changes_continues_and_the_tree_shows_it(parent):

@@ -11,8 +11,9 @@ import pytest
 
 from nodus.errors import CatalogError, NotFoundError
 from nodus.runner.catalog.core import SCHEMA_VERSION, Catalog
-from nodus.runner.catalog.phases import Phase
+from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.schemas import defaults
+from run_phases import move_to
 
 WORKLOAD = {"name": "w", "stages": []}
 
@@ -44,9 +45,9 @@ def test_unfinished_runs_leave_out_only_those_stopped_for_good(tmp_path):
     catalog = Catalog(str(tmp_path))
     phases = [Phase.RUNNING, Phase.SUCCEEDED, Phase.PAUSED, Phase.FAILED, Phase.INTERRUPTED]
     runs = {}
-    for phase in phases + [Phase.CANCELLED]:
+    for phase in [*phases, Phase.CANCELLED]:
         runs[phase] = make_run(catalog)
-        catalog.set_phase(runs[phase], phase)
+        move_to(catalog, runs[phase], phase)
     unfinished = {run.phase: run.id for run in catalog.unfinished_runs()}
     assert unfinished == {p: runs[p] for p in (Phase.RUNNING, Phase.PAUSED, Phase.INTERRUPTED)}
 
@@ -120,7 +121,7 @@ def test_a_locked_catalog_says_what_to_do(tmp_path, monkeypatch):
     holder = sqlite3.connect(catalog.path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     monkeypatch.setattr(defaults, "CATALOG_BUSY_TIMEOUT_S", 0.1)
-    with pytest.raises(CatalogError, match="locked by another process.*retry"):
+    with pytest.raises(CatalogError, match=r"locked by another process.*retry"):
         make_run(Catalog(str(tmp_path)))
     holder.execute("ROLLBACK")
 
@@ -133,3 +134,27 @@ def test_control_requests_are_seen_once_by_the_runner(tmp_path):
     assert [c["action"] for c in pending] == ["cancel"]
     catalog.mark_handled(pending[0]["id"])
     assert list(catalog.pending_controls(run_id)) == []
+
+
+def test_a_catalog_whose_attempts_ended_interrupted_reads_them_as_lost(tmp_path):
+    """Migration 6: the attempt outcome "interrupted" became "lost" (the run's INTERRUPTED keeps
+    the word); a catalog written before says "lost" in its rows and its events once opened."""
+    catalog = Catalog(str(tmp_path))
+    run_id = make_run(catalog)
+    number = catalog.start_attempt(run_id, "main")
+    catalog.end_attempt(run_id, "main", number, AttemptOutcome.LOST, "killed", announce=True)
+    db = sqlite3.connect(catalog.path)
+    with db:  # as nodus wrote it before the rename
+        db.execute("UPDATE attempts SET outcome = 'interrupted'")
+        db.execute(
+            "UPDATE events SET details = json_set(details, '$.outcome', 'interrupted') "
+            "WHERE type = 'attempt_ended'"
+        )
+        db.execute("PRAGMA user_version = 5")
+    db.close()
+    reopened = Catalog(str(tmp_path))
+    assert [a["outcome"] for a in reopened.attempts(run_id, "main")] == [AttemptOutcome.LOST]
+    ended = reopened.events(run_id, types=("attempt_ended",))
+    assert [e["details"]["outcome"] for e in ended] == ["lost"]
+    # a store record written by an older nodus still names it so: read as lost
+    assert AttemptOutcome("interrupted") is AttemptOutcome.LOST

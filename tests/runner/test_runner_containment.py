@@ -121,7 +121,7 @@ def test_a_sigkilled_runner_takes_the_whole_tree_along_and_run_key_recovers(proj
     _result_is_uninterrupted(project, run_id)
     assert token_carriers(run_id) == {}  # the finished attempt's daemon is gone as well
     attempts = project.get(run_id)["stages"][0]["attempts"]
-    assert [a["outcome"] for a in attempts] == ["interrupted", "succeeded"]
+    assert [a["outcome"] for a in attempts] == ["lost", "succeeded"]
 
 
 def test_sigterm_to_the_runner_ends_the_whole_tree_before_it_exits(project):
@@ -176,7 +176,7 @@ def test_a_sigkilled_supervisor_is_an_interruption_and_its_tree_is_swept(project
     assert token_carriers(run_id) == {}
     run = project.get(run_id)
     first = run["stages"][0]["attempts"][0]
-    assert first["outcome"] == "interrupted" and "supervisor" in first["detail"]
+    assert first["outcome"] == "lost" and "supervisor" in first["detail"]
     assert {e["attempt"] for e in run["events"] if e["type"] == "survivor_killed"} == {1}
 
 
@@ -249,7 +249,7 @@ def test_every_leaf_killed_after_the_first_snapshot_recovers(project):
     assert project.result(run.id) == {"steps": 60, "value": expected_value(60)}
     got = project.get(run.id)
     outcomes = [a["outcome"] for a in got["stages"][0]["attempts"]]
-    assert outcomes == ["interrupted", "succeeded"]
+    assert outcomes == ["lost", "succeeded"]
     assert token_carriers(run.id) == {}
 
 

@@ -35,7 +35,7 @@ def _recovered_from_the_newest(project, key: str, saves_before: list[int]) -> di
     run = project.get(key)
     assert run["phase"] == "SUCCEEDED"
     first, second = run["stages"][0]["attempts"]
-    assert first["outcome"] == "interrupted", first
+    assert first["outcome"] == "lost", first
     assert first["detail"].startswith("hung: no progress for "), first["detail"]
     assert second["outcome"] == "succeeded"
     assert second["restored_step"] == max(saves_before)
@@ -55,7 +55,7 @@ def test_a_program_that_stops_after_a_few_saves_is_ended_and_recovers_equal(proj
     proc = project.nodus("run", "workload.toml", "--key", "hang", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "nodus: no progress for " in proc.stdout and "ending it as hung" in proc.stdout
-    assert "nodus: attempt 1 interrupted (pid " in proc.stderr
+    assert "nodus: attempt 1 lost (pid " in proc.stderr
     assert "): hung: no progress for " in proc.stderr
     run_id = project.get("hang")["id"]
     saved = [
@@ -68,7 +68,7 @@ def test_a_program_that_stops_after_a_few_saves_is_ended_and_recovers_equal(proj
     said = project.nodus("runs", "get", "hang")
     assert "hung: no progress for " in said.stdout
     page = str(_run_page(project, run_id).live)
-    assert "main attempt 1 interrupted: hung: no progress for " in page
+    assert "main attempt 1 lost: hung: no progress for " in page
     assert "hang_detected at " in page  # marked on the attempt's bar
 
 

@@ -68,7 +68,7 @@ def test_an_in_place_writer_killed_mid_save_recovers_from_its_last_complete_save
 
     assert project.result(run_id) == writer.expected(STEPS)
     attempts = project.get(run_id)["stages"][0]["attempts"]
-    assert [a["outcome"] for a in attempts] == ["interrupted", "succeeded"]
+    assert [a["outcome"] for a in attempts] == ["lost", "succeeded"]
     restored = attempts[1]["restored_step"]
     # It recovers from a save that was complete when the program died, and finds it whole.
     assert restored is not None and f"saved checkpoint-{restored}" in at_kill

@@ -81,7 +81,7 @@ def _recovers_after_the_worker_is_killed(project, launcher: list[str], key: str)
     assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
     run = project.get(run_id)
     first, second = run["stages"][0]["attempts"]
-    assert first["outcome"] == "interrupted" and second["outcome"] == "succeeded"
+    assert first["outcome"] == "lost" and second["outcome"] == "succeeded"
     assert f"process {worker} " in first["detail"] and "SIGKILL" in first["detail"]
     assert second["restored_step"] is not None  # recovered from a snapshot, not restarted
     killed = [e for e in run["events"] if e["type"] == "process_killed"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from nodus.runner.catalog.core import Catalog
 from nodus.runner.catalog.phases import Phase
 from nodus.runner.upkeep.lineage import referencing_runs
+from run_phases import move_to
 
 
 def _run(catalog: Catalog, key: str, resume_from: str | None = None, phase=Phase.RUNNING) -> str:
@@ -12,7 +13,7 @@ def _run(catalog: Catalog, key: str, resume_from: str | None = None, phase=Phase
     run_id = catalog.create_run(
         name=key, workload=workload, store="memory://", key=key, lock_name=key, stage_names=["main"]
     )
-    catalog.set_phase(run_id, phase)
+    move_to(catalog, run_id, phase)
     return run_id
 
 

@@ -47,7 +47,7 @@ def test_a_killed_program_is_said_with_the_snapshot_its_recovery_restores(projec
     command = _command(project, run_id)
     said = _said(err)
     told = [
-        f"attempt 1 interrupted (pid {first['pid']}: {command}): killed by SIGKILL, which nodus "
+        f"attempt 1 lost (pid {first['pid']}: {command}): killed by SIGKILL, which nodus "
         "did not send",
         f"restoring step {second['restored_step']} ({second['restored_snapshot']}) → attempt 2",
         f"{run_id} SUCCEEDED",

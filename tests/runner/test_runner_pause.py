@@ -42,6 +42,9 @@ def _start_and_train(project, key: str, after_step: int | None = 0, env: dict | 
     runner = project.start("run", "workload.toml", "--key", key, env=env)
     run_id = run_id_of(project, key)
     wait_for(lambda: running_attempt(project.catalog(), run_id), what="the program")
+    # The attempt records its program's pid, then the run's RUNNING: two writes, so a test
+    # that reads the run's phase waits for the second too.
+    wait_for(lambda: project.catalog().get_run(run_id).phase == "RUNNING", what="RUNNING")
     if after_step is not None:
         wait_for(
             lambda: any(s > after_step for s in committed_steps(project, run_id)),

@@ -42,7 +42,7 @@ def test_a_program_sigkilled_at_random_moments_ends_like_an_uninterrupted_run(pr
     assert project.result(run_id) == {"steps": STEPS, "value": expected_value(STEPS)}
     attempts = project.get(run_id)["stages"][0]["attempts"]
     assert len(attempts) == kills + 1 and kills >= 2
-    interrupted = [a for a in attempts if a["outcome"] == "interrupted"]
+    interrupted = [a for a in attempts if a["outcome"] == "lost"]
     assert all("SIGKILL, which nodus did not send" in a["detail"] for a in interrupted)
     restored = [a["restored_step"] for a in attempts[1:]]
     assert all(step is not None and step % SAVE_EVERY == 0 for step in restored)
@@ -244,7 +244,7 @@ def test_every_attempt_runs_at_one_copy_path_with_the_source_mtimes_and_the_stag
     )
 
     assert [a["outcome"] for a in project.get(run_id)["stages"][0]["attempts"]] == [
-        "interrupted",
+        "lost",
         "succeeded",
     ]
     copy = str(project.home / "work" / run_id / "main" / "copy")
@@ -374,7 +374,7 @@ def test_a_recovery_with_every_snapshot_damaged_fails_naming_each(project):
     _fails_naming_each(project, run_id, manifests, err)
     doc_samples.check("restore-damaged", err)
     attempts = project.catalog().attempts(run_id, "main")
-    assert [a["outcome"] for a in attempts] == ["interrupted", "failed"]
+    assert [a["outcome"] for a in attempts] == ["lost", "failed"]
     assert attempts[-1]["pid"] is None
 
 

@@ -18,6 +18,7 @@ from nodus.schemas.loader import resolve_file
 from nodus.store import open_store
 from nodus.store.run_records import RunRecords
 from polling import wait_for
+from run_phases import move_to
 
 WORKLOAD = 'name = "mirror"\ncommand = ["python", "-c", "pass"]\n'
 
@@ -57,7 +58,7 @@ def test_a_burst_of_changes_is_written_once_after_it(tmp_path, monkeypatch):
     with StoreDriving(catalog, store, catalog.get_run(run_id)) as driving:
         written = _counting_writes(driving)
         for phase in (Phase.PREPARING, Phase.RUNNING, Phase.RECOVERING, Phase.RUNNING):
-            catalog.set_phase(run_id, phase, stage="main")
+            catalog.lifecycle.move(run_id, phase, stage="main")
             time.sleep(0.02)  # a burst as a recovery makes it: changes milliseconds apart
         wait_for(lambda: written, "the record written after the burst")
         time.sleep(defaults.RECORD_QUIET_S * 2)  # a later write would have come by now
@@ -68,6 +69,6 @@ def test_a_burst_of_changes_is_written_once_after_it(tmp_path, monkeypatch):
 def test_the_last_change_is_in_the_record_when_the_drive_ends(tmp_path):
     catalog, store, run_id = _run(tmp_path)
     with StoreDriving(catalog, store, catalog.get_run(run_id)):
-        catalog.set_phase(run_id, Phase.RUNNING, stage="main")
-        catalog.set_phase(run_id, Phase.RECOVERING, stage="main")  # left within the quiet wait
+        move_to(catalog, run_id, Phase.RUNNING, stage="main")
+        catalog.lifecycle.move(run_id, Phase.RECOVERING, stage="main")  # left within the quiet wait
     assert RunRecords(store.storage).read(run_id)["phase"] == Phase.RECOVERING

@@ -78,7 +78,7 @@ def test_a_recovered_run_shows_its_attempts_snapshots_events_and_output_as_text(
     attempts = page.find("tr", "attempt")
     assert len(attempts) == 2
     first, second = page.cells(attempts[0]), page.cells(attempts[1])
-    assert first[2] == "interrupted" and second[2] == "succeeded"
+    assert first[2] == "lost" and second[2] == "succeeded"
     assert second[4].startswith("step ")  # the step it restored
     assert len(page.find("rect", "attempt")) == 2  # the timeline
     with Client(runs_home.path, read_only=True) as client:

@@ -130,7 +130,7 @@ def _label(step: int | None, counted: bool) -> str:
 
 
 def _ended(attempt: dict[str, Any], label: str, command: str | None) -> str:
-    """``attempt 1 interrupted (pid 123: python train.py): killed by SIGKILL, …``."""
+    """``attempt 1 lost (pid 123: python train.py): killed by SIGKILL, …``."""
     whose = ": ".join(str(part) for part in (attempt["pid"], command) if part)
     pid = f" (pid {whose})" if attempt["pid"] else ""
     return f"attempt {attempt['number']}{label} {attempt['outcome']}{pid}: {attempt['detail']}"

@@ -18,12 +18,14 @@ matplotlib is imported here only, with the Agg backend: no display is needed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, SnapshotDamagedError
+from nodus.runner.catalog.phases import AttemptOutcome
 from nodus.runner.workspace.layout import attempt_metrics
 from nodus.stages.metric_logs import Point, read_jsonl
 from nodus.store.restorable import current
@@ -151,7 +153,9 @@ def _attempt_points(attempt: dict[str, Any]) -> list[Point]:
         return []
 
 
-def _snapshot_curves(points: list[tuple[int, dict[str, float]]]) -> dict[str, list]:
+def _snapshot_curves(
+    points: list[tuple[int, dict[str, float]]],
+) -> dict[str, list[tuple[int, float]]]:
     curves: dict[str, list[tuple[int, float]]] = {}
     for step, metrics in points:
         for name, value in metrics.items():
@@ -172,8 +176,8 @@ def _numbers(metrics: dict[str, Any]) -> dict[str, float]:
 
 def _restarts(attempts: list[dict[str, Any]]) -> list[tuple[int, str]]:
     lines = []
-    for before, attempt in zip(attempts, attempts[1:]):
-        why = "recovery" if before["outcome"] == "interrupted" else "resume"
+    for before, attempt in itertools.pairwise(attempts):
+        why = "recovery" if before["outcome"] == AttemptOutcome.LOST else "resume"
         step = attempt["restored_step"] or 0
         lines.append((step, f"{why}: attempt {attempt['number']} from step {step}"))
     return lines

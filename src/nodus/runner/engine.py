@@ -8,7 +8,7 @@ succeeded it starts attempts until one ends the stage:
     preempted    → run INTERRUPTED, exit 3 (resumable by hand)
     paused       → run PAUSED, exit 3 (``nodus runs resume``)
     cancelled    → run CANCELLED, exit 4
-    interrupted  → continuity decides: resume_on_interruption false → INTERRUPTED (exit 3);
+    lost         → continuity decides: resume_on_interruption false → INTERRUPTED (exit 3);
                    otherwise RECOVERING and a new attempt (checkpointed: newest committed
                    snapshot, restartable: the source alone), at most ``max_recoveries`` times.
 
@@ -100,7 +100,7 @@ class Runner:
             return status
         except StoreError as error:
             # The source or an earlier stage's outputs cannot be laid out: no attempt can run.
-            self.catalog.set_phase(self.run.id, Phase.FAILED, message=str(error))
+            self.catalog.lifecycle.move(self.run.id, Phase.FAILED, message=str(error))
             raise
         finally:
             self.catalog.set_runner(self.run.id, None, None)
@@ -123,7 +123,7 @@ class Runner:
         # Training finished; saves a failing remote store never received are said, not hidden.
         missing = unrecorded(self.catalog, self.run.id)
         message = unrecorded_note(missing) if missing else None
-        self.catalog.set_phase(self.run.id, Phase.SUCCEEDED, message=message)
+        self.catalog.lifecycle.move(self.run.id, Phase.SUCCEEDED, message=message)
         self._register_model()
         return _status(Phase.SUCCEEDED)
 
@@ -145,10 +145,10 @@ class Runner:
         recoveries = row["recoveries"]
         lost = self._reap_lost_attempts(stage, row)
         first = decisions.first_restore(stage, restore, attempted=bool(row["attempts"]))
-        # Not a resume by hand: the attempts its dead runner left count as interrupted.
+        # Not a resume by hand: the attempts its dead runner left count as lost.
         decision = None
         if lost and restore is None:
-            died = Outcome(AttemptOutcome.INTERRUPTED, "its runner died")
+            died = Outcome(AttemptOutcome.LOST, "its runner died")
             decision = decisions.decide(stage, died, recoveries, self.run.id)
         return self._attempts(stage, row, first, overlays, decision, recoveries)
 
@@ -206,7 +206,7 @@ class Runner:
     def _recover(self, stage: ResolvedStage, decision: Decision, recoveries: int) -> None:
         """The run records a recovery before its next attempt starts."""
         self.catalog.set_stage(self.run.id, stage.name, recoveries=recoveries + 1)
-        self.catalog.set_phase(
+        self.catalog.lifecycle.move(
             self.run.id, Phase.RECOVERING, message=decision.detail, stage=stage.name
         )
 
@@ -241,7 +241,7 @@ class Runner:
                 self.run.id,
                 stage.name,
                 attempt["number"],
-                AttemptOutcome.INTERRUPTED,
+                AttemptOutcome.LOST,
                 "its runner died",
             )
             self.ctx.event("runner_lost", {"attempt": attempt["number"]}, stage.name)
@@ -252,7 +252,7 @@ class Runner:
         status."""
         phase = kind.stops_run
         assert phase is not None, f"an attempt that {kind} does not stop the run"
-        self.catalog.set_phase(self.run.id, phase, message=detail, stage=stage.name)
+        self.catalog.lifecycle.move(self.run.id, phase, message=detail, stage=stage.name)
         return _status(phase)
 
     def _lost_training_state(self, stage: ResolvedStage, restore: Restore) -> str | None:

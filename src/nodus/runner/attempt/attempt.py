@@ -86,7 +86,7 @@ class Attempt:
             self.facts.role.sweep(self.ctx.catalog, self.ctx.run_id)
         self.state.tree_gone = False
         if not self.recovering:
-            self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
+            self.ctx.catalog.lifecycle.move(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
         try:
             prepared = prepare(self.facts, self.source, self.overlays, self.restore, self.inherited)
         except NothingIntactError as error:
@@ -104,7 +104,7 @@ class Attempt:
                 unrecorded = uploads.finish()
             # While the attempt lasts, the run is unfinished: holds stay. A recovery may
             # follow at once: it need not wait for an idle worker to go.
-            interrupted = outcome is not None and outcome.kind == AttemptOutcome.INTERRUPTED
+            interrupted = outcome is not None and outcome.kind == AttemptOutcome.LOST
             if rotation is not None:
                 rotation.close(hurry=interrupted)
         return self._end(_with_unrecorded(outcome, unrecorded))
@@ -128,7 +128,7 @@ class Attempt:
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, pid=process.pid
         )
-        self.ctx.catalog.set_phase(self.ctx.run_id, Phase.RUNNING, stage=self.stage.name)
+        self.ctx.catalog.lifecycle.move(self.ctx.run_id, Phase.RUNNING, stage=self.stage.name)
         try:
             outcome = Supervision(self.facts, self.state, process, capture, uploads).run()
         except StaleAttemptError as error:

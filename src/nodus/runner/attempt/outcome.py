@@ -7,7 +7,7 @@ what follows (outputs captured, a ``process_killed`` event). How an attempt ends
     succeeded    exit 0
     failed       non-zero exit (``program_failed`` unless the integration refused the attempt),
                  or killed by a signal nodus sent
-    interrupted  killed by a signal nodus did not send; or a process of its tree was, and the
+    lost         killed by a signal nodus did not send; or a process of its tree was, and the
                  program (a launcher: ``sh -c``, ``torchrun``) then exited non-zero; or its
                  supervisor was lost
 """
@@ -52,7 +52,7 @@ def classify(ended: Exit) -> Outcome:
     """How an attempt whose program ended so ended."""
     if ended.supervisor_lost is not None:
         return Outcome(
-            AttemptOutcome.INTERRUPTED,
+            AttemptOutcome.LOST,
             f"the attempt's supervisor was lost ({ended.supervisor_lost})",
         )
     if ended.status == 0:
@@ -63,7 +63,7 @@ def classify(ended: Exit) -> Outcome:
     if -ended.status in ended.sent:
         return Outcome(AttemptOutcome.FAILED, f"stopped by {name} from nodus")
     oom = " (an OOM kill)" if ended.oom else ""
-    return Outcome(AttemptOutcome.INTERRUPTED, f"killed by {name}{oom}, which nodus did not send")
+    return Outcome(AttemptOutcome.LOST, f"killed by {name}{oom}, which nodus did not send")
 
 
 def _classify_exit(ended: Exit) -> Outcome:
@@ -75,7 +75,7 @@ def _classify_exit(ended: Exit) -> Outcome:
     name = signal_name(loss.signal)
     how = f"{name} (an OOM kill)" if loss.oom else name
     return Outcome(
-        AttemptOutcome.INTERRUPTED,
+        AttemptOutcome.LOST,
         f"process {loss.pid} ({loss.command}) was killed by {how}, which nodus did not "
         f"send; {ended.program} then exited with status {ended.status}",
     )

@@ -80,7 +80,7 @@ class PauseDriver:
     def run(self) -> Outcome | None:
         """The attempt's outcome, or None when the pause was refused and training goes on."""
         self._update(state="pausing", accepted_at=now())
-        self.attempt.ctx.catalog.set_phase(
+        self.attempt.ctx.catalog.lifecycle.move(
             self.attempt.ctx.run_id, Phase.PAUSING, stage=self.attempt.stage.name
         )
         self._event(
@@ -102,7 +102,7 @@ class PauseDriver:
                 failure="no committed snapshot holds training state; "
                 "pausing now would lose all training (use --checkpoint save)",
             )
-            self.catalog.set_phase(
+            self.catalog.lifecycle.move(
                 self.attempt.ctx.run_id, Phase.RUNNING, stage=self.attempt.stage.name
             )
             return None

@@ -10,10 +10,10 @@ told by :func:`nodus.runner.attempt.outcome.classify`):
 
     succeeded    exit 0 (outputs captured)
     failed       non-zero exit, or the command could not start
-    interrupted  killed by a signal nodus did not send; or a process of its tree was, and the
+    lost         killed by a signal nodus did not send; or a process of its tree was, and the
                  program (a launcher: ``sh -c``, ``torchrun``) then exited non-zero
     preempted    the runner got SIGTERM/SIGINT: the program was stopped and captured
-    interrupted  (hung) no progress for ``hang_timeout``: the tree ended, then recovered like any
+    lost         (hung) no progress for ``hang_timeout``: the tree ended, then recovered like any
                  interruption (:mod:`nodus.runner.attempt.watch`); succeeded when the
                  integration had reported training ended and its final snapshot was committed
     paused       ``nodus runs pause`` (carried out by :mod:`nodus.runner.attempt.pausing`)
@@ -192,7 +192,7 @@ class Supervision:
                 "without progress",
             )
         return Outcome(
-            AttemptOutcome.INTERRUPTED, f"hung: no progress for {seconds} s (last: {hang.last})"
+            AttemptOutcome.LOST, f"hung: no progress for {seconds} s (last: {hang.last})"
         )
 
     def _say(self, text: str) -> None:

@@ -12,7 +12,7 @@ How an attempt on Ray ends, beyond what a local one can:
     a lost agent   its worker process was killed, or its node died or was preempted: an
                    interruption like any other (the run recovers on another node)
     several ranks  the first rank that ends other than succeeded decides, the others are
-                   stopped; a rank interrupted or lost makes the attempt interrupted
+                   stopped; a rank interrupted or lost makes the attempt lost
 
 Multi-node stages get the ``torch.distributed`` rendezvous environment: ``MASTER_ADDR`` (rank
 0's node), ``MASTER_PORT`` (a free port there), ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``
@@ -119,7 +119,7 @@ class RayAttempt:
 
     def run(self) -> Outcome:
         if not self.recovering:
-            self.ctx.catalog.set_phase(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
+            self.ctx.catalog.lifecycle.move(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
         rotation = Rotation(self.ctx.attempt_context(self.stage, self.number))
         try:
             outcome = self._run(rotation)
@@ -138,7 +138,7 @@ class RayAttempt:
         except (ConnectionError, RuntimeError, ValueError, GetTimeoutError) as error:
             return Outcome(AttemptOutcome.FAILED, f"no place on the Ray cluster: {error}")
         except RayError as error:
-            return Outcome(AttemptOutcome.INTERRUPTED, f"a node was lost while placing: {error}")
+            return Outcome(AttemptOutcome.LOST, f"a node was lost while placing: {error}")
         self._record_places(places)
         restore = self._chosen_restore()
         rendezvous = self._rendezvous(places)
@@ -319,7 +319,7 @@ class RayAttempt:
             restored_snapshot=attempt["restored_snapshot"],
             restored_step=attempt["restored_step"],
         )
-        catalog.set_phase(run_id, Phase.RUNNING, stage=stage)
+        catalog.lifecycle.move(run_id, Phase.RUNNING, stage=stage)
 
     def _relay_pause(self, pause_id: int, pause: dict[str, Any]) -> None:
         values = {key: pause[key] for key in _RELAYED_PAUSE if key in pause}
@@ -341,7 +341,7 @@ class RayAttempt:
             self.number,
         )
         return Outcome(
-            AttemptOutcome.INTERRUPTED,
+            AttemptOutcome.LOST,
             f"node {place['ip']} (ray node {place['node_id'][:12]}) of rank {rank} was lost: "
             f"{type(error).__name__}",
         )
@@ -370,7 +370,7 @@ def _decide(ended: dict[int, Outcome], ranks: int, settled: bool) -> Outcome | N
     unsuccessful = {r: o for r, o in ended.items() if o.kind != AttemptOutcome.SUCCEEDED}
     if not unsuccessful:
         return ended[0] if len(ended) == ranks else None
-    interrupted = [r for r, o in unsuccessful.items() if o.kind == AttemptOutcome.INTERRUPTED]
+    interrupted = [r for r, o in unsuccessful.items() if o.kind == AttemptOutcome.LOST]
     if not (interrupted or settled or len(ended) == ranks or ranks == 1):
         return None
     rank = min(interrupted or unsuccessful)

@@ -9,6 +9,7 @@
     events.py       the events table: a run's log
     requests.py     the controls and pauses tables: what other processes ask of a runner
     phases.py       a run's phases, how an attempt ends, and the exit status of each
+    lifecycle.py    every change of a run's phase (``RunLifecycle``), checked against one table
     run_ids.py      the shape of a run id
     locks.py        at most one runner per run (an OS file lock the kernel releases)
     unrecorded.py   saves that never reached the store, as the catalog's events record them

@@ -40,6 +40,13 @@ CREATE_ATTEMPTS = """CREATE TABLE attempts (
         PRIMARY KEY (run_id, stage, number)
     )"""
 ADD_DEVICES = "ALTER TABLE attempts ADD COLUMN devices INTEGER"  # accelerators it was given
+# An attempt that ended "interrupted" (killed, hung, its node or runner lost) is "lost" since
+# the run's INTERRUPTED (stopped from outside) took that word: its rows and its events say so.
+RENAME_LOST = (
+    "UPDATE attempts SET outcome = 'lost' WHERE outcome = 'interrupted'",
+    "UPDATE events SET details = json_set(details, '$.outcome', 'lost') WHERE type = "
+    "'attempt_ended' AND json_extract(details, '$.outcome') = 'interrupted'",
+)
 
 
 def stage_row(run_id: str, idx: int, name: str, phase: Phase, source: str | None) -> Statement:

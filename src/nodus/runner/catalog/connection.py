@@ -33,14 +33,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from nodus._atomic import create_new_private, fsync_dir, private_folder
 from nodus.errors import CatalogError
 from nodus.schemas import defaults
 
-Statement = tuple[str, tuple]  # SQL and its parameters
+Statement = tuple[str, tuple[Any, ...]]  # SQL and its parameters
+Params = tuple[Any, ...] | dict[str, Any]  # a statement's parameters, by position or by name
 Migrations = Mapping[int, Sequence[str]]  # version -> the statements that reach it
 T = TypeVar("T")
 
@@ -212,7 +213,7 @@ class Connection:
 
     # --- statements -------------------------------------------------------------------------
 
-    def _execute(self, sql: str, params: tuple | dict = ()) -> int | None:
+    def _execute(self, sql: str, params: Params = ()) -> int | None:
         """One write statement; the new row id for an INSERT."""
         with self._mutex:
             try:
@@ -220,14 +221,14 @@ class Connection:
             except sqlite3.Error as error:
                 raise self._explain(error) from None
 
-    def _rows(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+    def _rows(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         with self._mutex:
             try:
                 return self._db.execute(sql, params).fetchall()
             except sqlite3.Error as error:
                 raise self._explain(error) from None
 
-    def _one(self, sql: str, params: tuple | dict = ()) -> sqlite3.Row | None:
+    def _one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
         rows = self._rows(sql, params)
         return rows[0] if rows else None
 

@@ -34,6 +34,7 @@ _MIGRATIONS: Migrations = {
     3: (runs.ADD_LAUNCH,),
     4: (runs.ADD_PARENT,),
     5: MODEL_REGISTRY_SCHEMA,  # the model registry's names, versions and aliases
+    6: attempts.RENAME_LOST,  # the attempt outcome "interrupted" is "lost"
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 

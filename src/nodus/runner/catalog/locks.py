@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import socket
+from typing import Any
 
 from nodus._atomic import create_private, private_folder, write_json_atomic
 from nodus.errors import AlreadyRunningError
@@ -55,10 +56,11 @@ class RunLock:
         """True while another process (or another lock object of this one) holds the lock."""
         return _held(self.path)
 
-    def holder(self) -> dict:
+    def holder(self) -> dict[str, Any]:
         try:
             with open(self.holder_path, encoding="utf-8") as handle:
-                return json.load(handle)
+                held: dict[str, Any] = json.load(handle)
+                return held
         except (OSError, ValueError):
             return {}
 

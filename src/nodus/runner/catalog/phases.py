@@ -7,7 +7,12 @@ resume``). Every phase where the run stops carries the exit status of ``nodus ru
 ``runs resume`` and ``runs wait --exit-status``; the catalog stores it with the phase.
 
 Both enums are ``str`` valued, so the catalog, the ``--json`` output and events keep the plain
-names (``"RUNNING"``, ``"interrupted"``) and compare equal to them.
+names (``"RUNNING"``, ``"lost"``) and compare equal to them.
+
+No name means two things: a run is ``INTERRUPTED`` when it was stopped from outside and waits to
+be resumed; an attempt whose program was killed by something else (or hung, or lost its node or
+its runner) ended ``lost``, and continuity decides whether the run recovers. Which phase changes
+follow which: :mod:`nodus.runner.catalog.lifecycle`.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ class Phase(StrEnum):
         exit_status: int | None = None,
         terminal: bool = False,
         resumable: bool = False,
-    ):
+    ) -> Phase:
         member = str.__new__(cls, value)
         member._value_ = value
         member.exit_status = exit_status
@@ -71,7 +76,7 @@ class Phase(StrEnum):
 class AttemptOutcome(StrEnum):
     """How one attempt ended, and the phase the run stops in because of it."""
 
-    def __new__(cls, value: str, stops_run: Phase | None = None):  # None: see Phase.__new__
+    def __new__(cls, value: str, stops_run: Phase | None = None) -> AttemptOutcome:  # see Phase
         member = str.__new__(cls, value)
         member._value_ = value
         member.stops_run = stops_run
@@ -82,7 +87,19 @@ class AttemptOutcome(StrEnum):
 
     SUCCEEDED = "succeeded", None  # exit 0, outputs captured: the next stage runs
     FAILED = "failed", Phase.FAILED  # non-zero exit, or the command could not start
-    INTERRUPTED = "interrupted", None  # a signal nodus did not send: continuity decides
+    # killed by a signal nodus did not send, hung, its node or runner lost: continuity decides
+    LOST = "lost", None
     PREEMPTED = "preempted", Phase.INTERRUPTED  # the runner got SIGTERM/SIGINT and stopped it
     PAUSED = "paused", Phase.PAUSED  # `nodus runs pause`
     CANCELLED = "cancelled", Phase.CANCELLED  # `nodus runs cancel`, which wins over a pause
+
+    @classmethod
+    def _missing_(cls, value: object) -> AttemptOutcome | None:
+        """``"interrupted"``, the stored name of ``lost`` before the rename, read as ``lost``:
+        store records written by an older nodus still say it (the catalog's own rows were
+        rewritten by its migration 6)."""
+        return cls.LOST if value == _LOST_BEFORE else None
+
+
+_LOST_BEFORE = "interrupted"
+"""The stored name of :attr:`AttemptOutcome.LOST` before the rename (catalog migration 6)."""

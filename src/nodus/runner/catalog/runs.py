@@ -1,7 +1,8 @@
 """The ``runs`` table: one row per run, with its workload, store, phase and runner.
 
 A run is recorded with its stages and its ``accepted`` event in one transaction, read with its
-stages (:class:`Run`), moved from phase to phase, and deleted with every row that names it.
+stages (:class:`Run`), moved from phase to phase (through its :attr:`~RunStatements.lifecycle`,
+:mod:`.lifecycle`), and deleted with every row that names it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from nodus.errors import NotFoundError, redacted
 from nodus.runner.catalog.attempts import AttemptStatements, stage_row
 from nodus.runner.catalog.connection import Statement, now
 from nodus.runner.catalog.events import event_row
+from nodus.runner.catalog.lifecycle import RunLifecycle
 from nodus.runner.catalog.phases import Phase
 from nodus.runner.catalog.run_ids import new_run_id
 
@@ -75,7 +77,7 @@ class Run:
 
 
 class RunStatements(AttemptStatements):
-    """Record, find, list, move and delete runs (read with their stages and attempts)."""
+    """Record, find, list, move (``lifecycle``) and delete runs (read with stages and attempts)."""
 
     def create_run(
         self,
@@ -208,21 +210,32 @@ class RunStatements(AttemptStatements):
         statements = [(f"DELETE FROM {table} WHERE run_id = ?", (run_id,)) for table in _RUN_TABLES]
         self._transaction([*statements, ("DELETE FROM runs WHERE id = ?", (run_id,))])
 
-    def set_phase(
+    @property
+    def lifecycle(self) -> RunLifecycle:
+        """The one way a run changes phase: each change checked against its table."""
+        return RunLifecycle(self)
+
+    def _phase_of(self, run_id: str) -> Phase:
+        row = self._one("SELECT phase FROM runs WHERE id = ?", (run_id,))
+        if row is None:
+            raise NotFoundError(f"no run with id {run_id!r} in {self.path}")
+        return Phase(row[0])
+
+    def _write_phase(
         self,
         run_id: str,
         phase: Phase,
         *,
-        message: str | None = None,
-        stage: str | None = None,
-        stage_phase: Phase | None = None,
+        message: str | None,
+        stage: str | None,
+        stage_phase: Phase | None,
     ) -> None:
-        """Move the run (and optionally one stage) to a phase, recording a ``phase`` event.
+        """Move the run (and optionally one stage) to a phase, recording a ``phase`` event;
+        only :class:`RunLifecycle` calls it, once it checked the change.
 
         The run's exit status and ``finished_at`` go with the phase: set where it stops.
         """
         at = now()
-        phase = Phase(phase)
         finished = at if phase.stopped else None
         statements = [
             (
@@ -264,7 +277,7 @@ class RunStatements(AttemptStatements):
         return run
 
 
-def _filters(phase: str | None, name: str | None) -> tuple[str, tuple]:
+def _filters(phase: str | None, name: str | None) -> tuple[str, tuple[str, ...]]:
     """The WHERE clause (and its parameters) of a listing by phase and by a text in the name."""
     clauses, params = [], []
     if phase:

@@ -32,7 +32,7 @@ def unrecorded(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
     return sorted(found.values(), key=lambda item: (item["step"] is None, item["step"] or 0))
 
 
-def unrecorded_note(saves: list) -> str:
+def unrecorded_note(saves: list[dict[str, Any]]) -> str:
     """What a run whose store was unreachable says about the saves it could not store.
 
     ``saves`` are manifests or :func:`unrecorded` rows."""

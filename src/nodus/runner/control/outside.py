@@ -157,5 +157,5 @@ def cancel_runnerless(home: str, catalog: Catalog, run: Run) -> None:
 
     with RunLock(home, run.lock_name, run.id):
         kill_survivors(catalog, run.id)
-        catalog.set_phase(run.id, Phase.CANCELLED, message="cancelled by `nodus runs cancel`")
+        catalog.lifecycle.move(run.id, Phase.CANCELLED, message="cancelled by `nodus runs cancel`")
         cancel_open_pause(catalog, run.id)

@@ -128,7 +128,7 @@ def continuation(run: RunFacts, asker: Asker) -> Continuation:
 def _interrupted(run: RunFacts, asker: Asker) -> Continuation:
     if asker is Asker.RESUME:
         return Continuation(Verb.CONTINUE, f"resuming {run.id}, INTERRUPTED")
-    if run.stopped_by == AttemptOutcome.INTERRUPTED:
+    if run.stopped_by == AttemptOutcome.LOST:
         # The program was interrupted and continuity said not to recover by itself.
         return _left(run, "is INTERRUPTED and resume_on_interruption = false keeps it so")
     return Continuation(

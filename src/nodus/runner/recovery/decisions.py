@@ -3,7 +3,7 @@
 After each attempt the engine asks :func:`decide` what follows how it ended:
 
     succeeded      NEXT_STAGE
-    interrupted    RECOVER from the newest snapshot (a checkpointed stage) or the source, while
+    lost           RECOVER from the newest snapshot (a checkpointed stage) or the source, while
                    ``resume_on_interruption`` holds and ``max_recoveries`` is not used up;
                    else STOP (preempted: resumable by hand; failed: recoveries used up)
     failed         STOP, unless the program failed after restoring one of the stage's own
@@ -144,7 +144,7 @@ def decide(
     recoveries; ``restored`` when :func:`judges_restore` says so."""
     if ended.kind == AttemptOutcome.SUCCEEDED:
         return Decision(Action.NEXT_STAGE, ended.detail)
-    if ended.kind == AttemptOutcome.INTERRUPTED:
+    if ended.kind == AttemptOutcome.LOST:
         return _after_interruption(stage, ended, recoveries, run_id)
     if restored is None or not judges_restore(stage, ended):
         return _stop(ended.kind, ended.detail)

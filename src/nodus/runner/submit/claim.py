@@ -339,7 +339,7 @@ def _claimed(
     runner gone before it had ``QUEUED_ORPHAN_S`` to start.
     """
     if detach and catalog.get_run(run_id).phase != Phase.QUEUED:
-        catalog.set_phase(run_id, Phase.QUEUED, message="waiting for its background runner")
+        catalog.lifecycle.move(run_id, Phase.QUEUED, message="waiting for its background runner")
     return Claim(home, catalog, run_id, lock, restore, placement)
 
 
