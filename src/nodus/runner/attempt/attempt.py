@@ -18,7 +18,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nodus.errors import StaleAttemptError
 from nodus.runner.attempt.context import AttemptFacts, DriveState, RunContext
@@ -147,8 +147,9 @@ class Attempt:
         return record_end(self.ctx, self.stage.name, self.number, outcome)
 
 
-def _with_unrecorded(outcome: Outcome | None, unrecorded: list[Manifest]) -> Outcome:
-    """An attempt that left saves unrecorded says so; what training reached stays its kind."""
+def _with_unrecorded(outcome: Outcome | None, unrecorded: list[Any]) -> Outcome:
+    """An attempt that left saves unrecorded (the manifests its uploads never stored) says so;
+    what training reached stays its kind."""
     assert outcome is not None  # an attempt that raised never gets here
     if not unrecorded:
         return outcome
