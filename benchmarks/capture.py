@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from nodus.store import SnapshotInfo, open_store  # noqa: E402
+from nodus.store import SnapshotInfo, open_store
 
 BLOCK = 64 * 1024 * 1024
 

@@ -26,16 +26,16 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from nodus.runner.capture.capturer import Capturer  # noqa: E402
-from nodus.runner.catalog.attempt_context import AttemptContext  # noqa: E402
-from nodus.runner.catalog.core import Catalog  # noqa: E402
-from nodus.runner.workspace.layout import Workspace  # noqa: E402
-from nodus.schemas.resolved import (  # noqa: E402
+from nodus.runner.capture.capturer import Capturer
+from nodus.runner.catalog.attempt_context import AttemptContext
+from nodus.runner.catalog.core import Catalog
+from nodus.runner.workspace.layout import Workspace
+from nodus.schemas.resolved import (
     ResolvedContinuity,
     ResolvedExecution,
     ResolvedStage,
 )
-from nodus.store import open_store  # noqa: E402
+from nodus.store import open_store
 
 
 def stage() -> ResolvedStage:

@@ -36,8 +36,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from nodus.stages import formats, recorded_steps  # noqa: E402
-from nodus.store import SnapshotInfo, open_store  # noqa: E402
+from nodus.stages import formats, recorded_steps
+from nodus.store import SnapshotInfo, open_store
 
 
 def make_checkpoint(folder: str, mib: int, count: int) -> list[str]:

@@ -31,8 +31,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from nodus.protocol import content_hasher  # noqa: E402
-from nodus.store import FileEntry, Manifest, SnapshotInfo, classify, keys, open_store  # noqa: E402
+from nodus.protocol import content_hasher
+from nodus.store import FileEntry, Manifest, SnapshotInfo, classify, keys, open_store
 
 NAMES = (  # 8 of the kind `state`, then 8 `weights`; any further ones are `files`
     ["optimizer.pt", "scheduler.pt", "scaler.pt", "trainer_state.json"]

@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import runner as bench  # noqa: E402  (the same cold start and recovery as runner.py)
+import runner as bench
 
 HERE_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 

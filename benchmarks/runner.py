@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 # Every interpreter (runner, supervisor, program) with its bytecode cached, as an installed nodus.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-from nodus.runner.catalog.core import Catalog  # noqa: E402
+from nodus.runner.catalog.core import Catalog
 
 COUNTER = [sys.executable, "-m", "nodus.testing.counter"]
 
@@ -151,7 +151,8 @@ def cold_start(args, scratch: str) -> float:
 def recovery(args, scratch: str) -> float:
     """SIGKILL after the first committed snapshot; time until the new attempt has restored."""
     folder, env = project(args, scratch)
-    said = open(folder + "-runner.log", "w+")  # what the runner says, shown if it fails
+    # What the runner says, shown if it fails; the runner writes it after this returns.
+    said = open(folder + "-runner.log", "w+")  # noqa: SIM115
     runner = subprocess.Popen(
         [sys.executable, "-m", "nodus", "run", "workload.toml", "--key", "bench"],
         cwd=folder,

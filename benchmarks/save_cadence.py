@@ -105,7 +105,7 @@ def launch(code: str, env: dict, cpu: int | None = None) -> subprocess.Popen:
     pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     # What it says goes to a file: a pipe read only once the other run ended would fill and
     # stop this one's runner, and then its program, until then.
-    said = open(os.path.join(code, "said.txt"), "w+b")
+    said = open(os.path.join(code, "said.txt"), "w+b")  # noqa: SIM115 - the runner writes it
     proc = subprocess.Popen(
         [*NODUS, "run", "workload.toml", "--key", "bench"],
         cwd=code,

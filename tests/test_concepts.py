@@ -125,7 +125,7 @@ def test_one_content_hash_is_chosen_in_one_place():
     digest = protocol.content_hasher()
     digest.update(b"nodus")
     assert keys.hash_of_blob_key(keys.blob_key(digest.hexdigest())) == digest.hexdigest()
-    assert protocol.CONTENT_PREFIX == f"{protocol.CONTENT_HASH}:"
+    assert f"{protocol.CONTENT_HASH}:" == protocol.CONTENT_PREFIX
 
 
 # --- "weights": an artifact kind and a continuation mode ---------------------------------------
@@ -160,9 +160,12 @@ def test_kinds_and_continuation_modes_are_named_by_their_constants():
     for path, text in _sources(SRC):
         relative = path.relative_to(SRC).as_posix()
         for line, literal in _literals(ast.parse(text)):
-            if relative not in homes and literal in words:
-                if (relative, literal) not in OTHER_MEANINGS:
-                    found.append(f"src/nodus/{relative}:{line}: {literal!r}")
+            if (
+                relative not in homes
+                and literal in words
+                and (relative, literal) not in OTHER_MEANINGS
+            ):
+                found.append(f"src/nodus/{relative}:{line}: {literal!r}")
     assert not found, "use store.kinds.KIND_* or protocol.MODE_*/FULL_STATE:\n" + "\n".join(found)
 
 
@@ -189,3 +192,21 @@ def test_commands_print_through_one_set_of_helpers():
         if "indent=2" in text and path.name != "workload.py":  # workload.py renders files
             copies.append(f"{path.name}: prints JSON of its own")
     assert not copies, "\n".join(copies)
+
+
+# --- managed methods ----------------------------------------------------------------------------
+
+
+def test_each_managed_method_is_described_once():
+    from nodus.schemas.method_specs import METHODS
+    from nodus.schemas.models import Framework
+
+    assert [framework.value for framework in Framework] == list(METHODS)
+    compared = [
+        path.relative_to(SRC).as_posix()
+        for path, text in _sources(SRC)
+        if re.search(r"""(==|!=)\s*["'](sft|dpo|grpo)["']|Framework\.(SFT|DPO|GRPO)\b""", text)
+    ]
+    # the `trl` extension's qualification cases are users' programs built on TRL's trainers
+    # (stages/hf/extensions.py), not managed methods
+    assert compared == ["stages/hf/qualify_extensions.py"]

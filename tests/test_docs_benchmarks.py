@@ -38,7 +38,7 @@ def test_every_table_is_a_current_one():
     tables = re.findall(r"(?:^\|.*\|\n)+", DOC.read_text(encoding="utf-8"), re.M)
     assert tables
     for table in tables:
-        header, rule, *rows = table.splitlines()
+        header, _rule, *rows = table.splitlines()
         assert header == HEADER
         for row in rows:
             cells = [cell.strip() for cell in row.strip("|").split(" | ")]

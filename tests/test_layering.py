@@ -182,13 +182,7 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
                 if work:
                     low[work[-1][0]] = min(low[work[-1][0]], low[node])
                 if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        component.append(member)
-                        if member == node:
-                            break
-                    found.append(component)
+                    found.append(_pop_component(stack, node))
             elif child not in index:
                 index[child] = low[child] = len(index)
                 stack.append(child)
@@ -196,6 +190,16 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
             elif child in stack:
                 low[node] = min(low[node], index[child])
     return found
+
+
+def _pop_component(stack: list[str], root: str) -> list[str]:
+    """The component rooted at ``root``: the stack's nodes down to ``root``, popped."""
+    component = []
+    while True:
+        member = stack.pop()
+        component.append(member)
+        if member == root:
+            return component
 
 
 def test_every_import_points_down_the_drawing():

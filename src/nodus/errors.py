@@ -9,9 +9,10 @@ CLI prints ``str(error)`` and exits with ``error.exit_status``; a user never see
     │   ├── UsageError (2)               a command line that cannot be carried out
     │   └── NotFoundError (2)            a run, snapshot or step that does not exist
     ├── StoreError (1)                   the snapshot store could not do what was asked
+    │   ├── StoreUnreachableError (1)    the store's client failed (network, credentials, access)
     │   ├── SnapshotDamagedError (1)     a committed snapshot whose files are missing or altered
-    │   ├── UnsafePathError (1)          a manifest path that would escape the restore target
-    │   └── StaleAttemptError (1)        a superseded attempt tried to commit (fencing)
+    │   └── UnsafePathError (1)          a manifest path that would escape the restore target
+    ├── StaleAttemptError (1)            a superseded attempt tried to commit (fencing)
     ├── CatalogError (1)                 the run catalog is damaged or locked
     ├── PhaseTransitionError (1)         a change of a run's phase its lifecycle refuses (a bug)
     ├── WaitTimeoutError (1)             a run did not stop within the time given to wait
@@ -182,8 +183,12 @@ class UnsafePathError(StoreError):
     """A manifest path that is absolute, climbs out with ``..`` or passes through a symlink."""
 
 
-class StaleAttemptError(StoreError):
-    """An attempt that has been superseded tried to commit a snapshot."""
+class StaleAttemptError(NodusError):
+    """An attempt that has been superseded tried to commit a snapshot.
+
+    Not a :class:`StoreError`: the store works, the attempt may no longer write to it. A
+    handler of store failures (``capture_failed``, ``outputs_failed``) must not take it for
+    one; it ends the attempt (``runner.attempt.attempt``) or stops its uploads."""
 
 
 class CatalogError(NodusError):

@@ -49,6 +49,14 @@ from nodus.schemas import defaults
 from nodus.stages.hf import QUALIFY_DATA, QUALIFY_EXTENSIONS_PROGRAM, QUALIFY_PROGRAM, extensions
 from nodus.stages.hf.qualification import current_versions, record_result
 
+HF_QUALIFY_KILL_STEPS = (5, 12, 27)
+"""Steps after whose save ``nodus qualify`` kills the program (12 steps per epoch: inside epoch 0,
+exactly at the end of epoch 0, inside epoch 2); one more kill lands in the middle of a save."""
+
+HF_QUALIFY_WRITE_DELAY_S = 0.5
+"""``nodus qualify`` holds each save this long before it is published: a kill after the save of
+step K then lands well before step K+1 is published, so the recovery resumes from exactly K."""
+
 STAGE = defaults.STAGE_NAME
 PROGRAM_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -296,7 +304,7 @@ class _Suite:
             "execution": {
                 "save_every": 1,
                 "save_each_epoch": True,
-                "max_recoveries": len(defaults.HF_QUALIFY_KILL_STEPS) + 1,
+                "max_recoveries": len(HF_QUALIFY_KILL_STEPS) + 1,
                 "grace_period": 10,
             },
         }
@@ -315,7 +323,7 @@ class _Suite:
         catalog = Catalog(self.home)
         run = catalog.get_run(run_id)
         saved_delay = os.environ.get(protocol.ENV_WRITE_DELAY)
-        os.environ[protocol.ENV_WRITE_DELAY] = str(defaults.HF_QUALIFY_WRITE_DELAY_S)
+        os.environ[protocol.ENV_WRITE_DELAY] = str(HF_QUALIFY_WRITE_DELAY_S)
         try:
             with open(os.devnull, "w") as terminal:
                 runner = Runner(
@@ -408,7 +416,7 @@ class _Killer(threading.Thread):
         self.join()
 
     def _kill_all(self) -> None:
-        steps = defaults.HF_QUALIFY_KILL_STEPS
+        steps = HF_QUALIFY_KILL_STEPS
         for number, step in enumerate(steps, start=1):
             whom = self._whom(number)
             self.say(f"attempt {number}: SIGKILL{whom} after the save of step {step}")
@@ -459,7 +467,7 @@ class _Killer(threading.Thread):
     def _rank(self, number: int) -> int:
         """Rank 1 first, then turns; the mid-save kill hits the last rank, not rank 0, which
         writes the checkpoint: the launcher ends rank 0 in the middle of its save."""
-        if number > len(defaults.HF_QUALIFY_KILL_STEPS):
+        if number > len(HF_QUALIFY_KILL_STEPS):
             return self.processes - 1
         return number % self.processes
 

@@ -10,6 +10,7 @@ content. Each run is a real `nodus run` whose program is SIGKILLed at random sav
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -29,7 +30,23 @@ from polling import WAIT_S, wait_for
 pytestmark = [pytest.mark.hf, pytest.mark.slow]
 
 PROGRAM = "lm_example.py"
-WORDS = "the quick brown fox jumps over a lazy dog while nodus keeps every step safe".split()
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "nodus",
+    "keeps",
+    "every",
+    "step",
+    "safe",
+]
 LINES = [" ".join(WORDS[(i * 5 + k * 3) % len(WORDS)] for k in range(9)) + "." for i in range(110)]
 STEPS = 40  # 154 blocks of 32 tokens, 8 a step: 20 steps in each of 2 epochs
 FIRST_KILLS = (6, 12, 18, 20)  # inside epoch 0, or at its end
@@ -129,7 +146,7 @@ def assert_recovered(project: Project, run: str, why: str) -> list[dict]:
     assert view["phase"] == "SUCCEEDED", why
     assert [a["outcome"] for a in attempts] == ["lost", "lost", "succeeded"], why
     snapshots = project.snapshots(run)
-    for before, after in zip(attempts, attempts[1:]):  # each recovery took the newest commit
+    for before, after in itertools.pairwise(attempts):  # each recovery took the newest commit
         newest = max(m.step for m in snapshots if m.attempt <= before["number"])
         assert after["restored_step"] == newest, why
     assert project.committed_steps(run, 3)[-1] == STEPS, why

@@ -119,7 +119,7 @@ def test_retention_keeps_adapters_as_weights_that_load_on_the_base_model(peft_ru
 
 @on_peft_run
 def test_a_resume_with_another_lora_config_is_refused_naming_both(peft_run):
-    project, why, _ = peft_run
+    project, _why, _ = peft_run
     file = _child(project, "rank8", resume_from="p@35", env={"LORA_R": "8"})
     proc = project.nodus("run", file, timeout=300)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -132,7 +132,7 @@ def test_a_resume_with_another_lora_config_is_refused_naming_both(peft_run):
 
 @on_peft_run
 def test_a_full_state_branch_of_a_peft_run_ends_bit_identical(peft_run, bare):
-    project, why, _ = peft_run
+    project, _why, _ = peft_run
     proc = project.nodus("runs", "branch", "p@35", "--from", "full-state", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     child = _newest(project)

@@ -102,7 +102,7 @@ def test_bf16_autocast_killed_twice_and_noticed_ends_bit_identical(autocast_run,
 
 @on_autocast_run
 def test_a_checkpoint_records_its_precision(autocast_run, tmp_path):
-    project, why, _ = autocast_run
+    project, _why, _ = autocast_run
     target = tmp_path / "resumable"
     proc = project.nodus(
         "snapshots", "download", "a@36", "--artifact", "resumable", "--to", str(target)
@@ -114,7 +114,7 @@ def test_a_checkpoint_records_its_precision(autocast_run, tmp_path):
 
 @on_autocast_run
 def test_a_resume_in_float32_of_a_bf16_checkpoint_is_refused_naming_both(autocast_run):
-    project, why, _ = autocast_run
+    project, _why, _ = autocast_run
     # retention (keep_recoverable = 1) left the training state of the two newest saves
     file = _child(project, "float32", resume_from="a@35", env={"PRECISION": "float32"})
     proc = project.nodus("run", file, timeout=300)
@@ -128,7 +128,7 @@ def test_a_resume_in_float32_of_a_bf16_checkpoint_is_refused_naming_both(autocas
 
 @on_autocast_run
 def test_a_full_state_branch_of_a_bf16_run_ends_bit_identical(autocast_run, bare):
-    project, why, _ = autocast_run
+    project, _why, _ = autocast_run
     proc = project.nodus("runs", "branch", "a@35", "--from", "full-state", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     child = _newest(project)

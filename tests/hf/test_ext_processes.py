@@ -279,8 +279,17 @@ def test_a_world_checkpoint_lacking_a_rank_rng_state_is_not_whole():
 def test_nodus_qualify_extension_processes_passes_killing_one_rank_at_a_time(tmp_path):
     home = tmp_path / "home"
     proc = subprocess.run(
-        [sys.executable, "-m", "nodus", "qualify", "--extension", "processes", "--json"]
-        + ["--home", str(home)],
+        [
+            sys.executable,
+            "-m",
+            "nodus",
+            "qualify",
+            "--extension",
+            "processes",
+            "--json",
+            "--home",
+            str(home),
+        ],
         capture_output=True,
         text=True,
         timeout=600,

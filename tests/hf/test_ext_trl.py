@@ -167,8 +167,17 @@ def test_nodus_qualify_extension_trl_passes_for_sft_and_dpo(tmp_path):
     tests/hf/test_trl_profile.py). This is what proves the shipped ``trl@cpu``."""
     home = tmp_path / "home"
     proc = subprocess.run(
-        [sys.executable, "-m", "nodus", "qualify", "--extension", "trl", "--json"]
-        + ["--home", str(home)],
+        [
+            sys.executable,
+            "-m",
+            "nodus",
+            "qualify",
+            "--extension",
+            "trl",
+            "--json",
+            "--home",
+            str(home),
+        ],
         capture_output=True,
         text=True,
         timeout=900,  # two cases, each trained twice bare and five times under the runner

@@ -1,7 +1,7 @@
 """Rotation under the hf-trainer-v1 integration: the quick-start program, real `nodus` runs.
 
 Four epochs of 12 optimizer steps, a save every 6 and at each epoch end (12, 24, 36, 48), with
-tight retention. What each snapshot must hold afterwards is the rule of SPEC §8 for a run
+tight retention. What each snapshot must hold afterwards is the rule of docs/recovery.md for a run
 without pins or branches (:func:`_expected`): the newest is held whole (what a retry or resume
 restores), the newest other one keeps its training state, the ``keep_adapters`` newest other
 saves whose weights no epoch hold keeps keep theirs, epoch saves keep their weights until
@@ -72,7 +72,7 @@ def _blob_bytes(project: Project) -> int:
 
 def _referenced_bytes(project: Project) -> int:
     """Bytes of the distinct blobs that a kind some snapshot still holds names, or that a
-    model-registry version names (each epoch's weights are one: SPEC §8 never deletes them)."""
+    model-registry version names (each epoch's weights are one: kept, docs/lineage.md)."""
     store = open_store("file://" + str(project.home / "store"))
     sizes = {}
     for manifest in store.list(role=None):  # checkpoints, the source and the outputs

@@ -4,7 +4,7 @@ One finished parent trains the quick-start for 8 optimizer steps (32 examples, b
 epochs of 4 steps), saves every 2 and at each epoch end. Each child is a real ``nodus`` process
 over a copy of the same code: a child that continues the parent's training state must end with
 the parent's very weights, and a branch from weights must start at step 0 holding the parent's
-weights. Only the branch from weights saves at epoch ends (seed 001, "Epoch adapters").
+weights. Only the branch from weights saves at epoch ends (docs/methods.md).
 """
 
 from __future__ import annotations

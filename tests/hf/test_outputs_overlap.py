@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tomllib
+from pathlib import Path
 
 import pytest
 import tomli_w
@@ -46,7 +47,7 @@ def test_a_folder_both_outputs_and_checkpoints_keeps_every_output_file(tmp_path)
 
     runner = project.start("run", str(project.file), "--key", "both")
     project.kill_after_save("both", 1, 9, runner)  # the recovery restores by links, too
-    assert runner.wait(timeout=600) == 0, open(runner.log_path).read()[-3000:]
+    assert runner.wait(timeout=600) == 0, Path(runner.log_path).read_text()[-3000:]
     swept = project.nodus("gc")  # the run is finished: retention lets its held save go
     assert swept.returncode == 0, swept.stdout + swept.stderr
     events = project.get("both")["events"]

@@ -77,7 +77,7 @@ def test_the_command_line_offers_every_extension():
     from nodus.cli.qualify import EXTENSION_NAMES
     from nodus.stages.hf.extensions import EXTENSIONS
 
-    assert EXTENSION_NAMES == tuple(EXTENSIONS)
+    assert tuple(EXTENSIONS) == EXTENSION_NAMES
 
 
 def test_an_environment_that_does_not_train_deterministically_is_named_so(tmp_path):

@@ -101,6 +101,7 @@ def test_a_bare_trainer_resumes_from_an_integration_checkpoint(prepared, bare_ha
 
 @on_prepared
 def test_the_upstream_defect_nodus_fixes_is_real(prepared, bare_hash, tmp_path):
-    # SPEC §6: bare Trainer + Accelerate resumed inside epoch >= 1 replays epoch 0's order;
-    # a checkpoint resumed under nodus inside a later epoch is exact (test above, "inside-epoch-3").
+    # docs/hf-trainer.md: a bare Trainer + Accelerate resumed inside epoch >= 1 replays
+    # epoch 0's order; a checkpoint resumed under nodus inside a later epoch is exact (test
+    # above, "inside-epoch-3").
     assert _bare_resume(prepared, 15, tmp_path) != bare_hash

@@ -8,6 +8,7 @@ runs the quick-start under a real `nodus run` and checks what a user can read af
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -15,19 +16,19 @@ import pytest
 from runner_e2e_helpers import Project
 
 from nodus import protocol
-from nodus.schemas import defaults
+from nodus.stages.hf.inprocess import cadence
 from nodus.stages.hf.inprocess.cadence import AutoCadence
 
-FIRST = defaults.HF_AUTO_FIRST_EVERY
-SETTLE = defaults.HF_AUTO_SETTLE_STEPS
-FRESH = defaults.HF_AUTO_FRESH_STEPS
+FIRST = cadence.HF_AUTO_FIRST_EVERY
+SETTLE = cadence.HF_AUTO_SETTLE_STEPS
+FRESH = cadence.HF_AUTO_FRESH_STEPS
 # The cadence is chosen for HF_AUTO_AIM of the bound: the tests below give a bound that aims at
 # 3.5%, the figures they work out are for that.
-BOUND = 0.035 / defaults.HF_AUTO_AIM
+BOUND = 0.035 / cadence.HF_AUTO_AIM
 
 
 def aimed(loop: Loop) -> float:
-    return loop.cadence.bound * defaults.HF_AUTO_AIM
+    return loop.cadence.bound * cadence.HF_AUTO_AIM
 
 
 class Loop:
@@ -122,7 +123,7 @@ def test_the_cadence_is_chosen_for_a_share_of_the_bound():
     loop.train(300)
     # A save costs 0.07 s and steps take 0.1 s: within 3.5% every 20 steps, but the cadence
     # leaves room for the error of the measured cost.
-    every = math.ceil(0.07 / (0.1 * 0.035 * defaults.HF_AUTO_AIM))
+    every = math.ceil(0.07 / (0.1 * 0.035 * cadence.HF_AUTO_AIM))
     assert loop.events[-1][:2] == (every, pytest.approx(0.07 / (0.1 * every), abs=1e-4))
     assert every > 20
 
@@ -163,7 +164,7 @@ def test_a_far_longer_step_is_not_taken_for_the_step_time():
 def test_the_slower_first_steps_of_an_attempt_are_not_taken_for_the_step_time():
     # Caches and allocations make an attempt's first steps slower; counted in the step time
     # the first save is weighed against, they would make it look cheaper than its 0.07 s.
-    times = tuple(0.3 if step <= defaults.HF_AUTO_WARMUP_STEPS else 0.1 for step in range(100))
+    times = tuple(0.3 if step <= cadence.HF_AUTO_WARMUP_STEPS else 0.1 for step in range(100))
     warming, plain = Loop(bound=BOUND), Loop(bound=BOUND)
     warming.train(60, step_s=times)
     plain.train(60)
@@ -191,7 +192,7 @@ def test_costlier_saves_make_the_cadence_longer_as_the_run_goes():
     assert all(every > 20 for every in everies[3:])  # longer at once, the first costly save
     # 0.27 / (0.1 * 0.035) = 77.1: every 78 steps, or a little longer while the saves taken
     # before the estimate caught up are paid for (then kept: within the retune margin).
-    assert 78 <= everies[-1] < 78 / (1 - defaults.HF_AUTO_RETUNE_MARGIN)
+    assert 78 <= everies[-1] < 78 / (1 - cadence.HF_AUTO_RETUNE_MARGIN)
     assert all(overhead <= 0.035 + 1e-9 for _, overhead, _ in loop.events[1:])
     spent = sum(0.07 if step <= 60 else 0.27 for step in loop.saves)
     assert spent <= 0.035 * loop.step * 0.1  # and over the whole run
@@ -212,7 +213,7 @@ def test_a_runner_that_never_commits_does_not_stop_the_saves():
     loop.train(2000, commits=False)
     # Each measurement ends HF_AUTO_COMMIT_WAIT_S (600 steps of 0.1 s) after its write and is
     # weighed FRESH steps later.
-    wait = int(defaults.HF_AUTO_COMMIT_WAIT_S / 0.1) + FRESH
+    wait = int(cadence.HF_AUTO_COMMIT_WAIT_S / 0.1) + FRESH
     gaps = [b - a for a, b in zip(loop.saves, loop.saves[1:], strict=False)]
     assert len(gaps) >= 2 and all(wait <= gap <= wait + 3 for gap in gaps)
 
@@ -230,7 +231,7 @@ def test_saves_outside_the_cadence_are_paid_for_too():
     # 0.05 s every 30 steps uses 0.05 / 3 = 1.7% of the 3.5%; the periodic saves take the rest.
     periodic = len(loop.saves) - 20
     spent = 20 * 0.05 + periodic * 0.07
-    assert 0 < periodic and spent <= 0.035 * loop.step * 0.1
+    assert periodic > 0 and spent <= 0.035 * loop.step * 0.1
 
 
 def test_noise_does_not_retune_but_a_clearly_cheaper_save_does():
@@ -242,7 +243,7 @@ def test_noise_does_not_retune_but_a_clearly_cheaper_save_does():
     # weighed, or (the retune margin) a little less often.
     loop.train(200, stall_s=0.0, slowdown_s=0.0)
     fastest = 2 + SETTLE + FRESH
-    assert fastest <= loop.events[-1][0] <= fastest / (1 - defaults.HF_AUTO_RETUNE_MARGIN)
+    assert fastest <= loop.events[-1][0] <= fastest / (1 - cadence.HF_AUTO_RETUNE_MARGIN)
 
 
 def test_a_save_is_never_measured_as_cheaper_than_its_stall():
@@ -284,7 +285,7 @@ def test_a_run_with_auto_records_its_cadences_and_saves_on_them(tmp_path):
     assert all(e["every"] >= 1 and 0 <= e["overhead"] <= bound for e in measured)
     steps = project.committed_steps("auto")
     assert steps[0] == FIRST and steps[-1] == 144  # the final save ends the run
-    for before, after in zip(steps, steps[1:-1], strict=False):
+    for before, after in itertools.pairwise(steps):
         in_force = [e["every"] for e in events if e["step"] <= after][-1]
         assert after - before == in_force, (steps, events)
     # A save is measured until the runner has committed it: each choice follows that commit.

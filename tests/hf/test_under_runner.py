@@ -7,6 +7,7 @@ recovers, and the final weights a user downloads with `nodus runs outputs` equal
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -57,7 +58,7 @@ def test_program_sigkilled_three_times_once_mid_save_recovers_to_the_bare_weight
     assert [a["outcome"] for a in attempts] == ["lost"] * 3 + ["succeeded"], why
     assert all("SIGKILL" in a["detail"] for a in attempts[:3])
     snapshots = project.snapshots("a")
-    for before, after in zip(attempts, attempts[1:]):  # each recovery took the newest commit
+    for before, after in itertools.pairwise(attempts):  # each recovery took the newest commit
         newest = max(m.step for m in snapshots if m.attempt <= before["number"])
         assert after["restored_step"] == newest, why
     # the save interrupted mid-write was never committed and never restored from

@@ -346,6 +346,26 @@ class Box:
             problems.append(f"runs list after the reboot: {listed.stderr}")
             return
         phases = {run["id"]: run["phase"] for run in json.loads(listed.stdout)}
+        events = self._check_runs(phases, problems)
+        store = self._store()
+        manifests = store.list(role=None)
+        for run_id in self.ledger.deleted:
+            if any(m.run == run_id for m in manifests):
+                problems.append(f"lost: the deletion of {run_id} (its snapshots are back)")
+        self._check_snapshots(store, manifests, events, problems)
+        self._check_expiries(events, problems)
+        for folder, snapshot in self.ledger.downloads.items():
+            self.counts["acknowledged downloads checked"] += 1
+            if not _whole_download(Path(folder)):
+                problems.append(f"lost: the download of {snapshot} into {folder}")
+        verify = self.nodus("store", "verify")
+        if verify.returncode != 0:
+            problems.append(f"store verify after the reboot:\n{verify.stdout}{verify.stderr}")
+        self._check_restores(store, manifests, problems)
+
+    def _check_runs(self, phases: dict[str, str], problems: _Unique) -> dict[str, list[dict]]:
+        """Each acknowledged run is listed in its acknowledged phase, each deleted one is gone;
+        the events of the runs kept."""
         events: dict[str, list[dict]] = {}
         for run_id, phase in self.ledger.runs.items():
             if run_id in self.ledger.deleted:
@@ -363,13 +383,14 @@ class Box:
             self.counts["deletions checked"] += 1
             if run_id in phases:
                 problems.append(f"lost: the deletion of {run_id} (it is back as {phases[run_id]})")
-        store = self._store()
-        manifests = store.list(role=None)
+        return events
+
+    def _check_snapshots(
+        self, store, manifests: list, events: dict[str, list[dict]], problems: _Unique
+    ) -> None:
+        """Each acknowledged snapshot is committed, pending deletion, or deleted as recorded."""
         present = {m.id for m in manifests}
         pending = {snapshot for snapshot, _kind in store.pending_deletions()}
-        for run_id in self.ledger.deleted:
-            if any(m.run == run_id for m in manifests):
-                problems.append(f"lost: the deletion of {run_id} (its snapshots are back)")
         for snapshot, run_id in self.ledger.snapshots.items():
             if run_id in self.ledger.deleted:
                 continue
@@ -386,6 +407,9 @@ class Box:
                 self.counts["snapshots deleted by retention, their event not yet written"] += 1
                 continue
             problems.append(f"lost: snapshot {snapshot} of {run_id}, committed as said")
+
+    def _check_expiries(self, events: dict[str, list[dict]], problems: _Unique) -> None:
+        """Each acknowledged expiry of gc has its event."""
         for run_id, snapshot, kind in self.ledger.expired:
             if run_id in self.ledger.deleted:
                 continue
@@ -397,18 +421,14 @@ class Box:
                 for e in events.get(run_id, ())
             ):
                 problems.append(f"lost: the event of gc's expiry of {snapshot} {kind} ({run_id})")
-        for folder, snapshot in self.ledger.downloads.items():
-            self.counts["acknowledged downloads checked"] += 1
-            if not _whole_download(Path(folder)):
-                problems.append(f"lost: the download of {snapshot} into {folder}")
-        verify = self.nodus("store", "verify")
-        if verify.returncode != 0:
-            problems.append(f"store verify after the reboot:\n{verify.stdout}{verify.stderr}")
+
+    def _check_restores(self, store, manifests: list, problems: _Unique) -> None:
+        """Every committed snapshot restores."""
         for manifest in manifests:
             target = self._fresh(f"restore-{manifest.id}")
             try:
                 store.restore(manifest.id, str(target))
-            except Exception as error:  # noqa: BLE001 - any failure is the finding
+            except Exception as error:
                 problems.append(f"snapshot {manifest.id} does not restore: {error}")
             else:
                 self.counts["committed snapshots verified and restored"] += 1

@@ -17,6 +17,7 @@ straight to the backing folder, so the order of a new folder's parent fsync is c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -229,7 +230,5 @@ def _alive(pid: int) -> bool:
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass

@@ -1,4 +1,4 @@
-"""What nodus acknowledged survives a power loss (SPEC §2, "Durability"), shown with LazyFS.
+"""What nodus acknowledged survives a power loss (docs/store.md, "Durability"), shown with LazyFS.
 
 Ten cuts: two rounds of tests/power/cuts.py's five (``nodus run`` once it has snapshots, the run
 continued while rotation deletes, ``snapshots download``, ``gc``, ``runs delete``), each followed

@@ -1,4 +1,4 @@
-"""Rotation and expiry as pure policies: which kinds of which snapshots go (SPEC §8).
+"""Rotation and expiry as pure policies: which kinds of which snapshots go (docs/recovery.md).
 
 Table-driven: each case lists a stage's snapshots, the holds on them, the settings, and the
 kinds every snapshot is left with. Snapshots are named by step (``s10``), and a holds entry
@@ -212,6 +212,7 @@ def test_a_deletion_names_its_snapshot_kind_and_step_oldest_first():
 def test_rotation_never_names_a_held_kind_or_one_already_gone():
     rng = random.Random(12)
     hold_types = [target(), pin(), pin(W), EPOCH, Hold("branch", W, ""), Hold("model", W, "")]
+    named = spared = gone_before = 0  # how much of the property the cases exercise
     for _ in range(300):
         snapshots = [
             snap(
@@ -224,15 +225,22 @@ def test_rotation_never_names_a_held_kind_or_one_already_gone():
             for _ in range(rng.randint(1, 12))
         ]
         holds = {m.id: rng.sample(hold_types, rng.randint(0, 2)) for m in snapshots}
-        deletions = rotation(
-            snapshots, holds, keep_recoverable=rng.randint(0, 3), keep_adapters=rng.randint(0, 3)
-        )
+        keeps = {"keep_recoverable": rng.randint(0, 3), "keep_adapters": rng.randint(0, 3)}
+        deletions = rotation(snapshots, holds, **keeps)
         by_id = {m.id: m for m in snapshots}
         for deletion in deletions:
             manifest = by_id[deletion.snapshot_id]
             assert deletion.kind in manifest.kinds
             assert deletion.kind not in protected_kinds(holds[manifest.id])
         assert len(set(deletions)) == len(deletions)
+        named += len(deletions)
+        # The kinds the holds spared: what the same rotation names with no hold at all.
+        unheld = rotation(snapshots, {m.id: [] for m in snapshots}, **keeps)
+        spared += sum(d.kind in protected_kinds(holds[d.snapshot_id]) for d in unheld)
+        gone_before += sum(bool(m.deleting & set(m.stored_kinds)) for m in snapshots)
+    # Not vacuous: rotation named kinds, holds kept some it would have named, and some
+    # snapshots had a kind gone already (a rotation returning nothing fails here).
+    assert named > 100 and spared > 20 and gone_before > 100, (named, spared, gone_before)
 
 
 # --- expiry -------------------------------------------------------------------------------------

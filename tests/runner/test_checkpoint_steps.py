@@ -234,7 +234,7 @@ def test_a_selection_takes_the_step_its_checkpoint_records(setup, no_settling):
 
 
 def test_lightning_names_give_the_step_and_epoch_and_last_ckpt_its_record(setup, no_settling):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = _selection(setup, ("checkpoints",))
     _save(ws, {"epoch": 0, "global_step": 10}, "checkpoints/last.ckpt")
     _poll(capture)
@@ -244,7 +244,7 @@ def test_lightning_names_give_the_step_and_epoch_and_last_ckpt_its_record(setup,
 
 
 def test_step_key_names_the_programs_own_key(setup, no_settling):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = _selection(setup, step_key="n_updates")
     _save(ws, {"n_updates": 64, "step": 2})
     _poll(capture)
@@ -265,7 +265,7 @@ def test_without_a_step_anywhere_captures_are_counted_and_said_so(setup, no_sett
 def test_a_counted_snapshot_carries_the_newest_logged_metrics(setup, no_settling):
     """A capture's count says nothing of the logs' steps: the snapshot carries the newest value
     of each name the program logged, not those logged at steps up to its count."""
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = _selection(setup)
     with open(os.path.join(ws.copy, "metrics.jsonl"), "w") as log:
         log.write('{"step": 1, "loss": 9.0}\n{"step": 300, "loss": 0.5}\n')
@@ -285,7 +285,7 @@ def _restored(setup, first_id, step):
 
 
 def test_a_resume_writing_back_what_it_restored_adds_no_capture(setup, no_settling):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     first = _selection(setup)
     _save(ws, {"model": _MODEL, "version": 1})
     _poll(first)

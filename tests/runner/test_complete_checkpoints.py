@@ -241,7 +241,7 @@ def test_a_whole_file_beside_an_older_part_of_its_save_keeps_the_time_rule(setup
 
 
 def test_lightning_checkpoint_files_written_just_before_a_death_are_taken(setup, no_settling):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=contract(("checkpoints",)))
     os.makedirs(os.path.join(ws.copy, "checkpoints"))
     for name in ("epoch=0-step=14.ckpt", "last.ckpt"):
@@ -263,7 +263,7 @@ def _accelerate_folder(ws, step: int, customs: int) -> None:
 def test_an_accelerate_folder_written_just_before_a_death_is_taken_once_its_count_is_known(
     setup, no_settling
 ):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=contract(("state",)))
     _accelerate_folder(ws, 5, customs=2)
     capture.final_capture(died_at=time.time())  # the program's first folder: count not known
@@ -275,7 +275,7 @@ def test_an_accelerate_folder_written_just_before_a_death_is_taken_once_its_coun
 
 
 def test_a_checkpoint_folder_written_just_before_a_death_is_taken_when_whole(setup, no_settling):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=contract(("state",)))
     folder = os.path.join(ws.state, "checkpoint-20")
     os.makedirs(folder)

@@ -384,7 +384,7 @@ def test_a_checkpoint_holding_no_step_nodus_knows_is_numbered_by_capture_and_sai
     everywhere, and the resume's save of the bytes it restored is no capture of its own."""
     args = [*SMALL, "--save-on-resume", "--step-key", "progress"]
     reference = Bare(tmp_path, "torch_inplace.py", args)
-    run_id, log, said = _killed_once(project, tmp_path, args, "counted")
+    run_id, _log, said = _killed_once(project, tmp_path, args, "counted")
     assert outputs_result(project, run_id) == reference.result()
 
     manifests = project.store().list(run=run_id)  # those retention kept
@@ -415,7 +415,7 @@ def test_a_checkpoint_holding_no_step_nodus_knows_is_numbered_by_capture_and_sai
 
 def test_step_key_names_the_key_a_program_keeps_its_step_under(project, tmp_path):
     args = [*SMALL, "--step-key", "progress"]
-    run_id, log, _said_ = _killed_once(project, tmp_path, args, "keyed", '\nstep_key = "progress"')
+    run_id, log, _ = _killed_once(project, tmp_path, args, "keyed", '\nstep_key = "progress"')
     saved = {int(e.rsplit("=", 1)[1]) for e in lines(log) if e.startswith("save-end")}
     manifests = project.store().list(run=run_id)
     assert {m.step for m in manifests} <= saved and max(m.step for m in manifests) == 80

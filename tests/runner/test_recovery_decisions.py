@@ -28,7 +28,6 @@ from nodus.runner.recovery.decisions import (
     judges_restore,
     restore_candidates,
 )
-from nodus.schemas import defaults
 from nodus.schemas.resolved import ResolvedContinuity, ResolvedExecution, ResolvedStage
 
 RUN = "run_x"
@@ -229,10 +228,10 @@ def test_a_suspect_is_named_before_the_run_steps_back_or_fails():
 
 
 def test_stepping_back_stops_after_max_step_back_suspects_in_a_row():
-    row = [suspect_event(f"ckpt_{n}", n) for n in range(40, 40 + defaults.MAX_STEP_BACK)]
+    row = [suspect_event(f"ckpt_{n}", n) for n in range(40, 40 + suspects.MAX_STEP_BACK)]
     stopped = decide(stage(max_recoveries=99), CRASHED, 0, RUN, restored(row=row))
     assert stopped.action is Action.STOP and stopped.kind is FAILED
-    assert f"at most {defaults.MAX_STEP_BACK} are stepped past" in stopped.detail
+    assert f"at most {suspects.MAX_STEP_BACK} are stepped past" in stopped.detail
     # a commit ends the row: earlier suspects no longer count against this one
     fresh = [*row, commit_event("ckpt_30", 30)]
     assert decide(stage(max_recoveries=99), CRASHED, 0, RUN, restored(row=fresh)).action is (

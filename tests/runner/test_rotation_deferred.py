@@ -14,8 +14,8 @@ from nodus.runner.catalog.core import Catalog
 from nodus.runner.upkeep.rotation import Rotation
 from nodus.schemas.loader import resolve_file
 from nodus.store import keys, open_store
-from nodus.store.gc import write_intent
 from nodus.store.manifest import SnapshotInfo
+from nodus.store.sweep import write_intent
 from polling import wait_for
 
 WORKLOAD = """name = "rotation"

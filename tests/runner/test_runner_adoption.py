@@ -217,3 +217,34 @@ def test_a_run_interrupted_by_a_reboot_is_continued_by_key_on_another_machine(ma
     assert "was INTERRUPTED from outside" in again.stderr
     assert attempts(b, run_id) == [(1, "preempted"), (2, "succeeded")]
     assert result(url, run_id, tmp_path / "out") == {"steps": STEPS, "value": expected_value(STEPS)}
+
+
+def test_outputs_of_an_attempt_superseded_elsewhere_are_not_a_store_failure(machines, tmp_path):
+    """A superseded attempt that then succeeds commits no outputs, and says it was superseded:
+    the fence is no store failure (``outputs_failed``), whatever the program did."""
+    a, _ = machines
+    a.write(steps=STEPS, save_every=100000, sleep=SLEEP, gated=True)  # no save: outputs only
+    url = "file://" + str(tmp_path / "shared-store")
+    runner = a.start("--store", url, "run", "workload.toml")
+    run_id = wait_for(lambda: a.catalog().list_runs(), what="the run")[0].id
+    store = open_store(url)
+
+    def recorded_attempt() -> dict | None:
+        if not store.storage.exists(keys.run_record_key(run_id)):
+            return None
+        record = json.loads(store.storage.read(keys.run_record_key(run_id)))
+        return record if record["stages"][0]["attempts"] else None
+
+    record = wait_for(recorded_attempt, what="attempt 1 in the run's record")
+    write_lease(url, run_id, holder="ops@far-away pid 4242", expires=time.time() + 600)
+    record["stages"][0]["attempts"].append({**record["stages"][0]["attempts"][0], "number": 2})
+    record["driver"] = "f" * 16
+    store.storage.write(keys.run_record_key(run_id), json.dumps(record).encode())
+    a.done_killing()  # the program finishes now: its outputs meet the fence
+    assert runner.wait(timeout=120) == 1, runner.communicate()
+    run = a.get(run_id)
+    ended = run["stages"][0]["attempts"][0]
+    assert ended["outcome"] == "failed", ended
+    assert "superseded in the store" in ended["detail"] or "lost the run's lease" in ended["detail"]
+    assert "outputs_failed" not in [e["type"] for e in run["events"]]
+    assert not list(store.list(run=run_id, stage="main", role="outputs"))

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -61,7 +62,7 @@ def progress(ws: Workspace) -> None:
 
 
 def test_a_snapshot_holds_its_own_checkpoint_folder_and_the_other_selected_paths(setup):
-    catalog, run_id, store, ws = setup
+    _catalog, _run_id, store, ws = setup
     checkpoint(ws, 10)
     checkpoint(ws, 20)
     progress(ws)
@@ -70,7 +71,7 @@ def test_a_snapshot_holds_its_own_checkpoint_folder_and_the_other_selected_paths
     snapshot = capturer(setup).capture(20, reason="settled")
     paths = sorted(entry.path for entry in store.get(snapshot).files)
     assert paths == ["progress.json", "state/checkpoint-20/state.json"]
-    committed = json.loads(open(os.path.join(ws.private, "committed.json")).read())
+    committed = json.loads(Path(ws.private, "committed.json").read_text())
     assert committed == {"step": 20, "snapshot": snapshot}
 
 
@@ -78,7 +79,7 @@ def test_a_snapshot_holds_its_own_checkpoint_folder_and_the_other_selected_paths
 def test_the_state_folder_is_narrowed_to_the_step_and_keeps_all_else_in_it(setup, paths):
     """However the selection names ``state/``: the step's folder and the rest of state/, never
     another checkpoint folder; a non-numbered ``checkpoint-best`` is the program's own file."""
-    catalog, run_id, store, ws = setup
+    _catalog, _run_id, store, ws = setup
     for step in (10, 20, 30):
         checkpoint(ws, step)
     os.makedirs(os.path.join(ws.state, "checkpoint-best"))
@@ -96,7 +97,7 @@ def test_the_state_folder_is_narrowed_to_the_step_and_keeps_all_else_in_it(setup
 
 
 def test_a_selected_path_inside_another_steps_folder_is_left_out(setup):
-    catalog, run_id, store, ws = setup
+    _catalog, _run_id, store, ws = setup
     checkpoint(ws, 10)
     checkpoint(ws, 20)
     progress(ws)
@@ -171,7 +172,7 @@ def test_save_records_are_captured_with_their_metrics_and_answer_requests(setup)
 
 
 def test_an_unchanged_selection_is_not_captured_twice(setup):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = capturer(setup)
     checkpoint(ws, 10)
     assert capture.capture(10, reason="settled")
@@ -180,7 +181,7 @@ def test_an_unchanged_selection_is_not_captured_twice(setup):
 
 
 def test_a_rewritten_save_record_answers_its_new_requests_without_a_second_snapshot(setup):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=stage(paths=("state",), integration="hf-trainer-v1"))
     checkpoint(ws, 24)
     path = os.path.join(ws.private, "saves", "24.json")
@@ -196,7 +197,7 @@ def test_a_rewritten_save_record_answers_its_new_requests_without_a_second_snaps
 
 
 def test_a_checkpoint_folder_gone_before_its_capture_is_skipped(setup):
-    catalog, run_id, store, ws = setup
+    catalog, run_id, store, _ws = setup
     assert capturer(setup).capture(30, reason="settled") is None  # pruned by the program
     assert store.list(run=run_id) == []
     assert "capture_skipped" in [e["type"] for e in catalog.events(run_id)]
@@ -237,7 +238,7 @@ class _PublishingStore:
 
 
 def test_a_checkpoint_published_during_a_capture_never_joins_that_snapshot(setup):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     checkpoint(ws, 10)
     capture = capturer(setup, store=_PublishingStore(store, ws, 20))
     snapshot = capture.capture(10, reason="settled")
@@ -311,7 +312,7 @@ def test_a_settled_folder_without_its_last_file_is_not_committed_until_it_has_it
 def test_a_folder_rewritten_after_its_capture_is_captured_again_and_the_newer_is_restored(
     setup, no_settling, tmp_path
 ):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=stage(paths=("state",)))
     trainer_checkpoint(ws, 10, "v1")
     settle(capture)
@@ -345,7 +346,7 @@ def test_the_exit_capture_leaves_out_a_folder_the_program_left_half_written(setu
 
 
 def test_with_no_whole_folder_the_exit_capture_commits_nothing(setup):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=stage(paths=("state", "progress.json")))
     progress(ws)
     trainer_checkpoint(ws, 10, "v1", last=False)  # killed in the middle of its first save
@@ -354,7 +355,7 @@ def test_with_no_whole_folder_the_exit_capture_commits_nothing(setup):
 
 
 def test_the_checkpoint_complete_marker_decides_for_a_layout_of_its_own(setup, no_settling):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     marked = ResolvedContinuity("checkpointed", True, ("state",), checkpoint_complete="DONE")
     capture = capturer(setup, stage=dataclasses.replace(stage(), continuity=marked))
     folder = os.path.join(ws.state, "checkpoint-10")
@@ -370,7 +371,7 @@ def test_the_checkpoint_complete_marker_decides_for_a_layout_of_its_own(setup, n
 
 
 def test_an_integration_save_is_committed_whatever_the_marker(setup):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     marked = ResolvedContinuity("checkpointed", True, ("state",), checkpoint_complete="DONE")
     prepared = dataclasses.replace(stage(integration="auto"), continuity=marked)
     capture = capturer(setup, stage=prepared)
@@ -390,7 +391,7 @@ def _inode(path) -> tuple[int, int]:
 def test_an_integration_save_is_stored_by_links_and_the_rest_of_the_selection_by_copies(setup):
     """One write per save: the published folder's files become the blobs themselves (read-only
     from then on); a file the program may still rewrite in place is copied."""
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=stage(integration="hf-trainer-v1"))
     checkpoint(ws, 40)
     with open(os.path.join(ws.copy, "progress.json"), "w") as handle:
@@ -418,7 +419,7 @@ def test_an_integration_save_is_stored_by_links_and_the_rest_of_the_selection_by
 
 def test_a_directory_contract_folder_is_copied_never_linked(setup):
     """A program saving on its own may write into its folder again: its files stay its own."""
-    catalog, run_id, store, ws = setup
+    _catalog, _run_id, store, ws = setup
     checkpoint(ws, 10)
     made = store.get(capturer(setup).capture(10, reason="save"))
     (entry,) = [e for e in made.files if e.path.startswith("state/")]

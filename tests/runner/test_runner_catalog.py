@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from nodus.errors import CatalogError, NotFoundError
+from nodus.runner.catalog import connection
 from nodus.runner.catalog.core import SCHEMA_VERSION, Catalog
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
-from nodus.schemas import defaults
 from run_phases import move_to
 
 WORKLOAD = {"name": "w", "stages": []}
@@ -120,7 +120,7 @@ def test_a_locked_catalog_says_what_to_do(tmp_path, monkeypatch):
     catalog = Catalog(str(tmp_path))
     holder = sqlite3.connect(catalog.path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
-    monkeypatch.setattr(defaults, "CATALOG_BUSY_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(connection, "CATALOG_BUSY_TIMEOUT_S", 0.1)
     with pytest.raises(CatalogError, match=r"locked by another process.*retry"):
         make_run(Catalog(str(tmp_path)))
     holder.execute("ROLLBACK")

@@ -84,8 +84,13 @@ def _model_then_arguments(files: list[str], order: list[str]) -> bool:
         [*TRAINER, "trainer_state.json"],  # Transformers' Trainer._save_checkpoint
         ["config.json", *TRAINER[:1], "training_args.bin", *TRAINER[1:], "trainer_state.json"],
         # a PEFT model's: adapter weights, the training arguments, the optimizer, the state
-        ["adapter_config.json", "adapter_model.safetensors", "training_args.bin", "optimizer.pt"]
-        + ["trainer_state.json"],
+        [
+            "adapter_config.json",
+            "adapter_model.safetensors",
+            "training_args.bin",
+            "optimizer.pt",
+            "trainer_state.json",
+        ],
         [*ACCELERATE, "random_states_0.pkl"],  # accelerate's save_accelerator_state
         ["model.safetensors", "model_1.safetensors", "optimizer_1.bin", "random_states_3.pkl"],
         ["__0_0.distcp", "__1_0.distcp", ".metadata"],  # torch DCP

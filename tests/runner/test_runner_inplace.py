@@ -63,7 +63,7 @@ def test_an_in_place_writer_killed_mid_save_recovers_from_its_last_complete_save
     kill_program(project, run_id)
     at_kill = _read(log)
     gate.touch()  # the resumed attempt saves step 20 again without a hold
-    out, err = runner.communicate(timeout=180)
+    _out, err = runner.communicate(timeout=180)
     assert runner.returncode == 0, err
 
     assert project.result(run_id) == writer.expected(STEPS)
@@ -141,7 +141,7 @@ def test_a_step_saved_again_is_captured_again_and_the_newer_capture_is_restored(
         what="step 10 captured twice",
     )
     kill_program(project, run_id)
-    out, err = runner.communicate(timeout=120)
+    _out, err = runner.communicate(timeout=120)
     assert runner.returncode == 0, err
     assert project.result(run_id)["version"] == "second save, rewritten in place"
     newer = captured[0]["snapshot"]

@@ -95,7 +95,10 @@ def _worker(run_id: str) -> int | None:
     for pid, command in token_carriers(run_id).items():
         words = command.split()
         launcher = any(name in word for word in words[:2] for name in LAUNCHERS)
-        if "nodus.testing.counter" in words and not launcher:
-            if os.path.basename(words[0]).startswith("python"):
-                return pid
+        if (
+            "nodus.testing.counter" in words
+            and not launcher
+            and os.path.basename(words[0]).startswith("python")
+        ):
+            return pid
     return None

@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 from runner_helpers import committed_steps, kill_program, pid_alive, running_attempt
 
 import doc_samples
+from nodus import protocol
 from nodus.store.restorable import newest_first
 from nodus.testing.counter import expected_value
 from polling import wait_for
@@ -82,8 +85,9 @@ def test_sigterm_to_the_runner_is_a_preemption_notice_then_resume_finishes(proje
     run_id = wait_for(lambda: _run_id(project, "pre"), what="the run")
     attempt = wait_for(lambda: running_attempt(project.catalog(), run_id), what="the program")
     # its SIGTERM handler is set once it says where it starts (a loaded machine may take seconds)
-    wait_for(lambda: "counter: starting" in _text(attempt["log_path"]), what="it to start")
-    time.sleep(0.5)
+    # Its SIGTERM handler is set (a loaded machine may take seconds): the step it is in then
+    # ends before it saves, so it saves a step past 0.
+    wait_for(lambda: _catches(attempt["pid"], signal.SIGTERM), what="its SIGTERM handler")
     os.kill(runner.pid, signal.SIGTERM)
     runner.communicate(timeout=60)
     assert runner.returncode == 3
@@ -280,6 +284,14 @@ def test_max_recoveries_bounds_the_loop_and_names_the_count(project):
     assert "interrupted 2 times" in run["message"] and "max_recoveries = 1" in run["message"]
 
 
+def _catches(pid: int, signum: int) -> bool:
+    """Whether the process ``pid`` has a handler for ``signum`` (its ``SigCgt`` mask)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
 def _run_id(project, key: str) -> str | None:
     if not (project.home / "nodus.db").exists():
         return None
@@ -294,7 +306,7 @@ def test_recovery_falls_back_past_a_damaged_snapshot(project):
     wait_for(lambda: len(committed_steps(project, run_id)) >= 2, what="two snapshots")
     program = running_attempt(project.catalog(), run_id)["pid"]
     os.kill(program, signal.SIGSTOP)  # freeze it, so the newest snapshot stays the newest
-    _wait_until_no_new_commits(project, run_id)  # every settled folder has been captured
+    _wait_until_no_new_commits(project, run_id, program)  # every published folder captured
     newest, older = project.store().list(run=run_id, stage="main")[-1:-3:-1]
     for entry in newest.files:
         blob = project.home / "store" / "blobs" / entry.hash[:2] / entry.hash
@@ -365,7 +377,7 @@ def test_a_recovery_with_every_snapshot_damaged_fails_naming_each(project):
     wait_for(lambda: len(committed_steps(project, run_id)) >= 2, what="two snapshots")
     program = running_attempt(project.catalog(), run_id)["pid"]
     os.kill(program, signal.SIGSTOP)  # freeze it, so no newer snapshot comes
-    _wait_until_no_new_commits(project, run_id)
+    _wait_until_no_new_commits(project, run_id, program)
     manifests = _damage_every_checkpoint(project, run_id)
     os.kill(program, signal.SIGKILL)
     out, err = runner.communicate(timeout=120)
@@ -378,14 +390,29 @@ def test_a_recovery_with_every_snapshot_damaged_fails_naming_each(project):
     assert attempts[-1]["pid"] is None
 
 
-def _wait_until_no_new_commits(project, run_id: str, quiet_s: float = 1.5) -> None:
-    """Return once no snapshot has been committed for ``quiet_s`` (settle time is 0.2 s)."""
-    seen, since = None, time.monotonic()
-    while time.monotonic() - since < quiet_s:
-        now = [m.id for m in project.store().list(run=run_id, stage="main")]
-        if now != seen:
-            seen, since = now, time.monotonic()
-        time.sleep(0.1)
+def _wait_until_no_new_commits(project, run_id: str, program: int) -> None:
+    """Return once the newest checkpoint the (stopped) ``program`` published is committed: it
+    publishes each by rename, so none newer can come while it is stopped."""
+    newest = _newest_on_disk(program)
+    assert newest is not None, "the program has published no checkpoint"
+    wait_for(
+        lambda: newest in committed_steps(project, run_id),
+        what=f"the newest checkpoint on disk (step {newest}) committed",
+    )
+
+
+def _newest_on_disk(pid: int) -> int | None:
+    """The newest ``checkpoint-<step>`` in the checkpoint folder of the program ``pid``."""
+    environ = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0")
+    variables = dict(item.split("=", 1) for item in environ if "=" in item)
+    state = variables.get(protocol.ENV_CHECKPOINT_DIR) or protocol.STATE_DIR
+    state = os.path.join(os.readlink(f"/proc/{pid}/cwd"), state)  # an absolute one stays
+    steps = [
+        int(name.rsplit("-", 1)[1])
+        for name in os.listdir(state)
+        if re.fullmatch(r"checkpoint-\d+", name)
+    ]
+    return max(steps, default=None)
 
 
 def test_a_recovery_takes_the_killed_programs_checkpoint_only_where_it_verifies(project):
@@ -402,7 +429,7 @@ def test_a_recovery_takes_the_killed_programs_checkpoint_only_where_it_verifies(
     wait_for(lambda: committed_steps(project, run_id), what="a snapshot")
     program = running_attempt(project.catalog(), run_id)["pid"]
     os.kill(program, signal.SIGSTOP)  # the newest snapshot stays the newest
-    _wait_until_no_new_commits(project, run_id)
+    _wait_until_no_new_commits(project, run_id, program)
     newest = project.store().list(run=run_id, stage="main")[-1]
     folder = (
         project.home / "work" / run_id / "main" / "copy" / "state" / f"checkpoint-{newest.step}"

@@ -115,7 +115,7 @@ def test_a_snapshot_pinned_early_keeps_its_kinds(tmp_path):
     pinned = project.nodus("snapshots", "pin", "pinned@10")
     assert pinned.returncode == 0, pinned.stderr
     gate.touch()
-    out, err = runner.communicate(timeout=120)
+    _out, err = runner.communicate(timeout=120)
     assert runner.returncode == 0, err
     assert project.result(run_id) == {"steps": 120, "value": expected_value(120)}
 

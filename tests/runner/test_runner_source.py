@@ -1,6 +1,6 @@
-"""A run's source never surprises (SPEC §2): its size is stated, a large one is pointed out, one
-above ``max_source_bytes`` is refused before a byte is copied, and folders that are never
-source (a virtual environment, caches) stay out of the store and of every working copy.
+"""A run's source never surprises (docs/workload-file.md): its size is stated, a large one is
+pointed out, one above ``max_source_bytes`` is refused before a byte is copied, and folders that
+are never source (a virtual environment, caches) stay out of the store and of every working copy.
 
 Real ``nodus`` processes on real folders. Large files are sparse (``os.truncate``): they cost no
 disk, and no test copies one: the 256 MiB warning is checked through ``nodus resolve``, which

@@ -184,7 +184,7 @@ def _poll(capture) -> None:
 
 @pytest.mark.slow  # imports torch
 def test_a_selection_without_checkpoint_folders_is_captured_while_it_trains(setup, no_settling):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=contract(("ckpt.pt",)))
     path = os.path.join(ws.copy, "ckpt.pt")
     _torch_file(path)
@@ -197,7 +197,7 @@ def test_a_selection_without_checkpoint_folders_is_captured_while_it_trains(setu
 
 @pytest.mark.slow  # imports torch
 def test_a_selection_is_captured_with_the_step_its_names_carry(setup, no_settling):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=contract(("checkpoints",)))
     folder = os.path.join(ws.copy, "checkpoints")
     os.makedirs(folder)
@@ -244,7 +244,7 @@ def test_after_a_death_by_signal_what_changed_just_before_is_not_taken(setup, no
 
 @pytest.mark.slow  # imports torch
 def test_the_time_rule_leaves_out_a_checkpoint_folder_for_the_whole_one_before(setup, no_settling):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=contract(("state",)))
     for step in (10, 20):
         folder = os.path.join(ws.state, f"checkpoint-{step}")
@@ -282,7 +282,7 @@ def test_an_accelerate_folder_by_step_waits_for_its_registered_objects(setup, no
 
 
 def test_an_empty_checkpoint_folder_is_never_a_snapshot(setup, no_settling):
-    catalog, run_id, store, ws = setup
+    _catalog, run_id, store, ws = setup
     capture = capturer(setup, stage=contract(("state",)))
     os.makedirs(os.path.join(ws.state, "checkpoint-20"))  # killed right after mkdir
     capture.final_capture()
@@ -406,7 +406,7 @@ def test_resume_args_are_refused_where_an_integration_resumes_the_program(tmp_pa
         f'name = "w"\ncommand = ["python", "t.py"]\nintegration = "{integration}"\n'
         '[continuity]\nresume_args = ["--resume", "{checkpoint}"]\n'
     )
-    with pytest.raises(WorkloadError, match="continuity.resume_args.*has no effect"):
+    with pytest.raises(WorkloadError, match=r"continuity\.resume_args.*has no effect"):
         resolve_file(str(path))
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import time
+import os
 
-from nodus.schemas import defaults
+from nodus.schemas import defaults, remembered
 from nodus.schemas.remembered import resolve_remembered
 
 
 def test_the_cache_keeps_the_entries_used_most_recently(tmp_path, monkeypatch):
-    monkeypatch.setattr(defaults, "RESOLVED_KEEP", 2)
+    monkeypatch.setattr(remembered, "RESOLVED_KEEP", 2)
     home = tmp_path / "home"
     cache = home / defaults.RESOLVED_DIR
     files = []
@@ -25,7 +25,11 @@ def test_the_cache_keeps_the_entries_used_most_recently(tmp_path, monkeypatch):
     def resolve(path: str) -> set[str]:
         before = entries()
         assert resolve_remembered(path, None, str(home)).stages[0].name == "main"
-        time.sleep(0.05)  # the next use lands on a later modification time
+        # Every entry made a second older: the next use lands on a later modification time,
+        # however coarse the file system's clock (the order of the uses is kept).
+        for entry in cache.iterdir():
+            stat = entry.stat()
+            os.utime(entry, ns=(stat.st_atime_ns, stat.st_mtime_ns - 1_000_000_000))
         return entries() - before
 
     (first,) = resolve(files[0])

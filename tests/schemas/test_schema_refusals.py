@@ -160,7 +160,7 @@ STAGE = '[[stages]]\nname = "s"\n'
             "continuity.step_key: 'iter_num' — has no effect in stage 'main': integration "
             "'hf-trainer-v1' publishes each checkpoint whole",
         ),
-        # settings accepted without effect are refused (SPEC §2)
+        # settings accepted without effect are refused (docs/workload-file.md, "Errors")
         (
             BASE + "[execution]\nsave_every = 10",
             "execution.save_every: 10 — has no effect in stage 'main': only an integration saves",

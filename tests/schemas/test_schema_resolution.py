@@ -1,4 +1,4 @@
-"""Accepted workload files and the values they resolve to (SPEC §1, seed 004)."""
+"""Accepted workload files and the values they resolve to (docs/workload-file.md)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ The S3 server and its buckets are the shared fixtures of tests/conftest.py (``s3
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import pytest
@@ -26,10 +27,8 @@ def store_url(request, tmp_path):
 
         name = f"nodus-{uuid.uuid4().hex[:12]}"
         yield f"memory://{name}"
-        try:
+        with contextlib.suppress(FileNotFoundError):
             fsspec.filesystem("memory").rm(f"/{name}", recursive=True)
-        except FileNotFoundError:
-            pass
     else:
         yield f"s3://{request.getfixturevalue('s3_bucket')}/snapshots"
 

@@ -11,8 +11,7 @@ import os
 import shutil
 import sys
 
-from nodus.schemas import defaults
-from nodus.store import SnapshotInfo, open_store
+from nodus.store import SnapshotInfo, _direct, _io, open_store
 
 FILES = {"model.safetensors": 96 * 1024, "optimizer.pt": 160 * 1024, "trainer_state.json": 300}
 
@@ -45,8 +44,8 @@ def save(live: str, step: int) -> None:
 
 def main() -> None:
     store_url, live, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    defaults.STORE_DIRECT_MIN_BYTES = DIRECT_MIN_BYTES
-    defaults.STORE_DIRECT_CHUNK_BYTES = DIRECT_CHUNK_BYTES
+    _io.STORE_DIRECT_MIN_BYTES = DIRECT_MIN_BYTES
+    _direct.STORE_DIRECT_CHUNK_BYTES = DIRECT_CHUNK_BYTES
     store = open_store(store_url)
     print("ready", flush=True)
     step = first

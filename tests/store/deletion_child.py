@@ -14,27 +14,25 @@ With ``NODUS_STORE_CRASH_AT`` set, the store ends this process at that point (st
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
 
 from nodus.errors import NotFoundError
-from nodus.schemas import defaults
-from nodus.store import KINDS, open_store
+from nodus.store import KINDS, deleting, open_store
 
 
 def gc_loop(store, stop: str, victims: list[str]) -> None:
-    defaults.SWEEP_RETRY_S = 0.05  # the test runs for seconds, not minutes
+    deleting.SWEEP_RETRY_S = 0.05  # the test runs for seconds, not minutes
     rng = random.Random(os.getpid())
     swept = deferred = 0
     print("ready", flush=True)
     while not os.path.exists(stop):
         victim = rng.choice(victims)
         kind = rng.choice(KINDS)
-        try:
+        with contextlib.suppress(NotFoundError):  # the other gc removed it (its last kind went)
             store.delete_kind(victim, kind)
-        except NotFoundError:
-            pass  # the other gc removed it (its last kind went): go on
         for report in (store.finish_deletions(), store.gc_blobs(grace_s=0)):
             deferred += report.deferred
             swept += not report.deferred

@@ -13,8 +13,7 @@ import pytest
 import nodus.store._io as io_module
 import nodus.store.live_folder as capture_module
 from nodus.errors import StaleAttemptError, StoreError
-from nodus.schemas import defaults
-from nodus.store import SnapshotInfo, classify, keys, open_store
+from nodus.store import SnapshotInfo, _direct, classify, keys, open_store
 
 from .trees import read_tree, write_tree
 
@@ -123,8 +122,8 @@ def copy_path(request, monkeypatch):
     """Capture through the kernel copy, or (files of 64 KiB and up) the direct-write pipeline."""
     used = []
     if request.param == "direct":
-        monkeypatch.setattr(defaults, "STORE_DIRECT_MIN_BYTES", 64 * 1024)
-        monkeypatch.setattr(defaults, "STORE_DIRECT_CHUNK_BYTES", 64 * 1024)
+        monkeypatch.setattr(io_module, "STORE_DIRECT_MIN_BYTES", 64 * 1024)
+        monkeypatch.setattr(_direct, "STORE_DIRECT_CHUNK_BYTES", 64 * 1024)
         real = io_module.direct_copy
 
         def counting(*args, **kwargs):

@@ -13,8 +13,7 @@ from nodus.errors import (
     StaleAttemptError,
     UsageError,
 )
-from nodus.schemas import defaults
-from nodus.store import SnapshotInfo, keys, open_store
+from nodus.store import SnapshotInfo, deleting, keys, open_store
 
 from .trees import read_tree, write_tree
 
@@ -171,7 +170,7 @@ def test_damaged_snapshot_is_refused_and_target_left_empty(store, live, tmp_path
     store.storage.write(keys.blob_key(weights.hash), bytes(data))
 
     target = tmp_path / "restored"
-    with pytest.raises(SnapshotDamagedError, match="model.safetensors"):
+    with pytest.raises(SnapshotDamagedError, match=r"model\.safetensors"):
         store.restore(made.id, str(target))
     assert os.listdir(target) == [] or read_tree(target) == {}
     assert any("model.safetensors" in p for p in store.check(made.id))
@@ -255,7 +254,7 @@ def test_blob_gc_during_a_capture_is_deferred_and_the_capture_commits(
     store, live, tmp_path, monkeypatch
 ):
     # The gc runs inside the capture's own guard: retrying the deferred sweep could only wait.
-    monkeypatch.setattr(defaults, "SWEEP_RETRY_S", 0.0)
+    monkeypatch.setattr(deleting, "SWEEP_RETRY_S", 0.0)
     write_tree(live, {"state/a.bin": os.urandom(5000)})
     reports = []
     made = store.capture(

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nodus.schemas import defaults
-from nodus.store import open_store
+from nodus.store import _direct, _io, open_store
 
 from .crash_child import DIRECT_CHUNK_BYTES, DIRECT_MIN_BYTES, FILES, contents
 
@@ -24,8 +23,8 @@ ITERATIONS = 50
 @pytest.mark.slow
 def test_sigkill_during_capture_never_leaves_a_broken_committed_snapshot(tmp_path, monkeypatch):
     # Restores read the large files directly too, as the child wrote them.
-    monkeypatch.setattr(defaults, "STORE_DIRECT_MIN_BYTES", DIRECT_MIN_BYTES)
-    monkeypatch.setattr(defaults, "STORE_DIRECT_CHUNK_BYTES", DIRECT_CHUNK_BYTES)
+    monkeypatch.setattr(_io, "STORE_DIRECT_MIN_BYTES", DIRECT_MIN_BYTES)
+    monkeypatch.setattr(_direct, "STORE_DIRECT_CHUNK_BYTES", DIRECT_CHUNK_BYTES)
     store_url = "file://" + str(tmp_path / "store")
     live = tmp_path / "live"
     live.mkdir()

@@ -24,9 +24,8 @@ from pathlib import Path
 import pytest
 
 from nodus.errors import NotFoundError, UsageError
-from nodus.schemas import defaults
-from nodus.store import SnapshotInfo, keys, open_store
-from nodus.store.gc import Sweep
+from nodus.store import SnapshotInfo, deleting, keys, open_store
+from nodus.store.sweep import Sweep
 
 from .trees import read_tree, write_tree
 
@@ -361,7 +360,7 @@ def test_dry_run_lists_exactly_what_the_sweep_then_deletes(store, live):
 
 
 def test_a_second_gc_defers_to_a_running_one_and_never_ends_its_lock(store, live, monkeypatch):
-    monkeypatch.setattr(defaults, "SWEEP_RETRY_S", 0.0)
+    monkeypatch.setattr(deleting, "SWEEP_RETRY_S", 0.0)
     older, _newer = _two_checkpoints(store, live)
     store.storage.write(keys.tombstone_key(older.id, "state"), b"{}")
     with Sweep(store.storage) as running:
@@ -377,7 +376,7 @@ def test_a_second_gc_defers_to_a_running_one_and_never_ends_its_lock(store, live
 
 
 def test_a_sweep_lock_from_another_machine_counts_until_its_lease_ends(store, monkeypatch):
-    monkeypatch.setattr(defaults, "SWEEP_RETRY_S", 0.0)
+    monkeypatch.setattr(deleting, "SWEEP_RETRY_S", 0.0)
     elsewhere = {"machine": "another-boot/1", "pid": 1, "started": 1}
     lock = keys.sweep_key(keys.new_sweep_token())
     store.storage.write(lock, json.dumps({"until": 4e9, "owner": elsewhere}).encode())
@@ -423,7 +422,7 @@ def test_gc_racing_ten_captures_and_another_gc_loses_nothing_committed(tmp_path)
                 made = _capture(mine, live, files, step)
                 committed[made.id] = {p: content(label) for p, label in files.items()}
                 time.sleep(rng.uniform(0.0, 0.1))  # leave the gcs a window
-        except BaseException as error:  # noqa: BLE001 - reported by the test thread
+        except BaseException as error:
             failures.append(error)
 
     threads = [threading.Thread(target=capture_loop, args=(t,)) for t in range(10)]

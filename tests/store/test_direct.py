@@ -11,8 +11,7 @@ import xxhash
 
 import nodus.store._io as io_module
 import nodus.store.restore as restore_module
-from nodus.schemas import defaults
-from nodus.store import SnapshotInfo, keys, open_store
+from nodus.store import SnapshotInfo, _direct, keys, open_store
 from nodus.store._direct import Unsupported, direct_copy, direct_read_copy
 
 CHUNK = 64 * 1024
@@ -68,17 +67,20 @@ def test_a_failed_write_in_a_worker_thread_is_raised_not_hidden(tmp_path, side):
     source = tmp_path / "source.bin"
     source.write_bytes(os.urandom(6 * CHUNK + 10))
     (tmp_path / "sink.bin").write_bytes(b"")
-    with open(source, "rb", buffering=0) as src, open(tmp_path / "sink.bin", "rb") as sink:
-        with pytest.raises(OSError) as caught:  # a sink that cannot be written: EBADF
-            COPIES[side](src.fileno(), sink.fileno(), CHUNK)
+    with (
+        open(source, "rb", buffering=0) as src,
+        open(tmp_path / "sink.bin", "rb") as sink,
+        pytest.raises(OSError) as caught,  # a sink that cannot be written: EBADF
+    ):
+        COPIES[side](src.fileno(), sink.fileno(), CHUNK)
     assert caught.value.errno == errno.EBADF
 
 
 @pytest.fixture
 def direct_for_small_files(monkeypatch):
     """Files of 64 KiB and up take the direct paths (in 64 KiB chunks); counts each path's use."""
-    monkeypatch.setattr(defaults, "STORE_DIRECT_MIN_BYTES", CHUNK)
-    monkeypatch.setattr(defaults, "STORE_DIRECT_CHUNK_BYTES", CHUNK)
+    monkeypatch.setattr(io_module, "STORE_DIRECT_MIN_BYTES", CHUNK)
+    monkeypatch.setattr(_direct, "STORE_DIRECT_CHUNK_BYTES", CHUNK)
     used = {"write": 0, "read": 0}
     for side, name in (("write", "direct_copy"), ("read", "direct_read_copy")):
         real = getattr(io_module, name)
@@ -143,7 +145,7 @@ def test_a_file_system_that_refuses_direct_io_gets_the_page_cache_copy(tmp_path,
     def refused(*_args):
         raise Unsupported("O_DIRECT: Invalid argument")
 
-    monkeypatch.setattr(defaults, "STORE_DIRECT_MIN_BYTES", CHUNK)
+    monkeypatch.setattr(io_module, "STORE_DIRECT_MIN_BYTES", CHUNK)
     monkeypatch.setattr(io_module, "direct_copy", refused)
     monkeypatch.setattr(io_module, "direct_read_copy", refused)
     _capture_and_restore(tmp_path)

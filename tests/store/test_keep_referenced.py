@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from nodus.errors import NotFoundError, StoreError
-from nodus.schemas import defaults
-from nodus.store import SnapshotInfo, keys, open_store
+from nodus.store import SnapshotInfo, keys, open_store, sweep
 from nodus.store.model_records import ModelVersion
 from nodus.store.upload import Uploader
 
@@ -301,7 +300,7 @@ def _deleting_while(store, snapshot_id: str, kinds, leases: float = 2.0) -> list
 
 @pytest.mark.slow  # waits out a lease of 1.5 s
 def test_a_capture_outlasting_the_intent_lease_keeps_the_blobs_it_names(tmp_path, monkeypatch):
-    monkeypatch.setattr(defaults, "CAPTURE_LEASE_S", LEASE_S)
+    monkeypatch.setattr(sweep, "CAPTURE_LEASE_S", LEASE_S)
     store = open_store("file://" + str(tmp_path / "store"))
     live = tmp_path / "live"
     write_tree(live, _checkpoint_files(10))
@@ -323,7 +322,7 @@ def test_a_capture_outlasting_the_intent_lease_keeps_the_blobs_it_names(tmp_path
 
 @pytest.mark.slow  # waits out a lease of 1.5 s
 def test_an_upload_outlasting_the_intent_lease_keeps_the_blobs_it_skipped(tmp_path, monkeypatch):
-    monkeypatch.setattr(defaults, "CAPTURE_LEASE_S", LEASE_S)
+    monkeypatch.setattr(sweep, "CAPTURE_LEASE_S", LEASE_S)
     remote = open_store("file://" + str(tmp_path / "remote"))
     staging = open_store("file://" + str(tmp_path / "staging"))
     live = tmp_path / "live"
@@ -364,7 +363,7 @@ def _reachable(intent: Path) -> None:
 def test_a_capture_whose_intent_lapsed_commits_nothing_that_names_a_freed_blob(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(defaults, "CAPTURE_LEASE_S", LEASE_S)
+    monkeypatch.setattr(sweep, "CAPTURE_LEASE_S", LEASE_S)
     store = open_store("file://" + str(tmp_path / "store"))
     live = tmp_path / "live"
     write_tree(live, _checkpoint_files(10))
@@ -388,7 +387,7 @@ def test_a_capture_whose_intent_lapsed_commits_nothing_that_names_a_freed_blob(
 
 @pytest.mark.slow  # waits out a lease of 1.5 s
 def test_an_upload_whose_intent_lapsed_sends_again_what_a_sweep_freed(tmp_path, monkeypatch):
-    monkeypatch.setattr(defaults, "CAPTURE_LEASE_S", LEASE_S)
+    monkeypatch.setattr(sweep, "CAPTURE_LEASE_S", LEASE_S)
     remote = open_store("file://" + str(tmp_path / "remote"))
     staging = open_store("file://" + str(tmp_path / "staging"))
     live = tmp_path / "live"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from nodus.store.owners import gone, me
+from polling import wait_for
 
 
 def _child() -> subprocess.Popen:
@@ -32,8 +32,7 @@ def test_a_running_owner_is_not_gone_and_an_exited_one_is():
     owner = _owner_of(child)
     assert not gone(owner) and not gone(me())
     child.stdin.close()  # the child exits; until it is reaped only its zombie is left
-    while _stat(child.pid)[0] != "Z":
-        time.sleep(0.01)
+    wait_for(lambda: _stat(child.pid)[0] == "Z", what="the child's zombie")
     assert gone(owner)
     child.wait()
     assert gone(owner)

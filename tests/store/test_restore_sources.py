@@ -90,7 +90,7 @@ def test_a_linked_restore_refuses_a_blob_whose_bytes_changed(captured, store_url
     corrupt(blob_file(store, manifest, WEIGHTS))
     restoring = open_store(store_url) if fresh else store
     target = tmp_path / "copy"
-    with pytest.raises(SnapshotDamagedError, match="model.safetensors"):
+    with pytest.raises(SnapshotDamagedError, match=r"model\.safetensors"):
         restoring.restore(manifest.id, str(target), link=[CHECKPOINT])
     assert read_tree(target) == {}  # nothing half applied
 

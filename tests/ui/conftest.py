@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
-import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,9 +186,19 @@ class UiProcess:
         return self.proc.returncode, err
 
 
+def _accepting(base: str) -> bool:
+    """Whether the server at ``base`` (``http://host:port``) accepts a connection."""
+    address = urllib.parse.urlsplit(base)
+    try:
+        with socket.create_connection((address.hostname, address.port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="session")
 def ui(runs_home):
     server = UiProcess(runs_home.path)
-    time.sleep(0.1)
+    wait_for(lambda: _accepting(server.base), what="the ui accepting connections")
     yield server
     server.stop()

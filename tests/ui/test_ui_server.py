@@ -157,7 +157,7 @@ def test_the_reward_and_its_components_are_always_drawn_the_rest_on_asking():
     names = ["loss", "reward", "learning_rate", "grad_norm", "clip_ratio/high_max", "entropy"]
     names += ["rewards/digits/mean", "rewards/digits/std", "rewards/short/mean"]
     drawn, left = chosen(names, every=False)
-    assert drawn == ["loss", "reward", "rewards/digits/mean", "rewards/short/mean"] + names[2:4]
+    assert drawn == ["loss", "reward", "rewards/digits/mean", "rewards/short/mean", *names[2:4]]
     assert left == ["clip_ratio/high_max", "entropy", "rewards/digits/std"]
     assert chosen(names, every=True) == (drawn + left, [])
 

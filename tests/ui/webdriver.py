@@ -11,6 +11,7 @@ fails it where ``CI`` is set (``make test`` installs both: the Makefile's ``chro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -101,10 +102,8 @@ class Browser:
     def close(self) -> None:
         """End the session (its Chromium), then ChromeDriver and anything left of its group."""
         if self.session:
-            try:
+            with contextlib.suppress(OSError, AssertionError):  # ended below regardless
                 self._call("DELETE", f"/session/{self.session}", timeout=15)
-            except (OSError, AssertionError):
-                pass  # ended below regardless
             self.session = ""
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -113,10 +112,8 @@ class Browser:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # a Chromium helper left behind
-        except ProcessLookupError:
-            pass
+        with contextlib.suppress(ProcessLookupError):  # a Chromium helper left behind
+            os.killpg(self.proc.pid, signal.SIGKILL)
         shutil.rmtree(self.profile, ignore_errors=True)
 
     def _wait_ready(self) -> None:

@@ -14,7 +14,7 @@ exit status; anything else is a bug, reported in one line (``NODUS_DEBUG=1`` sho
     snapshots.py  ``nodus snapshots get|download|pin|release``,
                   ``nodus runs snapshots|outputs|plot``
     models.py     ``nodus models …`` and ``nodus snapshots candidate|register``
-    gc.py         ``nodus gc``: expiry, interrupted deletions, unreferenced blobs
+    gc_command.py ``nodus gc`` (a thin command: the collection is ``nodus.runner.upkeep.gc``)
     store.py      ``nodus store verify``: every manifest and blob checked
     qualify.py    ``nodus qualify``: the hf-trainer-v1 qualification suite on this environment
     ui.py         ``nodus ui``: a read-only page of the runs in a browser (:mod:`nodus.ui`)
@@ -42,7 +42,7 @@ _COMMAND_MODULES = (
     "nodus.cli.snapshots",
     "nodus.cli.models",
     "nodus.cli.store",
-    "nodus.cli.gc",
+    "nodus.cli.gc_command",
     "nodus.cli.qualify",
     "nodus.cli.ui",
     "nodus.cli.completion",

@@ -95,7 +95,7 @@ class LiveLine:
         while not self._done.is_set():
             try:
                 text = self._line() or ""
-            except Exception:  # noqa: BLE001 (a view: the wait goes on without it)
+            except Exception:
                 text = ""
             with self._lock:
                 self._clear()

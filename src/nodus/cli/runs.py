@@ -248,8 +248,6 @@ def _parent_text(parent: dict | None) -> str:
 
 
 def _get(args) -> int:
-    from nodus.inventory.runs import restored_text, runner_line
-
     data = output.client(args).get(args.run)
     if args.json:
         output.print_json(data)
@@ -258,27 +256,40 @@ def _get(args) -> int:
         f"{data['id']}  {data['name']}  {data['phase']}  exit {output.text(data['exit_status'])}"
         + (f"  key {data['key']}" if data["key"] else "")
     )
-    if data["message"]:
-        _show(f"  {data['message']}")
-    gone = runner_line(data["runner"])
-    if gone:
-        _show(f"  {gone}")
-    guarded = _protection_text(data)
-    if guarded:
-        _show(f"  {guarded}")
-    failed = _capture_failure_line(data)
-    if failed:
-        _show(f"  {failed}")
-    if data.get("progress"):
-        from nodus.inventory.runs import progress_line
+    for line in _state_lines(data):
+        if line:
+            _show(line)
+    _show_lineage(data)
+    _show_stages(data["stages"])
+    _show("events:")
+    for event in data["events"]:
+        extra = {k: v for k, v in event.items() if k not in ("type", "at", "stage", "attempt")}
+        _show(f"  {event['at']}  {event['type']}  {json.dumps(extra) if extra else ''}")
+    return 0
 
-        _show(f"  progress: {progress_line(data['progress'])}")
-    if data["pause"]:
-        _show(_pause_line(data["pause"]))
-    if data.get("upload"):
-        _show(_upload_line(data["upload"], bar=sys.stdout.isatty()))
-    if data.get("unrecorded"):
-        _show("  " + _unrecorded_line(data["unrecorded"]))
+
+def _state_lines(data: dict) -> list[str | None]:
+    """The lines under a run's heading that say where it stands; ``None`` for those that do
+    not apply (no message, a live runner, no progress yet, ...)."""
+    from nodus.inventory.runs import progress_line, runner_line
+
+    def indented(line: str | None) -> str | None:
+        return f"  {line}" if line else None
+
+    return [
+        indented(data["message"]),
+        indented(runner_line(data["runner"])),
+        indented(_protection_text(data)),
+        indented(_capture_failure_line(data)),
+        indented(data.get("progress") and f"progress: {progress_line(data['progress'])}"),
+        data["pause"] and _pause_line(data["pause"]),
+        data.get("upload") and _upload_line(data["upload"], bar=sys.stdout.isatty()),
+        indented(data.get("unrecorded") and _unrecorded_line(data["unrecorded"])),
+    ]
+
+
+def _show_lineage(data: dict) -> None:
+    """The run it started from, the runs started from it, what it stores, its model."""
     if data["parent"]:
         parent = data["parent"]
         _show(
@@ -296,7 +307,13 @@ def _get(args) -> int:
     if data.get("model"):
         model = data["model"]
         _show(f"  model: {model['ref']} (step {model['step']}, snapshot {model['snapshot']})")
-    for stage in data["stages"]:
+
+
+def _show_stages(stages: list[dict]) -> None:
+    """Each stage with its launch and its attempts."""
+    from nodus.inventory.runs import restored_text
+
+    for stage in stages:
         _show(
             f"stage {stage['name']}: {stage['phase']}, {len(stage['attempts'])} attempt(s), "
             f"{stage['recoveries']} recovery(ies)"
@@ -310,11 +327,6 @@ def _get(args) -> int:
                 f"  attempt {attempt['number']}{restored}{_elsewhere(attempt)}: "
                 f"{attempt['outcome'] or 'running'} ({attempt['detail'] or '-'})"
             )
-    _show("events:")
-    for event in data["events"]:
-        extra = {k: v for k, v in event.items() if k not in ("type", "at", "stage", "attempt")}
-        _show(f"  {event['at']}  {event['type']}  {json.dumps(extra) if extra else ''}")
-    return 0
 
 
 def _protection_text(data: dict) -> str | None:
@@ -543,6 +555,6 @@ def _print_log(args, stage: str, attempt: dict, offsets: dict, whole: bool) -> N
 
 
 def _poll() -> float:
-    from nodus.schemas import defaults
+    from nodus.runner.control.outside import WAIT_POLL_S
 
-    return defaults.WAIT_POLL_S
+    return WAIT_POLL_S

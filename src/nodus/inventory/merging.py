@@ -1,7 +1,7 @@
 """``--artifact model`` of a LoRA checkpoint: its adapter merged into the run's base model.
 
-A managed method's checkpoint (``framework = "sft" | "dpo" | "grpo"`` with ``lora_rank``) holds
-the adapter, not a model. Its run recorded the base model's folder, and that folder's
+A managed method's checkpoint (``nodus.schemas.method_specs.METHODS``, with ``lora_rank``)
+holds the adapter, not a model. Its run recorded the base model's folder, and that folder's
 fingerprint, when it was accepted (``ResolvedWorkload.method``), so a download can give what
 "the model" means to a user: merged weights that load with ``AutoModelForCausalLM`` and
 generate. The snapshot's weights (adapter and tokenizer) are laid out verified, the base model
@@ -31,6 +31,7 @@ _ADAPTER_ONLY = "--artifact adapter gives the adapter alone"
 
 def base_model_of(store: SnapshotStore, manifest: Any, run: Any | None) -> str:
     """The base model folder the run trained its adapter on, still as it was when accepted."""
+    from nodus.schemas.method_specs import in_words
     from nodus.schemas.methods import content_fingerprint
 
     method = _recorded_method(store, manifest, run)
@@ -38,7 +39,7 @@ def base_model_of(store: SnapshotStore, manifest: Any, run: Any | None) -> str:
     if not base_model:
         raise NotFoundError(
             f"{manifest.id} holds a LoRA adapter, and its run {manifest.run} is not a managed "
-            "method (framework sft, dpo or grpo), so nodus does not know its base model: use "
+            f"method (framework {in_words()}), so nodus does not know its base model: use "
             "--artifact adapter and load it on the base model with PeftModel.from_pretrained"
         )
     if not os.path.isdir(base_model):

@@ -13,9 +13,10 @@ from typing import IO, Any
 from nodus.errors import UsageError
 from nodus.inventory.download import download_weights
 from nodus.inventory.refs import Lookup
-from nodus.registry import Registry, Version
+from nodus.registry import Registry
 from nodus.registry.naming import check_name, parse_version
 from nodus.retention.holds import is_epoch_save
+from nodus.store.model_records import ModelVersion
 
 __all__ = [
     "alias_model",
@@ -36,7 +37,7 @@ def list_models(lookup: Lookup) -> list[dict[str, Any]]:
     """Every version, by name then number; ``newest`` marks what a bare ``NAME`` resolves to."""
     versions = registry_of(lookup).versions()
     newest = {v.name: v.version for v in versions}  # ordered by number: the last one wins
-    return [{**v.to_dict(), "newest": newest[v.name] == v.version} for v in versions]
+    return [{**v.summary(), "newest": newest[v.name] == v.version} for v in versions]
 
 
 def get_model(lookup: Lookup, ref: str) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def delete_model(lookup: Lookup, ref: str) -> dict[str, Any]:
     """Remove ``NAME:VERSION`` and its aliases; its blobs nothing else references are freed."""
     version, report = registry_of(lookup).delete(ref)
     return {
-        **version.to_dict(),
+        **version.summary(),
         "deleted_blobs": report.deleted_blobs,
         "freed_bytes": report.freed_bytes,
         "deferred": report.deferred,
@@ -78,7 +79,7 @@ def download_model(
 
 
 def candidate(lookup: Lookup, ref: str) -> dict[str, Any]:
-    """For an epoch save: the version registered for it, its epoch and step (seed 001)."""
+    """For an epoch save: the version registered for it, its epoch and step (docs/lineage.md)."""
     located = lookup.locate(ref)
     manifest, run = located.manifest, located.run
     versions = registry_of(lookup).of_snapshot(manifest.id)
@@ -126,9 +127,9 @@ def register_snapshot(lookup: Lookup, ref: str, model: str | None = None) -> dic
     return {**_shown(registry, version), "new": new}
 
 
-def _shown(registry: Registry, version: Version) -> dict[str, Any]:
+def _shown(registry: Registry, version: ModelVersion) -> dict[str, Any]:
     newest = registry.resolve(version.name)
-    return {**version.to_dict(), "newest": newest.version == version.version}
+    return {**version.summary(), "newest": newest.version == version.version}
 
 
 def _epoch(epoch: float | None) -> str:

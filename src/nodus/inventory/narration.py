@@ -4,7 +4,8 @@ asked) per committed snapshot, for ``nodus run``, ``runs resume`` and ``runs wai
 The lines are read from the catalog, as ``runs get`` reads it, so they say the same thing
 whoever drives the run: the command itself, a background runner, a runner on another machine
 sharing the home. A :class:`Narrator` remembers what it has told; :func:`narrated` looks every
-``POLL_S`` from a thread of its own (with its own catalog connection) while a call blocks.
+``WAIT_POLL_S`` (:mod:`nodus.runner.control.outside`, as ``runs wait`` looks) from a thread of its
+own (with its own catalog connection) while a call blocks.
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from nodus.runner.catalog.core import Catalog
+from nodus.runner.control.outside import WAIT_POLL_S
 
-__all__ = ["POLL_S", "Narrator", "narrated"]
-
-POLL_S = 0.5
-"""How often a narrated call looks at the catalog: a line lags what happened by at most this."""
+__all__ = ["Narrator", "narrated"]
 
 
 class Narrator:
@@ -163,16 +162,16 @@ def narrated(
         try:
             own = Catalog(home)  # SQLite connections stay in the thread that opened them
             told = narrator or Narrator(own, run_id, snapshots=snapshots, history=True)
-        except Exception:  # noqa: BLE001 (a view: the call it narrates reports the catalog)
+        except Exception:
             return
         try:
             while True:
-                stopping = done.wait(POLL_S)
+                stopping = done.wait(WAIT_POLL_S)  # a line lags what happened by this
                 for line in told.lines(own):
                     say(line)
                 if stopping:
                     return
-        except Exception:  # noqa: BLE001 (a locked or damaged catalog ends the view, not the run)
+        except Exception:
             return
         finally:
             own.close()

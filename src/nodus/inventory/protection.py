@@ -27,7 +27,7 @@ from typing import Any
 
 from nodus import protocol
 
-__all__ = ["PROTECTED", "NOT_RESUMING", "UNPROTECTED", "protection", "protection_line"]
+__all__ = ["NOT_RESUMING", "PROTECTED", "UNPROTECTED", "protection", "protection_line"]
 
 PROTECTED = "protected"
 UNPROTECTED = "unprotected"

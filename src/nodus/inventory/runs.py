@@ -35,13 +35,13 @@ __all__ = [
     "phase_line",
     "progress_json",
     "progress_line",
+    "restored_text",
     "run_json",
     "run_model_json",
     "run_summary",
     "runner_json",
     "runner_line",
     "runner_state",
-    "restored_text",
     "step_text",
 ]
 
@@ -326,7 +326,7 @@ def run_model_json(catalog: Catalog, run_id: str) -> dict[str, Any] | None:
     version = Registry(catalog.models).run_model(run_id)
     if version is None:
         return None
-    data = version.to_dict()
+    data = version.summary()
     return {key: data[key] for key in ("ref", "name", "version", "snapshot", "step", "epoch")}
 
 

@@ -4,8 +4,8 @@ Two halves, one contract: the catalog's tables (:mod:`nodus.registry.table`) giv
 its number and hold the aliases; the version's store keeps its record
 (:mod:`nodus.store.model_records`), which references the weights' blobs, so a version keeps its
 weights whatever snapshot retention does and ``nodus gc`` sweeps them only once it is deleted.
-Both halves are read into and written from one :class:`nodus.registry.version.Version`. The
-catalog is written first (it decides the number), the store record right after; a version
+Both halves are read into and written from one :class:`nodus.store.model_records.ModelVersion`.
+The catalog is written first (it decides the number), the store record right after; a version
 whose store record cannot be written is taken back out of the catalog.
 
 ``NAME`` alone resolves to the newest version, which can be an epoch save registered after the
@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nodus.errors import NotFoundError, StoreError, UsageError
 from nodus.registry.naming import check_alias, check_name, parse_exact, parse_model_ref
 from nodus.registry.table import ModelTable
-from nodus.registry.version import ORIGINS, Version
 from nodus.store.kinds import KIND_WEIGHTS
+from nodus.store.model_records import ORIGINS, ModelVersion
 
 if TYPE_CHECKING:
-    from nodus.store import GcReport, Manifest, SnapshotStore
-    from nodus.store.model_records import ModelVersion
+    from nodus.store import FileEntry, GcReport, Manifest, SnapshotStore
 
 __all__ = ["Registry"]
 
@@ -45,7 +45,7 @@ class Registry:
 
     def register(
         self, store: SnapshotStore, manifest: Manifest, name: str, origin: str
-    ) -> tuple[Version, bool]:
+    ) -> tuple[ModelVersion, bool]:
         """Register ``manifest``'s weights as a version of ``name``: (version, newly made).
 
         A snapshot already registered under ``name`` keeps its version (registration is
@@ -59,11 +59,11 @@ class Registry:
             return known[0], False
         files = _weights_of(manifest)
         if known:  # a crash kept its store record from being written: write it now
-            store.add_model_version(known[0].record(files))
+            store.add_model_version(replace(known[0], files=files))
             return known[0], False
         stored = [r for r in store.model_records.list(name) if r.snapshot == manifest.id]
         if stored:  # registered by a catalog this one was not rebuilt with
-            self.table.insert(Version.of_record(stored[0], store.url))
+            self.table.insert(replace(stored[0], store=store.url))
             return self.table.of_snapshot(manifest.id, name)[0], False
         numbers = [r.version for r in store.model_records.list(name)]
         version = self.table.add(
@@ -71,13 +71,13 @@ class Registry:
             at_least=max(numbers, default=0) + 1,
         )
         try:
-            store.add_model_version(version.record(files))
+            store.add_model_version(replace(version, files=files))
         except (NotFoundError, StoreError):
             self.table.remove(version.name, version.version)
             raise
         return version, True
 
-    def mark_run_model(self, version: Version) -> Version:
+    def mark_run_model(self, version: ModelVersion) -> ModelVersion:
         """Name ``version`` its run's model (``runs get`` shows it), in catalog and store."""
         if version.run_model:
             return version
@@ -90,7 +90,7 @@ class Registry:
 
     # --- looking up -------------------------------------------------------------------------
 
-    def resolve(self, text: str) -> Version:
+    def resolve(self, text: str) -> ModelVersion:
         """The version ``NAME``, ``NAME:VERSION`` or ``NAME@ALIAS`` names; NotFoundError names
         what is missing."""
         ref = parse_model_ref(text)
@@ -110,7 +110,7 @@ class Registry:
             raise NotFoundError(f"model {ref.name!r} has no versions left")
         return newest
 
-    def get(self, name: str, version: int) -> Version:
+    def get(self, name: str, version: int) -> ModelVersion:
         found = self.table.get(name, version)
         if found is None:
             numbers = [v.version for v in self.versions() if v.name == name]
@@ -118,18 +118,18 @@ class Registry:
             raise NotFoundError(f"model {name!r} has no version {version} (its versions: {have})")
         return found
 
-    def versions(self) -> list[Version]:
+    def versions(self) -> list[ModelVersion]:
         """Every version, by name then number."""
         return self.table.all()
 
-    def of_snapshot(self, snapshot_id: str) -> list[Version]:
+    def of_snapshot(self, snapshot_id: str) -> list[ModelVersion]:
         return self.table.of_snapshot(snapshot_id)
 
-    def run_model(self, run_id: str) -> Version | None:
+    def run_model(self, run_id: str) -> ModelVersion | None:
         """The version that is ``run_id``'s own model, once it is registered."""
         return next((v for v in self.table.of_run(run_id) if v.run_model), None)
 
-    def record(self, version: Version) -> tuple[SnapshotStore, ModelVersion]:
+    def record(self, version: ModelVersion) -> tuple[SnapshotStore, ModelVersion]:
         """The version's store and its record there (the files to download)."""
         store = self._store(version.store)
         record = store.model_records.read(version.name, version.version)
@@ -142,7 +142,7 @@ class Registry:
 
     # --- changing ---------------------------------------------------------------------------
 
-    def set_alias(self, name: str, version: int, alias: str) -> Version:
+    def set_alias(self, name: str, version: int, alias: str) -> ModelVersion:
         """Point ``alias`` at an existing version of ``name``, moving it from any other."""
         self._known(check_name(name))
         target = self.get(name, version)
@@ -150,7 +150,7 @@ class Registry:
         self._mirror_aliases(name)
         return self.get(name, target.version)
 
-    def delete(self, text: str) -> tuple[Version, GcReport]:
+    def delete(self, text: str) -> tuple[ModelVersion, GcReport]:
         """Remove ``NAME:VERSION`` and its aliases; its blobs that nothing else references are
         freed at once (a sweep deferred by a running capture leaves them to ``nodus gc``)."""
         ref = parse_exact(text)
@@ -176,7 +176,7 @@ class Registry:
                 if record.run_model and known.snapshot == record.snapshot:
                     self.table.mark_run_model(record.name, record.version)
                 continue
-            self.table.insert(Version.of_record(record, store.url))
+            self.table.insert(replace(record, store=store.url))
             added += 1
             for alias, number in store.model_records.aliases(record.name).items():
                 if number == record.version and self.table.alias(record.name, alias) is None:
@@ -212,7 +212,7 @@ class Registry:
             self._store(url).model_records.write_aliases(name, mine)
 
 
-def _weights_of(manifest: Manifest) -> tuple:
+def _weights_of(manifest: Manifest) -> tuple[FileEntry, ...]:
     if manifest.role != "checkpoint":
         raise UsageError(
             f"{manifest.id} is a run's {manifest.role} snapshot: only checkpoints' weights "
@@ -230,10 +230,10 @@ def _weights_of(manifest: Manifest) -> tuple:
 
 
 def _new_version(
-    manifest: Manifest, name: str, origin: str, store_url: str, files: tuple
-) -> Version:
+    manifest: Manifest, name: str, origin: str, store_url: str, files: tuple[FileEntry, ...]
+) -> ModelVersion:
     """The version registering ``files`` of ``manifest`` makes, before the catalog numbers it."""
-    return Version(
+    return ModelVersion(
         name=name,
         version=0,
         run=manifest.run,
@@ -243,7 +243,6 @@ def _new_version(
         epoch=manifest.epoch,
         store=store_url,
         origin=origin,
-        run_model=False,
-        bytes=sum(e.size for e in files),
         registered_at=time.time(),
+        files=files,
     )

@@ -8,15 +8,17 @@ messages) serves both.
 A version number is taken in the same statement that records it: ``models.last_version`` only
 grows, so a deleted version's number is never given again, and a snapshot already registered
 under a name (``UNIQUE (name, snapshot)``) keeps the version it has. Versions come in and go out
-as :class:`nodus.registry.version.Version`; a row of these tables is read and written only here.
+as :class:`nodus.store.model_records.ModelVersion` (without their files, which only the store's
+record holds); a row of these tables is read and written only here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nodus.registry.version import Version
+if TYPE_CHECKING:  # the catalog imports this module: it does not pay for the store's
+    from nodus.store.model_records import ModelVersion
 
 __all__ = ["SCHEMA", "ModelTable"]
 
@@ -52,8 +54,8 @@ SCHEMA = (
 )""",
 )
 
-Rows = Callable[[str, tuple], list[Any]]
-Transaction = Callable[[list[tuple[str, tuple]]], None]
+Rows = Callable[[str, tuple[Any, ...]], list[Any]]
+Transaction = Callable[[list[tuple[str, tuple[Any, ...]]]], None]
 
 _COLUMNS = (
     "name, version, run_id, snapshot, stage, step, epoch, store, origin, run_model, bytes, "
@@ -70,7 +72,7 @@ class ModelTable:
 
     # --- versions ---------------------------------------------------------------------------
 
-    def add(self, version: Version, at_least: int = 1) -> Version:
+    def add(self, version: ModelVersion, at_least: int = 1) -> ModelVersion:
         """Record ``version`` (its own number ignored) under the next number, at least
         ``at_least``; the version as recorded, which is the existing one when its snapshot has
         that name already."""
@@ -98,7 +100,7 @@ class ModelTable:
         assert found, f"{name}: {snapshot} was just recorded"
         return found[0]
 
-    def insert(self, version: Version) -> None:
+    def insert(self, version: ModelVersion) -> None:
         """Record a version known from its store record, under its own number (adoption)."""
         self._transaction(
             [
@@ -135,23 +137,23 @@ class ModelTable:
             ]
         )
 
-    def get(self, name: str, version: int) -> Version | None:
+    def get(self, name: str, version: int) -> ModelVersion | None:
         rows = self._select("WHERE name = ? AND version = ?", (name, version))
         return rows[0] if rows else None
 
-    def newest(self, name: str) -> Version | None:
+    def newest(self, name: str) -> ModelVersion | None:
         rows = self._select("WHERE name = ? ORDER BY version DESC LIMIT 1", (name,))
         return rows[0] if rows else None
 
-    def all(self) -> list[Version]:
+    def all(self) -> list[ModelVersion]:
         return self._select("ORDER BY name, version", ())
 
-    def of_snapshot(self, snapshot: str, name: str | None = None) -> list[Version]:
+    def of_snapshot(self, snapshot: str, name: str | None = None) -> list[ModelVersion]:
         if name is None:
             return self._select("WHERE snapshot = ? ORDER BY name, version", (snapshot,))
         return self._select("WHERE snapshot = ? AND name = ?", (snapshot, name))
 
-    def of_run(self, run_id: str) -> list[Version]:
+    def of_run(self, run_id: str) -> list[ModelVersion]:
         return self._select("WHERE run_id = ? ORDER BY name, version", (run_id,))
 
     def names(self) -> list[str]:
@@ -183,13 +185,13 @@ class ModelTable:
         )
         return {row["alias"]: row["version"] for row in rows}
 
-    def _select(self, clause: str, params: tuple) -> list[Version]:
+    def _select(self, clause: str, params: tuple[Any, ...]) -> list[ModelVersion]:
         rows = self._rows(f"SELECT * FROM model_versions {clause}", params)
         aliases = {name: self.aliases(name) for name in {row["name"] for row in rows}}
         return [_version(row, aliases[row["name"]]) for row in rows]
 
 
-def _values(version: Version) -> tuple:
+def _values(version: ModelVersion) -> tuple[Any, ...]:
     """``version`` as the columns of ``model_versions``, in ``_COLUMNS`` order."""
     v = version
     return (
@@ -208,10 +210,12 @@ def _values(version: Version) -> tuple:
     )
 
 
-def _version(row: Any, aliases: dict[str, int]) -> Version:
+def _version(row: Any, aliases: dict[str, int]) -> ModelVersion:
     """The version a ``model_versions`` row records, with those of its model's ``aliases`` that
     point at it."""
-    return Version(
+    from nodus.store.model_records import ModelVersion
+
+    return ModelVersion(
         name=row["name"],
         version=row["version"],
         run=row["run_id"],

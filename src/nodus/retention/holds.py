@@ -1,6 +1,6 @@
 """What holds a snapshot: pins, epoch holds, the resume target, the run's model and branches.
 
-Holds protect artifact kinds of a snapshot from retention (SPEC §8); this module is the one
+Holds protect artifact kinds of a snapshot from retention (docs/cli.md); this module is the one
 place that decides what a hold means, for rotation, expiry, ``nodus gc`` and the listings
 alike. Two are stored, as small records the snapshot's own store keeps next to its manifest
 (``store.hold_records``), so they travel with the store (a shared S3 store protects a pinned
@@ -108,8 +108,8 @@ def pin(store: SnapshotStore, manifest: Manifest) -> bool:
 
 
 def check_release(manifest: Manifest, run: Any | None) -> None:
-    """An epoch hold is released only once the run has stopped (seed 001: "once the run has
-    finished"): until then its epochs are still being registered and trained on."""
+    """An epoch hold is released only once the run has stopped (docs/cli.md):
+    until then its epochs are still being registered and trained on."""
     if run is not None and is_epoch_save(manifest, run) and not run.phase.stopped:
         raise UsageError(
             f"{manifest.id} is the epoch {manifest.epoch:g} save of {run.id}, which is "

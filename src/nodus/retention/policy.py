@@ -8,7 +8,7 @@ kind any hold names is ever returned, nor a kind the manifest no longer holds.
 Like orbax's preservation policies, a decision is the union of small keep-policies: each one
 picks the ``(snapshot, kind)`` pairs it keeps, and whatever none keeps goes, except a kind a
 hold names (pin, epoch, resume target, model, branch), which no policy can let go. Rotation
-(SPEC §8) applies two, per stage, ranking snapshots by
+(docs/recovery.md) applies two, per stage, ranking snapshots by
 :func:`nodus.store.restorable.by_recency` (the latest attempt's count as the newest, so after
 ``runs resume --step 10`` the new attempt's saves are newer than the old attempt's later ones):
 

@@ -128,7 +128,7 @@ class Runner:
         return _status(Phase.SUCCEEDED)
 
     def _register_model(self) -> None:
-        """The run's model becomes a version of its model (once; seed 001). A runner killed
+        """The run's model becomes a version of its model (once; docs/lineage.md). A runner killed
         before this is caught up by `nodus gc` or adoption
         (:mod:`nodus.runner.upkeep.registration`)."""
         from nodus.runner.upkeep.registration import register_model

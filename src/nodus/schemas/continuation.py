@@ -24,7 +24,7 @@ retention, recoveries, grace period, resources). Anything else (``command``, ``c
 ``integration``, ``continuity``) is refused by ``--set`` naming the key.
 
 A ``full-state`` continuation makes no epoch-end saves in the stage that continues the parent
-(seed 001, "Epoch adapters"): it goes on from the parent's position in the data, and its length
+(docs/methods.md): it goes on from the parent's position in the data, and its length
 is counted in updates, not epochs. ``save_each_epoch = true`` there is refused
 (:func:`epoch_save_problems`); a branch's inherited true is turned off in its stored resolution
 (:func:`without_epoch_saves`), so the integration simply makes none. A ``weights`` branch is a
@@ -234,7 +234,7 @@ def _secrets_set_as_env(resolved: Mapping[str, Any], env: Mapping[str, Any]) -> 
 
 def _refuse_without_effect(child: dict[str, Any], execution: Mapping[str, Any]) -> None:
     """No setting is accepted without effect: ``--set execution.save_every`` needs an
-    integrated stage, ``execution.max_recoveries`` one that recovers (SPEC §2)."""
+    integrated stage, ``execution.max_recoveries`` one that recovers (docs/workload-file.md)."""
     from nodus.schemas.resolved import ResolvedWorkload
     from nodus.schemas.rules import execution_without_effect
 

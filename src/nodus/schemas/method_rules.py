@@ -1,4 +1,4 @@
-"""What a run of a managed method may change when it continues another run (SPEC §7).
+"""What a run of a managed method may change when it continues another run (docs/methods.md).
 
 :func:`method_continuation_problems` is pure: two resolved workloads as the catalog stores them
 (``ResolvedWorkload.to_dict()``), how the child starts from the parent, and whether the parent
@@ -29,6 +29,7 @@ from typing import Any
 
 from nodus.errors import Problem
 from nodus.protocol import FULL_STATE, MODE_WEIGHTS
+from nodus.schemas.method_specs import method_spec
 
 __all__ = ["KEPT", "KEPT_ARGUMENTS", "method_continuation_problems"]
 
@@ -140,7 +141,9 @@ def _reward_problems(old: dict[str, Any], new: dict[str, Any]) -> list[Problem]:
 
 
 def _penalised(framework: Any, method: dict[str, Any]) -> bool:
-    return framework == "grpo" and (method.get("kl_beta") or 0) > 0
+    """An online method (grpo) penalising towards its reference policy (``kl_beta > 0``)."""
+    spec = method_spec(framework)
+    return spec is not None and spec.online and (method.get("kl_beta") or 0) > 0
 
 
 def _kept(key: str, old: dict[str, Any]) -> str:

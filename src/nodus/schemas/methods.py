@@ -28,12 +28,18 @@ from typing import Any
 from nodus import protocol
 from nodus.errors import Problem
 from nodus.schemas import defaults
+from nodus.schemas.method_specs import (
+    ONLINE_KEYS,
+    MethodSpec,
+    in_words,
+    method_spec,
+    online_methods,
+)
 from nodus.schemas.models import Framework, Method, Stage, Workload
 
 __all__ = [
-    "REQUIRED_COLUMNS",
-    "TRAIN_STAGE",
     "EXPORT_STAGE",
+    "TRAIN_STAGE",
     "content_fingerprint",
     "dataset_columns",
     "generated_stages",
@@ -43,14 +49,6 @@ __all__ = [
 TRAIN_STAGE = "train"
 EXPORT_STAGE = "export"
 
-REQUIRED_COLUMNS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "sft": (("text",), ("messages",), ("prompt", "completion")),
-    "dpo": (("prompt", "chosen", "rejected"),),
-    "grpo": (("prompt",),),
-}
-"""The dataset columns each framework reads: one of its column sets must be there."""
-
-GRPO_ONLY = ("reward_functions", "num_generations", "kl_beta")
 LORA_ONLY = ("lora_alpha", "lora_dropout", "lora_target_modules")
 _PARQUET = (".parquet", ".pq")
 _JSONL = (".jsonl", ".json")
@@ -60,18 +58,18 @@ def resolve_method(
     framework: Framework, method: Method, base_dir: str, code: str
 ) -> tuple[dict[str, Any], list[Problem]]:
     """Every setting of the train and export programs, explicit; problems found on the way."""
-    name = framework.value
-    problems = [*_key_problems(framework, method)]
+    spec = _spec(framework)
+    problems = [*_key_problems(spec, method)]
     base_model = _local_path(base_dir, method.base_model)
     dataset = _local_path(base_dir, method.dataset)
     base_problems = _base_model_problems(base_model, method.base_model)
     problems += base_problems
-    columns, dataset_problems = _dataset_check(name, dataset, method.dataset)
+    columns, dataset_problems = _dataset_check(spec, dataset, method.dataset)
     problems += dataset_problems
     problems += _reward_problems(method.reward_functions or [], code)
     problems += _unsupported(method)
     resolved: dict[str, Any] = {
-        "framework": name,
+        "framework": spec.name,
         "base_model": base_model,
         "base_model_fingerprint": content_fingerprint(base_model) if not base_problems else "",
         "dataset": dataset,
@@ -79,10 +77,10 @@ def resolve_method(
         "dataset_columns": list(columns),
         "max_steps": method.max_steps,
         "num_epochs": method.num_epochs,
-        "learning_rate": method.learning_rate or defaults.METHOD_LEARNING_RATE[name],
+        "learning_rate": method.learning_rate or spec.learning_rate,
         "batch_size": method.batch_size,
         "gradient_accumulation_steps": method.gradient_accumulation_steps,
-        "max_length": method.max_length or defaults.METHOD_MAX_LENGTH[name],
+        "max_length": method.max_length or spec.max_length,
         "seed": method.seed,
         "lora_rank": method.lora_rank,
         "lora_alpha": _lora(method, "lora_alpha", defaults.METHOD_LORA_ALPHA),
@@ -92,12 +90,18 @@ def resolve_method(
         "gpu_count": method.gpu_count,
         "checkpoint_every": _given(method, "checkpoint_every", defaults.SAVE_EVERY),
         "checkpoint_keep": method.checkpoint_keep,
-        **_grpo_settings(framework, method),
+        **_online_settings(spec, method),
     }
     return resolved, problems
 
 
-def _grpo_settings(framework: Framework, method: Method) -> dict[str, Any]:
+def _spec(framework: Framework) -> MethodSpec:
+    spec = method_spec(framework)
+    assert spec is not None, f"{framework}: every Framework has its MethodSpec"
+    return spec
+
+
+def _online_settings(spec: MethodSpec, method: Method) -> dict[str, Any]:
     """Generation settings: a generation covers whole optimizer steps (``generation_every``).
 
     TRL samples ``num_generations`` completions per prompt and needs each generation's batch
@@ -106,8 +110,8 @@ def _grpo_settings(framework: Framework, method: Method) -> dict[str, Any]:
     boundaries: the rollouts buffered inside a generation are never part of a checkpoint, and a
     resumed run generates exactly the rollouts an uninterrupted one would have.
     """
-    if framework is not Framework.GRPO:
-        return {"reward_functions": None, "num_generations": None, "kl_beta": None}
+    if not spec.online:
+        return dict.fromkeys(ONLINE_KEYS)
     generations = method.num_generations or defaults.METHOD_NUM_GENERATIONS
     rows_per_step = method.batch_size * method.gradient_accumulation_steps
     every = generations // math.gcd(rows_per_step, generations)
@@ -121,7 +125,8 @@ def _grpo_settings(framework: Framework, method: Method) -> dict[str, Any]:
 
 
 def save_every(resolved: dict[str, Any]) -> int:
-    """``checkpoint_every`` as the train stage saves: for grpo, up to a generation boundary."""
+    """``checkpoint_every`` as the train stage saves: for an online method (grpo), up to a
+    generation boundary."""
     asked = int(resolved["checkpoint_every"])
     every = int(resolved.get("generation_every") or 1)
     return math.ceil(asked / every) * every
@@ -167,13 +172,14 @@ def method_environment(resolved: dict[str, Any]) -> dict[str, str]:
 # --- checks ------------------------------------------------------------------------------------
 
 
-def _key_problems(framework: Framework, method: Method) -> list[Problem]:
+def _key_problems(spec: MethodSpec, method: Method) -> list[Problem]:
     problems = []
-    if framework is not Framework.GRPO:
-        for key in GRPO_ONLY:
+    if not spec.online:
+        used_by = in_words(online_methods())
+        for key in ONLINE_KEYS:
             if method.given(key):
                 problems.append(
-                    Problem(f"method.{key}", "used by grpo only", getattr(method, key), True)
+                    Problem(f"method.{key}", f"used by {used_by} only", getattr(method, key), True)
                 )
     if not method.given("lora_rank"):
         for key in LORA_ONLY:
@@ -247,23 +253,21 @@ def _base_model_problems(path: str, written: str) -> list[Problem]:
 
 
 def _dataset_check(
-    framework: str, path: str, written: str
+    spec: MethodSpec, path: str, written: str
 ) -> tuple[tuple[str, ...], list[Problem]]:
     """The column set the framework will read, or the problem naming what is missing."""
     try:
         columns = dataset_columns(path)
     except ValueError as error:
         return (), [Problem("method.dataset", str(error), written, True)]
-    for wanted in REQUIRED_COLUMNS[framework]:
+    for wanted in spec.columns:
         if set(wanted) <= set(columns):
             return wanted, []
-    options = " or ".join(
-        "/".join(f"'{c}'" for c in wanted) for wanted in REQUIRED_COLUMNS[framework]
-    )
+    options = " or ".join("/".join(f"'{c}'" for c in wanted) for wanted in spec.columns)
     return (), [
         Problem(
             "method.dataset",
-            f"{framework} needs the column(s) {options}; {path} has {sorted(columns)}",
+            f"{spec.name} needs the column(s) {options}; {path} has {sorted(columns)}",
             written,
             True,
         )

@@ -13,12 +13,13 @@ the usual words.
 Managed-method workloads are never remembered: their resolution reads the base model and the
 dataset, whose contents are not in the digest. A cache entry that cannot be read is resolved
 afresh and written again; it is written without fsync, as a crash can only lose it. The cache
-keeps the ``defaults.RESOLVED_KEEP`` entries used most recently (a use touches its entry; a new
+keeps the ``RESOLVED_KEEP`` entries used most recently (a use touches its entry; a new
 one removes the least recently used beyond that), so a home that ran many files stays small.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -29,6 +30,9 @@ from nodus._atomic import private_folder, write_json_atomic
 from nodus.schemas import defaults
 from nodus.schemas.files import regular_file
 from nodus.schemas.resolved import ResolvedWorkload
+
+RESOLVED_KEEP = 256
+"""How many remembered resolutions the cache keeps: those used most recently."""
 
 _FORMAT = 1
 
@@ -103,17 +107,16 @@ def _write(entry: str, resolved: ResolvedWorkload) -> None:
     try:
         private_folder(folder)  # and the home, when this makes it (docs/security.md)
         write_json_atomic(entry, resolved.to_dict(), durable=False)
-        _prune(folder, defaults.RESOLVED_KEEP)
+        _prune(folder, RESOLVED_KEEP)
     except OSError:
         pass  # a cache: the next run resolves again
 
 
 def _touch(entry: str) -> None:
     """Mark ``entry`` used now, so pruning keeps it over entries not used since."""
-    try:
+    # removed meanwhile by another nodus's pruning: written again on a miss
+    with contextlib.suppress(OSError):
         os.utime(entry)
-    except OSError:
-        pass  # removed meanwhile by another nodus's pruning: written again on a miss
 
 
 def _prune(folder: str, keep: int) -> None:
@@ -127,7 +130,5 @@ def _prune(folder: str, keep: int) -> None:
                 continue  # removed meanwhile
     entries.sort(reverse=True)
     for _, path in entries[keep:]:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(path)
-        except OSError:
-            pass

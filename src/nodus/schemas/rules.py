@@ -5,8 +5,9 @@ values live in :mod:`nodus.schemas.resolve`, which calls :func:`without_effect` 
 stages are resolved. Each check returns problems instead of raising, so a file's problems are
 all reported together.
 
-No setting is accepted without effect (SPEC §2): a key whose feature is not built yet is refused
-with "not supported yet", and one that cannot act where it is written is refused saying why.
+No setting is accepted without effect (docs/workload-file.md): a key whose feature is not built
+yet is refused with "not supported yet", and one that cannot act where it is written is refused
+saying why.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from nodus import protocol
 from nodus.errors import Problem
 from nodus.schemas import backends
+from nodus.schemas.method_specs import in_words, method_spec, online_methods
 from nodus.schemas.models import Framework, Overrides, Workload
 from nodus.schemas.resolved import ResolvedStage
 
@@ -247,13 +249,17 @@ def _method_problems(workload: Workload, framework: Framework) -> list[Problem]:
     problems = []
     if method.given("max_steps") == method.given("num_epochs"):
         problems.append(Problem("method", "give exactly one of max_steps and num_epochs"))
-    grpo = framework is Framework.GRPO
-    if grpo and not method.reward_functions:
+    spec = method_spec(framework)
+    online = spec is not None and spec.online
+    if online and not method.reward_functions:
         problems.append(
-            Problem("method.reward_functions", "grpo needs at least one 'module:function'")
+            Problem(
+                "method.reward_functions", f"{framework.value} needs at least one 'module:function'"
+            )
         )
-    if not grpo and method.given("reward_functions"):
+    if not online and method.given("reward_functions"):
+        used_by = in_words(online_methods())
         problems.append(
-            Problem("method.reward_functions", "reward functions are used by grpo only")
+            Problem("method.reward_functions", f"reward functions are used by {used_by} only")
         )
     return problems

@@ -36,7 +36,7 @@ def duration_seconds(text: str) -> float | None:
 
 def human_duration(seconds: float) -> str:
     """``42 s``, ``3 min 20 s``, ``2 h 05 min``: a time left or an age, to the unit that matters."""
-    whole = max(int(round(seconds)), 0)
+    whole = max(round(seconds), 0)
     if whole < 60:
         return f"{whole} s"
     minutes, secs = divmod(whole, 60)

@@ -74,7 +74,7 @@ def read(path: str, step_key: str | None = None) -> Recorded | None:
     is damaged, or records neither."""
     try:
         top = _top_level(path)
-    except Exception:  # noqa: BLE001 (any damage or hostility reads as "records nothing")
+    except Exception:
         return None
     if top is None:
         return None
@@ -203,21 +203,13 @@ class _Walker:
     def step(self, opcode: pickletools.OpcodeInfo, arg: Any) -> None:
         name, stack = opcode.name, self.stack
         if name in _VALUE_OPS:
-            keep = isinstance(arg, _SCALARS) and not (
-                isinstance(arg, str) and len(arg) > _LONGEST_TEXT
-            )
-            stack.append(arg if keep else _OPAQUE)
+            stack.append(arg if _kept(arg) else _OPAQUE)
         elif name in _CONSTANTS:
             stack.append(_CONSTANTS[name])
         elif name == "MARK":
             stack.append(_MARK)
         elif name in _MEMO_PUT or name == "MEMOIZE":
-            index = arg
-            if name == "MEMOIZE":
-                index, self.memoized = self.memoized, self.memoized + 1
-            self.memo.pop(index, None)  # a later object put at the same index replaces it
-            if stack and len(self.memo) < MOST_MEMO and isinstance(stack[-1], _SCALARS):
-                self.memo[index] = stack[-1]
+            self._memoize(name, arg)
         elif name in _MEMO_GET:
             stack.append(self.memo.get(arg, _OPAQUE))
         elif name == "SETITEM":
@@ -232,6 +224,16 @@ class _Walker:
             self.root = stack[-1]
         else:
             self._generic(opcode)
+
+    def _memoize(self, name: str, arg: Any) -> None:
+        """The object on top of the stack put in the memo (at ``arg``, or MEMOIZE's next)."""
+        index = arg
+        if name == "MEMOIZE":
+            index, self.memoized = self.memoized, self.memoized + 1
+        self.memo.pop(index, None)  # a later object put at the same index replaces it
+        stack = self.stack
+        if stack and len(self.memo) < MOST_MEMO and isinstance(stack[-1], _SCALARS):
+            self.memo[index] = stack[-1]
 
     def _set(self, at: int, pairs: list[tuple[Any, Any]]) -> None:
         """Items set on the object at stack index ``at``: kept only for the bottom one."""
@@ -265,3 +267,8 @@ class _Walker:
         if before:
             del self.stack[len(self.stack) - len(before) :]
         self.stack.extend(_OPAQUE for _made in opcode.stack_after)
+
+
+def _kept(arg: Any) -> bool:
+    """Whether a pushed value is kept as it is: a scalar, and no text longer than a name's."""
+    return isinstance(arg, _SCALARS) and not (isinstance(arg, str) and len(arg) > _LONGEST_TEXT)

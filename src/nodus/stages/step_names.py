@@ -22,8 +22,17 @@ from nodus.protocol import PLACEHOLDER, checkpoint_folder
 __all__ = ["KNOWN_NAMES", "StepName", "pattern", "step_of"]
 
 KNOWN_NAMES = ", ".join(
-    (checkpoint_folder(0)[:-1] + "N", "checkpoint_N", "ckpt_N", "step_N", "stepN")
-    + ("global_stepN", "epoch=E-step=S", "iter_N", "iteration_N")
+    (
+        checkpoint_folder(0)[:-1] + "N",
+        "checkpoint_N",
+        "ckpt_N",
+        "step_N",
+        "stepN",
+        "global_stepN",
+        "epoch=E-step=S",
+        "iter_N",
+        "iteration_N",
+    )
 )
 """The names that carry a step without a ``checkpoint_name``, in words (validate, docs)."""
 

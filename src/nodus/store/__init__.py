@@ -6,7 +6,11 @@
 ``docs/internals.md`` for the seam the runner codes against. Modules whose names start with
 ``_`` are this package's own; nothing outside it imports them.
 
-    store.py            ``SnapshotStore``: capture, list, restore, check, deletion, blob GC
+    store.py            ``SnapshotStore``: one store's storage and its four parts
+    capturing.py        ``SnapshotWriter``: capture, the commit
+    reading.py          ``SnapshotReader``: listings, manifests, restore, check, verify
+    deleting.py         ``SnapshotDeleter``: deletion of a kind, a snapshot, a version; the sweep
+    records.py          ``StoreRecords``: hold, model-version and run records
     storage.py          the storage protocol: a handful of operations on ``str`` keys
     opening.py          which storage a URL opens
     local_storage.py    ``file://``: a folder on this machine, with the POSIX fast paths
@@ -21,26 +25,26 @@
     restore.py          verified restore
     restorable.py       which snapshots a new attempt may restore, newest first
     deletion.py         crash-safe deletion of a kind
-    gc.py               blob GC, safe beside captures and other sweeps
+    sweep.py            the blob sweep (the mechanics of gc), safe beside captures and sweeps
     owners.py           who wrote a coordination flag, and whether it still runs
     hold_records.py     stored holds, next to the snapshot they hold
     run_records.py      run records and leases: a run recoverable from the store alone
     model_records.py    the registry's versions: each one's reference to its weights' blobs
     upload.py           background upload of staged snapshots to a remote store
     verify.py           ``nodus store verify``: every manifest and blob, optionally repaired
-    internals.py        what deletion and verify use of a ``SnapshotStore``
+    internals.py        what deletion and verify use of the store's parts
     _io.py              one pass that copies and hashes (capture and restore)
     _direct.py          direct I/O for large blobs, past the page cache
     _faults.py          crash injection for the store's tests, never set in normal use
 """
 
-from nodus.store.gc import GcReport
 from nodus.store.hold_records import HoldRecords
 from nodus.store.kinds import KINDS, classify
 from nodus.store.manifest import FileEntry, Manifest, SnapshotInfo
 from nodus.store.opening import open_storage
 from nodus.store.storage import ObjectInfo, Storage
 from nodus.store.store import SnapshotStore, open_store
+from nodus.store.sweep import GcReport
 from nodus.store.verify import VerifyReport
 
 __all__ = [

@@ -19,7 +19,10 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from nodus.store.storage import Storage
 
 __all__ = ["crash_point", "throttled"]
 
@@ -32,17 +35,17 @@ def crash_point(name: str) -> None:
         os._exit(137)
 
 
-def throttled(storage: Any) -> Any:
+def throttled(storage: Storage) -> Storage:
     """``storage`` itself, or wrapped to write at ``NODUS_STORE_THROTTLE_MBPS`` when it is set."""
     if _THROTTLE_MBPS <= 0:
         return storage
-    return _Throttled(storage, _THROTTLE_MBPS * 1e6)
+    return cast("Storage", _Throttled(storage, _THROTTLE_MBPS * 1e6))
 
 
 class _Throttled:
     """A storage whose writes share one link of ``rate`` bytes per second (a slow network)."""
 
-    def __init__(self, storage: Any, rate: float) -> None:
+    def __init__(self, storage: Storage, rate: float) -> None:
         self._storage = storage
         self._rate = rate
         self._link = threading.Lock()  # parallel uploads share the one link

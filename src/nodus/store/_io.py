@@ -8,13 +8,27 @@ import os
 import queue
 import stat
 import threading
-from typing import BinaryIO, Literal
+from typing import IO, Any, BinaryIO, Literal
 
 from nodus.protocol import content_hasher
-from nodus.schemas import defaults
 from nodus.store._direct import Unsupported, direct_copy, direct_read_copy
 
 __all__ = ["copy_hashing", "hash_stream"]
+
+STORE_CHUNK_BYTES = 8 * 1024 * 1024
+"""Buffer size of the one pass that copies and hashes a file (capture, restore, verify)."""
+
+STORE_DIRECT_MIN_BYTES = 64 * 1024 * 1024
+"""Files at least this large bypass the page cache on a local store's side: direct (O_DIRECT)
+writes when captured, direct reads when restored. A smaller file is copied in one piece, so
+nothing would overlap; it stays in the page cache, where a restore on the same machine finds it
+(a 32 MiB checkpoint recovered in 0.08 s that way, 0.24 s from disk)."""
+
+STORE_SMALL_FILE_BYTES = 1024 * 1024
+"""Files smaller than this are captured by one read into memory, hashed there, and written to
+the store only when it lacks their blob: a source of a thousand files already stored costs a
+read each, not a copy, an fsync and a thread each. A file that takes the direct path
+(``STORE_DIRECT_MIN_BYTES``) always takes it."""
 
 
 def copy_hashing(
@@ -47,25 +61,46 @@ def copy_hashing(
             return _sparse_copy(source.fileno(), None if sink is None else sink.fileno(), known)
         except Unsupported:
             pass
-    size = defaults.STORE_CHUNK_BYTES if known is None else known
+    size = STORE_CHUNK_BYTES if known is None else known
     # A small file is read once into a buffer of its size and written from it: a kernel copy
     # would start a hashing thread with a full-size buffer for a few bytes (milliseconds each).
-    large = size >= min(defaults.STORE_SMALL_FILE_BYTES, defaults.STORE_DIRECT_MIN_BYTES)
+    large = size >= min(STORE_SMALL_FILE_BYTES, STORE_DIRECT_MIN_BYTES)
     if sink is not None and large and _kernel_copy_possible(source, sink):
-        if direct and size >= defaults.STORE_DIRECT_MIN_BYTES:
-            copy = direct_copy if direct == "write" else direct_read_copy
-            try:
-                return copy(source.fileno(), sink.fileno())
-            except Unsupported:
-                pass
+        copied = _fast_copy(source, sink, size, direct, limit)
+        if copied is not None:
+            return copied
+    return _buffered_copy(source, sink, size, limit)
+
+
+def _fast_copy(
+    source: BinaryIO,
+    sink: BinaryIO,
+    size: int,
+    direct: Literal["read", "write"] | None,
+    limit: int | None,
+) -> tuple[str, int] | None:
+    """Direct I/O for a large file on the store's side, else the kernel's copy; None when
+    neither can copy these two files (nothing was written)."""
+    if direct and size >= STORE_DIRECT_MIN_BYTES:
+        copy = direct_copy if direct == "write" else direct_read_copy
         try:
-            return _kernel_copy(source.fileno(), sink.fileno(), limit)
+            return copy(source.fileno(), sink.fileno())
         except Unsupported:
             pass
+    try:
+        return _kernel_copy(source.fileno(), sink.fileno(), limit)
+    except Unsupported:
+        return None
+
+
+def _buffered_copy(
+    source: BinaryIO, sink: BinaryIO | None, size: int, limit: int | None
+) -> tuple[str, int]:
+    """One pass with one buffer that hashes and writes each chunk."""
     digest = content_hasher()
     # A small file gets a buffer of its size (one byte more, to see its end in one read): a
     # source of a thousand small files must not allocate a thousand full-size buffers.
-    buffer = bytearray(min(defaults.STORE_CHUNK_BYTES, size + 1))
+    buffer = bytearray(min(STORE_CHUNK_BYTES, size + 1))
     view = memoryview(buffer)
     total = 0
     read = getattr(source, "readinto", None)
@@ -111,20 +146,12 @@ def _sparse_copy(source_fd: int, sink_fd: int | None, size: int) -> tuple[str, i
     bytes the sink reads back, as for any copy; a file that shrinks meanwhile stops the copy
     short (the caller sees fewer bytes than its length and reads it again)."""
     digest = content_hasher()
-    buffer = bytearray(defaults.STORE_CHUNK_BYTES)
+    buffer = bytearray(STORE_CHUNK_BYTES)
     view = memoryview(buffer)
     zeros = memoryview(bytes(len(buffer)))
     offset = 0
     while offset < size:
-        try:
-            data = min(os.lseek(source_fd, offset, os.SEEK_DATA), size)
-        except OSError as error:
-            if error.errno == errno.ENXIO:  # no data after offset: the rest is a hole
-                data = size
-            elif offset == 0 and error.errno in (errno.EINVAL, errno.EOPNOTSUPP):
-                raise Unsupported(str(error)) from error
-            else:
-                raise
+        data = _next_data(source_fd, offset, size)
         while offset < data:  # a hole: zeros in the hash, nothing written
             count = min(len(zeros), data - offset)
             digest.update(zeros[:count])
@@ -146,13 +173,25 @@ def _sparse_copy(source_fd: int, sink_fd: int | None, size: int) -> tuple[str, i
     return digest.hexdigest(), offset
 
 
+def _next_data(source_fd: int, offset: int, size: int) -> int:
+    """Where the next data range at or after ``offset`` starts (``size``: only a hole is left)."""
+    try:
+        return min(os.lseek(source_fd, offset, os.SEEK_DATA), size)
+    except OSError as error:
+        if error.errno == errno.ENXIO:  # no data after offset: the rest is a hole
+            return size
+        if offset == 0 and error.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+            raise Unsupported(str(error)) from error
+        raise
+
+
 def _pwrite_all(fd: int, chunk: memoryview, offset: int) -> None:
     while chunk:
         written = os.pwrite(fd, chunk, offset)
         chunk, offset = chunk[written:], offset + written
 
 
-def _kernel_copy_possible(source, sink) -> bool:
+def _kernel_copy_possible(source: IO[bytes], sink: IO[bytes]) -> bool:
     return (
         hasattr(os, "copy_file_range")
         and all(isinstance(handle, io.FileIO) for handle in (source, sink))
@@ -202,7 +241,7 @@ _KERNEL_SLICE = 64 * 1024 * 1024
 def _hash_copied(sink_fd: int, copied: queue.SimpleQueue[int | None], out: list[str]) -> None:
     """Hash the sink up to each offset the copier reports, until it reports None."""
     digest = content_hasher()
-    buffer = bytearray(defaults.STORE_CHUNK_BYTES)
+    buffer = bytearray(STORE_CHUNK_BYTES)
     view = memoryview(buffer)
     offset = 0
     while (end := copied.get()) is not None:
@@ -219,7 +258,7 @@ def hash_stream(source: BinaryIO) -> tuple[str, int]:
     return copy_hashing(source, None)
 
 
-def _write_all(sink: BinaryIO, chunk) -> None:
+def _write_all(sink: BinaryIO, chunk: Any) -> None:
     # Raw (unbuffered) files may write less than asked; loop until all of it is out.
     written = sink.write(chunk)
     while written is not None and written < len(chunk):

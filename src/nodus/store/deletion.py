@@ -39,12 +39,13 @@ from typing import TYPE_CHECKING, Any
 from nodus.errors import NotFoundError, SnapshotDamagedError, UsageError
 from nodus.store import keys
 from nodus.store._faults import crash_point
-from nodus.store.gc import GcReport
 from nodus.store.kinds import KINDS
 from nodus.store.manifest import Manifest
+from nodus.store.sweep import GcReport
 
 if TYPE_CHECKING:
-    from nodus.store.internals import StoreInternals
+    from nodus.store.internals import DeleteInternals
+    from nodus.store.storage import Storage
 
 __all__ = [
     "DELETED",
@@ -64,28 +65,28 @@ DELETED = "deleted"
 Mark = tuple[Manifest, str, dict[str, Any]]  # a snapshot, one of its kinds, that kind's record
 
 
-def records(store: StoreInternals, snapshot_id: str) -> dict[str, dict[str, Any]]:
+def records(storage: Storage, snapshot_id: str) -> dict[str, dict[str, Any]]:
     """The tombstone record of each kind of ``snapshot_id`` whose deletion has begun."""
     found = {}
     for kind in KINDS:
-        record = _read(store, snapshot_id, kind)
+        record = _read(storage, snapshot_id, kind)
         if record is not None:
             found[kind] = record
     return found
 
 
-def pending(store: StoreInternals) -> list[tuple[str, str]]:
+def pending(storage: Storage) -> list[tuple[str, str]]:
     """(snapshot id, kind) of every deletion begun and not finished, sorted."""
     return sorted(
         (snapshot_id, kind)
-        for snapshot_id, found in _all_records(store).items()
+        for snapshot_id, found in _all_records(storage).items()
         for kind, record in found.items()
         if record["state"] == DELETING
     )
 
 
-def delete_kind(store: StoreInternals, snapshot_id: str, kind: str, reason: str) -> GcReport:
-    manifest = store._stored(snapshot_id)
+def delete_kind(store: DeleteInternals, snapshot_id: str, kind: str, reason: str) -> GcReport:
+    manifest = store.reader.stored(snapshot_id)
     if manifest.role != "checkpoint":
         raise UsageError(
             f"snapshot {snapshot_id} is a run's {manifest.role}: it is deleted only with its "
@@ -93,16 +94,16 @@ def delete_kind(store: StoreInternals, snapshot_id: str, kind: str, reason: str)
         )
     if kind not in manifest.stored_kinds:
         return GcReport()
-    found = records(store, snapshot_id)
+    found = records(store.storage, snapshot_id)
     if kind not in found:
         found[kind] = _mark(store, snapshot_id, kind, reason)
         crash_point("delete_kind.marked")
     return _complete(store, manifest, found, "delete_kind")
 
 
-def delete_snapshot(store: StoreInternals, snapshot_id: str, reason: str) -> GcReport:
-    manifest = store._stored(snapshot_id)
-    found = records(store, snapshot_id)
+def delete_snapshot(store: DeleteInternals, snapshot_id: str, reason: str) -> GcReport:
+    manifest = store.reader.stored(snapshot_id)
+    found = records(store.storage, snapshot_id)
     for kind in manifest.stored_kinds:
         if kind not in found:
             found[kind] = _mark(store, snapshot_id, kind, reason)
@@ -110,17 +111,17 @@ def delete_snapshot(store: StoreInternals, snapshot_id: str, reason: str) -> GcR
     return _complete(store, manifest, found, "delete")
 
 
-def finish_deletions(store: StoreInternals, retry_s: float) -> GcReport:
+def finish_deletions(store: DeleteInternals, retry_s: float) -> GcReport:
     # Tombstones and holds are listed before the manifests: a tombstone or a hold is only ever
     # written for a committed snapshot, so one whose manifest is missing from the later listing
     # belongs to a snapshot that is gone, never to one being committed meanwhile.
-    listed = _all_records(store)
+    listed = _all_records(store.storage)
     held = store.hold_records.names()
-    existing = set(store._ids())
+    existing = set(store.reader.ids())
     going = []
     for snapshot_id in sorted(listed.keys() & existing):
         try:
-            manifest = store._stored(snapshot_id)
+            manifest = store.reader.stored(snapshot_id)
         except (NotFoundError, SnapshotDamagedError):
             continue  # deleted meanwhile; or damaged, which the sweep refuses to guess about
         going.append((_tombstoned(manifest, listed[snapshot_id]), listed[snapshot_id]))
@@ -141,7 +142,7 @@ def finish_deletions(store: StoreInternals, retry_s: float) -> GcReport:
 
 
 def _complete(
-    store: StoreInternals, manifest: Manifest, found: dict[str, dict[str, Any]], step: str
+    store: DeleteInternals, manifest: Manifest, found: dict[str, dict[str, Any]], step: str
 ) -> GcReport:
     """Finish the snapshot's marks still deleting; remove it once it holds no kind."""
     manifest = _tombstoned(manifest, found)
@@ -152,7 +153,7 @@ def _complete(
     return report
 
 
-def _finish(store: StoreInternals, marks: list[Mark], step: str, retry_s: float) -> GcReport:
+def _finish(store: DeleteInternals, marks: list[Mark], step: str, retry_s: float) -> GcReport:
     """Free the blobs of the marked kinds that nothing held shares, then mark them deleted
     (those of a snapshot left with no kind need not be: it is removed next, marks and all)."""
     if not marks:
@@ -163,7 +164,7 @@ def _finish(store: StoreInternals, marks: list[Mark], step: str, retry_s: float)
         for entry in manifest.files
         if entry.kind == kind and not entry.is_link
     }
-    report = store._free(candidates, min_age_s=0.0, retry_s=retry_s)
+    report = store.free(candidates, min_age_s=0.0, retry_s=retry_s)
     if report.deferred:
         report.pending_deletions = len(marks)
         return report
@@ -182,10 +183,10 @@ def _finish(store: StoreInternals, marks: list[Mark], step: str, retry_s: float)
 
 
 def _remove(
-    store: StoreInternals, manifest: Manifest, found: dict[str, dict[str, Any]], step: str
+    store: DeleteInternals, manifest: Manifest, found: dict[str, dict[str, Any]], step: str
 ) -> None:
     store.storage.delete(keys.manifest_key(manifest.id))
-    store._forget(manifest.id)
+    store.reader.forget(manifest.id)
     log.info("store: removed snapshot %s", manifest.id)
     crash_point(f"{step}.manifest-removed")
     for kind in found:
@@ -194,7 +195,7 @@ def _remove(
     store.hold_records.delete_all(manifest.id)
 
 
-def _remove_records(store: StoreInternals, snapshot_id: str, kinds: Collection[str]) -> int:
+def _remove_records(store: DeleteInternals, snapshot_id: str, kinds: Collection[str]) -> int:
     """Remove the tombstones and hold records left by a snapshot that no longer exists."""
     for kind in kinds:
         store.storage.delete(keys.tombstone_key(snapshot_id, kind))
@@ -212,24 +213,24 @@ def _tombstoned(manifest: Manifest, found: dict[str, dict[str, Any]]) -> Manifes
     return dataclasses.replace(manifest, deleting=frozenset(found))
 
 
-def _mark(store: StoreInternals, snapshot_id: str, kind: str, reason: str) -> dict[str, Any]:
+def _mark(store: DeleteInternals, snapshot_id: str, kind: str, reason: str) -> dict[str, Any]:
     record = {"state": DELETING, "reason": reason, "at": time.time()}
     _write(store, snapshot_id, kind, record)
     log.info("store: deleting %s of %s (%s)", kind, snapshot_id, reason)
     return record
 
 
-def _write(store: StoreInternals, snapshot_id: str, kind: str, record: dict[str, Any]) -> None:
+def _write(store: DeleteInternals, snapshot_id: str, kind: str, record: dict[str, Any]) -> None:
     data = json.dumps(record, sort_keys=True).encode()
     store.storage.write(keys.tombstone_key(snapshot_id, kind), data)
 
 
-def _read(store: StoreInternals, snapshot_id: str, kind: str) -> dict[str, Any] | None:
+def _read(storage: Storage, snapshot_id: str, kind: str) -> dict[str, Any] | None:
     """The record, or None when there is no tombstone. One that cannot be read (or an empty
     one, as nodus wrote before tombstones had states) counts as a deletion not yet finished:
     finishing it again is harmless, taking it for finished could leak its blobs."""
     try:
-        raw = store.storage.read(keys.tombstone_key(snapshot_id, kind))
+        raw = storage.read(keys.tombstone_key(snapshot_id, kind))
     except FileNotFoundError:
         return None
     try:
@@ -247,9 +248,11 @@ def _read(store: StoreInternals, snapshot_id: str, kind: str) -> dict[str, Any] 
     }
 
 
-def _all_records(store: StoreInternals) -> dict[str, dict[str, dict[str, Any]]]:
-    listed = (info.key for info in store.storage.list(keys.TOMBSTONES))
+def _all_records(storage: Storage) -> dict[str, dict[str, dict[str, Any]]]:
+    listed = (info.key for info in storage.list(keys.TOMBSTONES))
     return {
-        snapshot_id: {kind: record for kind in kinds if (record := _read(store, snapshot_id, kind))}
+        snapshot_id: {
+            kind: record for kind in kinds if (record := _read(storage, snapshot_id, kind))
+        }
         for snapshot_id, kinds in keys.names_by_snapshot(listed, keys.tombstone_of_key).items()
     }

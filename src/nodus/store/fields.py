@@ -76,7 +76,7 @@ def number(
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise Damage(f"{_at(where, name)} is {_shown(value)}, not a number")
-    if isinstance(value, int) and abs(value) >= _INT64 or finite and not _finite(value):
+    if (isinstance(value, int) and abs(value) >= _INT64) or (finite and not _finite(value)):
         raise Damage(f"{_at(where, name)} is {_shown(value)}, not a finite number")
     return value
 

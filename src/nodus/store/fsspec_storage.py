@@ -12,12 +12,13 @@ store, and a missing object stays ``FileNotFoundError``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import os
 import tempfile
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar, cast
 
 import fsspec
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
@@ -28,19 +29,20 @@ from nodus.store.storage import ObjectInfo
 
 __all__ = ["FsspecStorage"]
 
+_T = TypeVar("_T")
 _READ_BLOCK = 8 * 1024 * 1024  # large reads: a blob is streamed in few requests
 
 
-def _reaching(method: Callable) -> Callable:
+def _reaching(method: Callable[..., _T]) -> Callable[..., _T]:
     """``method`` with its client's failures reported as StoreError (missing stays missing)."""
 
     @functools.wraps(method)
-    def wrapper(self: FsspecStorage, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: FsspecStorage, *args: Any, **kwargs: Any) -> _T:
         try:
             return method(self, *args, **kwargs)
         except (FileNotFoundError, StoreError):
             raise
-        except Exception as error:  # noqa: BLE001 (every client's errors, made one)
+        except Exception as error:
             # the client's text may repeat the URL: its password is masked in both
             text = redacted(f"store {self.url} cannot be reached: {in_words(error)}")
             raise StoreUnreachableError(text) from error
@@ -63,15 +65,15 @@ class FsspecStorage:
 
     @_reaching
     def exists(self, key: str) -> bool:
-        return self.fs.exists(self._path(key))
+        return bool(self.fs.exists(self._path(key)))
 
     @_reaching
     def read(self, key: str) -> bytes:
-        return self.fs.cat_file(self._path(key))
+        return bytes(self.fs.cat_file(self._path(key)))
 
     @_reaching
     def open(self, key: str) -> BinaryIO:
-        return self.fs.open(self._path(key), "rb", block_size=_READ_BLOCK)
+        return cast(BinaryIO, self.fs.open(self._path(key), "rb", block_size=_READ_BLOCK))
 
     @_reaching
     def write(self, key: str, data: bytes) -> None:
@@ -79,10 +81,8 @@ class FsspecStorage:
 
     @_reaching
     def delete(self, key: str) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             self.fs.rm_file(self._path(key))
-        except FileNotFoundError:
-            pass
 
     @_reaching
     def list(self, prefix: str) -> list[ObjectInfo]:
@@ -126,13 +126,11 @@ class FsspecStorage:
             self.fs.put_file(local_path, self._path(key))
             return True
         finally:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(local_path)
-            except FileNotFoundError:
-                pass
 
 
-class _Progress(Callback):
+class _Progress(Callback):  # type: ignore[misc,unused-ignore]  # fsspec: untyped
     """fsspec's transfer callback, passed on as the number of bytes each step sent."""
 
     def __init__(self, progress: Callable[[int], None]) -> None:

@@ -9,6 +9,7 @@ reach into a committed snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import io
 import os
@@ -18,11 +19,11 @@ import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from nodus import protocol
 from nodus.errors import StoreError, UsageError
-from nodus.schemas import defaults
+from nodus.store import _io
 from nodus.store._io import copy_hashing
 from nodus.store.names import path_problem
 
@@ -37,7 +38,18 @@ __all__ = [
     "select",
 ]
 
-EventSink = Callable[[str, dict], None]
+CAPTURE_READ_ATTEMPTS = 5
+"""Reads of a file that keeps changing during capture before that capture gives up."""
+
+CAPTURE_QUIET_S = 0.01
+"""A read is trusted at once only if the file had been left alone this long when it began: a
+write already under way when nodus looked has moved mtime but not yet all its bytes."""
+
+CAPTURE_RACY_S = 1.0
+"""A file modified this recently is re-read next time even if size, mtime and inode match:
+a write within the file system's timestamp granularity would otherwise go unnoticed."""
+
+EventSink = Callable[[str, dict[str, Any]], None]
 Signature = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, inode, device
 
 
@@ -247,7 +259,7 @@ class FileCache:
     def put(self, full: str, signature: Signature, digest: str, read_started_ns: int) -> None:
         # A file modified just before we read it may change again within the same timestamp
         # tick and keep its signature ("racily clean"); such files are simply read next time.
-        if signature[1] < read_started_ns - int(defaults.CAPTURE_RACY_S * 1e9):
+        if signature[1] < read_started_ns - int(CAPTURE_RACY_S * 1e9):
             self._known[full] = (signature, digest)
 
 
@@ -282,7 +294,7 @@ def read_consistently(
     read need not wait for it to have been left alone a while; one during which it changed is
     still read again.
     """
-    attempts = defaults.CAPTURE_READ_ATTEMPTS
+    attempts = CAPTURE_READ_ATTEMPTS
     for attempt in range(attempts):
         try:
             # The last attempt takes any read during which the file it read did not change,
@@ -326,7 +338,7 @@ def _read_once(
                 identity = (before.st_size, before.st_mtime_ns, before.st_ino, before.st_dev)
                 return ReadResult(digest, count, mode, None, before.st_mtime_ns, identity=identity)
             return None
-        if before.st_size < min(defaults.STORE_SMALL_FILE_BYTES, defaults.STORE_DIRECT_MIN_BYTES):
+        if before.st_size < min(_io.STORE_SMALL_FILE_BYTES, _io.STORE_DIRECT_MIN_BYTES):
             memory = io.BytesIO()  # written to the store later, and only if it lacks the blob
             digest, count = copy_hashing(source, memory)
             if _trusted(fd, full, before, signature, count, started, strict):
@@ -359,7 +371,7 @@ def _trusted(
 ) -> bool:
     """Whether what was read is one real state of the file (see :func:`_read_once`)."""
     stable = file_signature(os.fstat(fd)) == signature and count == before.st_size
-    quiet = signature[1] <= started - int(defaults.CAPTURE_QUIET_S * 1e9)
+    quiet = signature[1] <= started - int(CAPTURE_QUIET_S * 1e9)
     return stable and (not strict or (quiet and _same_file_at(full, before)))
 
 
@@ -377,7 +389,5 @@ def _same_file_at(full: str, before: os.stat_result) -> bool:
 
 
 def _remove(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass

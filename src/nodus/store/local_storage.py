@@ -16,6 +16,7 @@ leaves there is swept by blob GC.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -204,7 +205,5 @@ def _identity(info: os.stat_result) -> tuple[int, ...]:
 
 
 def _remove_quietly(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -17,7 +17,7 @@ Each record is one atomic write (a storage ``write`` is temp + rename, or one PU
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nodus.errors import StoreError
@@ -25,35 +25,72 @@ from nodus.store import fields, keys
 from nodus.store.manifest import FileEntry, Manifest
 from nodus.store.storage import Storage
 
-__all__ = ["FORMAT", "ModelRecords", "ModelVersion"]
+__all__ = ["FORMAT", "ORIGINS", "ModelRecords", "ModelVersion"]
 
 FORMAT = 1
 """Record format; a reader refuses a newer one rather than misread what it holds."""
 
 
+ORIGINS = ("epoch", "run", "manual")
+"""How a version came to be: an epoch-end save, its run's model, ``nodus models register``."""
+
+
 @dataclass(frozen=True)
 class ModelVersion:
-    """One registered version: where its weights came from and the files that are them."""
+    """One registered version: where its weights came from and the files that are them.
+
+    The one type of a version, wherever it is read from. The store's record
+    (:meth:`to_dict`, :meth:`from_dict`) holds its weights' ``files``; the run catalog's row
+    (:mod:`nodus.registry.table`) holds its number's ``store``, ``bytes`` and ``aliases``
+    instead, and no files (:meth:`nodus.registry.Registry.record` reads them from the store).
+    """
 
     name: str
-    version: int
+    version: int  # 0 until the catalog numbers it (see ``ModelTable.add``)
     run: str
     snapshot: str
     stage: str | None
     step: int | None
     epoch: float | None
-    origin: str  # "epoch" (an epoch-end save), "run" (the run's model), "manual" (register)
+    origin: str  # one of ORIGINS
     registered_at: float  # seconds since the epoch
-    files: tuple[FileEntry, ...]
+    files: tuple[FileEntry, ...] = ()  # the weights; a catalog row has none
     run_model: bool = False  # the save at its run's last update (``runs get`` names it)
+    store: str = ""  # the URL of the store holding the record; a catalog row says it
+    bytes: int = 0  # the weights' size: their files' when the version has them
+    aliases: tuple[str, ...] = field(default=())  # the catalog's aliases pointing at it
+
+    def __post_init__(self) -> None:
+        if self.files:  # the size is the files', whoever built the version
+            object.__setattr__(self, "bytes", sum(entry.size for entry in self.files))
+
+    @property
+    def ref(self) -> str:
+        """The exact reference, ``NAME:VERSION``."""
+        return f"{self.name}:{self.version}"
 
     @property
     def blobs(self) -> frozenset[str]:
         return frozenset(entry.hash for entry in self.files if not entry.is_link)
 
-    @property
-    def total_bytes(self) -> int:
-        return sum(entry.size for entry in self.files)
+    def summary(self) -> dict[str, Any]:
+        """The version as people see it (the ``models get --json`` shape, docs/cli.md)."""
+        return {
+            "ref": self.ref,
+            "name": self.name,
+            "version": self.version,
+            "aliases": list(self.aliases),
+            "run": self.run,
+            "snapshot": self.snapshot,
+            "stage": self.stage,
+            "step": self.step,
+            "epoch": self.epoch,
+            "origin": self.origin,
+            "run_model": self.run_model,
+            "bytes": self.bytes,
+            "registered_at": self.registered_at,
+            "store": self.store,
+        }
 
     def as_manifest(self) -> Manifest:
         """The version as a snapshot holding only its weights (downloads lay it out so)."""
@@ -74,6 +111,7 @@ class ModelVersion:
         return replace(self, run_model=True)
 
     def to_dict(self) -> dict[str, Any]:
+        """The store's record (its ``store``, ``bytes`` and ``aliases`` are the catalog's)."""
         return {
             "format": FORMAT,
             "name": self.name,

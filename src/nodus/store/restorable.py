@@ -10,7 +10,7 @@ from nothing. A directory-contract program lays its folder out its own way (kind
 that is its training state, and its snapshot is restorable while it holds it, unless part of
 the folder carried a ``state`` name and that kind is gone.
 
-Among restorable snapshots the latest attempt's count as the newest (seed 001, "Retention"): after
+Among restorable snapshots the latest attempt's count as the newest (docs/cli.md): after
 ``runs resume --step 10`` the new attempt's step 20 is newer than the old attempt's step 30.
 Within one attempt a step captured again (the program rewrote its folder) is newer than the
 earlier capture of that step and supersedes it: restores take it first and listings show only it.
@@ -49,7 +49,7 @@ def newest_first(manifests: Iterable[Any]) -> list[Any]:
 def current(manifests: Iterable[Any]) -> list[Any]:
     """``manifests`` less the captures superseded by a newer one of the same attempt and step."""
     manifests = list(manifests)
-    newest: dict[tuple, Any] = {}
+    newest: dict[tuple[Any, ...], Any] = {}
     for manifest in manifests:
         key = (manifest.run, manifest.stage, manifest.attempt, manifest.step)
         if key not in newest or manifest.created > newest[key].created:

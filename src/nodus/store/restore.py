@@ -28,6 +28,7 @@ taken by this process of the same, unchanged, unwritable file (:mod:`nodus.store
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -347,7 +348,13 @@ def _stat(path: str) -> os.stat_result | None:
         return None
 
 
-def _stage(storage: Storage, snapshot_id: str, entry: FileEntry, temp: str, wrap) -> None:
+def _stage(
+    storage: Storage,
+    snapshot_id: str,
+    entry: FileEntry,
+    temp: str,
+    wrap: Callable[[BinaryIO], Any] | None,
+) -> None:
     """Copy one blob to ``temp`` (next to its final place), checking its hash."""
     try:
         with (
@@ -395,10 +402,8 @@ def _checked_destination(root: str, path: str, folders: set[str]) -> str:
                 f"restoring {path!r} would pass through a symlink out of the target "
                 f"({here} resolves to {real}); refusing"
             )
-        try:
+        with contextlib.suppress(FileExistsError):
             os.mkdir(here)
-        except FileExistsError:
-            pass
         folders.add(here)
     final = os.path.join(root, *parts)
     if os.path.isdir(final) and not os.path.islink(final):
@@ -417,7 +422,5 @@ def _link(link_target: str, final: str) -> None:
 
 
 def _remove(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -6,7 +6,7 @@ disk speed, and hands the staged manifest to the attempt's :class:`Uploader`. No
 program or the capture loop does ever waits on the network.
 
 The uploader sends one snapshot at a time: its blobs first (only those the remote store does
-not hold yet, ``defaults.UPLOAD_THREADS`` at once), then its manifest, last: writing the
+not hold yet, ``UPLOAD_THREADS`` at once), then its manifest, last: writing the
 manifest is the remote commit, so a snapshot is listed, restorable and counted for retention
 only once every file is stored there. The attempt-fencing guard runs right before that write,
 as before a local commit. While one snapshot uploads, later ones wait; of the waiting
@@ -45,14 +45,26 @@ from typing import Any, TypeVar
 from nodus.errors import SnapshotDamagedError, StaleAttemptError, StoreError
 from nodus.schemas import defaults
 from nodus.store import keys
-from nodus.store.gc import Intent, wait_for_sweep
 from nodus.store.local_storage import LocalStorage
 from nodus.store.manifest import Manifest
 from nodus.store.store import SnapshotStore, open_store
+from nodus.store.sweep import Intent, wait_for_sweep
 
 __all__ = ["Uploader", "open_staging"]
 
 log = logging.getLogger("nodus.store")
+
+UPLOAD_THREADS = 4
+"""Blobs of one snapshot uploaded at once to a remote store."""
+
+UPLOAD_RETRY_FIRST_S = 0.5
+UPLOAD_RETRY_MAX_S = 10.0
+"""A failed upload request is retried after ``UPLOAD_RETRY_FIRST_S``, doubling (with jitter)
+up to ``UPLOAD_RETRY_MAX_S`` between tries, for as long as the stage runs (and then for
+``unrecorded_retry``)."""
+
+UPLOAD_PROGRESS_S = 0.5
+"""How often the upload queue a run's ``runs get`` shows is rewritten while bytes move."""
 T = TypeVar("T")
 
 
@@ -92,7 +104,7 @@ class Uploader:
         on_commit: Callable[[Manifest], None] | None = None,
         on_skip: Callable[[Manifest, str], None] | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
-        threads: int = defaults.UPLOAD_THREADS,
+        threads: int = UPLOAD_THREADS,
     ) -> None:
         if not isinstance(staging.storage, LocalStorage):
             raise StoreError(f"a staging store must be local, not {staging.url}")
@@ -235,7 +247,7 @@ class Uploader:
         self._retrying(intent.write)
         intent.start()  # renewed while blobs go up, however long that takes
         try:
-            self._retrying(lambda: wait_for_sweep(self._remote))  # as a capture does (gc.py)
+            self._retrying(lambda: wait_for_sweep(self._remote))  # as a capture does (sweep.py)
             uploaded = self._send_blobs(blobs, pool)
             if self._guard is not None:
                 self._guard()  # a stale attempt must not commit remotely either
@@ -295,7 +307,7 @@ class Uploader:
         """``request()``, retried with backoff; _GaveUp once the retry time after the stage
         ended is spent. Any failure is retried: a network or a store fails in many ways
         (connection refused, timeouts, 5xx), and each means only "not stored yet"."""
-        delay = defaults.UPLOAD_RETRY_FIRST_S
+        delay = UPLOAD_RETRY_FIRST_S
         while True:
             try:
                 return request()
@@ -311,7 +323,7 @@ class Uploader:
                     if self._past_deadline():
                         raise _GaveUp() from error
                 self._publish(force=True)
-                delay = min(delay * 2, defaults.UPLOAD_RETRY_MAX_S)
+                delay = min(delay * 2, UPLOAD_RETRY_MAX_S)
 
     def _past_deadline(self) -> bool:
         return self._deadline is not None and time.monotonic() >= self._deadline
@@ -342,7 +354,7 @@ class Uploader:
             return
         now = time.monotonic()
         with self._cond:
-            if not force and now - self._published < defaults.UPLOAD_PROGRESS_S:
+            if not force and now - self._published < UPLOAD_PROGRESS_S:
                 return
             self._published = now
         with self._publishing:

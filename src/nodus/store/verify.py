@@ -13,15 +13,15 @@ removes them, as ``nodus gc`` does); deletions not yet finished are reported for
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError
-from nodus.schemas import defaults
 from nodus.store import deletion, keys
-from nodus.store.gc import Sweep
+from nodus.store import sweep as sweeps
+from nodus.store.sweep import Sweep
 
 if TYPE_CHECKING:
-    from nodus.store.internals import StoreInternals
+    from nodus.store.internals import ReadInternals, Verdict
 
 __all__ = ["MISSING", "VerifyReport", "verify_store"]
 
@@ -53,7 +53,7 @@ class VerifyReport:
         repaired = not (self.damaged or self.corrupt_blobs) or not self.unrepaired
         return repaired and not self.damaged_models
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         del data["unrepaired"]
         data["sound"] = self.sound
@@ -93,13 +93,13 @@ class VerifyReport:
         return out
 
 
-def verify_store(store: StoreInternals, repair: bool = False) -> VerifyReport:
+def verify_store(store: ReadInternals, repair: bool = False) -> VerifyReport:
     report = VerifyReport(store=store.url)
     verdicts: dict[str, tuple[str | None, int]] = {}
     # Records first: one is only written for a committed snapshot, so a record whose manifest
     # is missing from the later listing is garbage, never a snapshot being committed meanwhile.
     records = _records(store)
-    existing = store._ids()
+    existing = store.ids()
     for snapshot_id in existing:
         _check_snapshot(store, snapshot_id, verdicts, report)
     _check_models(store, verdicts, report)
@@ -107,25 +107,25 @@ def verify_store(store: StoreInternals, repair: bool = False) -> VerifyReport:
         digest = keys.hash_of_blob_key(info.key)
         report.blobs += 1
         # "is missing" here means deleted since the listing (by a gc): not a corrupt blob.
-        if digest is not None and store._blob_verdict(digest, verdicts) not in (None, MISSING):
+        if digest is not None and store.blob_verdict(digest, verdicts) not in (None, MISSING):
             report.corrupt_blobs.append(digest)
     gone = records.keys() - set(existing)
     report.garbage = sorted(key for snapshot_id in gone for key in records[snapshot_id])
-    report.pending_deletions = [f"{sid}.{kind}" for sid, kind in deletion.pending(store)]
+    report.pending_deletions = [f"{sid}.{kind}" for sid, kind in deletion.pending(store.storage)]
     if repair:
         _repair(store, report)
     return report
 
 
 def _check_snapshot(
-    store: StoreInternals, snapshot_id: str, verdicts, report: VerifyReport
+    store: ReadInternals, snapshot_id: str, verdicts: dict[str, Verdict], report: VerifyReport
 ) -> None:
     try:
-        manifest = store._stored(snapshot_id)
+        manifest = store.stored(snapshot_id)
         problems = store.check(snapshot_id, verdicts)
-        if problems and store._stored(snapshot_id).deleting != manifest.deleting:
+        if problems and store.stored(snapshot_id).deleting != manifest.deleting:
             # A deletion began while we read its blobs: check what it still holds, afresh.
-            manifest = store._stored(snapshot_id)
+            manifest = store.stored(snapshot_id)
             problems = store.check(snapshot_id, {})
     except NotFoundError:
         return  # deleted while we looked: there is nothing left to verify
@@ -142,7 +142,7 @@ def _check_snapshot(
     report.bytes += sum(entry.size for entry in held)
 
 
-def _check_models(store: StoreInternals, verdicts, report: VerifyReport) -> None:
+def _check_models(store: ReadInternals, verdicts: dict[str, Verdict], report: VerifyReport) -> None:
     """Every model-version record's blobs: they are held as a snapshot's are (docs/store.md)."""
     versions = []
     for info in store.storage.list(keys.MODELS):
@@ -161,14 +161,14 @@ def _check_models(store: StoreInternals, verdicts, report: VerifyReport) -> None
         for entry in version.files:
             if entry.is_link:
                 continue
-            verdict = store._blob_verdict(entry.hash, verdicts)
+            verdict = store.blob_verdict(entry.hash, verdicts)
             if verdict is not None:
                 problems.append(f"{entry.path}: blob {entry.hash} {verdict}")
         if problems:
             report.damaged_models[f"{version.name}:{version.version}"] = problems
 
 
-def _records(store: StoreInternals) -> dict[str, list[str]]:
+def _records(store: ReadInternals) -> dict[str, list[str]]:
     """Keys of every tombstone and hold record, by the snapshot id they name."""
     found: dict[str, list[str]] = {}
     for folder, parse in ((keys.TOMBSTONES, keys.tombstone_of_key), (keys.HOLDS, keys.hold_of_key)):
@@ -179,7 +179,7 @@ def _records(store: StoreInternals) -> dict[str, list[str]]:
     return found
 
 
-def _repair(store: StoreInternals, report: VerifyReport) -> None:
+def _repair(store: ReadInternals, report: VerifyReport) -> None:
     storage = store.storage
     for digest in report.corrupt_blobs:
         storage.delete(keys.blob_key(digest))
@@ -197,13 +197,13 @@ def _repair(store: StoreInternals, report: VerifyReport) -> None:
             continue
         storage.write(keys.quarantine_key(snapshot_id), raw)
         storage.delete(keys.manifest_key(snapshot_id))
-        store._forget(snapshot_id)
+        store.forget(snapshot_id)
         report.repaired.append(
             f"set {snapshot_id} aside as {keys.quarantine_key(snapshot_id)} (no longer listed)"
         )
     with Sweep(storage) as sweep:
         if sweep.allowed:
-            sweep.remove_leftovers(defaults.CAPTURE_LEASE_S)
+            sweep.remove_leftovers(sweeps.CAPTURE_LEASE_S)
             if sweep.report.removed_leftovers:
                 report.repaired.append(
                     f"removed {sweep.report.removed_leftovers} leftovers of killed captures"

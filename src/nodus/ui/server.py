@@ -126,15 +126,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     sys_version = ""
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
+    def log_message(self, format: str, *args: Any) -> None:
         _log.debug("%s " + format, self.address_string(), *args)
 
     # --- methods ------------------------------------------------------------------------------
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+    def do_GET(self) -> None:
         self._answer(body=True)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._answer(body=False)
 
     def _refuse_method(self) -> None:
@@ -147,7 +147,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             extra={"Allow": "GET, HEAD", "Connection": "close"},
         )
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse_method  # noqa: N815
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse_method
 
     # --- one request --------------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ import os
 import sys
 
 sys.path.insert(0, os.getcwd())
-import train  # noqa: E402  (the quick-start train.py in the working folder)
-from transformers import Trainer, set_seed  # noqa: E402
+import train
+from transformers import Trainer, set_seed
 
 args = train.training_arguments()
 tokenizer = train.build_tokenizer()

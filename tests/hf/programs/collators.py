@@ -14,9 +14,9 @@ import os
 import sys
 
 sys.path.insert(0, os.getcwd())
-import train  # noqa: E402  (the quick-start train.py in the working copy)
-from datasets import Dataset  # noqa: E402
-from transformers import (  # noqa: E402
+import train
+from datasets import Dataset
+from transformers import (
     DataCollatorWithPadding,
     GPT2Config,
     GPT2ForSequenceClassification,
@@ -28,7 +28,23 @@ from transformers import (  # noqa: E402
 
 def padded_records(tokenizer):
     """96 sentences of 3 to 10 words, labelled by whether the fox is in them."""
-    words = "the quick brown fox jumps over a lazy dog while nodus keeps every step safe".split()
+    words = [
+        "the",
+        "quick",
+        "brown",
+        "fox",
+        "jumps",
+        "over",
+        "a",
+        "lazy",
+        "dog",
+        "while",
+        "nodus",
+        "keeps",
+        "every",
+        "step",
+        "safe",
+    ]
     records = [
         {
             "text": " ".join(words[(i * 5 + k * 7) % len(words)] for k in range(3 + i % 8)),

@@ -25,9 +25,9 @@ import os
 import sys
 
 sys.path.insert(0, os.getcwd())
-import train  # noqa: E402  (the quick-start train.py in the working copy)
-from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
-from transformers import (  # noqa: E402
+import train
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import (
     BertConfig,
     BertForMaskedLM,
     BertForTokenClassification,

@@ -12,6 +12,6 @@ with open(os.environ["QUICKSTART_DATA_FILE"], encoding="utf-8") as handle:
     os.environ["QUICKSTART_EXAMPLES"] = handle.read().strip()
 
 sys.path.insert(0, os.getcwd())
-import train  # noqa: E402  (the quick-start train.py in the working copy)
+import train
 
 train.main()

@@ -19,10 +19,10 @@ import sys
 import time
 
 sys.path.insert(0, os.getcwd())
-import torch  # noqa: E402
-import train  # noqa: E402  (the quick-start train.py in the working folder)
-from transformers import Trainer, default_data_collator, set_seed  # noqa: E402
-from transformers.trainer_utils import SchedulerType  # noqa: E402
+import torch
+import train
+from transformers import Trainer, default_data_collator, set_seed
+from transformers.trainer_utils import SchedulerType
 
 
 def digest(state) -> str:

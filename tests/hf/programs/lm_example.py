@@ -63,7 +63,7 @@ def prepare(raw, tokenizer: PreTrainedTokenizerFast):
 
     def group_texts(examples):
         concatenated = {k: list(chain(*examples[k])) for k in examples}
-        total_length = len(concatenated[list(examples.keys())[0]])
+        total_length = len(concatenated[next(iter(examples.keys()))])
         total_length = (total_length // BLOCK_SIZE) * BLOCK_SIZE
         result = {
             k: [t[i : i + BLOCK_SIZE] for i in range(0, total_length, BLOCK_SIZE)]

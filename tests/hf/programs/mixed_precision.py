@@ -13,9 +13,9 @@ import os
 import sys
 
 sys.path.insert(0, os.getcwd())
-import torch  # noqa: E402
-import train  # noqa: E402  (the quick-start train.py in the working copy)
-from transformers import Trainer, default_data_collator, set_seed  # noqa: E402
+import torch
+import train
+from transformers import Trainer, default_data_collator, set_seed
 
 
 def main() -> None:

@@ -13,9 +13,9 @@ import os
 import sys
 
 sys.path.insert(0, os.getcwd())
-import train  # noqa: E402  (the quick-start train.py in the working copy)
-from peft import LoraConfig, get_peft_model  # noqa: E402
-from transformers import Trainer, default_data_collator, set_seed  # noqa: E402
+import train
+from peft import LoraConfig, get_peft_model
+from transformers import Trainer, default_data_collator, set_seed
 
 
 def main() -> None:

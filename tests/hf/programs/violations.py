@@ -11,8 +11,8 @@ import os
 import sys
 
 sys.path.insert(0, os.getcwd())
-import train  # noqa: E402
-from transformers import (  # noqa: E402
+import train
+from transformers import (
     DataCollatorForLanguageModeling,
     DataCollatorWithPadding,
     Trainer,

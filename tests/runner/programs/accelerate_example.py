@@ -84,19 +84,9 @@ def main() -> int:
     args = parse_args()
     torch.set_num_threads(1)
 
-    def note(event: str) -> None:
-        if args.log:
-            with open(args.log, "a") as handle:
-                handle.write(f"{os.getpid()} {event}\n")
-        print(f"accelerate_example: {event}", flush=True)
-
-    tracking = {"log_with": "tensorboard", "project_dir": args.output_dir}
-    accelerator = Accelerator(**(tracking if args.with_tracking else {}))
+    accelerator = _accelerator(args.output_dir, args.with_tracking)
     set_seed(args.seed)
-    config = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=BLOCK)
-    if args.exact:
-        config.resid_pdrop = config.embd_pdrop = config.attn_pdrop = 0.0
-    model = GPT2LMHeadModel(config)
+    model = _model(exact=args.exact)
     train_dataloader = DataLoader(
         dataset(),
         shuffle=not args.exact,
@@ -113,48 +103,27 @@ def main() -> int:
     model, optimizer, train_dataloader, lr_scheduler = accelerator.prepare(
         model, optimizer, train_dataloader, lr_scheduler
     )
-    checkpointing_steps = args.checkpointing_steps
-    if checkpointing_steps is not None and checkpointing_steps.isdigit():
-        checkpointing_steps = int(checkpointing_steps)
+    checkpointing_steps = _checkpointing_steps(args.checkpointing_steps)
     if args.with_tracking:
         accelerator.init_trackers("clm_no_trainer", {"seed": args.seed})
 
     completed_steps, starting_epoch, resume_step = 0, 0, None
     if args.resume_from_checkpoint:
         accelerator.load_state(args.resume_from_checkpoint)
-        name = os.path.basename(args.resume_from_checkpoint.rstrip("/"))
-        if "epoch" in name:
-            starting_epoch = int(name.replace("epoch_", "")) + 1
-            completed_steps = starting_epoch * steps_per_epoch
-        else:
-            resume_step = int(name.replace("step_", ""))
-            starting_epoch = resume_step // steps_per_epoch
-            completed_steps = resume_step
-            resume_step -= starting_epoch * steps_per_epoch
-        note(f"resume {args.resume_from_checkpoint} step={completed_steps}")
+        starting_epoch, completed_steps, resume_step = _resume_point(
+            args.resume_from_checkpoint, steps_per_epoch
+        )
+        _note(args.log, f"resume {args.resume_from_checkpoint} step={completed_steps}")
     else:
-        note("start fresh")
-
-    def save(folder: str) -> None:
-        path = os.path.join(args.output_dir, folder)
-        note(f"save-begin {path} step={completed_steps}")
-        if args.save == "state":
-            accelerator.save_state(path)
-        else:
-            accelerator.unwrap_model(model).save_pretrained(path)
-            torch.save(optimizer.state_dict(), os.path.join(path, "optimizer.pt"))
-        note(f"save-end {path} step={completed_steps}")
+        _note(args.log, "start fresh")
 
     for epoch in range(starting_epoch, num_train_epochs):
         model.train()
         total_loss = 0.0
-        if epoch == starting_epoch and resume_step is not None:
-            active_dataloader = accelerator.skip_first_batches(train_dataloader, resume_step)
-        else:
-            active_dataloader = train_dataloader
+        resumed = epoch == starting_epoch
+        active_dataloader = _epoch_loader(accelerator, train_dataloader, resumed, resume_step)
         for batch in active_dataloader:
-            if not (args.gate and os.path.exists(args.gate)):
-                time.sleep(args.sleep)
+            _pace(args.gate, args.sleep)
             outputs = model(**batch)
             total_loss += outputs.loss.item()
             accelerator.backward(outputs.loss)
@@ -163,7 +132,9 @@ def main() -> int:
             optimizer.zero_grad()
             completed_steps += 1
             if isinstance(checkpointing_steps, int) and completed_steps % checkpointing_steps == 0:
-                save(f"step_{completed_steps}")
+                _save(
+                    args, accelerator, model, optimizer, f"step_{completed_steps}", completed_steps
+                )
             if completed_steps >= max_train_steps:
                 break
         if args.with_tracking:
@@ -172,23 +143,95 @@ def main() -> int:
                 step=completed_steps,
             )
         if checkpointing_steps == "epoch":
-            save(f"epoch_{epoch}")
+            _save(args, accelerator, model, optimizer, f"epoch_{epoch}", completed_steps)
 
     accelerator.end_training()
     accelerator.wait_for_everyone()
     unwrapped = accelerator.unwrap_model(model)
     unwrapped.save_pretrained(args.output_dir, safe_serialization=True)
+    _write_result(unwrapped, completed_steps)
+    _note(args.log, "done")
+    assert math.isfinite(total_loss)
+    return 0
+
+
+def _save(args, accelerator, model, optimizer, folder: str, step: int) -> None:
+    """A checkpoint folder: Accelerate's whole state, or the weights and the optimizer's."""
+    path = os.path.join(args.output_dir, folder)
+    _note(args.log, f"save-begin {path} step={step}")
+    if args.save == "state":
+        accelerator.save_state(path)
+    else:
+        accelerator.unwrap_model(model).save_pretrained(path)
+        torch.save(optimizer.state_dict(), os.path.join(path, "optimizer.pt"))
+    _note(args.log, f"save-end {path} step={step}")
+
+
+def _epoch_loader(accelerator, loader, resumed: bool, skip: int | None):
+    """The epoch's loader: the resumed epoch's skips the batches trained before the save."""
+    if not resumed or skip is None:
+        return loader
+    return accelerator.skip_first_batches(loader, skip)
+
+
+def _pace(gate: str | None, sleep: float) -> None:
+    """The simulated work of a step: ``sleep`` seconds, none once the ``gate`` file exists."""
+    if not (gate and os.path.exists(gate)):
+        time.sleep(sleep)
+
+
+def _note(log: str | None, event: str) -> None:
+    """An event of the program: on stdout, and in ``log`` (with the pid) when one is given."""
+    if log:
+        with open(log, "a") as handle:
+            handle.write(f"{os.getpid()} {event}\n")
+    print(f"accelerate_example: {event}", flush=True)
+
+
+def _accelerator(output_dir: str, with_tracking: bool) -> Accelerator:
+    """The Accelerator, logging to TensorBoard under ``output_dir`` with ``--with_tracking``."""
+    if with_tracking:
+        return Accelerator(log_with="tensorboard", project_dir=output_dir)
+    return Accelerator()
+
+
+def _model(exact: bool) -> GPT2LMHeadModel:
+    """A one-layer GPT-2 built from a config; ``exact`` turns dropout off."""
+    config = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=BLOCK)
+    if exact:
+        config.resid_pdrop = config.embd_pdrop = config.attn_pdrop = 0.0
+    return GPT2LMHeadModel(config)
+
+
+def _checkpointing_steps(value: str | None) -> int | str | None:
+    """``--checkpointing_steps``: a number of steps, or ``epoch``, as the upstream script."""
+    if value is not None and value.isdigit():
+        return int(value)
+    return value
+
+
+def _resume_point(checkpoint: str, steps_per_epoch: int) -> tuple[int, int, int | None]:
+    """(starting epoch, completed steps, batches of the starting epoch to skip) of a resume
+    from ``epoch_<e>`` or ``step_<n>``, read from the folder's name as the upstream script."""
+    name = os.path.basename(checkpoint.rstrip("/"))
+    if "epoch" in name:
+        starting_epoch = int(name.replace("epoch_", "")) + 1
+        return starting_epoch, starting_epoch * steps_per_epoch, None
+    resume_step = int(name.replace("step_", ""))
+    starting_epoch = resume_step // steps_per_epoch
+    return starting_epoch, resume_step, resume_step - starting_epoch * steps_per_epoch
+
+
+def _write_result(model, completed_steps: int) -> None:
+    """The step reached and a digest of the final weights, for the test to compare."""
     hasher = hashlib.sha256()
-    for name, tensor in unwrapped.state_dict().items():
+    for name, tensor in model.state_dict().items():
         hasher.update(name.encode())
         hasher.update(tensor.contiguous().numpy().tobytes())
     result = os.environ.get("TEST_RESULT") or os.path.join("out", "result.json")
     os.makedirs(os.path.dirname(result), exist_ok=True)
     with open(result, "w") as handle:
         json.dump({"step": completed_steps, "digest": hasher.hexdigest()}, handle)
-    note("done")
-    assert math.isfinite(total_loss)
-    return 0
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ def forwarded_environment(environ: dict[str, str]) -> dict[str, str]:
 
 def node_home(run_id: str, rank: int) -> str:
     """The node runner's home: the same path for every attempt of a rank, so the working copy
-    is at one path in every attempt (SPEC §6), and apart per rank."""
+    is at one path in every attempt (docs/hf-trainer.md, "The profile"), and apart per rank."""
     base = os.environ.get(NODE_HOME_VAR) or os.path.join(
         tempfile.gettempdir(), f"nodus-node-{os.getuid()}"
     )

@@ -59,6 +59,7 @@ from nodus.schemas import defaults
 from nodus.stages import completeness, formats, layouts, recorded_steps, step_names
 from nodus.stages.directory import DirectoryWatcher, Entry, signature, step_folders
 from nodus.stages.layouts import Verdict
+from nodus.store import live_folder
 from nodus.store.manifest import COUNTED
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class Capturer:
         # anything must not commit the same files again as a new snapshot.
         self._committed_id = restored_snapshot
         self._restored = restored  # its manifest, when the attempt has it (its files' hashes)
-        self._committed_state: tuple | None = None
+        self._committed_state: tuple[Entry, ...] | None = None
         if restored_step is not None:
             self._committed_state = self._selection(restored_step)
         # A warm start's folder (another run's weights, laid out before the program started)
@@ -124,9 +125,9 @@ class Capturer:
         self._since_ns = time.time_ns() - 1_000_000_000
         # A selection without checkpoint folders, watched whole: its form pending since when,
         # the form last reported, and when it was last looked at (a walk of the selection).
-        self._pending: tuple[tuple, float] | None = None
+        self._pending: tuple[tuple[Entry, ...], float] | None = None
         self._unsettled = 0
-        self._reported: tuple | None = None
+        self._reported: tuple[Entry, ...] | None = None
         self._looked = float("-inf")
         if self._committed_state:  # the restored Accelerate folders' registered objects
             self._count_custom(step_folders(self._committed_state, self.template))
@@ -278,8 +279,8 @@ class Capturer:
             periodic, lambda: stored_bytes(self.ws.copy, self._selection(step))
         ):
             return None
-        # As often as a changing file is read again (defaults.CAPTURE_READ_ATTEMPTS).
-        for _ in range(defaults.CAPTURE_READ_ATTEMPTS):
+        # As often as a changing file is read again (live_folder.CAPTURE_READ_ATTEMPTS).
+        for _ in range(live_folder.CAPTURE_READ_ATTEMPTS):
             try:
                 return self._capture_once(step, epoch, metrics, reason, died_at)
             except _NewerCheckpoint:
@@ -340,7 +341,7 @@ class Capturer:
         return self._committed(manifest, step, state, reason)
 
     def capture_selection(
-        self, reason: str, died_at: float | None = None, entries: tuple | None = None
+        self, reason: str, died_at: float | None = None, entries: tuple[Entry, ...] | None = None
     ) -> str | None:
         """Commit the selection whole (it holds no checkpoint folders), with the step its names
         carry, else its checkpoint records, else the capture's count (``_step_of``); None when
@@ -380,7 +381,7 @@ class Capturer:
         self._count_custom(folders)
         return self._committed(manifest, step, entries, reason)
 
-    def _step_of(self, entries: tuple) -> tuple[int, float | None, str]:
+    def _step_of(self, entries: tuple[Entry, ...]) -> tuple[int, float | None, str]:
         """A whole selection's step, its epoch, and where the step came from (one of
         ``STEP_SOURCES``): the names, else the newest checkpoint's record, else the count."""
         named = step_names.step_of((path for path, _size, _mtime in entries), self.template)
@@ -392,7 +393,7 @@ class Capturer:
         epoch = recorded.epoch if recorded is not None else None
         return (self.last_step or 0) + 1, epoch, COUNTED
 
-    def _recorded(self, entries: tuple) -> recorded_steps.Recorded | None:
+    def _recorded(self, entries: tuple[Entry, ...]) -> recorded_steps.Recorded | None:
         """What the newest of the selection's checkpoint files records (the highest step of
         the few newest: Lightning's ``last.ckpt`` beside an older ``best.ckpt``)."""
         files = sorted(
@@ -407,7 +408,7 @@ class Capturer:
             return max(with_step, key=lambda r: r.step or 0)
         return next((r for r in found if r is not None), None)
 
-    def _written_back(self, entries: tuple) -> bool:
+    def _written_back(self, entries: tuple[Entry, ...]) -> bool:
         """Before this attempt committed anything, the selection holds the restored
         snapshot's bytes, file for file: the program saved what it had just loaded."""
         restored = self._restored
@@ -479,7 +480,9 @@ class Capturer:
         it, or the newest ones where ``step`` is the capture's count."""
         return self.metrics.at(None if step_source == COUNTED else step)
 
-    def _committed(self, manifest: Manifest, step: int, state: tuple, reason: str) -> str:
+    def _committed(
+        self, manifest: Manifest, step: int, state: tuple[Entry, ...], reason: str
+    ) -> str:
         """What follows a commit: the run's record of it, retention, the program's notice."""
         self._committed_state = state
         self._committed_id = manifest.id
@@ -646,7 +649,7 @@ class Capturer:
         """Names, sizes and mtimes of the whole selection now."""
         return fingerprint(self.ws.copy, list(self.context.stage.continuity.checkpoint_paths), [])
 
-    def _guard_selection(self, entries: tuple) -> None:
+    def _guard_selection(self, entries: tuple[Entry, ...]) -> None:
         """Fencing, then: the selection is as it was when its files were checked."""
         self.guard()
         if self._selection_entries() != entries:
@@ -668,7 +671,7 @@ class Capturer:
         if self.uploads is not None:
             self.uploads.finish()
 
-    def _guard_folder(self, folder: str, before: tuple, listed: frozenset[str]) -> None:
+    def _guard_folder(self, folder: str, before: tuple[Entry, ...], listed: frozenset[str]) -> None:
         """Fencing, then: the step's checkpoint folder is still whole, as it was at the start,
         and no checkpoint folder appeared since ``state/`` was ``listed`` (the selection,
         narrowed then, could hold it)."""
@@ -678,7 +681,7 @@ class Capturer:
         if appeared(self.ws.copy, listed):
             raise _NewerCheckpoint()
 
-    def _selection(self, step: int) -> tuple:
+    def _selection(self, step: int) -> tuple[Entry, ...]:
         """The fingerprint of what a capture at ``step`` would take."""
         paths, excludes, _ = narrowed(
             self.ws.copy, self.context.stage.continuity.checkpoint_paths, step
@@ -725,12 +728,12 @@ def _checkpoint_folders(entries: Iterable[Entry]) -> set[str]:
     return found
 
 
-def _folder_state(folder: str) -> tuple:
+def _folder_state(folder: str) -> tuple[Entry, ...]:
     """Fingerprint of one checkpoint folder (the watcher's signature); empty when it is gone."""
     return signature(folder) or ()
 
 
-def _ranks(folder: str, entries: tuple) -> Verdict | None:
+def _ranks(folder: str, entries: tuple[Entry, ...]) -> Verdict | None:
     """What a checkpoint folder of a world of several processes lacks of its ranks' parts
     (:func:`nodus.stages.layouts.ranks`), by the world size its identity record names; None
     when it lacks nothing, or records no world."""
@@ -754,7 +757,7 @@ def _version(path: str) -> tuple[int, int] | None:
     return stat.st_mtime_ns, stat.st_size
 
 
-def _read_json(path: str) -> dict | None:
+def _read_json(path: str) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)

@@ -3,7 +3,7 @@
 Each capture writes the snapshot's new files to the staging disk first: the store's own disk
 for a local (``file://``) store, the disk of ``$NODUS_HOME`` (where the staging area lives) for
 any other. When a disk fills in the middle of training, every later capture fails and the final
-state is lost with them. So while :data:`~nodus.schemas.defaults.DISK_GUARD_SNAPSHOTS` (3)
+state is lost with them. So while :data:`~nodus.schemas.DISK_GUARD_SNAPSHOTS` (3)
 snapshots of the size at hand do not fit in the disk's free space, periodic saves are turned
 off, once per attempt, with a ``checkpoint_disabled_disk {free_bytes, snapshot_bytes, disk}``
 event: the space left is kept for the final save, the outputs and saves the runner asks for
@@ -28,6 +28,7 @@ The next attempt (a resume or a recovery) checks again from the start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as stat_mod
 from collections.abc import Callable, Iterable
@@ -35,9 +36,12 @@ from typing import Any
 
 from nodus import protocol
 from nodus._atomic import write_json_atomic
-from nodus.schemas import defaults
 
 __all__ = ["ENV_FREE_BYTES", "DiskGuard", "free_bytes", "staging_disk", "stored_bytes"]
+
+DISK_GUARD_SNAPSHOTS = 3
+"""Periodic saves stay on while this many snapshots fit in the staging disk's free space
+(:mod:`nodus.runner.capture.disk_guard`); the final save always happens."""
 
 EVENT_DISABLED = "checkpoint_disabled_disk"
 
@@ -101,7 +105,7 @@ class DiskGuard:
             free = free_bytes(self.disk)
         except OSError:
             return True  # the disk cannot be asked: the capture itself will say what fails
-        if free >= defaults.DISK_GUARD_SNAPSHOTS * snapshot_bytes:
+        if free >= DISK_GUARD_SNAPSHOTS * snapshot_bytes:
             return True
         self._turn_off(free, snapshot_bytes)
         return False
@@ -118,16 +122,14 @@ class DiskGuard:
     def _turn_off(self, free: int, snapshot_bytes: int) -> None:
         self.periodic = False
         reason = (
-            f"{defaults.DISK_GUARD_SNAPSHOTS} snapshots of {snapshot_bytes} bytes would not fit "
+            f"{DISK_GUARD_SNAPSHOTS} snapshots of {snapshot_bytes} bytes would not fit "
             f"in the {free} bytes free on {self.disk}"
         )
         settings = protocol.RuntimeSettings(periodic_saves=False, reason=reason)
-        try:
+        # The disk it guards may be full already: then the program is not told, and nodus
+        # takes none of its periodic saves all the same (admits says no from now on).
+        with contextlib.suppress(OSError):
             write_json_atomic(self.control.runtime, settings.to_dict())
-        except OSError:
-            # The disk it guards is full already: the program is not told, and nodus takes
-            # none of its periodic saves all the same (admits says no from now on).
-            pass
         self.on_event(
             EVENT_DISABLED,
             {"free_bytes": free, "snapshot_bytes": snapshot_bytes, "disk": self.disk},

@@ -21,14 +21,17 @@ from typing import Any
 
 from nodus._atomic import create_private, private_folder
 from nodus.runner.workspace.layout import Workspace
-from nodus.schemas import defaults
 from nodus.stages.metric_logs import PLACES, MetricLogs, Point, at_step
 
 __all__ = ["MetricTap"]
 
+METRICS_READ_S = 2.0
+"""How often a directory-contract program's logs are read on while it trains
+(:mod:`nodus.runner.capture.metrics`); always just before a snapshot, and once at its end."""
+
 
 class MetricTap:
-    """One attempt's logged metrics: read at most every ``defaults.METRICS_READ_S`` while it
+    """One attempt's logged metrics: read at most every ``METRICS_READ_S`` while it
     trains, at once before a snapshot, and one last time when the program has ended."""
 
     def __init__(
@@ -49,7 +52,7 @@ class MetricTap:
 
     def poll(self) -> None:
         """Read on, unless it was read within ``METRICS_READ_S``."""
-        if self._clock() - self._read_at >= defaults.METRICS_READ_S:
+        if self._clock() - self._read_at >= METRICS_READ_S:
             self.read()
 
     def read(self, final: bool = False) -> None:

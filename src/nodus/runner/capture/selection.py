@@ -18,6 +18,7 @@ import stat as stat_mod
 
 from nodus import protocol
 from nodus.protocol import checkpoint_folder, checkpoint_step
+from nodus.stages.directory import Entry
 
 __all__ = ["appeared", "fingerprint", "narrowed"]
 
@@ -65,14 +66,14 @@ def appeared(root: str, listed: frozenset[str]) -> bool:
     )
 
 
-def fingerprint(root: str, paths: list[str], excludes: list[str]) -> tuple:
+def fingerprint(root: str, paths: list[str], excludes: list[str]) -> tuple[Entry, ...]:
     """Names, sizes and mtimes of what a capture of ``paths`` would take, sorted (the same
     files give the same fingerprint however the paths were narrowed).
 
     The excluded checkpoint folders are pruned where the walk meets them, never entered.
     """
     skipped = set(excludes)
-    entries = []
+    entries: list[Entry] = []
     for rel in paths:
         top = os.path.normpath(os.path.join(root, rel))
         for folder, dirs, files in os.walk(top) if os.path.isdir(top) else [("", [], [top])]:

@@ -40,6 +40,9 @@ from nodus._atomic import create_new_private, fsync_dir, private_folder
 from nodus.errors import CatalogError
 from nodus.schemas import defaults
 
+CATALOG_BUSY_TIMEOUT_S = 30.0
+"""How long a catalog write waits for another nodus process before reporting the catalog locked."""
+
 Statement = tuple[str, tuple[Any, ...]]  # SQL and its parameters
 Params = tuple[Any, ...] | dict[str, Any]  # a statement's parameters, by position or by name
 Migrations = Mapping[int, Sequence[str]]  # version -> the statements that reach it
@@ -95,7 +98,7 @@ class Connection:
         try:
             self._db = sqlite3.connect(
                 self.path,
-                timeout=defaults.CATALOG_BUSY_TIMEOUT_S,
+                timeout=CATALOG_BUSY_TIMEOUT_S,
                 isolation_level=None,
                 check_same_thread=False,
             )
@@ -135,7 +138,7 @@ class Connection:
             self._db = sqlite3.connect(
                 _read_only_uri(self.path),
                 uri=True,
-                timeout=defaults.CATALOG_BUSY_TIMEOUT_S,
+                timeout=CATALOG_BUSY_TIMEOUT_S,
                 isolation_level=None,
                 check_same_thread=False,
             )
@@ -166,7 +169,7 @@ class Connection:
         the second is told "database is locked" at once. It is retried here, up to the same
         busy timeout as any other statement.
         """
-        deadline = time.monotonic() + defaults.CATALOG_BUSY_TIMEOUT_S
+        deadline = time.monotonic() + CATALOG_BUSY_TIMEOUT_S
         while True:
             try:
                 self._db.execute("PRAGMA journal_mode=WAL")
@@ -265,7 +268,7 @@ class Connection:
         if "locked" in text or "busy" in text:
             return CatalogError(
                 f"the run catalog {self.path} is locked by another process and stayed locked "
-                f"for {defaults.CATALOG_BUSY_TIMEOUT_S:.0f}s ({text}); retry, or find the process "
+                f"for {CATALOG_BUSY_TIMEOUT_S:.0f}s ({text}); retry, or find the process "
                 f"holding it with `fuser {self.path}`"
             )
         if "full" in text:  # SQLITE_FULL: "database or disk is full"

@@ -35,6 +35,9 @@ __all__ = [
     "wait",
 ]
 
+WAIT_POLL_S = 0.5
+"""How often ``nodus runs wait`` and ``runs logs --follow`` look at the catalog."""
+
 Say = Callable[[str], None]
 
 # Beyond the grace period and the kill wait, how long a cancel waits for the runner to record it.
@@ -78,7 +81,7 @@ def wait(home: str, catalog: Catalog, ref: str, timeout: float | None = None) ->
                 f"{run.id} is still {run.phase} after {timeout:g}s of waiting; its runner "
                 "goes on (wait again, or cancel it)"
             )
-        time.sleep(defaults.WAIT_POLL_S)
+        time.sleep(WAIT_POLL_S)
         run = catalog.get_run(run.id)
     return run
 
@@ -142,7 +145,7 @@ def cancel(home: str, catalog: Catalog, ref: str, say: Say) -> Run:
     grace = max(s["execution"]["grace_period"] for s in run.workload["stages"])
     deadline = time.monotonic() + grace + defaults.KILL_WAIT_S + _CANCEL_SLACK_S
     while not run.finished and time.monotonic() < deadline:
-        time.sleep(defaults.WAIT_POLL_S)
+        time.sleep(WAIT_POLL_S)
         run = catalog.get_run(run.id)
     return run
 

@@ -19,6 +19,9 @@ from nodus.schemas import defaults
 from nodus.schemas.units import duration_seconds
 from nodus.store import restorable
 
+PAUSE_ACCEPT_WAIT_S = 10.0
+"""How long ``nodus runs pause`` waits for the runner to take the request up before returning."""
+
 POLICIES = ("save", "latest")
 OPEN_PAUSE = ("requested", "pausing")
 """States of a pause its runner has not finished carrying out."""
@@ -47,7 +50,7 @@ def request_pause(home: str, ref: str, policy: str, deadline_s: float) -> dict[s
 def wait_accepted(home: str, run_id: str, pause_id: int) -> dict[str, Any]:
     """The pause once the runner took it up (or the run stopped), or as it is after a while."""
     catalog = Catalog(home)
-    deadline = time.monotonic() + defaults.PAUSE_ACCEPT_WAIT_S
+    deadline = time.monotonic() + PAUSE_ACCEPT_WAIT_S
     while True:
         pause = catalog.latest_pause(run_id)
         if pause is None or pause["id"] != pause_id:  # superseded: report the newest

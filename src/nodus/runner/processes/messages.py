@@ -20,6 +20,10 @@ import socket
 import time
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
+from typing import Any
+
+Message = dict[str, Any]
+"""One line of the channel: a JSON object (its values are whatever JSON holds)."""
 
 START, SIGNAL, KILL = "start", "signal", "kill"
 """Request keys, runner → supervisor."""
@@ -42,11 +46,11 @@ class Start:
     env: dict[str, str]
     grace: float  # seconds between SIGTERM and SIGKILL when the tree is stopped
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Message:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> Start:
+    def from_dict(cls, data: Message) -> Start:
         return cls(**data)
 
 
@@ -57,11 +61,11 @@ class CannotStart:
     errno: int | None
     message: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Message:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> CannotStart:
+    def from_dict(cls, data: Message) -> CannotStart:
         return cls(**data)
 
 
@@ -76,11 +80,11 @@ class Loss:
     oom: bool = False  # the kernel counted an OOM kill in the attempt's memory cgroup
     evidence: str = PROCESS_STATUS  # PROCESS_STATUS, PROCESS_EVENTS or LAUNCHER_EXIT_STATUS
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Message:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> Loss:
+    def from_dict(cls, data: Message) -> Loss:
         return cls(**data)
 
 
@@ -95,7 +99,7 @@ class Channel:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def send(self, message: dict) -> bool:
+    def send(self, message: Message) -> bool:
         """False when the other side is gone (nobody is left to tell)."""
         try:
             self.sock.sendall(json.dumps(message).encode() + b"\n")
@@ -103,7 +107,7 @@ class Channel:
             return False
         return True
 
-    def receive(self, timeout: float | None) -> dict | None:
+    def receive(self, timeout: float | None) -> Message | None:
         """The next message, or None if none came within ``timeout`` (or the channel closed)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while b"\n" not in self._buffer:
@@ -119,7 +123,8 @@ class Channel:
             self.closed = not data
             self._buffer += data
         line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line)
+        message: Message = json.loads(line)  # both sides send JSON objects only
+        return message
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,7 @@ class Ending:
     lost: tuple[Loss, ...] = ()  # died of a signal nodus did not send, before the program ended
     vanished: tuple[Loss, ...] = ()  # children of the program reaped before they could be seen
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Message:
         return {
             "status": self.status,
             "oom": self.oom,
@@ -140,7 +145,7 @@ class Ending:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> Ending:
+    def from_dict(cls, data: Message) -> Ending:
         return cls(
             status=data["status"],
             oom=data["oom"],

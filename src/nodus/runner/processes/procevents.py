@@ -13,6 +13,7 @@ datagrams into one reused buffer and keeps only the exits of whole processes.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
@@ -77,10 +78,8 @@ class ProcessEvents:
 
     def close(self) -> None:
         """Unsubscribe first: older kernels keep building events while a listener is counted."""
-        try:
+        with contextlib.suppress(OSError):
             _send(self.sock, os.getpid(), struct.pack("=I", _MCAST_IGNORE))
-        except OSError:
-            pass
         self.sock.close()
 
 
@@ -131,7 +130,8 @@ def _acknowledged(sock: socket.socket) -> bool:
         # The kernel numbers its messages itself (the request's seq is not echoed everywhere);
         # an answer is an event of no kind acknowledging a first request.
         if _ACK.unpack_from(buffer, _CN_ACK_AT)[0] == 1:
-            return _ACK.unpack_from(buffer, _DATA_AT)[0] == 0
+            error: int = _ACK.unpack_from(buffer, _DATA_AT)[0]
+            return error == 0
     return False
 
 

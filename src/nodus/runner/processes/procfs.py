@@ -202,7 +202,7 @@ def _memory_counter_files() -> list[str]:
         return []
     files = []
     for line in lines:
-        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        _, controllers, path = [*line.split(":", 2), "", ""][:3]
         if controllers == "":  # the unified (v2) hierarchy
             files.append(f"/sys/fs/cgroup{path.rstrip('/')}/memory.events")
         elif "memory" in controllers.split(","):

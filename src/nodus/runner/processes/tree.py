@@ -69,9 +69,13 @@ class Tree:
         status = None
         # The zombie's status is its own only if the pidfd still reaches it after the read.
         pidfd = member.pidfd
-        if entry is not None and entry.state == "Z" and pidfd is not None:
-            if procfs.signal_pidfd(pidfd, 0):
-                status = entry.exit_code
+        if (
+            entry is not None
+            and entry.state == "Z"
+            and pidfd is not None
+            and procfs.signal_pidfd(pidfd, 0)
+        ):
+            status = entry.exit_code
         self.forget(member.pid)
         return status
 

@@ -7,12 +7,12 @@ a write into the selection. The attempt (:mod:`nodus.runner.attempt.watch`) tell
 
 Start-up lasts until the first *training* progress (a step, a save, a commit or a write into the
 selection; output alone does not end it). During start-up the timeout is
-``defaults.HANG_STARTUP_S`` (30 min; with a duration given, the longer of the two): loading a
+``HANG_STARTUP_S`` (30 min; with a duration given, the longer of the two): loading a
 model, a dataset or a compiler's cache may be silent for long.
 
-After start-up, under ``"auto"``, the timeout is ``defaults.HANG_FACTOR`` (5) times the longest
+After start-up, under ``"auto"``, the timeout is ``HANG_FACTOR`` (5) times the longest
 interval between two progress signals the stage has shown since its training started (in this
-attempt or an earlier one of the same drive), never below ``defaults.HANG_FLOOR_S`` (10 min);
+attempt or an earlier one of the same drive), never below ``HANG_FLOOR_S`` (10 min);
 until one such interval has been seen it stays the start-up allowance. With a duration given,
 the timeout is that duration. ``"off"`` never ends a program. Why these numbers: their
 docstrings in :mod:`nodus.schemas.defaults`, and docs/recovery.md ("Hangs").
@@ -26,9 +26,25 @@ from nodus.schemas import defaults
 
 __all__ = ["FACTOR", "FLOOR_MS", "STARTUP_MS", "Hang", "ProgressClock", "timeout_ms"]
 
-STARTUP_MS = round(defaults.HANG_STARTUP_S * 1000)
-FACTOR = defaults.HANG_FACTOR
-FLOOR_MS = round(defaults.HANG_FLOOR_S * 1000)
+HANG_STARTUP_S = 30 * 60.0
+"""``hang_timeout``'s start-up allowance: until the program's first training progress (a step,
+a save, a write into its selection), it is ended only after this long without any progress
+(output included). The anchor (NVIDIA's Resiliency Extension) allows an hour before the first
+heartbeat; nodus counts output as progress, so a start-up silent for half an hour is rare, and a
+hang there costs half as much."""
+
+HANG_FACTOR = 5
+"""``hang_timeout = "auto"``: the timeout is this many times the longest interval between two
+progress signals the stage has shown since its training started (the anchor's safety factor)."""
+
+HANG_FLOOR_S = 10 * 60.0
+"""``hang_timeout = "auto"``: never a shorter timeout than this; torch.distributed's own
+collective timeout (NCCL's default), so a phase not yet seen (the first evaluation) gets ten
+minutes, and a collective slower than that is already an error to torch."""
+
+STARTUP_MS = round(HANG_STARTUP_S * 1000)
+FACTOR = HANG_FACTOR
+FLOOR_MS = round(HANG_FLOOR_S * 1000)
 
 
 def timeout_ms(setting: float | str, trained: bool, longest_ms: int | None) -> int | None:

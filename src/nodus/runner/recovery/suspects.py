@@ -9,7 +9,7 @@ against ``max_recoveries``).
 
 The bound: a program that fails for another reason (a bug, bad data, a full disk) fails the
 same way from every snapshot, and must not walk back through a whole history. At most
-:data:`~nodus.schemas.defaults.MAX_STEP_BACK` snapshots are stepped past in a row (a row ends
+:data:`~nodus.schemas.MAX_STEP_BACK` snapshots are stepped past in a row (a row ends
 when an attempt commits a snapshot); the next failure ends the run, naming every snapshot
 tried. A failure the integration reported (a refused resume) or a command that could not start
 says nothing about the snapshot and is never a reason to step back.
@@ -24,7 +24,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodus.schemas import defaults
 from nodus.store.restorable import newest_first
 
 __all__ = [
@@ -36,6 +35,10 @@ __all__ = [
     "suspected",
     "usable",
 ]
+
+MAX_STEP_BACK = 2
+"""Snapshots a stage steps past in a row when restored attempts fail before committing
+anything (nodus.runner.recovery.suspects); the next such failure ends the run."""
 
 EVENT = "snapshot_suspect"
 _COMMITTED = "snapshot_committed"
@@ -54,7 +57,9 @@ class StepBack:
     why: str  # in words: what was tried, and why not further when it stops
 
 
-def suspected(events: Iterable[dict[str, Any]], stage: str | None = None) -> dict[str, dict]:
+def suspected(
+    events: Iterable[dict[str, Any]], stage: str | None = None
+) -> dict[str, dict[str, Any]]:
     """Each suspect snapshot of a run's ``events`` (of ``stage``, or any): its event details."""
     return {
         event["details"]["snapshot"]: event["details"]
@@ -68,7 +73,7 @@ def usable(
     events: Iterable[dict[str, Any]],
     stage: str,
     older_than: str | None = None,
-) -> list:
+) -> list[Any]:
     """The restorable snapshots of ``stage`` newest first, suspects passed over (what an
     automatic recovery, ``runs resume`` and ``runs pause --checkpoint latest`` may use); with
     ``older_than`` (a suspect's id) only those a restore ranks below it: a step back never
@@ -92,8 +97,8 @@ def decide(
     ``suspect`` (the new event's details) failed, given the run's ``events`` so far."""
     tried = (*_row(events, stage), suspect)
     named = ", ".join(f"{d['snapshot']} (step {d['step']})" for d in tried)
-    if len(tried) > defaults.MAX_STEP_BACK:
-        why = f"restores of {named} all failed; at most {defaults.MAX_STEP_BACK} are stepped past"
+    if len(tried) > MAX_STEP_BACK:
+        why = f"restores of {named} all failed; at most {MAX_STEP_BACK} are stepped past"
         return StepBack(tried, False, why)
     if not older:
         return StepBack(tried, False, f"restores of {named} failed and no older snapshot is left")

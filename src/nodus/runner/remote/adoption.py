@@ -175,7 +175,9 @@ def _write_rows(catalog: Catalog, record: dict[str, Any], store_url: str) -> Non
     catalog.adopt_run(run, stages, attempts)
 
 
-def _rows(record: dict[str, Any], store_url: str) -> tuple[dict, list[dict], list[dict]]:
+def _rows(
+    record: dict[str, Any], store_url: str
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """The catalog's rows of a record: only the fields the record format names."""
     run_id = record["id"]
     run = {
@@ -194,7 +196,8 @@ def _rows(record: dict[str, Any], store_url: str) -> tuple[dict, list[dict], lis
         "launch": json.dumps(record["launch"]) if record["launch"] is not None else None,
         "parent": json.dumps(record["parent"]) if record.get("parent") is not None else None,
     }
-    stages, attempts = [], []
+    stages: list[dict[str, Any]] = []
+    attempts: list[dict[str, Any]] = []
     for stage in record["stages"]:
         stages.append({"run_id": run_id, **{name: stage[name] for name in STAGE_FIELDS}})
         attempts += [

@@ -17,8 +17,10 @@ the same number in the record is its own.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from nodus.errors import StaleAttemptError, StoreError
@@ -30,6 +32,17 @@ from nodus.store.run_records import Lease, Leases, RunRecords
 
 if TYPE_CHECKING:
     from nodus.store import SnapshotStore
+
+RECORD_QUIET_S = 0.05
+RECORD_QUIET_MAX_S = 1.0
+"""A run's record in the store is written once its catalog has had no change for
+``RECORD_QUIET_S`` (a burst of changes is one write, after it), and at most
+``RECORD_QUIET_MAX_S`` after the first change it shows."""
+
+RUN_LEASE_S = 60.0
+"""How long a runner's lease on a run (``leases/<run>.json`` in the store) lasts unless renewed;
+the runner renews it every third of that. A machine that lost its runner without a trace holds
+the run this long at most before another machine may take it over."""
 
 
 def publish_accepted(catalog: Catalog, store: SnapshotStore, run_id: str) -> None:
@@ -56,7 +69,7 @@ class StoreDriving:
         self._records = RunRecords(store.storage)
         self._leases = Leases(
             store.storage,
-            duration_s=defaults.RUN_LEASE_S,
+            duration_s=RUN_LEASE_S,
             settle_s=defaults.run_lease_settle_s(),
         )
         self._lease: Lease | None = None
@@ -68,7 +81,7 @@ class StoreDriving:
         self._pending = False  # a change the record does not show yet
         self._last_change = 0.0  # when the newest change came (monotonic)
         self._mirror: threading.Thread | None = None
-        self._unhook: list = []
+        self._unhook: list[Callable[[], None]] = []
 
     def __enter__(self) -> StoreDriving:
         self._lease = self._leases.take(self.run.id)
@@ -98,10 +111,8 @@ class StoreDriving:
             self._pending = False
             self._write_if_held()
         assert self._lease is not None
-        try:
+        with contextlib.suppress(StoreError, OSError):  # it expires on its own
             self._leases.release(self.run.id, self._lease)
-        except (StoreError, OSError):
-            pass  # it expires on its own
 
     # --- the record -------------------------------------------------------------------------
 
@@ -135,9 +146,9 @@ class StoreDriving:
         written in the burst, it held the interpreter lock the next attempt's start was
         waiting for (a millisecond and more).
         """
-        latest = time.monotonic() + defaults.RECORD_QUIET_MAX_S
+        latest = time.monotonic() + RECORD_QUIET_MAX_S
         while not self._stop.is_set():
-            due = min(self._last_change + defaults.RECORD_QUIET_S, latest)
+            due = min(self._last_change + RECORD_QUIET_S, latest)
             left = due - time.monotonic()
             if left <= 0:
                 return
@@ -148,11 +159,12 @@ class StoreDriving:
         if self._lost:
             return
         try:
-            if not self._leases.holds(run_id, self._lease):  # type: ignore[arg-type]
+            assert self._lease is not None  # taken in __enter__, before this observer is added
+            if not self._leases.holds(run_id, self._lease):
                 self._lose("its lease was taken over")
                 return
             self._write_record()
-        except Exception as error:  # noqa: BLE001 (a mirror: no failure of it stops a drive)
+        except Exception as error:  # a mirror: no failure of it stops a drive
             # Out of reach, or an error of the store's client: the next change writes it all.
             self.catalog.add_event(run_id, "run_record_failed", {"error": str(error)})
 
@@ -169,7 +181,7 @@ class StoreDriving:
         while not self._stop.wait(self._leases.duration_s / 3):
             try:
                 renewed = self._leases.renew(self.run.id, self._lease)
-            except Exception:  # noqa: BLE001 (this thread must live as long as the drive)
+            except Exception:  # this thread must live as long as the drive
                 continue  # out of reach: try again; the fence holds if it expires meanwhile
             if renewed is None:
                 self._lose("its lease was taken over")

@@ -20,6 +20,7 @@ The queue (what uploads, how far, what waits) is published in ``work/<run>/uploa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import TYPE_CHECKING, Any
@@ -107,10 +108,8 @@ class Uploads:
         self.context.event("checkpoint_upload_skipped", details)
 
     def _publish(self, status: dict[str, Any]) -> None:
-        try:
+        with contextlib.suppress(OSError):  # only the progress display is at stake
             write_json_atomic(self.status_path, {**status, "stage": self.context.stage.name})
-        except OSError:
-            pass  # only the progress display is at stake
 
 
 def upload_status_path(home: str, run_id: str) -> str:

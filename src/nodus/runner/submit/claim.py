@@ -155,7 +155,7 @@ def claim_branch(
     source = find_parent(
         catalog, snapshot, field="SNAPSHOT", mode=mode, store_url=store_url, devices=devices
     )
-    # A full-state branch makes no epoch-end saves where it continues the parent (seed 001):
+    # A full-state branch makes no epoch-end saves where it continues the parent (docs/methods.md):
     # the parent's true is turned off here, so the stored resolution says what happens.
     inherited, turned_off = without_epoch_saves(source.run.workload, source.parent.stage, mode)
     child = apply_changes(inherited, changes)

@@ -38,7 +38,8 @@ from nodus.runner.catalog.locks import RunLock
 from nodus.runner.upkeep.lineage import referencing_runs
 from nodus.runner.upkeep.registration import catch_up
 from nodus.schemas import defaults
-from nodus.store import GcReport, SnapshotStore, open_store
+from nodus.store import GcReport, Manifest, SnapshotStore, open_store
+from nodus.store.deleting import BLOB_GC_GRACE_S
 from nodus.store.run_records import RunRecords
 
 __all__ = ["Collection", "collect", "delete_run", "run_usage"]
@@ -80,7 +81,7 @@ def collect(
     *,
     now: float | None = None,
     dry_run: bool = False,
-    grace_s: float = defaults.BLOB_GC_GRACE_S,
+    grace_s: float = BLOB_GC_GRACE_S,
 ) -> Collection:
     """Expire, finish interrupted deletions and sweep blobs in every store the catalog uses."""
     now = time.time() if now is None else now
@@ -110,7 +111,7 @@ def _store_urls(default_store: str, runs: Iterable[Run]) -> list[str]:
 
 
 def _register(
-    catalog: Catalog, store: SnapshotStore, run: Run, manifests: list, report: Collection
+    catalog: Catalog, store: SnapshotStore, run: Run, manifests: list[Manifest], report: Collection
 ) -> None:
     """A succeeded run's model that its runner never registered (killed just before)."""
     try:
@@ -126,7 +127,7 @@ def _expire(
     catalog: Catalog,
     store: SnapshotStore,
     run: Run,
-    manifests: list,
+    manifests: list[Manifest],
     now: float,
     dry_run: bool,
     report: Collection,
@@ -146,7 +147,7 @@ def _expire(
 
 
 def _expired(
-    catalog: Catalog, store: SnapshotStore, run: Run, manifests: list, now: float
+    catalog: Catalog, store: SnapshotStore, run: Run, manifests: list[Manifest], now: float
 ) -> list[tuple[str, Deletion]]:
     """(stage, deletion) of every kind of ``run``'s checkpoints (``manifests``) that has
     expired by ``now``."""
@@ -190,7 +191,7 @@ def _describe(deletion: Deletion) -> dict[str, Any]:
 # --- nodus runs delete ---------------------------------------------------------------------------
 
 
-def delete_run(catalog: Catalog, home: str, ref: str, say: Callable[[str], None]) -> dict:
+def delete_run(catalog: Catalog, home: str, ref: str, say: Callable[[str], None]) -> dict[str, Any]:
     """Remove a finished run's snapshots, outputs, source, working folders and catalog rows.
 
     Refused while the run may still move (its phase is not terminal, or a runner holds its
@@ -221,7 +222,9 @@ def delete_run(catalog: Catalog, home: str, ref: str, say: Callable[[str], None]
     return {"id": run.id, "deleted_snapshots": len(manifests), "freed_bytes": freed}
 
 
-def _refuse_held(catalog: Catalog, store: SnapshotStore, run: Run, manifests: list) -> None:
+def _refuse_held(
+    catalog: Catalog, store: SnapshotStore, run: Run, manifests: list[Manifest]
+) -> None:
     """A run another run still needs, or one the user pinned, is not deleted behind anyone."""
     for key, holders in referencing_runs(catalog, run).items():
         for holder, _mode in holders:

@@ -224,7 +224,7 @@ def _run_named(catalog: Catalog, text: str, field: str, ref: str) -> tuple[Run, 
     raise _refused(field, ref, f"no run with id or key {text!r} in {catalog.path}")
 
 
-def _refuse_unrecorded(catalog: Catalog, run: Run, step: int | None, field: str, ref: str):
+def _refuse_unrecorded(catalog: Catalog, run: Run, step: int | None, field: str, ref: str) -> None:
     """A save the store never received cannot be started from: say so, not "no snapshot"."""
     why = unrecorded_step(catalog, run, step)
     if why:
@@ -285,7 +285,7 @@ def referencing_runs(catalog: Catalog, run: Run) -> dict[Any, tuple[tuple[str, s
         held = _held_by(catalog, other, run)
         if held is not None:
             key, mode = held
-            found[key] = found.get(key, ()) + ((other.id, mode),)
+            found[key] = (*found.get(key, ()), (other.id, mode))
     return found
 
 

@@ -10,9 +10,9 @@ marks the kind first, so listings and restores leave it out at once). Each delet
 as a ``snapshot_kind_deleted`` event.
 
 Passes run in one background thread of the attempt, one at a time: neither the program nor the
-next capture waits on a deletion (SPEC §8). Requests that arrive during a pass are coalesced
-into one more pass. At the end of the attempt the worker finishes what was asked, for at most
-``defaults.ROTATION_STOP_S``; anything left is completed by the next rotation or ``nodus gc``.
+next capture waits on a deletion (docs/recovery.md). Requests that arrive during a pass are
+coalesced into one more pass. At the end of the attempt the worker finishes what was asked, for
+at most ``ROTATION_STOP_S``; anything left is completed by the next rotation or ``nodus gc``.
 
 A failing pass records ``rotation_failed`` and never fails the run: training matters more than
 disk. A deletion whose blobs the store could not free yet (a capture was running, so its sweep
@@ -28,14 +28,13 @@ from typing import TYPE_CHECKING
 
 from nodus.errors import NodusError, NotFoundError
 from nodus.registry import Registry
-from nodus.registry.registration import register_epoch_saves, version_event
 from nodus.retention.holds import HoldIndex, run_holds
 from nodus.retention.policy import Deletion, rotation
 from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.catalog.core import Run
 from nodus.runner.catalog.phases import Phase
 from nodus.runner.upkeep.lineage import referencing_runs
-from nodus.schemas import defaults
+from nodus.runner.upkeep.registration import register_epoch_saves, version_event
 
 if TYPE_CHECKING:
     from nodus.store.manifest import Manifest
@@ -43,6 +42,14 @@ if TYPE_CHECKING:
 __all__ = ["Rotation"]
 
 log = logging.getLogger("nodus.runner")
+
+ROTATION_STOP_S = 60.0
+"""At the end of an attempt, how long the runner waits for its rotation (retention after each
+commit) to finish; what it leaves undone, the next rotation or ``nodus gc`` completes."""
+
+ROTATION_IDLE_S = 1.0
+"""How often an idle rotation worker looks whether its attempt has ended; one that had nothing
+left to do is not woken at the end (that would delay a recovery's next attempt)."""
 
 
 class Rotation:
@@ -75,7 +82,7 @@ class Rotation:
                 self._thread.start()
             self._wake.notify()
 
-    def close(self, timeout: float = defaults.ROTATION_STOP_S, *, hurry: bool = False) -> None:
+    def close(self, timeout: float = ROTATION_STOP_S, *, hurry: bool = False) -> None:
         """Finish what was asked (at most ``timeout`` seconds), then stop the worker.
 
         ``hurry``: a recovery's next attempt waits on this. An idle worker is then neither
@@ -103,7 +110,7 @@ class Rotation:
         while True:
             with self._wake:
                 while not (self._asked or self._closing):
-                    self._wake.wait(defaults.ROTATION_IDLE_S)
+                    self._wake.wait(ROTATION_IDLE_S)
                 if not self._asked:
                     return  # closing, and nothing more was asked
                 self._asked = False
@@ -147,7 +154,7 @@ class Rotation:
         )
 
     def _register_epochs(self, run: Run, manifests: list[Manifest]) -> None:
-        """Each epoch-end save becomes a model version when it commits (seed 001); a failure
+        """Each epoch-end save becomes a model version when it commits (docs/lineage.md); a failure
         is an event, and the next pass (or the run's end) tries again."""
         try:
             made = register_epoch_saves(

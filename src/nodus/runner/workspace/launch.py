@@ -31,6 +31,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from nodus.errors import UsageError
 from nodus.schemas.resolved import ResolvedStage
@@ -84,7 +85,9 @@ class Launch:
         )
 
 
-def resolve_stages(stages: Iterable[ResolvedStage], environ: Mapping[str, str]) -> dict:
+def resolve_stages(
+    stages: Iterable[ResolvedStage], environ: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
     """``{stage name: Launch.to_dict()}`` for every stage; UsageError names an unusable path."""
     return {stage.name: resolve(stage, environ).to_dict() for stage in stages}
 
@@ -141,7 +144,7 @@ def python_version(executable: str, path: str) -> str | None:
     return answer if probe.returncode == 0 and answer[:1].isdigit() else None
 
 
-def stored(launches: Mapping[str, Mapping] | None) -> dict[str, Launch]:
+def stored(launches: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Launch]:
     """The launches a run stored; empty for a run accepted before nodus stored them."""
     return {name: Launch.from_dict(data) for name, data in (launches or {}).items()}
 

@@ -37,9 +37,9 @@ __all__ = [
     "Source",
     "SourceExcludes",
     "SourceFile",
+    "changed_since",
     "credential_warnings",
     "excludes",
-    "changed_since",
     "measure",
     "private_folders",
     "refusals",
@@ -382,14 +382,14 @@ def refusals(found: Sequence[Source], stages: Sequence[ResolvedStage]) -> list[s
     for stage in stages:
         program = stage.command[0] if stage.command else ""
         relative = os.path.normpath(program).replace(os.sep, "/")
-        if "/" in program and not os.path.isabs(program):
-            if excluded(relative, patterns[stage.code]):
-                # Relative commands are found in the working copy (runner.launch).
-                texts.append(
-                    f"stage {stage.name!r}: command {program!r} lies in a folder the source "
-                    "leaves out, so no attempt would find it; give its absolute path, or bring "
-                    f"the folder back with a `!name` line in {defaults.IGNORE_FILE}"
-                )
+        relative_command = "/" in program and not os.path.isabs(program)
+        if relative_command and excluded(relative, patterns[stage.code]):
+            # Relative commands are found in the working copy (runner.launch).
+            texts.append(
+                f"stage {stage.name!r}: command {program!r} lies in a folder the source "
+                "leaves out, so no attempt would find it; give its absolute path, or bring "
+                f"the folder back with a `!name` line in {defaults.IGNORE_FILE}"
+            )
     return texts
 
 

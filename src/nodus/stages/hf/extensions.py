@@ -1,6 +1,6 @@
 """The extensions of the hf-trainer-v1 profile: what each is, and how it is qualified.
 
-The v1 profile (SPEC §6) is one process, one device, float32, no dataloader workers, the
+The v1 profile (docs/hf-trainer.md) is one process, one device, float32, no dataloader workers, the
 library's default collators and a plain model. Each extension widens it by one thing real
 training needs, and each is trusted only where it is qualified: on a version set the project's
 own tests prove it on (shipped in ``qualified.json``) or where ``nodus qualify --extension NAME``

@@ -33,8 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.getcwd())
-import train  # noqa: E402  (the quick-start program in the working copy)
-from transformers import Trainer, default_data_collator, set_seed  # noqa: E402
+import train
+from transformers import Trainer, default_data_collator, set_seed
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ import tempfile
 from typing import Any
 
 from nodus import protocol
+from nodus.schemas.method_specs import MethodSpec, method_spec
 from nodus.stages.methods import settings as method_settings
 
 
@@ -38,7 +39,7 @@ def main(arguments: dict[str, Any] | None = None) -> None:
     set_seed(settings["seed"])  # the LoRA adapter's initial weights come from this seed too
     trainer = build_trainer(settings, arguments)
     _align_saves(trainer, settings)
-    if settings["framework"] == "grpo":
+    if _spec(settings).online:
         trainer.add_callback(_rollout_metrics())
     trainer.train()
     trainer.save_model(protocol.METHOD_TRAINED_DIR)
@@ -50,13 +51,19 @@ def build_trainer(settings: dict[str, Any], arguments: dict[str, Any] | None = N
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(settings["base_model"])
+    tokenizer = AutoTokenizer.from_pretrained(settings["base_model"])  # type: ignore[no-untyped-call,unused-ignore]
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(settings["base_model"], dtype=torch.float32)
     dataset = method_settings.load_dataset(settings["dataset"])
-    build = {"sft": _sft, "dpo": _dpo, "grpo": _grpo}[settings["framework"]]
-    return build(settings, model, tokenizer, dataset, _common(settings, arguments or {}))
+    common = _common(settings, arguments or {})
+    return _trainer(_spec(settings), settings, model, tokenizer, dataset, common)
+
+
+def _spec(settings: dict[str, Any]) -> MethodSpec:
+    spec = method_spec(settings["framework"])
+    assert spec is not None, settings["framework"]  # resolved at submit from the same table
+    return spec
 
 
 def _common(settings: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
@@ -93,57 +100,42 @@ def _lora(settings: dict[str, Any]) -> Any:
     )
 
 
-def _sft(settings, model, tokenizer, dataset, common) -> Any:
-    from trl import SFTConfig, SFTTrainer
-
-    config = SFTConfig(**common, max_length=settings["max_length"])
-    return SFTTrainer(
+def _trainer(
+    spec: MethodSpec,
+    settings: dict[str, Any],
+    model: Any,
+    tokenizer: Any,
+    dataset: Any,
+    common: dict[str, Any],
+) -> Any:
+    """TRL's trainer of ``spec`` over its config; an online method's generation settings,
+    reward functions and epoch-keyed prompt order besides."""
+    trl = importlib.import_module("trl")
+    arguments = {**common, spec.length_argument: settings["max_length"]}
+    extra: dict[str, Any] = {}
+    if spec.online:
+        arguments.update(
+            num_generations=settings["num_generations"],
+            steps_per_generation=settings["steps_per_generation"],
+            beta=settings["kl_beta"],
+        )
+        extra["reward_funcs"] = reward_functions(settings["reward_functions"])
+    trainer = getattr(trl, spec.trainer)(
         model=model,
-        args=config,
+        args=getattr(trl, spec.config)(**arguments),
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=_lora(settings),
+        **extra,
     )
-
-
-def _dpo(settings, model, tokenizer, dataset, common) -> Any:
-    from trl import DPOConfig, DPOTrainer
-
-    config = DPOConfig(**common, max_length=settings["max_length"])
-    return DPOTrainer(
-        model=model,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=_lora(settings),
-    )
-
-
-def _grpo(settings, model, tokenizer, dataset, common) -> Any:
-    from trl import GRPOConfig, GRPOTrainer
-
-    config = GRPOConfig(
-        **common,
-        max_completion_length=settings["max_length"],
-        num_generations=settings["num_generations"],
-        steps_per_generation=settings["steps_per_generation"],
-        beta=settings["kl_beta"],
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        reward_funcs=reward_functions(settings["reward_functions"]),
-        peft_config=_lora(settings),
-    )
-    trainer._get_train_sampler = _epoch_keyed(trainer._get_train_sampler)  # type: ignore[method-assign]
+    if spec.online:
+        trainer._get_train_sampler = _epoch_keyed(trainer._get_train_sampler)
     return trainer
 
 
 def _epoch_keyed(get_sampler: Any) -> Any:
-    """grpo's prompt order of epoch ``e`` is the ``e``-th draw of the sampler's seeded generator,
-    whichever attempt draws it.
+    """An online method's (grpo's) prompt order of epoch ``e`` is the ``e``-th draw of the
+    sampler's seeded generator, whichever attempt draws it.
 
     TRL's ``RepeatSampler`` seeds its generator once and draws one permutation per epoch, so a
     resumed attempt's fresh sampler drew epoch 0's order for a later epoch, and the run went on
@@ -203,7 +195,8 @@ def reward_functions(specs: list[str]) -> list[Any]:
 
 
 def _align_saves(trainer: Any, settings: dict[str, Any]) -> None:
-    """grpo: saves only at generation boundaries; the alignment of checkpoint_every is said once."""
+    """An online method (grpo) saves only at generation boundaries; the alignment of
+    checkpoint_every is said once."""
     every = settings.get("generation_every") or 1
     session = getattr(trainer, "_nodus_session", None)
     if session is None or every == 1:
@@ -216,14 +209,19 @@ def _align_saves(trainer: Any, settings: dict[str, Any]) -> None:
 
 
 def _rollout_metrics() -> Any:
-    """grpo logs the rewards at the step that generated the rollouts; the steps that train on
-    the same rollouts later show them too, so every snapshot carries its reward metrics."""
+    """An online method (grpo) logs the rewards at the step that generated the rollouts; the
+    steps that train on the same rollouts later show them too, so every snapshot carries its
+    reward metrics."""
     from transformers import TrainerCallback
 
     class RolloutMetrics(TrainerCallback):
-        latest: dict[str, float] = {}
+        def __init__(self) -> None:
+            super().__init__()
+            self.latest: dict[str, float] = {}
 
-        def on_log(self, args, state, control, logs=None, **kwargs):
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any
+        ) -> None:
             entry = state.log_history[-1] if state.log_history else {}
             if "reward" in entry:
                 self.latest = {k: v for k, v in entry.items() if k.startswith(_REWARD_KEYS)}

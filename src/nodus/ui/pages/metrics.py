@@ -4,6 +4,7 @@ attempt, marks at its snapshots and recoveries, from :meth:`nodus.Client.metrics
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 from urllib.parse import urlencode
@@ -119,7 +120,7 @@ def _attempt_lines(
     prefix = f"{run['id']} " if prefixed else ""
     lines = []
     bounds = [float("-inf"), *cuts, float("inf")]
-    for number, (low, high) in enumerate(zip(bounds, bounds[1:]), start=1):
+    for number, (low, high) in enumerate(itertools.pairwise(bounds), start=1):
         mine = [(s, v) for s, v in points if low < s <= high or (number == 1 and s == low)]
         if mine:
             label = f"{prefix}{stage['stage']} attempt {number}"

@@ -42,7 +42,47 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from nodus.schemas import defaults
+HF_AUTO_FIRST_EVERY = 5
+"""``save_every = "auto"``: the first save of an attempt comes this many steps after its start
+(or its restored step), to measure what a save costs before the cadence is chosen."""
+
+HF_AUTO_STEP_SAMPLES = 32
+"""``save_every = "auto"``: the step time saves are weighed against is the mean of this many
+recent steps trained without a save in flight (``HF_AUTO_STEP_OUTLIER`` leaves some out)."""
+
+HF_AUTO_AIM = 0.8
+"""``save_every = "auto"``: the share of ``max_save_overhead`` the cadence is chosen for; the
+rest is room for the error of each save's measured cost (the bound is a ceiling)."""
+
+HF_AUTO_WARMUP_STEPS = 3
+"""``save_every = "auto"``: the first steps of an attempt are slower than the rest (caches,
+allocations): the intervals that end within this many steps of its start are not step-time
+samples."""
+
+HF_AUTO_FRESH_STEPS = 8
+"""``save_every = "auto"``: a save is weighed once this many steps trained after its
+measurement ended without a save in flight, so the step time it is weighed against includes
+steps on both sides of it (the next periodic save waits for them)."""
+
+HF_AUTO_STEP_OUTLIER = 4.0
+"""``save_every = "auto"``: a step that took this many times the median step or more (an
+evaluation, the machine paused) is left out of the step time saves are weighed against."""
+
+HF_AUTO_COMMIT_WAIT_S = 60.0
+"""``save_every = "auto"``: once a save is written, its measurement waits at most this long for
+the runner's commit (a lost runner, a failed capture), so periodic saves never stop for one."""
+
+HF_AUTO_SETTLE_STEPS = 5
+"""``save_every = "auto"``: a save's measurement goes on this many steps after its commit,
+which costs training too: the integration then removes the older checkpoint folder and the
+runner's retention deletes older snapshots' files."""
+
+HF_AUTO_COST_WEIGHT = 0.5
+"""``save_every = "auto"``: weight of the newest save's measured cost in the running estimate."""
+
+HF_AUTO_RETUNE_MARGIN = 0.2
+"""``save_every = "auto"``: a cadence within the bound gives way to a more frequent one only
+when that is at least this share shorter, so measurement noise does not retune every save."""
 
 Report = Callable[[int, float | None, int], None]
 """``report(every, overhead, step)``: a cadence was chosen at ``step``; overhead None = not
@@ -64,15 +104,15 @@ class AutoCadence:
     ) -> None:
         self.bound = bound
         # What the cadence is chosen for: the bound is a ceiling, and each cost is an estimate.
-        self._aim = bound * defaults.HF_AUTO_AIM
-        self.every = defaults.HF_AUTO_FIRST_EVERY
+        self._aim = bound * HF_AUTO_AIM
+        self.every = HF_AUTO_FIRST_EVERY
         self._anchor = anchor  # the step of the previous save, or where the attempt started
         self._start = anchor  # where the attempt started: the bound's account begins here
         self._spent = 0.0  # the measured cost of this attempt's saves so far, seconds
         self._report = report
         self._clock = clock or time.perf_counter
         self._last: tuple[int, float] | None = None  # (step, time) of the previous boundary
-        self._undisturbed: deque[float] = deque(maxlen=defaults.HF_AUTO_STEP_SAMPLES)
+        self._undisturbed: deque[float] = deque(maxlen=HF_AUTO_STEP_SAMPLES)
         self._measuring: _Measure | None = None
         self._cost: float | None = None  # running estimate of one save's cost, seconds
         self._chosen = False  # still on the first, measuring cadence
@@ -102,21 +142,21 @@ class AutoCadence:
             measuring.committed_at = step
         settled = (
             measuring.committed_at is not None
-            and step - measuring.committed_at >= defaults.HF_AUTO_SETTLE_STEPS
+            and step - measuring.committed_at >= HF_AUTO_SETTLE_STEPS
         )
-        if settled or now - measuring.written_at >= defaults.HF_AUTO_COMMIT_WAIT_S:
+        if settled or now - measuring.written_at >= HF_AUTO_COMMIT_WAIT_S:
             measuring.ended = True  # committed and settled: all it cost is in its intervals
 
     def _undisturbed_step(self, step: int, interval: float, measuring: _Measure | None) -> None:
         """A step trained with no save in flight: a sample of the step time (past the attempt's
         first, slower steps). A save whose intervals ended is weighed once ``FRESH_STEPS`` such
         samples followed it, so the step time brackets it instead of going stale before it."""
-        if step - self._start > defaults.HF_AUTO_WARMUP_STEPS:
+        if step - self._start > HF_AUTO_WARMUP_STEPS:
             self._undisturbed.append(interval)
         if measuring is None:
             return
         measuring.fresh += 1
-        if measuring.fresh >= defaults.HF_AUTO_FRESH_STEPS:
+        if measuring.fresh >= HF_AUTO_FRESH_STEPS:
             self._measuring = None
             self._measured(measuring, step)
 
@@ -144,11 +184,11 @@ class AutoCadence:
         excess = sum(measure.intervals) - step_s * len(measure.intervals)
         cost = max(measure.stall_s, excess)
         self._spent += cost
-        weight = defaults.HF_AUTO_COST_WEIGHT
+        weight = HF_AUTO_COST_WEIGHT
         self._cost = cost if self._cost is None else weight * cost + (1 - weight) * self._cost
         within = max(1, math.ceil(self._cost / (self._aim * step_s) - 1e-9))
         best = max(within, written_in, self._paid_from(step_s) - measure.step)
-        if self._chosen and self.every * (1 - defaults.HF_AUTO_RETUNE_MARGIN) < best < self.every:
+        if self._chosen and self.every * (1 - HF_AUTO_RETUNE_MARGIN) < best < self.every:
             best = self.every  # more frequent only when clearly so: noise must not retune
         first, self._chosen = not self._chosen, True
         self._choose(step, best, self._cost / (best * step_s), always=first)
@@ -161,7 +201,7 @@ class AutoCadence:
         the median step can be slower than the average one, which would hide part of a save's
         cost (and on a quiet one faster, which would only overstate it)."""
         typical = statistics.median(self._undisturbed)
-        usual = [s for s in self._undisturbed if s <= defaults.HF_AUTO_STEP_OUTLIER * typical]
+        usual = [s for s in self._undisturbed if s <= HF_AUTO_STEP_OUTLIER * typical]
         return statistics.fmean(usual)
 
     def _paid_from(self, step_s: float) -> int:

@@ -18,7 +18,7 @@ So the hook wraps the train loader's collator (:class:`RecordingCollator`; the p
 ``trainer.data_collator`` stays its own): it records the random state before every collation and
 forgets those whose batches were handed to training. A save stores the states of the collated
 but untrained batches, and the collator's own generator, in the checkpoint
-(:data:`~nodus.schemas.defaults.HF_COLLATION_FILE`). A resume inside an epoch collates those
+(:data:`~nodus.schemas.HF_COLLATION_FILE`). A resume inside an epoch collates those
 pending batches again under their recorded states, then loads the checkpoint's random state
 (where the uninterrupted run collated the next batch), and the Trainer's own later load of it is
 skipped: every batch and every dropout mask after the resume is the uninterrupted run's.
@@ -38,7 +38,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from nodus.schemas import defaults
+HF_COLLATION_FILE = "nodus-collation.pth"
+"""Written into an integration checkpoint of a Trainer whose collator draws random numbers: the
+random states its collated but not yet trained batches were built under
+(:mod:`nodus.stages.hf.inprocess.collation`)."""
 
 
 def rng_state(collate: Any) -> dict[str, Any]:
@@ -143,12 +146,12 @@ def for_ranks(saved: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write(folder: str, saved: dict[str, Any]) -> None:
-    torch.save(saved, os.path.join(folder, defaults.HF_COLLATION_FILE))
+    torch.save(saved, os.path.join(folder, HF_COLLATION_FILE))
 
 
 def read(checkpoint: str, rank: int = 0) -> dict[str, Any] | None:
     """The record of process ``rank`` in the checkpoint, or None when it holds none."""
-    path = os.path.join(checkpoint, defaults.HF_COLLATION_FILE)
+    path = os.path.join(checkpoint, HF_COLLATION_FILE)
     if not os.path.isfile(path):
         return None
     saved = torch.load(path, weights_only=False)

@@ -76,9 +76,26 @@ def patch(module: Any) -> None:
     trainer_cls = module.Trainer
     if getattr(trainer_cls, "_nodus_patched", False):
         return
-    original_init = trainer_cls.__init__
-    original_train = trainer_cls.train
-    original_boundary = trainer_cls._maybe_log_save_evaluate
+
+    def __init_subclass__(cls: type, /, **kwargs: Any) -> None:
+        super(trainer_cls, cls).__init_subclass__(**kwargs)
+        _seed_trl_trainer(cls)
+
+    trainer_cls.__init_subclass__ = classmethod(__init_subclass__)
+    for subclass in _subclasses(trainer_cls):  # defined before this patch: TRL imported first
+        _seed_trl_trainer(subclass)
+    trainer_cls.__init__ = _preparing_init(trainer_cls.__init__)
+    trainer_cls.train = _resuming_train(trainer_cls.train)
+    trainer_cls._maybe_log_save_evaluate = _at_boundary(trainer_cls._maybe_log_save_evaluate)
+    trainer_cls.get_batch_samples = _counting_batches(trainer_cls.get_batch_samples)
+    trainer_cls.get_train_dataloader = _recording_loader(trainer_cls.get_train_dataloader)
+    trainer_cls._load_rng_state = _loading_rng_once(trainer_cls._load_rng_state)
+    module.skip_first_batches = _epoch_preserving(module.skip_first_batches)
+    trainer_cls._nodus_patched = True
+
+
+def _preparing_init(original_init):
+    """``Trainer.__init__``, then :func:`~nodus.stages.hf.inprocess.prepare.prepare`."""
     signature = inspect.signature(original_init)
 
     @functools.wraps(original_init)
@@ -91,6 +108,12 @@ def patch(module: Any) -> None:
         from nodus.stages.hf.inprocess.prepare import prepare
 
         prepare(self, given)
+
+    return __init__
+
+
+def _resuming_train(original_train):
+    """``Trainer.train`` from the restored checkpoint, ending with the final save."""
 
     @functools.wraps(original_train)
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
@@ -106,6 +129,12 @@ def patch(module: Any) -> None:
             session.writer.wait()  # never exit with a checkpoint half written
         return result
 
+    return train
+
+
+def _at_boundary(original_boundary):
+    """The optimizer boundary, right after the step's logging."""
+
     @functools.wraps(original_boundary)
     def _maybe_log_save_evaluate(self, *args, **kwargs):
         result = original_boundary(self, *args, **kwargs)
@@ -114,7 +143,11 @@ def patch(module: Any) -> None:
             session.at_boundary()
         return result
 
-    original_batches = trainer_cls.get_batch_samples
+    return _maybe_log_save_evaluate
+
+
+def _counting_batches(original_batches):
+    """Count the batches trained; none once a restored checkpoint ends the training."""
 
     @functools.wraps(original_batches)
     def get_batch_samples(self, *args, **kwargs):
@@ -126,7 +159,11 @@ def patch(module: Any) -> None:
             session.batches_trained(len(batches))
         return batches, items
 
-    original_loader = trainer_cls.get_train_dataloader
+    return get_batch_samples
+
+
+def _recording_loader(original_loader):
+    """The train loader built by :meth:`Session.train_dataloader`."""
 
     @functools.wraps(original_loader)
     def get_train_dataloader(self, *args, **kwargs):
@@ -135,7 +172,11 @@ def patch(module: Any) -> None:
             return original_loader(self, *args, **kwargs)
         return session.train_dataloader(lambda: original_loader(self, *args, **kwargs))
 
-    original_load_rng = trainer_cls._load_rng_state
+    return get_train_dataloader
+
+
+def _loading_rng_once(original_load_rng):
+    """``Trainer._load_rng_state``, skipped where the session loaded the random state."""
 
     @functools.wraps(original_load_rng)
     def _load_rng_state(self, *args, **kwargs):
@@ -144,21 +185,7 @@ def patch(module: Any) -> None:
             return None  # loaded already, before the collations that followed the resume
         return original_load_rng(self, *args, **kwargs)
 
-    def __init_subclass__(cls, **kwargs):
-        super(trainer_cls, cls).__init_subclass__(**kwargs)
-        _seed_trl_trainer(cls)
-
-    trainer_cls.__init_subclass__ = classmethod(__init_subclass__)
-    for subclass in _subclasses(trainer_cls):  # defined before this patch: TRL imported first
-        _seed_trl_trainer(subclass)
-    trainer_cls.__init__ = __init__
-    trainer_cls.train = train
-    trainer_cls._maybe_log_save_evaluate = _maybe_log_save_evaluate
-    trainer_cls.get_batch_samples = get_batch_samples
-    trainer_cls.get_train_dataloader = get_train_dataloader
-    trainer_cls._load_rng_state = _load_rng_state
-    module.skip_first_batches = _epoch_preserving(module.skip_first_batches)
-    trainer_cls._nodus_patched = True
+    return _load_rng_state
 
 
 def _subclasses(cls: Any) -> list[Any]:
@@ -204,7 +231,7 @@ _DEFAULT_SEED = 42
 
 
 def _epoch_preserving(skip_first_batches):
-    """Fix the resumed partial epoch's batch order (SPEC §6, known defect).
+    """Fix the resumed partial epoch's batch order (docs/hf-trainer.md, a defect of Accelerate).
 
     Accelerate's ``skip_first_batches`` builds a new ``DataLoaderShard`` whose ``iteration``
     starts at 0; its ``__iter__`` calls ``set_epoch(self.iteration)`` on the shared seedable

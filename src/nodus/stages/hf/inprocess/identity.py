@@ -29,6 +29,32 @@ from nodus.schemas import defaults
 from nodus.stages.hf.inprocess.profile import accelerate_precision
 from nodus.stages.hf.qualification import current_versions
 
+HF_IDENTITY_IGNORED_ARGS = (
+    "output_dir",
+    "logging_dir",
+    "logging_steps",
+    "logging_strategy",
+    "logging_first_step",
+    "logging_nan_inf_filter",
+    "report_to",
+    "run_name",
+    "disable_tqdm",
+    "log_level",
+    "log_level_replica",
+    "log_on_each_node",
+    "save_steps",
+    "save_strategy",
+    "save_total_limit",
+    "hub_token",
+    "push_to_hub_token",
+    "dataloader_pin_memory",
+    "include_num_input_tokens_seen",
+    "local_rank",
+)
+"""Training arguments that may differ between attempts: they never change the trained weights.
+``local_rank`` differs between the ranks of one world (the world size is an identity of its own,
+``processes``)."""
+
 LABELS = {
     "program": "program (source of the main script)",
     "dataset": "train dataset content",
@@ -258,7 +284,7 @@ def same_arguments(saved: dict[str, Any], now: dict[str, Any]) -> bool:
     if not isinstance(before, dict) or not isinstance(after, dict):
         return False
     kept = [
-        {k: v for k, v in value.items() if k not in defaults.HF_IDENTITY_IGNORED_ARGS}
+        {k: v for k, v in value.items() if k not in HF_IDENTITY_IGNORED_ARGS}
         for value in (before, after)
     ]
     return kept[0] == kept[1]
@@ -268,7 +294,7 @@ def argument_differences(saved_args: dict[str, Any], args: Any) -> dict[str, tup
     """The training-argument fields that changed, each with (the checkpoint's value, this
     attempt's), for a refusal that names both."""
     now = json.loads(json.dumps(_arguments(args), default=str))
-    saved_args = {k: v for k, v in saved_args.items() if k not in defaults.HF_IDENTITY_IGNORED_ARGS}
+    saved_args = {k: v for k, v in saved_args.items() if k not in HF_IDENTITY_IGNORED_ARGS}
     names = sorted(set(saved_args) | set(now))
     return {n: (saved_args.get(n), now.get(n)) for n in names if saved_args.get(n) != now.get(n)}
 
@@ -362,7 +388,7 @@ def _structure(model: Any) -> str:
 
 def _arguments(args: Any) -> dict[str, Any]:
     values = args.to_dict()
-    for name in defaults.HF_IDENTITY_IGNORED_ARGS:
+    for name in HF_IDENTITY_IGNORED_ARGS:
         values.pop(name, None)
     return values
 

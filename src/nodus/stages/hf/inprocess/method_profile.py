@@ -1,4 +1,4 @@
-"""The method profile: what nodus's own managed-method program may train (SPEC §7).
+"""The method profile: what nodus's own managed-method program may train (docs/methods.md).
 
 The train stage of a framework shortcut (``python -m nodus.stages.methods.train``) builds one of
 TRL's trainers, with TRL's collators and, with ``lora_rank``, a PEFT model: all outside the v1
@@ -15,9 +15,10 @@ import sys
 from typing import Any
 
 from nodus import protocol
+from nodus.schemas.method_specs import METHODS
 from nodus.stages.hf.inprocess import profile
 
-TRAINERS = tuple(profile.TRL_METHODS)
+TRAINERS = tuple(spec.trainer for spec in METHODS.values())
 """TRL's trainer classes (module ``trl``), exactly, no subclass: those a managed method trains."""
 
 _LIBRARIES = ("transformers.", "trl.", "nodus.")
@@ -28,7 +29,7 @@ def check(trainer: Any, given: dict[str, Any]) -> list[str]:
     return profile.check(trainer, given, RULES)
 
 
-def _nodus_program(trainer, given) -> list[str]:
+def _nodus_program(trainer: Any, given: dict[str, Any]) -> list[str]:
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     if getattr(spec, "name", None) != protocol.METHOD_TRAIN_PROGRAM:
@@ -39,7 +40,7 @@ def _nodus_program(trainer, given) -> list[str]:
     return []
 
 
-def _trl_trainer(trainer, given) -> list[str]:
+def _trl_trainer(trainer: Any, given: dict[str, Any]) -> list[str]:
     kind = type(trainer)
     if kind.__name__ in TRAINERS and kind.__module__.split(".")[0] == "trl":
         return []
@@ -48,7 +49,7 @@ def _trl_trainer(trainer, given) -> list[str]:
     ]
 
 
-def _library_parts(trainer, given) -> list[str]:
+def _library_parts(trainer: Any, given: dict[str, Any]) -> list[str]:
     """TRL's and Transformers' collators and callbacks, nothing of a program's own."""
     reasons = []
     collator = trainer.data_collator
@@ -67,7 +68,7 @@ def _from_library(thing: Any) -> bool:
     return f"{module}.".startswith(_LIBRARIES)
 
 
-def _loading(trainer, given) -> list[str]:
+def _loading(trainer: Any, given: dict[str, Any]) -> list[str]:
     args = trainer.args
     reasons = []
     if args.dataloader_num_workers != 0:

@@ -8,6 +8,7 @@ such a program unprepared and records why (event ``integration_unprepared``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -86,7 +87,7 @@ def _epoch_callback(session: Session) -> Any:
     return NodusEpochCallback()
 
 
-def _progress_callback(control: ControlDir) -> Any:
+def _progress_callback(channel: ControlDir) -> Any:
     """Writes ``progress.json`` (step, the step training ends at, the last loss, the speed) at
     most every ``protocol.PROGRESS_EVERY_S``, from the process of rank 0, for ``runs get``."""
     from transformers import TrainerCallback
@@ -97,39 +98,46 @@ def _progress_callback(control: ControlDir) -> Any:
             self.loss: float | None = None
             self.written = 0.0
 
-        def on_log(self, args, state, control_, logs=None, **kwargs):
+        def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and isinstance(logs.get("loss"), (int, float)):
                 self.loss = float(logs["loss"])
 
-        def on_step_end(self, args, state, control_, **kwargs):
+        def on_step_end(self, args, state, control, **kwargs):
             now = time.time()
             if self.first is None:
                 self.first = (now, state.global_step)
             if now - self.written >= protocol.PROGRESS_EVERY_S:
                 self._write(state, now)
 
-        def on_train_end(self, args, state, control_, **kwargs):
+        def on_train_end(self, args, state, control, **kwargs):
             self._write(state, time.time(), ended=True)
 
         def _write(self, state: Any, now: float, ended: bool = False) -> None:
             if not state.is_world_process_zero:
                 return
             self.written = now
-            since, first_step = self.first or (now, state.global_step)
-            steps = state.global_step - first_step
-            speed = steps / (now - since) if steps > 0 and now > since else None
-            progress = protocol.Progress(
-                step=state.global_step,
-                max_steps=state.max_steps if state.max_steps and state.max_steps > 0 else None,
-                loss=self.loss,
-                steps_per_second=speed,
-                at=now,
-                ended=ended,
-            )
-            try:
-                control.write_progress(progress)
-            except OSError:
-                pass  # progress is a view for people: training never stops for it
+            progress = _progress_of(state, self.first, self.loss, now, ended)
+            # progress is a view for people: training never stops for it
+            with contextlib.suppress(OSError):
+                channel.write_progress(progress)
 
     NodusProgressCallback.__module__ = __name__
     return NodusProgressCallback()
+
+
+def _progress_of(
+    state: Any, first: tuple[float, int] | None, loss: float | None, now: float, ended: bool
+) -> protocol.Progress:
+    """The progress record of the Trainer's ``state`` at ``now``: the speed is measured from
+    this process's ``first`` (time, step) seen."""
+    since, first_step = first or (now, state.global_step)
+    steps = state.global_step - first_step
+    speed = steps / (now - since) if steps > 0 and now > since else None
+    return protocol.Progress(
+        step=state.global_step,
+        max_steps=state.max_steps if state.max_steps and state.max_steps > 0 else None,
+        loss=loss,
+        steps_per_second=speed,
+        at=now,
+        ended=ended,
+    )

@@ -1,4 +1,4 @@
-"""The hf-trainer-v1 profile (SPEC §6), checked when the Trainer is built.
+"""The hf-trainer-v1 profile (docs/hf-trainer.md, "The profile"), checked when the Trainer is built.
 
 ``assess(trainer, given)`` returns every reason the program is outside the profile, phrased for
 a person, so explicit ``hf-trainer-v1`` can refuse with the full list and ``auto`` can record it,
@@ -17,8 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodus.schemas import defaults
+from nodus.schemas.method_specs import trainer_methods
 from nodus.stages.hf import extensions
+
+HF_MAX_MODEL_STATE_BYTES = 4_000_000_000
+"""Largest complete model state the v1 profile accepts (SPEC §6)."""
 
 
 @dataclass(frozen=True)
@@ -174,10 +177,9 @@ def _model_state(trainer, given) -> list[Finding]:
             "the mixed-precision extension)"
         )
     size = sum(v.numel() * v.element_size() for v in state.values() if isinstance(v, torch.Tensor))
-    if size > defaults.HF_MAX_MODEL_STATE_BYTES:
+    if size > HF_MAX_MODEL_STATE_BYTES:
         reasons.append(
-            f"model state of {size:,} bytes; v1 allows at most "
-            f"{defaults.HF_MAX_MODEL_STATE_BYTES:,}"
+            f"model state of {size:,} bytes; v1 allows at most {HF_MAX_MODEL_STATE_BYTES:,}"
         )
     return reasons
 
@@ -399,7 +401,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-TRL_METHODS = {"SFTTrainer": "sft", "DPOTrainer": "dpo", "GRPOTrainer": "grpo"}
+TRL_METHODS = trainer_methods()
 """TRL's trainers that a managed method (``framework = ...``, docs/methods.md) trains."""
 
 

@@ -31,6 +31,10 @@ from nodus.stages.hf.inprocess.state_json import StateJson
 from nodus.stages.hf.inprocess.world import World, indexed_cpu_loads
 from nodus.stages.hf.inprocess.writer import CheckpointWriter, remove_older_checkpoints
 
+HF_CONTINUATION_ARGS = ("max_steps", "num_train_epochs")
+"""Training arguments a run continuing another run's training state may change: its length
+(``resume_from``, ``runs branch --from full-state``; docs/lineage.md)."""
+
 _ARGUMENTS_LABEL = identities.LABELS["training_arguments"]
 _WEIGHT_LABELS = (
     identities.LABELS["model_structure"],
@@ -229,7 +233,7 @@ class Session:
             )
             if self.settings.parent_mode == protocol.FULL_STATE:
                 # A run continuing another's training may train longer (or shorter).
-                fields = {f: v for f, v in fields.items() if f not in defaults.HF_CONTINUATION_ARGS}
+                fields = {f: v for f, v in fields.items() if f not in HF_CONTINUATION_ARGS}
                 problems = [p for p in problems if not p.startswith(_ARGUMENTS_LABEL)]
             if fields or not self.settings.parent_mode:
                 named = ", ".join(

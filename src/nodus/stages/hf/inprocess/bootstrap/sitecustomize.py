@@ -64,6 +64,7 @@ def _protocol():
 
     path = os.path.join(_PACKAGES, "nodus", "protocol.py")
     spec = importlib.util.spec_from_file_location(_PROTOCOL, path)
+    assert spec is not None and spec.loader is not None  # a .py path: a source file loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[_PROTOCOL] = module  # dataclasses look their module up while it executes
     spec.loader.exec_module(module)

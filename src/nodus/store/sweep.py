@@ -1,4 +1,4 @@
-"""Blob garbage collection that is safe against captures, and other sweeps, at the same time.
+"""The blob sweep: garbage collection that is safe against captures, and other sweeps, at once.
 
 Mark: every blob named by a committed manifest, leaving out kinds whose deletion has begun.
 Sweep: delete unmarked blobs older than a grace period. A capture may reuse a blob it found
@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from nodus.schemas import defaults
 from nodus.store import keys
 from nodus.store._faults import crash_point
 from nodus.store.owners import gone, me
@@ -50,6 +49,16 @@ __all__ = [
 ]
 
 log = logging.getLogger("nodus.store")
+
+SWEEP_LEASE_S = 600.0
+"""A blob sweep's lock counts as abandoned (a killed GC) once this old; a live sweep renews it."""
+
+SWEEP_WAIT_POLL_S = 0.1
+"""How often a capture that found a sweep running looks again (and a deferred sweep retries)."""
+
+CAPTURE_LEASE_S = 600.0
+"""A capture's intent counts as abandoned (a killed capture) once this old; a live capture
+renews it, so blob GC never sweeps blobs a running capture may still name."""
 
 
 @dataclass
@@ -69,7 +78,7 @@ class GcReport:
     removed_records: int = 0  # tombstones and hold records of snapshots that no longer exist
     pending_deletions: int = 0  # kinds left marked ``deleting`` (the sweep was deferred)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def add(self, other: GcReport) -> GcReport:
@@ -101,7 +110,7 @@ def sweep(
         if not report.deferred or time.monotonic() >= deadline:
             return report
         # Jittered, so two gc processes that deferred to each other do not retry in step.
-        time.sleep(random.uniform(0.5, 1.5) * defaults.SWEEP_WAIT_POLL_S)
+        time.sleep(random.uniform(0.5, 1.5) * SWEEP_WAIT_POLL_S)
 
 
 def unreferenced(
@@ -141,7 +150,7 @@ def _sweep_once(
             current.report.kept_blobs = len(candidates) - len(unheld)
         current.delete_blobs(doomed)
         if candidates is None:
-            current.remove_leftovers(max(min_age_s, defaults.CAPTURE_LEASE_S))
+            current.remove_leftovers(max(min_age_s, CAPTURE_LEASE_S))
         return current.report
 
 
@@ -209,7 +218,7 @@ class Intent:
         self.storage.delete(keys.intent_key(self.snapshot_id))
 
     def _renew(self) -> None:
-        while not self._stop.wait(defaults.CAPTURE_LEASE_S / 4):
+        while not self._stop.wait(CAPTURE_LEASE_S / 4):
             try:
                 self.write()
             except Exception as error:  # out of reach for now: the next tick tries again
@@ -219,13 +228,13 @@ class Intent:
     def _gap(written: float) -> bool:
         # Half a lease, not a whole one: a sweep on a clock a little ahead must not see it
         # expired either (renewals come every quarter lease, so this means two were missed).
-        return time.time() - written > defaults.CAPTURE_LEASE_S / 2
+        return time.time() - written > CAPTURE_LEASE_S / 2
 
 
 def wait_for_sweep(storage: Storage) -> None:
     """Block while a live sweep holds a lock (call only after the intent is written)."""
     while _live_sweeps(storage):
-        time.sleep(defaults.SWEEP_WAIT_POLL_S)
+        time.sleep(SWEEP_WAIT_POLL_S)
 
 
 class Sweep:
@@ -251,7 +260,7 @@ class Sweep:
         self.allowed = not self.report.deferred
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.storage.delete(self._key)  # only this sweep's own lock: others keep theirs
 
     def delete_blobs(self, candidates: Iterable[tuple[str, int]]) -> None:
@@ -276,10 +285,13 @@ class Sweep:
                 self.storage.delete(info.key)
                 self.report.removed_leftovers += 1
         for info in self.storage.list(keys.LOCKS):
-            if info.key != self._key and keys.sweep_of_key(info.key) is not None:
-                if _live_owner(_read(self.storage, info.key)) is None:
-                    self.storage.delete(info.key)
-                    self.report.removed_leftovers += 1
+            if (
+                info.key != self._key
+                and keys.sweep_of_key(info.key) is not None
+                and _live_owner(_read(self.storage, info.key)) is None
+            ):
+                self.storage.delete(info.key)
+                self.report.removed_leftovers += 1
 
     def _live_intents(self) -> list[str]:
         now = time.time()
@@ -287,7 +299,7 @@ class Sweep:
         for info in self.storage.list(keys.INTENTS):
             record = _read(self.storage, info.key)
             written = _number(record.get("written")) or info.modified
-            if now - written < defaults.CAPTURE_LEASE_S and not gone(record.get("owner")):
+            if now - written < CAPTURE_LEASE_S and not gone(record.get("owner")):
                 # Something else in intents/ is taken for a capture too: GC never guesses.
                 live.append(keys.intent_of_key(info.key) or info.key)
         return live
@@ -295,8 +307,8 @@ class Sweep:
     def _renew(self, force: bool = False) -> None:
         # A long sweep renews its lock so waiting captures do not take it for abandoned.
         now = time.time()
-        if force or now - self._renewed > defaults.SWEEP_LEASE_S / 4:
-            record = {"until": now + defaults.SWEEP_LEASE_S, "owner": me()}
+        if force or now - self._renewed > SWEEP_LEASE_S / 4:
+            record = {"until": now + SWEEP_LEASE_S, "owner": me()}
             self.storage.write(self._key, json.dumps(record).encode())
             self._renewed = now
 
