@@ -18,9 +18,9 @@ import pytest
 from nodus import protocol
 from nodus.cli import build_parser
 from nodus.errors import UsageError
-from nodus.runner.backends.base import ATTEMPTS
+from nodus.runner.backends.base import backend
 from nodus.runner.control.pause_request import parse_duration
-from nodus.schemas import defaults, fields, units
+from nodus.schemas import backends, fields, units
 from nodus.schemas.jsonschema import workload_json_schema
 from nodus.schemas.models import Backend
 from nodus.schemas.snapshot_ref import is_snapshot_id
@@ -53,16 +53,16 @@ def _options(parser: argparse.ArgumentParser, dest: str) -> list[argparse.Action
 
 
 def test_the_backends_the_workload_accepts_are_the_ones_the_runner_runs():
-    assert set(ATTEMPTS) == set(defaults.BACKENDS)
-    assert [backend.value for backend in Backend] == list(defaults.BACKENDS)
-    assert workload_json_schema()["$defs"]["Backend"]["enum"] == list(defaults.BACKENDS)
-    assert defaults.BACKEND in defaults.BACKENDS
+    assert all(backend(name).entry.name == name for name in backends.REGISTRY)
+    assert [member.value for member in Backend] == list(backends.NAMES)
+    assert workload_json_schema()["$defs"]["Backend"]["enum"] == list(backends.NAMES)
+    assert backends.DEFAULT in backends.NAMES
 
 
 def test_the_command_line_offers_the_same_backends():
     options = _options(build_parser(), "backend")
     assert len(options) >= 2  # nodus run, nodus runs resume
-    assert all(tuple(option.choices) == defaults.BACKENDS for option in options)
+    assert all(tuple(option.choices) == backends.NAMES for option in options)
 
 
 # --- duration grammar ---------------------------------------------------------------------------

@@ -42,7 +42,7 @@ STEP_FOLDER = protocol.checkpoint_folder(0)[:-1]  # "checkpoint-", inside any li
 # (file relative to src/nodus, literal): why the same characters mean something else there
 UNRELATED = {
     ("schemas/defaults.py", ".nodus"): "the default $NODUS_HOME, ~/.nodus",
-    ("runner/backends/ray_checks.py", "auto"): 'ray.init(address="auto"): an existing cluster',
+    ("runner/backends/ray_backend.py", "auto"): 'ray.init(address="auto"): an existing cluster',
     ("schemas/defaults.py", "auto"): "hang_timeout = \"auto\": the runner's, never the program's",
 }
 

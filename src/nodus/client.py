@@ -110,7 +110,7 @@ class Client:
         base_dir: str | os.PathLike[str] | None = None,
         resume_from: str | None = None,
         backend: str | None = None,
-        ray_address: str | None = None,
+        backend_options: Mapping[str, str | None] | None = None,
     ) -> dict[str, Any]:
         """Accept a workload as a run and drive it, like ``nodus run``; the run dict.
 
@@ -127,9 +127,10 @@ class Client:
         again once it has finished. ``resume_from`` (``RUN@STEP`` or a snapshot id, like
         ``--resume-from``) starts the run from that finished run's training state
         (docs/lineage.md);
-        it wins over the workload's own ``resume_from``. ``backend`` (``"local"`` or ``"ray"``)
-        replaces every stage's ``[execution] backend`` and is stored with the run; ``ray_address``
-        names the Ray cluster (default: RAY_ADDRESS, else Ray's own lookup).
+        it wins over the workload's own ``resume_from``. ``backend`` (a name of the backend
+        registry, :mod:`nodus.schemas.backends`: ``"local"``, ``"ray"``) replaces every stage's
+        ``[execution] backend`` and is stored with the run; ``backend_options`` are the drive
+        options the backends take, by flag (``{"--ray-address": "HOST:PORT"}``).
         """
         _check_foreground(detach, "run")
         from nodus.runner.backends import Placement
@@ -144,7 +145,7 @@ class Client:
             key=key,
             say=self._say,
             detach=detach,
-            placement=Placement(None, ray_address),
+            placement=Placement.given(None, backend_options or {}),
         )
         return self._carry_out(claim, detach)
 
@@ -188,7 +189,7 @@ class Client:
         detach: bool = False,
         *,
         backend: str | None = None,
-        ray_address: str | None = None,
+        backend_options: Mapping[str, str | None] | None = None,
     ) -> dict[str, Any]:
         """Continue an interrupted, paused or runner-less run, like ``nodus runs resume``.
 
@@ -196,7 +197,7 @@ class Client:
         one holding training state. Blocks like :meth:`run`. A run this home's catalog does
         not know is adopted from its record in the client's store (recovery on a new machine).
         ``backend`` runs this resume's attempts there instead of the stages' own backend (a
-        multi-node stage keeps its node count); ``ray_address`` names the Ray cluster.
+        multi-node stage keeps its node count); ``backend_options`` as for :meth:`run`.
         """
         from nodus.runner.backends import Placement
         from nodus.runner.submit.claim import claim_resume
@@ -210,7 +211,7 @@ class Client:
             say=self._say,
             detach=detach,
             store_url=store_url,
-            placement=Placement(backend, ray_address),
+            placement=Placement.given(backend, backend_options or {}),
         )
         return self._carry_out(claim, detach, history=False)
 

@@ -409,7 +409,7 @@ class _Killer(threading.Thread):
         except _Failed as failure:
             self.problems.append(str(failure))
             # End the drive the way a preemption notice does: the program is stopped, not left.
-            self.runner.ctx.notice = signal.SIGTERM
+            self.runner.state.notice = signal.SIGTERM
 
     def stop(self) -> None:
         self._stopped.set()

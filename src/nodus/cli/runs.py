@@ -153,16 +153,19 @@ def _elsewhere(attempt: dict[str, Any]) -> str:
 
 
 def _placement_options(parser, replaces: str) -> None:
-    from nodus.schemas import defaults
+    """``--backend`` and every backend's drive options, as the backend registry declares them."""
+    from nodus.schemas.backends import NAMES, drive_options
 
-    parser.add_argument(
-        "--backend", choices=defaults.BACKENDS, help=f"where attempts run; replaces {replaces}"
-    )
-    parser.add_argument(
-        "--ray-address",
-        metavar="ADDR",
-        help="the Ray cluster (default: RAY_ADDRESS, else the cluster this machine is in)",
-    )
+    parser.add_argument("--backend", choices=NAMES, help=f"where attempts run; replaces {replaces}")
+    for option in drive_options():
+        parser.add_argument(option.flag, metavar=option.metavar, help=option.help)
+
+
+def _backend_options(args) -> dict[str, str | None]:
+    """The drive options given, by flag: passed to the backends as they are."""
+    from nodus.schemas.backends import drive_options
+
+    return {option.flag: getattr(args, option.dest) for option in drive_options()}
 
 
 def _run(args) -> int:
@@ -172,7 +175,7 @@ def _run(args) -> int:
         detach=args.detach,
         resume_from=args.resume_from,
         backend=args.backend,
-        ray_address=args.ray_address,
+        backend_options=_backend_options(args),
     )
     return _report_started(args, run)
 
@@ -195,7 +198,7 @@ def _resume(args) -> int:
         step=args.step,
         detach=args.detach,
         backend=args.backend,
-        ray_address=args.ray_address,
+        backend_options=_backend_options(args),
     )
     return _report_started(args, run)
 

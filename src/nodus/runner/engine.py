@@ -27,8 +27,8 @@ A checkpointed stage never quietly starts over: when it committed snapshots but 
 training state any more, the run fails naming why instead of restarting from the source
 (:func:`nodus.runner.recovery.continuing.start_point`, the rule ``run --key`` and ``runs resume``
 say before they drive); so does an attempt that finds every snapshot it could restore damaged
-(``attempt.NothingIntactError``). A stage that never committed a snapshot starts again from the
-beginning, as its automatic recoveries do: nothing kept is thrown away.
+(``attempt.prepare.NothingIntactError``). A stage that never committed a snapshot starts again
+from the beginning, as its automatic recoveries do: nothing kept is thrown away.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import IO, Any
 
 from nodus.errors import NotFoundError, StoreError
 from nodus.protocol import MODE_WEIGHTS
-from nodus.runner.attempt.context import RunContext
+from nodus.runner.attempt.context import HERE, DriveState, Placement, RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends import new_attempt
 from nodus.runner.catalog.core import Catalog, Run
@@ -70,8 +70,7 @@ class Runner:
         run: Run,
         terminal: IO[str],
         qualifying: bool = False,
-        backend: str | None = None,
-        ray_address: str | None = None,
+        placement: Placement = HERE,
     ) -> None:
         self.catalog = catalog
         self.run = run
@@ -86,9 +85,10 @@ class Runner:
             terminal=terminal,
             launches=stored(run.launch),
             qualifying=qualifying,
-            backend=backend,
-            ray_address=ray_address,
+            placement=placement,
         )
+        # What changes while this drive goes on (the notice, what an attempt leaves the next).
+        self.state = DriveState()
 
     def drive(self, restore: Restore | None = None) -> int:
         """Run every unfinished stage; ``restore`` overrides the first attempt's restore."""
@@ -136,7 +136,11 @@ class Runner:
         register_model(self.catalog, self.ctx.store, self.run.id)
 
     def _run_stage(
-        self, stage: ResolvedStage, row: dict, restore: Restore | None, overlays: list[str]
+        self,
+        stage: ResolvedStage,
+        row: dict[str, Any],
+        restore: Restore | None,
+        overlays: list[str],
     ) -> int:
         recoveries = row["recoveries"]
         lost = self._reap_lost_attempts(stage, row)
@@ -151,7 +155,7 @@ class Runner:
     def _attempts(
         self,
         stage: ResolvedStage,
-        row: dict,
+        row: dict[str, Any],
         restore: Restore,
         overlays: list[str],
         decision: Decision | None,
@@ -174,6 +178,7 @@ class Runner:
                 return self._stop(stage, AttemptOutcome.FAILED, lost_state)
             attempt = new_attempt(
                 self.ctx,
+                self.state,
                 stage,
                 row["source_snapshot"],
                 restore,
@@ -226,7 +231,7 @@ class Runner:
             older=suspects.usable(manifests, events, stage.name, older_than=snapshot),
         )
 
-    def _reap_lost_attempts(self, stage: ResolvedStage, row: dict) -> bool:
+    def _reap_lost_attempts(self, stage: ResolvedStage, row: dict[str, Any]) -> bool:
         """Attempts still marked running belong to a dead runner: kill leftovers, end them."""
         # before anything is recorded or restarted
         kill_survivors(self.catalog, self.run.id)
@@ -320,11 +325,11 @@ class Runner:
         for number in range(1, keep_from):
             Workspace.of(self.ctx.home, self.run.id, stage.name, number).discard_tmp()
 
-    def _install_notice_handlers(self) -> dict:
+    def _install_notice_handlers(self) -> dict[int, Any]:
         """SIGTERM/SIGINT to the runner are a preemption notice, handled by the poll loop."""
 
         def notice(signum: int, _frame: FrameType | None) -> None:
-            self.ctx.notice = signum
+            self.state.notice = signum
 
         return {signum: signal.signal(signum, notice) for signum in (signal.SIGTERM, signal.SIGINT)}
 

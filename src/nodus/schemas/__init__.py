@@ -14,8 +14,9 @@ or ``defaults`` (as the runner and ``nodus runs list`` do) does not pay for pyda
     resolve.py        resolution: a checked ``Workload`` → the explicit ``ResolvedWorkload``
     resolved.py       the resolved workload: what a run stores and the runner executes
     remembered.py     resolutions remembered by their inputs, so an unchanged file is not rechecked
-    defaults.py       the defaults users see: workload keys, backends, the home, NODUS_* settings
+    defaults.py       the defaults users see: workload keys, the home, NODUS_* settings
     method_specs.py   each managed method described once (``MethodSpec``): TRL classes, data, rules
+    backends.py       the backend registry: names, the keys each reads, drive options, modules
     methods.py        framework shortcuts: the stages a ``[method]`` table generates
     method_rules.py   what a managed method's continuation may change
     continuation.py   what a run started from another run's snapshot may change

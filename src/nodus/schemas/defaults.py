@@ -1,4 +1,4 @@
-"""The defaults users see, in one place: what each workload key defaults to, the backends, the
+"""The defaults users see, in one place: what each workload key defaults to, the
 folders and files of a nodus home, the ``NODUS_*`` settings read from the environment.
 
 Models, the resolver, the runner, the store and the CLI import these names. Precedence when
@@ -79,16 +79,6 @@ remote store keeps retrying them before it finishes and lists them as unrecorded
 MAX_SOURCE_BYTES = 2 * 1024**3
 """Largest source a run accepts (``[execution] max_source_bytes``): above it the run is refused
 before a byte is copied, naming the largest files."""
-
-BACKEND_LOCAL = "local"
-BACKEND_RAY = "ray"
-BACKENDS = (BACKEND_LOCAL, BACKEND_RAY)
-"""Where a stage's attempts run (``[execution] backend``, ``--backend``): ``"local"`` on this
-machine, ``"ray"`` on a Ray cluster (docs/cluster.md). The workload schema, the command line and
-the runner all take these names from here."""
-
-BACKEND = BACKEND_LOCAL
-"""``[execution] backend`` when it is not given."""
 
 RAY_CPUS = 1.0
 """``[execution] cpus``: CPUs Ray reserves for each process of a stage on a Ray cluster."""

@@ -27,7 +27,7 @@ from pydantic import (
 
 from nodus import protocol
 from nodus.errors import WorkloadError
-from nodus.schemas import defaults
+from nodus.schemas import backends, defaults
 from nodus.schemas.fields import (
     Code,
     Command,
@@ -196,9 +196,10 @@ ContinuityInput = Annotated[
 ]
 
 
-class Backend(str, Enum):
-    LOCAL = defaults.BACKEND_LOCAL
-    RAY = defaults.BACKEND_RAY
+# One member per entry of the backend registry (nodus.schemas.backends), in its order.
+Backend = Enum(  # type: ignore[misc]
+    "Backend", [(name.upper(), name) for name in backends.NAMES], type=str
+)
 
 
 class Execution(_Model):
@@ -264,11 +265,11 @@ class Execution(_Model):
         "them as unrecorded. Refused with a local store, where nothing is uploaded.",
     )
     backend: Backend = Field(
-        Backend(defaults.BACKEND),
+        Backend(backends.DEFAULT),
         strict=False,
-        description='Where the stage\'s attempts run: "local" (this machine) or "ray" (a Ray '
-        "cluster: `--ray-address`, RAY_ADDRESS, or the cluster this machine belongs to). The "
-        "store must then be one every node reaches (docs/cluster.md).",
+        description="Where the stage's attempts run: "
+        + "; ".join(f'"{e.name}" ({e.where})' for e in backends.REGISTRY.values())
+        + ". On a cluster the store must be one every node reaches (docs/cluster.md).",
     )
     cpus: float = Field(
         defaults.RAY_CPUS,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from nodus.schemas import defaults
+from nodus.schemas import backends, defaults
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class ResolvedExecution:
     max_source_bytes: int = defaults.MAX_SOURCE_BYTES
     unrecorded_retry: float = defaults.UNRECORDED_RETRY_S  # seconds; absent from older runs
     # where attempts run (absent from runs accepted before backends existed: local)
-    backend: str = defaults.BACKEND
+    backend: str = backends.DEFAULT
     cpus: float = defaults.RAY_CPUS
     memory: int = defaults.RAY_MEMORY  # bytes
     gpu_count: int = defaults.RAY_GPU_COUNT

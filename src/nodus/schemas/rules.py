@@ -12,11 +12,11 @@ saying why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from nodus import protocol
 from nodus.errors import Problem
-from nodus.schemas import defaults
+from nodus.schemas import backends
 from nodus.schemas.method_specs import in_words, method_spec, online_methods
 from nodus.schemas.models import Framework, Overrides, Workload
 from nodus.schemas.resolved import ResolvedStage
@@ -51,26 +51,29 @@ _NO_AUTO_CADENCE = (
 )
 
 
-def _on_ray(stage: ResolvedStage) -> bool:
-    return stage.execution.backend == defaults.BACKEND_RAY
+def _backend_reads(key: str) -> tuple[Callable[[ResolvedStage], bool], str]:
+    """The rule for an ``[execution]`` key only some backends act on (their registry entries
+    name it): the stages that act on it, and why the others do not."""
+    names = [entry.name for entry in backends.REGISTRY.values() if key in entry.execution_keys]
+    said = " or ".join(f'"{name}"' for name in names)
+    why = (
+        f'only backend = {said} places a stage on a cluster; backend "{backends.DEFAULT}" runs '
+        "it as one process on this machine, with what this machine has (not supported yet); set "
+        f"[execution] backend = {said}, or remove it"
+    )
+    return (lambda stage: stage.execution.backend in names), why
 
 
-_NO_CLUSTER = (
-    'only backend = "ray" places a stage on a cluster; backend "local" runs it as one process '
-    "on this machine, with what this machine has (not supported yet); set [execution] backend = "
-    '"ray", or remove it'
-)
 # [execution] keys that act only in some stages: (what such a stage is, why the others ignore it)
 _ACTS_ONLY_WHERE = {
     "save_every": (_integrated, _NO_CADENCE),
     "save_each_epoch": (_integrated, _NO_CADENCE),
     "max_save_overhead": (_auto_cadence, _NO_AUTO_CADENCE),
     "max_recoveries": (_recovers, _NO_RECOVERY),
-    "cpus": (_on_ray, _NO_CLUSTER),
-    "memory": (_on_ray, _NO_CLUSTER),
-    "gpu_count": (_on_ray, _NO_CLUSTER),
-    "nodes": (_on_ray, _NO_CLUSTER),
-    "shared_store": (_on_ray, _NO_CLUSTER),
+    **{
+        key: _backend_reads(key)
+        for key in dict.fromkeys(k for e in backends.REGISTRY.values() for k in e.execution_keys)
+    },
 }
 
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from nodus.runner.attempt.context import RunContext
-    from nodus.runner.capture.capturer import Capturer
+    from nodus.runner.attempt.role import CaptureLoop
     from nodus.runner.catalog.attempt_context import AttemptContext
     from nodus.runner.processes.stage_process import StageProcess
     from nodus.runner.workspace.layout import Workspace
@@ -45,14 +45,15 @@ if TYPE_CHECKING:
 
 
 class PausableAttempt(Protocol):
-    """What a pause needs of the attempt it ends (:class:`nodus.runner.attempt.attempt.Attempt`)."""
+    """What a pause needs of the attempt it ends, as its supervision has it
+    (:class:`nodus.runner.attempt.supervise.Supervision`)."""
 
     ctx: RunContext
     context: AttemptContext
     stage: ResolvedStage
     number: int
     ws: Workspace
-    process: StageProcess | None
+    process: StageProcess
 
     def classify(self, status: int) -> Outcome: ...
     def died_at(self, status: int) -> float | None: ...
@@ -63,12 +64,13 @@ class PausableAttempt(Protocol):
 class PauseDriver:
     """One pause of one attempt, from the runner taking it up to the program being gone."""
 
-    def __init__(self, attempt: PausableAttempt, capturer: Capturer, pause: dict[str, Any]) -> None:
+    def __init__(
+        self, attempt: PausableAttempt, capturer: CaptureLoop, pause: dict[str, Any]
+    ) -> None:
         self.attempt = attempt
         self.capturer = capturer
         self.pause = pause
         self.catalog = attempt.ctx.catalog
-        assert attempt.process is not None, "a pause is taken up while the program runs"
         self.process = attempt.process
         grace = attempt.stage.execution.grace_period
         # Monotonic clocks from the moment the runner took the pause up.

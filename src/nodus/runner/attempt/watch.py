@@ -12,7 +12,7 @@
                               ``WALK_EVERY_MAX_S``), and always before a hang is declared
 
 and asks the clock whether the program hangs. What follows a hang is the attempt's
-(:meth:`nodus.runner.attempt.attempt.Attempt._hung`): the event, the tree ended, the outcome.
+(:meth:`nodus.runner.attempt.supervise.Supervision._hung`): the event, the tree ended, the outcome.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import os
 import time
 
 from nodus import protocol
-from nodus.runner.capture.capturer import Capturer
+from nodus.runner.attempt.role import CaptureLoop
 from nodus.runner.capture.selection import fingerprint
 from nodus.runner.processes.stage_process import StageProcess
 from nodus.runner.recovery.hangs import Hang, ProgressClock
@@ -48,7 +48,7 @@ class Watch:
         setting: float | str,
         ws: Workspace,
         paths: list[str],
-        capturer: Capturer,
+        capturer: CaptureLoop,
         process: StageProcess,
         longest_ms: int | None = None,
     ) -> None:
@@ -64,7 +64,7 @@ class Watch:
         self._commits = 0
         self._records = 0
         self._progress_version: tuple[int, int] | None = None
-        self._selection: tuple | None = None
+        self._selection: tuple[object, ...] | None = None
         self._walked = float("-inf")
         if not self.off:  # (a capture loop that captures nothing is watched by none)
             self._commits = capturer.commits
@@ -147,7 +147,7 @@ class Watch:
         self.clock.progressed(_ms(now), "a write into the selection", training=True)
         return True
 
-    def _walk(self) -> tuple:
+    def _walk(self) -> tuple[object, ...]:
         try:
             return fingerprint(self.ws.copy, self.paths, [])
         except OSError:

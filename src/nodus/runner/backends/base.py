@@ -1,36 +1,33 @@
-"""The launch-backend protocol: what the engine asks of an attempt, wherever it runs."""
+"""The backend protocol: what the runner asks of a backend, and of each attempt it makes.
+
+A backend is a module and an entry of the registry (:mod:`nodus.schemas.backends`): the entry
+declares its name, the ``[execution]`` keys only it reads and the drive options it takes; the
+module's ``BACKEND`` (a :class:`Backend`) checks a run before it is accepted or resumed there and
+makes its attempts. The generic code (``submit``, the engine, the command line) asks the registry
+and carries a drive's options (:class:`Placement`) to the backend without reading them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+import importlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
-from nodus.runner.attempt.attempt import Attempt, Restore
-from nodus.runner.attempt.context import RunContext
-from nodus.runner.attempt.outcome import Outcome
-from nodus.runner.upkeep.lineage import Parent
-from nodus.schemas.defaults import BACKEND_LOCAL, BACKEND_RAY
+from nodus.runner.attempt.context import HERE, DriveState, Placement, RunContext
+from nodus.schemas.backends import REGISTRY, BackendEntry, drive_options
 from nodus.schemas.resolved import ResolvedStage
 
-
-@dataclass(frozen=True)
-class Placement:
-    """Where this drive runs attempts: ``--backend`` (None: each stage's own) and the Ray
-    cluster's ``--ray-address`` (None: RAY_ADDRESS, else Ray's own lookup). Options of a drive,
-    never stored with the run."""
-
-    backend: str | None = None
-    ray_address: str | None = None
-
-    def argv(self) -> list[str]:
-        """The same placement as ``python -m nodus.runner.submit.detach`` options."""
-        options = ["--backend", self.backend] if self.backend else []
-        return options + (["--ray-address", self.ray_address] if self.ray_address else [])
+if TYPE_CHECKING:
+    from nodus.runner.attempt.attempt import Restore
+    from nodus.runner.attempt.outcome import Outcome
+    from nodus.runner.catalog.core import Catalog, Run
+    from nodus.runner.upkeep.lineage import Parent
 
 
-HERE = Placement()
-"""No ``--backend`` or ``--ray-address``: each stage's own backend."""
+def option_values(namespace: object) -> dict[str, str | None]:
+    """Every drive option's value in a parsed command line (``args``), by flag."""
+    return {option.flag: getattr(namespace, option.dest, None) for option in drive_options()}
 
 
 class AttemptBackend(Protocol):
@@ -43,13 +40,114 @@ class AttemptBackend(Protocol):
     def run(self) -> Outcome: ...
 
 
-def backend_of(ctx: RunContext, stage: ResolvedStage) -> str:
-    """The backend that runs ``stage`` in this drive: ``--backend``, else the stage's own."""
-    return ctx.backend or stage.execution.backend
+@dataclass(frozen=True)
+class Resumed:
+    """The run a resume continues, as this home's catalog knows it."""
+
+    catalog: Catalog
+    run: Run
+    stage: str | None  # the stage it continues
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What a backend's acceptance checks read of a run about to be accepted or resumed: the
+    stages it would run, the run's store, and this drive's placement."""
+
+    stages: tuple[ResolvedStage, ...]
+    store_url: str
+    is_local: Callable[[], bool]  # whether the store is one only this machine reaches
+    placement: Placement
+    # what starts the run from another run's snapshot ("resume_from", "runs branch", "runs
+    # resume"), or None when nothing does
+    continues: str | None = None
+    resumed: Resumed | None = field(default=None)
+
+
+class Backend(Protocol):
+    """A place a stage's attempts run: its registry entry, its acceptance checks and its
+    attempts. ``check_submit`` and ``check_resume`` raise ``UsageError`` (the run is refused
+    before it is accepted or driven, never accepted and then failed)."""
+
+    @property
+    def entry(self) -> BackendEntry: ...
+
+    def check_submit(self, submission: Submission) -> None:
+        """``nodus run`` and ``runs branch``: refuse what this backend cannot run."""
+        ...
+
+    def check_resume(self, submission: Submission) -> None:
+        """``runs resume``: refuse what this backend cannot continue."""
+        ...
+
+    def new_attempt(
+        self,
+        ctx: RunContext,
+        state: DriveState,
+        stage: ResolvedStage,
+        source: str,
+        restore: Restore,
+        overlays: Sequence[str],
+        recovering: bool,
+        inherited: Parent | None,
+    ) -> AttemptBackend:
+        """A new attempt of ``stage`` here (its number allocated in the run's catalog);
+        ``state`` is the drive's, which the attempt reads and leaves its end in."""
+        ...
+
+
+def backend(name: str) -> Backend:
+    """The backend the registry names ``name``, its module loaded (only when asked: a Ray
+    backend's module is loaded only for a run with a Ray stage)."""
+    found: Backend = importlib.import_module(REGISTRY[name].runner).BACKEND
+    return found
+
+
+def backend_of(placement: Placement, stage: ResolvedStage) -> str:
+    """The backend that runs ``stage`` in a drive: ``--backend``, else the stage's own."""
+    return placement.backend or stage.execution.backend
+
+
+def by_backend(
+    stages: Iterable[ResolvedStage], placement: Placement
+) -> dict[str, tuple[ResolvedStage, ...]]:
+    """The stages each backend runs in a drive, in the registry's order."""
+    stages = tuple(stages)
+    grouped = {
+        name: tuple(s for s in stages if backend_of(placement, s) == name) for name in REGISTRY
+    }
+    return {name: found for name, found in grouped.items() if found}
+
+
+def check_submit(
+    stages: Iterable[ResolvedStage],
+    placement: Placement,
+    store_url: str,
+    is_local: Callable[[], bool],
+    continues: str | None = None,
+) -> None:
+    """Each backend's checks of the stages it would run, before a run is accepted."""
+    for name, its in by_backend(stages, placement).items():
+        backend(name).check_submit(Submission(its, store_url, is_local, placement, continues))
+
+
+def check_resume(
+    stages: Iterable[ResolvedStage],
+    placement: Placement,
+    store_url: str,
+    is_local: Callable[[], bool],
+    continues: str | None,
+    resumed: Resumed,
+) -> None:
+    """Each backend's checks of the stages it would run, before a run is resumed."""
+    for name, its in by_backend(stages, placement).items():
+        submission = Submission(its, store_url, is_local, placement, continues, resumed)
+        backend(name).check_resume(submission)
 
 
 def new_attempt(
     ctx: RunContext,
+    state: DriveState,
     stage: ResolvedStage,
     source: str,
     restore: Restore,
@@ -57,39 +155,25 @@ def new_attempt(
     recovering: bool = False,
     inherited: Parent | None = None,
 ) -> AttemptBackend:
-    """A new attempt of ``stage`` on its backend; ``inherited`` is the run's parent when this
-    stage continues it (refused at submit on Ray, so only a local attempt gets one)."""
-    make = ATTEMPTS[backend_of(ctx, stage)]
-    return make(ctx, stage, source, restore, overlays, recovering, inherited)
-
-
-def _local_attempt(
-    ctx: RunContext,
-    stage: ResolvedStage,
-    source: str,
-    restore: Restore,
-    overlays: Sequence[str],
-    recovering: bool,
-    inherited: Parent | None,
-) -> AttemptBackend:
-    return Attempt(
-        ctx, stage, source, restore, overlays, recovering=recovering, inherited=inherited
+    """A new attempt of ``stage`` on its backend in this drive; ``inherited`` is the run's parent
+    when this stage continues it (refused at submit where a backend cannot restore it)."""
+    return backend(backend_of(ctx.placement, stage)).new_attempt(
+        ctx, state, stage, source, restore, overlays, recovering, inherited
     )
 
 
-def _ray_attempt(
-    ctx: RunContext,
-    stage: ResolvedStage,
-    source: str,
-    restore: Restore,
-    overlays: Sequence[str],
-    recovering: bool,
-    inherited: Parent | None,
-) -> AttemptBackend:
-    from nodus.runner.backends.ray import RayAttempt  # imports ray: only for a Ray stage
-
-    return RayAttempt(ctx, stage, source, restore, overlays, recovering=recovering)
-
-
-ATTEMPTS = {BACKEND_LOCAL: _local_attempt, BACKEND_RAY: _ray_attempt}
-"""How each backend the workload schema names (``schemas.defaults.BACKENDS``) makes an attempt."""
+__all__ = [
+    "HERE",
+    "AttemptBackend",
+    "Backend",
+    "Placement",
+    "Resumed",
+    "Submission",
+    "backend",
+    "backend_of",
+    "by_backend",
+    "check_resume",
+    "check_submit",
+    "new_attempt",
+    "option_values",
+]

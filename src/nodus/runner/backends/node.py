@@ -15,8 +15,9 @@ the node reports) and the CLI. The agent relays in both directions: the node's e
 record, program output and outcome go back (``poll``); a preemption notice (``signal``), a
 cancel or a pause (``control``) come in.
 
-Rank ``k > 0`` of a multi-node stage runs a :class:`FollowerAttempt`: the same copy and the
-same restored snapshot, but no captures and no uploads (only node 0 captures).
+Each rank's attempt has a :class:`NodeRole`: no retention on the node, tokens of its rank, and
+for rank ``k > 0`` of a multi-node stage the same copy and the same restored snapshot, but no
+captures and no uploads (only node 0 captures).
 """
 
 from __future__ import annotations
@@ -29,19 +30,20 @@ import socket
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from nodus._atomic import open_private, private_folder, write_json_atomic
 from nodus.runner.attempt.attempt import Attempt, Restore
-from nodus.runner.attempt.context import RunContext
+from nodus.runner.attempt.context import DriveState, RunContext
 from nodus.runner.attempt.outcome import Outcome
-from nodus.runner.processes.containment import (
-    attempt_token,
-    kill_carriers,
-    record_survivors,
-    run_prefix,
-)
+from nodus.runner.catalog.attempt_context import AttemptContext
+from nodus.runner.catalog.core import Catalog
+from nodus.runner.processes.containment import kill_carriers, record_survivors, run_prefix
+from nodus.runner.upkeep.rotation import Rotation
 from nodus.schemas import defaults
+from nodus.schemas.resolved import ResolvedStage
 
 NODE_HOME_VAR = "NODUS_NODE_HOME"
 """Where a node keeps its node runners' homes; default ``<temp>/nodus-node-<uid>``."""
@@ -72,72 +74,38 @@ def node_home(run_id: str, rank: int) -> str:
     return os.path.join(base, run_id, f"rank{rank}")
 
 
-class _NoRotation:
-    """The node never rotates: retention is the runner's, told of each commit by the relay."""
-
-    def request(self) -> None:
-        pass
-
-    def close(self, timeout: float = 0.0, *, hurry: bool = False) -> None:
-        pass
-
-
-class NodeAttempt(Attempt):
-    """An attempt on a Ray node: a local attempt whose retention the runner does.
+@dataclass(frozen=True)
+class NodeRole:
+    """The role of an attempt on a Ray node (:class:`~nodus.runner.attempt.role.AttemptRole`):
+    a local attempt whose retention the runner does (told of each commit by the relay).
 
     Its processes carry a token of the run *and rank*, so the sweep before an attempt kills
     what an earlier attempt of this rank left on the node, never another rank's program (two
     ranks share a machine only in a local test cluster, but then they must not kill each other).
+    Rank ``k > 0`` of a multi-node stage (a follower) lays out the same copy and restores the
+    same snapshot, but captures and uploads nothing: node 0 captures for the stage.
     """
 
-    rank = 0  # set by the node runner before the attempt runs
+    rank: int
 
-    def _scope(self) -> str:
-        return f"{self.ctx.run_id}:rank{self.rank}"
+    @property
+    def captures(self) -> bool:
+        return self.rank == 0
 
-    def _sweep(self) -> None:
-        survivors = kill_carriers(run_prefix(self._scope()))
-        record_survivors(self.ctx.catalog, self.ctx.run_id, survivors)
+    def scope(self, run_id: str) -> str:
+        return f"{run_id}:rank{self.rank}"
 
-    def _token(self) -> str:
-        return attempt_token(self._scope(), self.stage.name, self.number)
+    def sweep(self, catalog: Catalog, run_id: str) -> None:
+        survivors = kill_carriers(run_prefix(self.scope(run_id)))
+        record_survivors(catalog, run_id, survivors)
 
-    def _rotation(self):
-        return _NoRotation()
+    def rotation(self, context: AttemptContext) -> Rotation | None:
+        return None  # the runner's: each commit the node reports asks it for a pass
 
-
-class _NoCapture:
-    """A follower's capture loop: nothing is captured; node 0 captures for the stage."""
-
-    watch_folders = True  # a preemption notice is forwarded as SIGTERM
-    answered: set[int] = set()
-
-    def tick(self) -> None:
-        pass
-
-    def final_capture(self, died_at: float | None = None) -> None:
-        pass
-
-    def finish_uploads(self) -> None:
-        pass
-
-
-class FollowerAttempt(NodeAttempt):
-    """Rank ``k > 0`` of a multi-node stage: same copy and restore, no captures or uploads."""
-
-    def _uploads(self, rotation):
-        return None
-
-    def _capturer(self, restored, rotation):
-        return _NoCapture()
-
-    def _capture_outputs(self) -> None:
-        pass
-
-    def _hang_timeout(self) -> float | str:
+    def hang_timeout(self, stage: ResolvedStage) -> float | str:
         """Node 0 watches the world's progress (its steps, saves and commits); a follower's
         program may rightly stay silent, and node 0's end ends the world."""
-        return defaults.HANG_TIMEOUT_OFF
+        return stage.execution.hang_timeout if self.rank == 0 else defaults.HANG_TIMEOUT_OFF
 
 
 # --- the node runner: python -m nodus.runner.backends.node HOME ----------------------------------
@@ -177,21 +145,23 @@ def _run_attempt(home: str, spec: dict[str, Any]) -> Outcome:
 
     catalog.add_fence(_StoreFence(ctx.store))
 
-    def notice(signum, _frame) -> None:  # the runner's preemption notice, relayed
-        ctx.notice = signum
+    state = DriveState()
+
+    def notice(signum: int, _frame: FrameType | None) -> None:  # the runner's, relayed
+        state.notice = signum
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, notice)
-    kind = NodeAttempt if spec["rank"] == 0 else FollowerAttempt
-    attempt = kind(
+    attempt = Attempt(
         ctx,
+        state,
         stage,
         spec["source"],
         Restore(**spec["restore"]),
         spec["overlays"],
         recovering=spec["recovering"],
+        role=NodeRole(spec["rank"]),
     )
-    attempt.rank = spec["rank"]
     if attempt.number != spec["number"]:  # the record was built for this very attempt
         raise RuntimeError(f"node attempt {attempt.number} is not the runner's {spec['number']}")
     return attempt.run()
@@ -242,7 +212,7 @@ class NodeAgent:
 
     def __init__(self) -> None:
         self.home: str | None = None
-        self.child: subprocess.Popen | None = None
+        self.child: subprocess.Popen[bytes] | None = None
         self.run_id = self.stage = ""
         self.number = 0
         self._pause: int | None = None  # the node's pause row relayed to the runner's
@@ -252,7 +222,7 @@ class NodeAgent:
         import ray
 
         return {
-            "ip": ray.util.get_node_ip_address(),
+            "ip": str(ray.util.get_node_ip_address()),  # type: ignore[no-untyped-call,unused-ignore]
             "node_id": ray.get_runtime_context().get_node_id(),
             "hostname": socket.gethostname(),
         }
@@ -261,7 +231,7 @@ class NodeAgent:
         """A free TCP port on this node (rank 0's: the rendezvous port)."""
         with socket.socket() as sock:
             sock.bind(("", 0))
-            return sock.getsockname()[1]
+            return int(sock.getsockname()[1])
 
     def start(self, spec: dict[str, Any]) -> None:
         """Lay out the node runner's home and start it; it dies with this agent."""
@@ -358,7 +328,8 @@ class NodeAgent:
 
 def _attempts(catalog: Any, run_id: str, stage: str) -> list[dict[str, Any]]:
     try:
-        return catalog.attempts(run_id, stage)
+        found: list[dict[str, Any]] = catalog.attempts(run_id, stage)
+        return found
     except Exception:  # the node runner has not written the run's rows yet
         return []
 

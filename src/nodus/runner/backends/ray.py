@@ -21,19 +21,19 @@ Multi-node stages get the ``torch.distributed`` rendezvous environment: ``MASTER
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from nodus._atomic import create_private, private_folder
 from nodus.runner.attempt.attempt import Restore, record_end
-from nodus.runner.attempt.context import RunContext
+from nodus.runner.attempt.context import DriveState, RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends.node import NodeAgent, forwarded_environment
-from nodus.runner.backends.ray_checks import RAY_LOOKUP
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.remote.adoption import record_of
 from nodus.runner.upkeep.rotation import Rotation
@@ -63,8 +63,8 @@ _RELAYED_PAUSE = (
 _RANKS_SETTLE_S = 10.0  # how long the other ranks get to report once one ended unsuccessfully
 
 
-def connect(address: str | None) -> None:
-    """Join the Ray cluster at ``address`` (else RAY_ADDRESS, else Ray's own lookup) once."""
+def connect(address: str) -> None:
+    """Join the Ray cluster at ``address`` (Ray's ``auto``: its own lookup) once."""
     import ray
 
     if ray.is_initialized():
@@ -73,7 +73,7 @@ def connect(address: str | None) -> None:
     # handlers take a signal as a preemption notice to relay to the nodes, so they are put back.
     kept = {signum: signal.getsignal(signum) for signum in _NOTICE_SIGNALS}
     ray.init(
-        address=address or os.environ.get("RAY_ADDRESS") or RAY_LOOKUP,
+        address=address,
         namespace="nodus",
         logging_level=logging.ERROR,
         log_to_driver=False,
@@ -91,13 +91,17 @@ class RayAttempt:
     def __init__(
         self,
         ctx: RunContext,
+        state: DriveState,
         stage: ResolvedStage,
         source: str,
         restore: Restore,
-        overlays: Sequence[str] = (),
-        recovering: bool = False,
+        overlays: Sequence[str],
+        recovering: bool,
+        address: str,
     ) -> None:
         self.ctx = ctx
+        self.state = state  # the drive's: its preemption notice
+        self.address = address  # the cluster it joins (ray_backend: --ray-address, …)
         self.stage = stage
         self.source = source
         self.restore = restore
@@ -129,7 +133,7 @@ class RayAttempt:
         from ray.exceptions import GetTimeoutError, RayError
 
         try:
-            connect(self.ctx.ray_address)
+            connect(self.address)
             places = self._place()
         except (ConnectionError, RuntimeError, ValueError, GetTimeoutError) as error:
             return Outcome(AttemptOutcome.FAILED, f"no place on the Ray cluster: {error}")
@@ -170,7 +174,7 @@ class RayAttempt:
             self.agents.append(agent.options(**options).remote())
         return ray.get([a.where.remote() for a in self.agents], timeout=PLACEMENT_TIMEOUT_S)
 
-    def _ranks(self):
+    def _ranks(self) -> Iterator[tuple[int, Any]]:
         return enumerate(self.agents)
 
     def _record_places(self, places: list[dict[str, str]]) -> None:
@@ -260,10 +264,10 @@ class RayAttempt:
 
     def _relay_in(self) -> None:
         """A preemption notice goes to every rank; a cancel or pause to the node attempt(s)."""
-        if self.ctx.notice is not None and not self._noticed:
+        if self.state.notice is not None and not self._noticed:
             self._noticed = True
             for _rank, agent in self._ranks():
-                agent.signal.remote(self.ctx.notice or signal.SIGTERM)
+                agent.signal.remote(self.state.notice or signal.SIGTERM)
         for control in list(self.ctx.catalog.pending_controls(self.ctx.run_id)):
             if control["action"] not in _RELAYED_CONTROLS:
                 continue
@@ -349,10 +353,8 @@ class RayAttempt:
         import ray
 
         for _rank, agent in self._ranks():
-            try:
+            with contextlib.suppress(Exception):  # a lost agent: nothing of it is left to stop
                 ray.get(agent.stop.remote(), timeout=_POLL_TIMEOUT_S)
-            except Exception:  # a lost agent: nothing of it is left to stop
-                pass
             ray.kill(agent)
         if self._group is not None:
             ray.util.remove_placement_group(self._group)

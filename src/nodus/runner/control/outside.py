@@ -1,7 +1,7 @@
 """Controlling a run from outside its runner: wait for it, pause it, cancel it.
 
 No process signals another one: a request is a catalog row that the run's runner picks up at its
-next look (:mod:`nodus.runner.attempt.attempt`). The run's lock tells whether a runner is there to
+next look (:mod:`nodus.runner.attempt.supervise`). The run's lock tells whether a runner is there to
 pick it up, because the kernel releases it when its runner dies. Only when no runner holds the lock
 does the asking process act itself (:func:`cancel_runnerless`), holding the lock so that no runner
 starts meanwhile.

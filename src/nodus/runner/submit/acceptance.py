@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nodus.errors import UsageError
 from nodus.runner.catalog.core import Catalog
@@ -130,7 +130,7 @@ def _record(
     workload: ResolvedWorkload,
     store_url: str,
     key: str | None,
-    launches: dict,
+    launches: dict[str, Any],
     sources: dict[str, str],
     parent: Parent | None,
 ) -> None:

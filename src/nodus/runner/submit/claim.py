@@ -21,18 +21,14 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 from nodus._atomic import create_private, private_folder
 from nodus.errors import NotFoundError, UsageError
 from nodus.protocol import FULL_STATE
 from nodus.runner.attempt.attempt import Restore
 from nodus.runner.backends import HERE, Placement
-from nodus.runner.backends.ray_checks import (
-    check_cluster_reachable,
-    check_cluster_stages,
-    check_node_count,
-)
+from nodus.runner.backends.base import Resumed, check_resume, check_submit
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.locks import RunLock, lock_name_for
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
@@ -51,6 +47,9 @@ from nodus.schemas import defaults
 from nodus.schemas.continuation import apply_changes, without_epoch_saves
 from nodus.schemas.resolved import ResolvedWorkload
 from nodus.store import restorable
+
+if TYPE_CHECKING:
+    from nodus.store import SnapshotStore
 
 
 @dataclass
@@ -86,7 +85,7 @@ class Claim:
         spawn_detached(self.home, self.run_id, self.restore, self.placement)
 
 
-def open_run_store(url: str):
+def open_run_store(url: str) -> SnapshotStore:
     from nodus.store import open_store
 
     return open_store(url)
@@ -115,11 +114,8 @@ def claim_workload(
     if key is not None:
         _check_key(key)
     _refuse_unrecorded_retry(store_url, workload)
-    is_local = open_run_store(store_url).storage.is_local
-    if workload.resume_from is not None:
-        _refuse_lineage_on_ray(workload, placement.backend, "resume_from")
-    check_cluster_stages(workload.stages, store_url, is_local, placement.backend)
-    check_cluster_reachable(workload.stages, placement.backend, placement.ray_address)
+    continues = "resume_from" if workload.resume_from is not None else None
+    check_submit(workload.stages, placement, store_url, _is_local(store_url), continues)
     catalog = Catalog(home)
 
     def accept_new(key: str | None) -> Accepted:
@@ -146,7 +142,7 @@ def claim_branch(
     snapshot: str,
     *,
     mode: str,
-    changes: dict,
+    changes: dict[str, Any],
     key: str | None,
     say: Say,
     detach: bool = False,
@@ -165,7 +161,8 @@ def claim_branch(
     child = apply_changes(inherited, changes)
     check_continuation(catalog, source, child, epoch_field="--set execution.save_each_epoch")
     workload = ResolvedWorkload.from_dict(child)
-    _refuse_lineage_on_ray(workload, None, "runs branch")
+    store_url = source.run.store
+    check_submit(workload.stages, HERE, store_url, _is_local(store_url), "runs branch")
     say(
         f"branching from {source.parent.snapshot} (step {source.parent.step} of "
         f"{source.run.id}, stage {source.parent.stage!r}) --from {mode}"
@@ -188,16 +185,10 @@ def claim_branch(
     )
 
 
-def _refuse_lineage_on_ray(workload: ResolvedWorkload, backend: str | None, what: str) -> None:
-    """A Ray node lays out its own run's snapshots only; starting from another run's is not
-    built there yet, so it is refused rather than started from scratch."""
-    if any(
-        (backend or stage.execution.backend) == defaults.BACKEND_RAY for stage in workload.stages
-    ):
-        raise UsageError(
-            f"{what}: starting a run from another run's snapshot on the Ray backend is not "
-            'supported yet; run it with backend = "local"'
-        )
+def _is_local(store_url: str) -> Callable[[], bool]:
+    """Whether the store at ``store_url`` is one only this machine reaches, asked when a
+    backend's check needs it."""
+    return lambda: bool(open_run_store(store_url).storage.is_local)
 
 
 def _claim_new(
@@ -248,6 +239,12 @@ def _claim_new(
             raise
         say(f"accepted {accepted.run_id} under key {key!r} ({accepted.summary})")
         return _claimed(home, catalog, accepted.run_id, lock, None, detach, placement)
+    _say_continued(existing, workload, say)
+    return _claimed(home, catalog, existing.id, lock, None, detach, placement)
+
+
+def _say_continued(existing: Run, workload: ResolvedWorkload, say: Say) -> None:
+    """What continuing the key's run means: where it starts, and that the file is not read."""
     start = _start_note(existing)
     if start:
         say(start)
@@ -256,7 +253,6 @@ def _claim_new(
             f"the workload file changed since {existing.id} was accepted; keeping the "
             "resolution stored with the run (use a new --key to run the new file)"
         )
-    return _claimed(home, catalog, existing.id, lock, None, detach, placement)
 
 
 def _take_key(
@@ -298,7 +294,7 @@ def _inputs_changed(home: str, store_url: str, run: Run, workload: ResolvedWorkl
 def _facts(run: Run) -> RunFacts:
     """What :func:`continuing.continuation` reads of ``run`` (read with its stages)."""
     stage = _continuing_stage(run)
-    rows: list[dict] = next((s["attempts"] for s in run.stages if s["name"] == stage), [])
+    rows: list[dict[str, Any]] = next((s["attempts"] for s in run.stages if s["name"] == stage), [])
     ended = [a for a in rows if a["outcome"] is not None]
     attempts = [a for s in run.stages for a in s["attempts"]]
     return RunFacts(
@@ -390,15 +386,9 @@ def claim_resume(
         _check_step(run, stage, step)
     resolved = ResolvedWorkload.from_dict(run.workload)
     stages = resolved.stages
-    if run.parent:
-        _refuse_lineage_on_ray(resolved, placement.backend, "runs resume")
-    check_node_count(stages, placement.backend)
-    check_cluster_stages(
-        stages, run.store, open_run_store(run.store).storage.is_local, placement.backend
-    )
-    check_cluster_reachable(stages, placement.backend, placement.ray_address)
-    if not any((placement.backend or s.execution.backend) == defaults.BACKEND_RAY for s in stages):
-        _check_devices(catalog, run, stage)  # on Ray, the stage's gpu_count places it
+    continues = "runs resume" if run.parent else None
+    resumed = Resumed(catalog, run, stage)
+    check_resume(stages, placement, run.store, _is_local(run.store), continues, resumed)
     lock = RunLock(home, run.lock_name, run.id).acquire()
     say(answer.line)
     start = _start_note(run, step)
@@ -455,19 +445,6 @@ def _refuse_unrecorded(catalog: Catalog, run: Run, step: int) -> None:
         raise UsageError(why)
 
 
-def _check_devices(catalog: Catalog, run: Run, stage: str | None) -> None:
-    """A resumed attempt needs the device count the run's attempts were given."""
-    attempts = catalog.attempts(run.id, stage) if stage else []
-    recorded = next((a["devices"] for a in reversed(attempts) if a["devices"] is not None), None)
-    here = device_count()
-    if recorded is not None and recorded != here:
-        raise UsageError(
-            f"{run.id} ran with {recorded} device(s) but this resume would have "
-            f"{here} (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
-            f"); give it {recorded} device(s) to resume it"
-        )
-
-
 def drive(
     home: str,
     catalog: Catalog,
@@ -493,8 +470,7 @@ def drive(
             store=store,
             run=driving.run,
             terminal=terminal,
-            backend=placement.backend,
-            ray_address=placement.ray_address,
+            placement=placement,
         )
         return runner.drive(restore)
 

@@ -1,5 +1,9 @@
-"""What a run on a Ray cluster needs, checked when it is submitted or resumed.
+"""The Ray backend (``backend = "ray"``): its acceptance checks and its attempts.
 
+Its attempt (:mod:`.ray`, loaded with Ray only when a stage runs there) places node agents and
+relays; the node side (:mod:`.node`) runs an ordinary attempt on each node with the node roles.
+
+What a run on a Ray cluster needs, checked when it is submitted or resumed:
 Every node writes snapshots to the run's store and lays working copies out from it, so the
 store must be one every node reaches: an object store (``s3://``, ``gs://``, …), or a
 ``file://`` path on a filesystem every node mounts at the same path, declared so with
@@ -13,11 +17,17 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from nodus.errors import UsageError
-from nodus.schemas.defaults import BACKEND_RAY
+from nodus.runner.attempt.attempt import Restore
+from nodus.runner.attempt.context import DriveState, RunContext
+from nodus.runner.backends.base import AttemptBackend, Submission
+from nodus.runner.upkeep.lineage import Parent
+from nodus.schemas.backends import RAY, BackendEntry
 from nodus.schemas.resolved import ResolvedStage
+
+ADDRESS = RAY.options[0].flag  # --ray-address: the cluster a drive joins
 
 RAY_LOOKUP = "auto"  # Ray's word for "the cluster this machine is a node of"; never a new one
 _IN_PROCESS = ("memory",)  # stores that live in one process: no other node can reach them
@@ -28,13 +38,56 @@ _HOW = (
 )
 
 
+class RayBackend:
+    """A Ray cluster: refuses what its nodes could not run; its attempts place node agents."""
+
+    @property
+    def entry(self) -> BackendEntry:
+        return RAY
+
+    def check_submit(self, submission: Submission) -> None:
+        if submission.continues is not None:
+            _refuse_lineage(submission.continues)
+        check_cluster_stages(submission.stages, submission.store_url, submission.is_local)
+        check_cluster_reachable(submission.placement.option(ADDRESS))
+
+    def check_resume(self, submission: Submission) -> None:
+        self.check_submit(submission)
+
+    def new_attempt(
+        self,
+        ctx: RunContext,
+        state: DriveState,
+        stage: ResolvedStage,
+        source: str,
+        restore: Restore,
+        overlays: Sequence[str],
+        recovering: bool,
+        inherited: Parent | None,
+    ) -> AttemptBackend:
+        from nodus.runner.backends.ray import RayAttempt  # imports ray: only for a Ray stage
+
+        address = ctx.placement.option(ADDRESS) or os.environ.get("RAY_ADDRESS") or RAY_LOOKUP
+        return RayAttempt(ctx, state, stage, source, restore, overlays, recovering, address)
+
+
+BACKEND = RayBackend()
+
+
+def _refuse_lineage(what: str) -> None:
+    """A Ray node lays out its own run's snapshots only; starting from another run's is not
+    built there yet, so it is refused rather than started from scratch."""
+    raise UsageError(
+        f"{what}: starting a run from another run's snapshot on the Ray backend is not "
+        'supported yet; run it with backend = "local"'
+    )
+
+
 def check_cluster_stages(
-    stages: Iterable[ResolvedStage], store_url: str, is_local: bool, backend: str | None
+    on_ray: Iterable[ResolvedStage], store_url: str, is_local: Callable[[], bool]
 ) -> None:
-    """UsageError when a stage that runs on Ray (``backend`` overrides each stage's) cannot."""
-    on_ray = [s for s in stages if (backend or s.execution.backend) == BACKEND_RAY]
-    if not on_ray:
-        return
+    """UsageError when stages that run on Ray cannot: no Ray here, or a node-local store."""
+    on_ray = list(on_ray)
     if importlib.util.find_spec("ray") is None:
         raise UsageError(
             'backend "ray" needs Ray on this machine: install nodus with the ray extra '
@@ -42,7 +95,7 @@ def check_cluster_stages(
         )
     scheme = store_url.split("://", 1)[0] if "://" in store_url else "file"
     unshared = [s.name for s in on_ray if not s.execution.shared_store]
-    if scheme in _IN_PROCESS or (is_local and unshared):
+    if scheme in _IN_PROCESS or (unshared and is_local()):
         names = ", ".join(repr(name) for name in (unshared or [s.name for s in on_ray]))
         raise UsageError(
             f"stage {names} runs on Ray, but the store {store_url} is node-local: other nodes "
@@ -52,24 +105,9 @@ def check_cluster_stages(
         )
 
 
-def check_node_count(stages: Iterable[ResolvedStage], backend: str | None) -> None:
-    """A resume keeps the node count the run was accepted with: refused otherwise."""
-    for stage in stages:
-        if backend and backend != BACKEND_RAY and stage.execution.nodes > 1:
-            raise UsageError(
-                f"stage {stage.name!r} was accepted with nodes = {stage.execution.nodes} on "
-                f"Ray; --backend {backend} runs 1 process on this machine. Resume it with "
-                f"--backend ray (and {stage.execution.nodes} nodes)"
-            )
-
-
-def check_cluster_reachable(
-    stages: Iterable[ResolvedStage], backend: str | None, address: str | None
-) -> None:
-    """UsageError when a stage runs on Ray and no cluster answers where its attempt would join
-    (``address``, else RAY_ADDRESS, else Ray's own lookup of this machine's cluster)."""
-    if not any((backend or s.execution.backend) == BACKEND_RAY for s in stages):
-        return
+def check_cluster_reachable(address: str | None) -> None:
+    """UsageError when no cluster answers where an attempt would join (``address``, else
+    RAY_ADDRESS, else Ray's own lookup of this machine's cluster)."""
     given = address or os.environ.get("RAY_ADDRESS") or None
     where = given if given not in (None, RAY_LOOKUP) else _this_machines_cluster()
     if where is None:
@@ -91,6 +129,7 @@ def _this_machines_cluster() -> str | None:
     from ray._private.services import get_ray_address_from_environment
 
     try:
-        return get_ray_address_from_environment(RAY_LOOKUP, None)
+        found: str | None = get_ray_address_from_environment(RAY_LOOKUP, None)
+        return found
     except ConnectionError:
         return None
