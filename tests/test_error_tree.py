@@ -30,7 +30,7 @@ INTERNAL = {
     "runner/workspace/layout.py:MissingSecretError": (
         "caught by runner.attempt: the attempt fails, naming the secret"
     ),
-    "runner/attempt/attempt.py:NothingIntactError": (
+    "runner/attempt/prepare.py:NothingIntactError": (
         "caught in runner.attempt: the stage fails, naming the damaged snapshots"
     ),
     "runner/capture/capturer.py:_FolderChanged": "control flow of one capture: capture_skipped",
