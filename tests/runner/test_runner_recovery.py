@@ -403,10 +403,22 @@ def _damage_every_checkpoint(project, run_id: str) -> list:
 
 
 def _fails_naming_each(project, run_id: str, manifests: list, message: str) -> None:
-    """The run FAILED naming every snapshot, its step and its damage; nothing started over."""
+    """The run FAILED naming every snapshot, its step and its damage; nothing started over.
+
+    Rotation (a background thread of the first attempt, joined before the next one starts)
+    may take an older snapshot's training state (its ``state`` or, for a program without one,
+    its ``files``) after the test damaged it: that one is no longer a candidate, so the run
+    names the others, which its events tell."""
     run = project.get(run_id)
     assert run["phase"] == "FAILED" and run["exit_status"] == 1
     assert "rather than start again from the beginning" in message
+    rotated = {
+        e["snapshot"]
+        for e in run["events"]
+        if e["type"] == "snapshot_kind_deleted" and e["kind"] in ("state", "files")
+    }
+    manifests = [m for m in manifests if m.id not in rotated]
+    assert manifests, "rotation left no damaged snapshot to name"
     for manifest in manifests:
         assert f"{manifest.id} (step {manifest.step}): " in message, message
     damaged = [e for e in run["events"] if e["type"] == "snapshot_damaged"]

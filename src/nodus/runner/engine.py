@@ -41,7 +41,7 @@ from typing import IO, Any
 
 from nodus.errors import NotFoundError, StoreError
 from nodus.protocol import MODE_WEIGHTS
-from nodus.runner.attempt.context import HERE, DriveState, Placement, RunContext
+from nodus.runner.attempt.context import HERE, AttemptPlan, DriveState, Placement, RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends import new_attempt
 from nodus.runner.catalog.core import Catalog, Run
@@ -176,9 +176,7 @@ class Runner:
             lost_state = self._lost_training_state(stage, restore) or self._parent_gone(stage)
             if lost_state:
                 return self._stop(stage, AttemptOutcome.FAILED, lost_state)
-            attempt = new_attempt(
-                self.ctx,
-                self.state,
+            plan = AttemptPlan.of(
                 stage,
                 row["source_snapshot"],
                 restore,
@@ -186,6 +184,7 @@ class Runner:
                 recovering=recovering,
                 inherited=self._inherited(stage),
             )
+            attempt = new_attempt(self.ctx, self.state, plan)
             outcome = attempt.run()
             self._discard_older_attempts(stage, attempt.number)
             restored = None

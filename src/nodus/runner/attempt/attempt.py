@@ -16,12 +16,11 @@ the drive's state (:class:`~nodus.runner.attempt.context.DriveState`).
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from nodus.errors import StaleAttemptError
-from nodus.runner.attempt.context import AttemptFacts, DriveState, RunContext
+from nodus.runner.attempt.context import AttemptFacts, AttemptPlan, DriveState, RunContext
 from nodus.runner.attempt.launch import launch
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.attempt.prepare import NothingIntactError, Prepared, prepare
@@ -33,11 +32,9 @@ from nodus.runner.processes.containment import record_survivors
 from nodus.runner.processes.stage_process import CannotStartError, StageProcess
 from nodus.runner.recovery.decisions import Restore
 from nodus.runner.remote.uploads import Uploads
-from nodus.runner.upkeep.lineage import Parent
 from nodus.runner.upkeep.rotation import Rotation
 from nodus.runner.workspace.launch import device_count
 from nodus.runner.workspace.layout import MissingSecretError, Workspace
-from nodus.schemas.resolved import ResolvedStage
 
 if TYPE_CHECKING:
     from nodus.store.manifest import Manifest
@@ -52,23 +49,18 @@ class Attempt:
         self,
         ctx: RunContext,
         state: DriveState,
-        stage: ResolvedStage,
-        source: str,
-        restore: Restore,
-        overlays: Sequence[str] = (),
-        recovering: bool = False,
-        inherited: Parent | None = None,
+        plan: AttemptPlan,
         role: AttemptRole = LOCAL_ROLE,
     ) -> None:
         self.ctx = ctx
         self.state = state  # the drive's: what the last attempt left, the preemption notice
-        self.stage = stage
-        self.source = source  # the run's source snapshot id for this stage
-        self.restore = restore
-        self.overlays = tuple(overlays)  # outputs of earlier stages
-        self.recovering = recovering  # the run stays RECOVERING until the program runs again
+        stage = self.stage = plan.stage
+        self.source = plan.source  # the run's source snapshot id for this stage
+        self.restore = plan.restore
+        self.overlays = plan.overlays  # outputs of earlier stages
+        self.recovering = plan.recovering  # the run stays RECOVERING until it runs again
         # The run's parent, when this stage continues it (nodus.runner.upkeep.lineage).
-        self.inherited = inherited
+        self.inherited = plan.inherited
         # The device count is recorded so a resume can insist on the same allocation.
         self.number = ctx.catalog.start_attempt(
             ctx.run_id, stage.name, host=socket.gethostname(), devices=device_count()

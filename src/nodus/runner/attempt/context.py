@@ -8,7 +8,7 @@ watch write the drive's state, an object the engine makes, names and hands to ea
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -17,6 +17,8 @@ from nodus.runner.attempt.role import AttemptRole
 from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.catalog.core import Catalog
 from nodus.runner.processes.containment import attempt_token
+from nodus.runner.recovery.decisions import Restore
+from nodus.runner.upkeep.lineage import Parent
 from nodus.runner.workspace.launch import Launch
 from nodus.runner.workspace.layout import Workspace
 from nodus.schemas.backends import drive_options
@@ -25,7 +27,7 @@ from nodus.schemas.resolved import ResolvedStage
 if TYPE_CHECKING:
     from nodus.store.store import SnapshotStore
 
-__all__ = ["HERE", "AttemptFacts", "DriveState", "Placement", "RunContext"]
+__all__ = ["HERE", "AttemptFacts", "AttemptPlan", "DriveState", "Placement", "RunContext"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,33 @@ class RunContext:
     def attempt_context(self, stage: ResolvedStage, number: int) -> AttemptContext:
         """What the workers of attempt ``number`` of ``stage`` share."""
         return AttemptContext(self.store, self.catalog, self.run_id, stage, number)
+
+
+@dataclass(frozen=True)
+class AttemptPlan:
+    """What the engine asks of one attempt, whichever backend runs it: the stage, the run's
+    source snapshot for it, the earlier stages' outputs laid over it (``overlays``), what to
+    restore, whether it recovers (the run stays RECOVERING until the program runs again), and
+    the run's parent when this stage continues it (:mod:`nodus.runner.upkeep.lineage`)."""
+
+    stage: ResolvedStage
+    source: str
+    restore: Restore
+    overlays: tuple[str, ...] = ()
+    recovering: bool = False
+    inherited: Parent | None = None
+
+    @classmethod
+    def of(
+        cls,
+        stage: ResolvedStage,
+        source: str,
+        restore: Restore,
+        overlays: Sequence[str] = (),
+        recovering: bool = False,
+        inherited: Parent | None = None,
+    ) -> AttemptPlan:
+        return cls(stage, source, restore, tuple(overlays), recovering, inherited)
 
 
 @dataclass

@@ -10,19 +10,17 @@ and carries a drive's options (:class:`Placement`) to the backend without readin
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from nodus.runner.attempt.context import HERE, DriveState, Placement, RunContext
+from nodus.runner.attempt.context import HERE, AttemptPlan, DriveState, Placement, RunContext
 from nodus.schemas.backends import REGISTRY, BackendEntry, drive_options
 from nodus.schemas.resolved import ResolvedStage
 
 if TYPE_CHECKING:
-    from nodus.runner.attempt.attempt import Restore
     from nodus.runner.attempt.outcome import Outcome
     from nodus.runner.catalog.core import Catalog, Run
-    from nodus.runner.upkeep.lineage import Parent
 
 
 def option_values(namespace: object) -> dict[str, str | None]:
@@ -84,14 +82,9 @@ class Backend(Protocol):
         self,
         ctx: RunContext,
         state: DriveState,
-        stage: ResolvedStage,
-        source: str,
-        restore: Restore,
-        overlays: Sequence[str],
-        recovering: bool,
-        inherited: Parent | None,
+        plan: AttemptPlan,
     ) -> AttemptBackend:
-        """A new attempt of ``stage`` here (its number allocated in the run's catalog);
+        """A new attempt of ``plan.stage`` here (its number allocated in the run's catalog);
         ``state`` is the drive's, which the attempt reads and leaves its end in."""
         ...
 
@@ -145,21 +138,10 @@ def check_resume(
         backend(name).check_resume(submission)
 
 
-def new_attempt(
-    ctx: RunContext,
-    state: DriveState,
-    stage: ResolvedStage,
-    source: str,
-    restore: Restore,
-    overlays: Sequence[str] = (),
-    recovering: bool = False,
-    inherited: Parent | None = None,
-) -> AttemptBackend:
-    """A new attempt of ``stage`` on its backend in this drive; ``inherited`` is the run's parent
-    when this stage continues it (refused at submit where a backend cannot restore it)."""
-    return backend(backend_of(ctx.placement, stage)).new_attempt(
-        ctx, state, stage, source, restore, overlays, recovering, inherited
-    )
+def new_attempt(ctx: RunContext, state: DriveState, plan: AttemptPlan) -> AttemptBackend:
+    """A new attempt of ``plan.stage`` on its backend in this drive; ``plan.inherited`` is the
+    run's parent when this stage continues it (refused at submit where a backend cannot)."""
+    return backend(backend_of(ctx.placement, plan.stage)).new_attempt(ctx, state, plan)
 
 
 __all__ = [

@@ -12,10 +12,9 @@ import os
 from collections.abc import Sequence
 
 from nodus.errors import UsageError
-from nodus.runner.attempt.attempt import Attempt, Restore
-from nodus.runner.attempt.context import DriveState, RunContext
+from nodus.runner.attempt.attempt import Attempt
+from nodus.runner.attempt.context import AttemptPlan, DriveState, RunContext
 from nodus.runner.backends.base import AttemptBackend, Resumed, Submission
-from nodus.runner.upkeep.lineage import Parent
 from nodus.runner.workspace.launch import device_count
 from nodus.schemas.backends import LOCAL, BackendEntry
 from nodus.schemas.resolved import ResolvedStage
@@ -40,16 +39,9 @@ class LocalBackend:
         self,
         ctx: RunContext,
         state: DriveState,
-        stage: ResolvedStage,
-        source: str,
-        restore: Restore,
-        overlays: Sequence[str],
-        recovering: bool,
-        inherited: Parent | None,
+        plan: AttemptPlan,
     ) -> AttemptBackend:
-        return Attempt(
-            ctx, state, stage, source, restore, overlays, recovering=recovering, inherited=inherited
-        )
+        return Attempt(ctx, state, plan)
 
 
 BACKEND = LocalBackend()

@@ -36,7 +36,7 @@ from typing import Any
 
 from nodus._atomic import open_private, private_folder, write_json_atomic
 from nodus.runner.attempt.attempt import Attempt, Restore
-from nodus.runner.attempt.context import DriveState, RunContext
+from nodus.runner.attempt.context import AttemptPlan, DriveState, RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.catalog.core import Catalog
@@ -152,16 +152,14 @@ def _run_attempt(home: str, spec: dict[str, Any]) -> Outcome:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, notice)
-    attempt = Attempt(
-        ctx,
-        state,
+    plan = AttemptPlan.of(
         stage,
         spec["source"],
         Restore(**spec["restore"]),
         spec["overlays"],
         recovering=spec["recovering"],
-        role=NodeRole(spec["rank"]),
     )
+    attempt = Attempt(ctx, state, plan, role=NodeRole(spec["rank"]))
     if attempt.number != spec["number"]:  # the record was built for this very attempt
         raise RuntimeError(f"node attempt {attempt.number} is not the runner's {spec['number']}")
     return attempt.run()

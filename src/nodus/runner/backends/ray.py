@@ -26,12 +26,12 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 from nodus._atomic import create_private, private_folder
 from nodus.runner.attempt.attempt import Restore, record_end
-from nodus.runner.attempt.context import DriveState, RunContext
+from nodus.runner.attempt.context import AttemptPlan, DriveState, RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends.node import NodeAgent, forwarded_environment
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
@@ -39,7 +39,6 @@ from nodus.runner.remote.adoption import record_of
 from nodus.runner.upkeep.rotation import Rotation
 from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
-from nodus.schemas.resolved import ResolvedStage
 from nodus.store import restorable
 
 PLACEMENT_TIMEOUT_S = 600.0
@@ -92,21 +91,17 @@ class RayAttempt:
         self,
         ctx: RunContext,
         state: DriveState,
-        stage: ResolvedStage,
-        source: str,
-        restore: Restore,
-        overlays: Sequence[str],
-        recovering: bool,
+        plan: AttemptPlan,
         address: str,
     ) -> None:
         self.ctx = ctx
         self.state = state  # the drive's: its preemption notice
         self.address = address  # the cluster it joins (ray_backend: --ray-address, …)
-        self.stage = stage
-        self.source = source
-        self.restore = restore
-        self.overlays = list(overlays)
-        self.recovering = recovering
+        stage = self.stage = plan.stage
+        self.source = plan.source
+        self.restore = plan.restore
+        self.overlays = list(plan.overlays)
+        self.recovering = plan.recovering
         self.number = ctx.catalog.start_attempt(ctx.run_id, stage.name, host=None, devices=0)
         self.ws = Workspace.of(ctx.home, ctx.run_id, stage.name, self.number)
         self.agents: list[Any] = []

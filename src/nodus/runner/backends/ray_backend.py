@@ -17,13 +17,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 from nodus.errors import UsageError
-from nodus.runner.attempt.attempt import Restore
-from nodus.runner.attempt.context import DriveState, RunContext
+from nodus.runner.attempt.context import AttemptPlan, DriveState, RunContext
 from nodus.runner.backends.base import AttemptBackend, Submission
-from nodus.runner.upkeep.lineage import Parent
 from nodus.schemas.backends import RAY, BackendEntry
 from nodus.schemas.resolved import ResolvedStage
 
@@ -58,17 +56,12 @@ class RayBackend:
         self,
         ctx: RunContext,
         state: DriveState,
-        stage: ResolvedStage,
-        source: str,
-        restore: Restore,
-        overlays: Sequence[str],
-        recovering: bool,
-        inherited: Parent | None,
+        plan: AttemptPlan,
     ) -> AttemptBackend:
         from nodus.runner.backends.ray import RayAttempt  # imports ray: only for a Ray stage
 
         address = ctx.placement.option(ADDRESS) or os.environ.get("RAY_ADDRESS") or RAY_LOOKUP
-        return RayAttempt(ctx, state, stage, source, restore, overlays, recovering, address)
+        return RayAttempt(ctx, state, plan, address)
 
 
 BACKEND = RayBackend()
