@@ -318,7 +318,7 @@ def test_a_recovery_keeps_the_untouched_source_files_and_lays_out_every_changed_
     )
 
     assert [a["outcome"] for a in project.get(run_id)["stages"][0]["attempts"]] == [
-        "interrupted",
+        "lost",
         "succeeded",
     ]
     # Attempt 2 sees every source file as captured: edited in place, overwritten with its

@@ -149,18 +149,6 @@ KILL_WAIT_S = 10.0
 """After SIGKILL, how long the runner waits for an attempt's processes to be reaped."""
 
 
-TREE_SCAN_S = 0.2
-"""How often an attempt's supervisor looks for new processes in its tree (each one's end it
-sees at once); longer where one look at ``/proc`` costs more than 2 % of this."""
-
-STOP_SCAN_S = 0.05
-"""While an attempt's tree is being stopped, how often its supervisor signals what is left."""
-
-LAUNCHER_EXIT_WINDOW_S = 60.0
-"""A launcher (``torchrun``, ``sh -c``) that exits non-zero at most this long after a process of
-its tree was killed by a signal nodus did not send is an interruption. A kill long before (a
-``multiprocessing.Pool`` ending its workers) did not make it exit."""
-
 QUEUED_ORPHAN_S = 30.0
 """A QUEUED run no runner has picked up after this long counts as having lost its runner."""
 

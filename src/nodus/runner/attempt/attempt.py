@@ -29,7 +29,12 @@ from nodus.runner.attempt.supervise import Supervision, capture_loop
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.unrecorded import unrecorded_note
 from nodus.runner.processes.containment import record_survivors
-from nodus.runner.processes.stage_process import CannotStartError, StageProcess
+from nodus.runner.processes.stage_process import (
+    CannotStartError,
+    StageProcess,
+    Supervisor,
+    spawn_supervisor,
+)
 from nodus.runner.recovery.decisions import Restore
 from nodus.runner.remote.uploads import Uploads
 from nodus.runner.upkeep.rotation import Rotation
@@ -79,6 +84,23 @@ class Attempt:
         self.state.tree_gone = False
         if not self.recovering:
             self.ctx.catalog.lifecycle.move(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
+        # The supervisor's interpreter starts while the copy is laid out (after the sweep,
+        # which would take it for a survivor: it carries this attempt's token); one that
+        # could not start is tried again at the launch, which then fails as it should.
+        supervisor = self._supervisor()
+        try:
+            return self._prepare_and_run(supervisor)
+        finally:
+            if supervisor is not None:
+                supervisor.discard()  # never handed a start (the program did not start)
+
+    def _supervisor(self) -> Supervisor | None:
+        try:
+            return spawn_supervisor(self.facts.token)
+        except CannotStartError:
+            return None
+
+    def _prepare_and_run(self, supervisor: Supervisor | None) -> Outcome:
         try:
             prepared = prepare(self.facts, self.source, self.overlays, self.restore, self.inherited)
         except NothingIntactError as error:
@@ -90,7 +112,7 @@ class Attempt:
         unrecorded: list[Manifest] = []
         outcome = None
         try:
-            outcome = self._launch_and_supervise(prepared, rotation, uploads)
+            outcome = self._launch_and_supervise(prepared, rotation, uploads, supervisor)
         finally:
             if uploads is not None:  # its remote commits still ask rotation for passes
                 unrecorded = uploads.finish()
@@ -108,13 +130,17 @@ class Attempt:
         return Uploads(self.facts.context, home=self.ctx.home, ws=self.facts.ws, rotation=rotation)
 
     def _launch_and_supervise(
-        self, prepared: Prepared, rotation: Rotation | None, uploads: Uploads | None
+        self,
+        prepared: Prepared,
+        rotation: Rotation | None,
+        uploads: Uploads | None,
+        supervisor: Supervisor | None,
     ) -> Outcome:
         """Start the program (under a supervisor of its own), supervise it and capture; how
         it ended."""
         capture = capture_loop(self.facts, prepared, rotation, uploads)
         try:
-            self.process = process = launch(self.facts, prepared)
+            self.process = process = launch(self.facts, prepared, supervisor)
         except (CannotStartError, MissingSecretError) as error:
             return Outcome(AttemptOutcome.FAILED, str(error))
         self.ctx.catalog.update_attempt(

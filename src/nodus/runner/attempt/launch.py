@@ -15,7 +15,7 @@ import os
 from nodus import protocol
 from nodus.runner.attempt.context import AttemptFacts
 from nodus.runner.attempt.prepare import Prepared
-from nodus.runner.processes.stage_process import CannotStartError, StageProcess
+from nodus.runner.processes.stage_process import CannotStartError, StageProcess, Supervisor
 from nodus.runner.workspace.launch import Launch, python_version
 from nodus.runner.workspace.layout import secret_environment, stage_environment
 from nodus.stages.directory import restored_checkpoint
@@ -23,11 +23,14 @@ from nodus.stages.directory import restored_checkpoint
 __all__ = ["launch"]
 
 
-def launch(facts: AttemptFacts, prepared: Prepared) -> StageProcess:
+def launch(
+    facts: AttemptFacts, prepared: Prepared, supervisor: Supervisor | None = None
+) -> StageProcess:
     """Start the program of the attempt ``facts`` describes, in the copy ``prepared`` laid out.
 
     CannotStartError when its executable cannot start, MissingSecretError when a secret the
-    stage names is not in this runner's environment: the attempt then fails.
+    stage names is not in this runner's environment: the attempt then fails. ``supervisor``:
+    the attempt's own, spawned before its copy was laid out (None: one is spawned now).
     """
     ctx, stage, ws = facts.ctx, facts.stage, facts.ws
     env = stage_environment(ws, stage, ctx.run_id, facts.number, dict(os.environ))
@@ -47,7 +50,7 @@ def launch(facts: AttemptFacts, prepared: Prepared) -> StageProcess:
         grace_s=stage.execution.grace_period,
         terminal=ctx.terminal,
     )
-    process.start()
+    process.start(supervisor)
     return process
 
 

@@ -56,6 +56,18 @@ class Supervisor:
     def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
         self.process = process
         self.sock = sock
+        self.taken = False  # handed a start request: the StageProcess owns it from then on
+
+    def discard(self) -> None:
+        """End a supervisor no program was started under: its channel closes, so it exits as
+        soon as its interpreter is up (:func:`.supervisor.main`), and it is reaped."""
+        if self.taken:
+            return
+        self.taken = True
+        self.sock.close()
+        reap_supervisor(self.process)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 def spawn_supervisor(token: str) -> Supervisor:
@@ -116,10 +128,11 @@ class StageProcess:
         self.output_lines = 0
         self.output_at: float | None = None
 
-    def start(self) -> None:
-        """Start the attempt's supervisor, then the program under it; CannotStartError if
-        either cannot start (the command not found, not executable, ...)."""
-        reply = self._start_on(spawn_supervisor(self.token))
+    def start(self, supervisor: Supervisor | None = None) -> None:
+        """Start the program under ``supervisor`` (the attempt's, spawned while its copy was
+        laid out), else under one spawned now; CannotStartError if either cannot start (the
+        command not found, not executable, ...)."""
+        reply = self._start_on(supervisor or spawn_supervisor(self.token))
         if reply is not None:
             raise CannotStartError(self._why_not(reply))
 
@@ -127,6 +140,7 @@ class StageProcess:
         """Ask ``supervisor`` to start the program: None once it runs, else the reply (``{}``
         for none: the supervisor is gone, and is ended). The supervisor is waited for however
         long its interpreter takes to start."""
+        supervisor.taken = True
         self.supervisor = supervisor.process
         self.channel = Channel(supervisor.sock)
         start = Start(self.command, self.cwd, self.env, self.grace_s)

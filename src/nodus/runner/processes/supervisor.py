@@ -51,7 +51,21 @@ from nodus.runner.processes.messages import (
     Start,
 )
 from nodus.runner.processes.tree import Member, Tree
-from nodus.schemas import defaults
+
+# Tunables of the supervisor, here rather than in nodus.schemas.defaults: every attempt starts a
+# supervisor, and an interpreter that imports neither the schemas nor the protocol is ready
+# sooner (the start of the program waits on it).
+TREE_SCAN_S = 0.2
+"""How often an attempt's supervisor looks for new processes in its tree (each one's end it
+sees at once); longer where one look at ``/proc`` costs more than 2 % of this."""
+
+STOP_SCAN_S = 0.05
+"""While an attempt's tree is being stopped, how often its supervisor signals what is left."""
+
+LAUNCHER_EXIT_WINDOW_S = 60.0
+"""A launcher (``torchrun``, ``sh -c``) that exits non-zero at most this long after a process of
+its tree was killed by a signal nodus did not send is an interruption. A kill long before (a
+``multiprocessing.Pool`` ending its workers) did not make it exit."""
 
 _SCAN_BUDGET = 50
 """A look at /proc may cost at most 1/_SCAN_BUDGET of the time between looks (2 % of a core)."""
@@ -79,7 +93,7 @@ class Supervisor:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.tree = Tree(os.getpid())
-        self.grace = defaults.GRACE_PERIOD_S
+        self.grace = 0.0  # the stage's grace_period comes with the start; no program before
         self.program: Program | None = None
         # The program's Popen, held so its finalizer never runs: the loop's waitpid reaps it.
         self.started: subprocess.Popen[bytes] | None = None
@@ -93,7 +107,7 @@ class Supervisor:
         self.asked_to_stop = False
         self.childless = False
         self.oom_count = procfs.oom_kills()
-        self.scan_every = defaults.TREE_SCAN_S
+        self.scan_every = TREE_SCAN_S
         self.next_scan = 0.0
         self.events: procevents.ProcessEvents | None = None
         # Members that ended already reaped by their parent: their exit event may still come.
@@ -158,9 +172,9 @@ class Supervisor:
         self.tree.scan()
         cost = time.monotonic() - now
         if self.kill_at is not None:
-            self.scan_every = defaults.STOP_SCAN_S
+            self.scan_every = STOP_SCAN_S
         else:
-            self.scan_every = max(defaults.TREE_SCAN_S, _SCAN_BUDGET * cost)
+            self.scan_every = max(TREE_SCAN_S, _SCAN_BUDGET * cost)
         self.next_scan = now + self.scan_every
 
     # --- start, requests, stopping --------------------------------------------------------
@@ -344,7 +358,7 @@ class Supervisor:
     def _ending(self) -> Ending:
         """What the runner is told; a loss long before the program ended did not end it."""
         assert self.status is not None and self.ended_at is not None
-        since = self.ended_at - defaults.LAUNCHER_EXIT_WINDOW_S
+        since = self.ended_at - LAUNCHER_EXIT_WINDOW_S
         lost = tuple(loss for at, loss in self.lost if at >= since)
         vanished = tuple(loss for at, loss in self.vanished if at >= since)
         return Ending(self.status, self.oom, lost, vanished)
@@ -360,7 +374,7 @@ def _cannot_start(error: OSError | subprocess.SubprocessError) -> CannotStart:
 def _remember(kept: list[tuple[float, Loss]], loss: Loss) -> list[tuple[float, Loss]]:
     """Add ``loss``; forget what is too old to have ended the program (a long run sees many)."""
     now = time.monotonic()
-    recent = [(at, old) for at, old in kept if at >= now - defaults.LAUNCHER_EXIT_WINDOW_S]
+    recent = [(at, old) for at, old in kept if at >= now - LAUNCHER_EXIT_WINDOW_S]
     return [*recent, (now, loss)][-_LOSSES_KEPT:]
 
 
