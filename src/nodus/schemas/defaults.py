@@ -5,8 +5,9 @@ Models, the resolver, the runner, the store and the CLI import these names. Prec
 resolving a workload is documented in :mod:`nodus.schemas.resolve`: command line > stage >
 workload > these defaults. An internal tunable (a poll interval, a timeout, a chunk size, a
 threshold) is a constant beside the code it tunes, in the module that uses it (the lower one,
-when two share it). The runner's attempt, process, workspace and submit tunables in the
-"runner" section below are still here, to move beside their code.
+when two share it). One stays: ``POLL_S``, the runner's beat, which the attempt's poll loop,
+the capture, the Ray relay and the asking side of a pause share across rooms that may not
+import one another.
 
 Names that are a contract rather than a tunable default (the ``state/`` and ``.nodus/`` folders,
 the variables and files a program sees) belong to :mod:`nodus.protocol`.
@@ -129,7 +130,9 @@ def check_environment() -> None:
 
 
 POLL_S = 0.2
-"""How often the supervisor looks at the program and its state folder."""
+"""The runner's beat: how often an attempt's poll loop looks at the program and its state
+folder (:mod:`nodus.runner.attempt.supervise`), and how often the capture, the Ray relay and a
+waiting ``runs pause`` look again."""
 
 
 CATALOG_FILE = "nodus.db"
@@ -145,12 +148,6 @@ RESOLVED_DIR = os.path.join("cache", "resolved")
 """Remembered workload resolutions live under ``$NODUS_HOME/cache/resolved``
 (:mod:`nodus.schemas.remembered`); deleting the folder is always safe."""
 
-KILL_WAIT_S = 10.0
-"""After SIGKILL, how long the runner waits for an attempt's processes to be reaped."""
-
-
-QUEUED_ORPHAN_S = 30.0
-"""A QUEUED run no runner has picked up after this long counts as having lost its runner."""
 
 PAUSE_DEADLINE_S = 600.0
 """``nodus runs pause --deadline``: after this long a pause is marked timed out (it still waits
@@ -174,12 +171,6 @@ SOURCE_DEFAULT_EXCLUDES = (
 brings one back: a virtual environment inside the code folder (the common layout) would
 otherwise put gigabytes of packages into the store and into every attempt's working copy."""
 
-SOURCE_WARN_BYTES = 256 * 1024**2
-"""A source larger than this is accepted with a warning naming its largest files."""
-
-SOURCE_LARGEST_SHOWN = 5
-"""How many of the largest files a source's size warning or refusal names."""
-
 SOURCE_CREDENTIAL_NAMES = (
     ".env",
     ".env.*",
@@ -202,9 +193,6 @@ kept with the run in the store."""
 
 SOURCE_CREDENTIAL_PATHS = (".aws/credentials", ".aws/config", ".docker/config.json")
 """Paths (their last parts, at any depth) that usually hold a credential, like the names above."""
-
-SOURCE_CREDENTIALS_SHOWN = 10
-"""How many credential-looking files the warning names."""
 
 # --- store -------------------------------------------------------------------------------------
 

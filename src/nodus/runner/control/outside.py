@@ -22,7 +22,11 @@ from nodus.runner.catalog.core import Catalog, Run, now
 from nodus.runner.catalog.locks import RunLock, lock_held
 from nodus.runner.catalog.phases import Phase
 from nodus.runner.control.pause_request import OPEN_PAUSE, request_pause, wait_accepted
-from nodus.schemas import defaults
+from nodus.runner.processes.containment import KILL_WAIT_S
+
+QUEUED_ORPHAN_S = 30.0
+"""A QUEUED run no runner has picked up after this long counts as having lost its runner."""
+
 
 __all__ = [
     "cancel",
@@ -50,7 +54,7 @@ def runner_gone(home: str, run: Run) -> bool:
     if lock_held(home, run.lock_name):
         return False
     if run.phase == Phase.QUEUED:  # since it was accepted, or handed to a background runner
-        return time.time() - stamp_seconds(run.updated_at) > defaults.QUEUED_ORPHAN_S
+        return time.time() - stamp_seconds(run.updated_at) > QUEUED_ORPHAN_S
     return True
 
 
@@ -143,7 +147,7 @@ def cancel(home: str, catalog: Catalog, ref: str, say: Say) -> Run:
     catalog.request(run.id, "cancel")
     say(f"asked the runner of {run.id} to cancel it; waiting for it to stop")
     grace = max(s["execution"]["grace_period"] for s in run.workload["stages"])
-    deadline = time.monotonic() + grace + defaults.KILL_WAIT_S + _CANCEL_SLACK_S
+    deadline = time.monotonic() + grace + KILL_WAIT_S + _CANCEL_SLACK_S
     while not run.finished and time.monotonic() < deadline:
         time.sleep(WAIT_POLL_S)
         run = catalog.get_run(run.id)

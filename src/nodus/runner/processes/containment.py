@@ -23,10 +23,13 @@ from typing import TYPE_CHECKING
 
 from nodus import protocol
 from nodus.runner.processes import procfs
-from nodus.schemas import defaults
 
 if TYPE_CHECKING:
     from nodus.runner.catalog.core import Catalog
+
+
+KILL_WAIT_S = 10.0
+"""After SIGKILL, how long the runner waits for an attempt's processes to be reaped."""
 
 TOKEN_VAR = protocol.ENV_ATTEMPT_TOKEN
 
@@ -79,7 +82,7 @@ def kill_carriers(prefix: str) -> list[Survivor]:
     reused pid is never signalled.
     """
     killed: list[Survivor] = []
-    deadline = time.monotonic() + defaults.KILL_WAIT_S
+    deadline = time.monotonic() + KILL_WAIT_S
     while time.monotonic() < deadline:
         found = carriers(prefix)
         if not found:

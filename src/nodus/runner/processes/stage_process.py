@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from nodus._atomic import create_private
-from nodus.runner.processes.containment import TOKEN_VAR, Survivor, kill_carriers
+from nodus.runner.processes.containment import KILL_WAIT_S, TOKEN_VAR, Survivor, kill_carriers
 from nodus.runner.processes.messages import (
     CANNOT_START,
     ENDED,
@@ -40,7 +40,6 @@ from nodus.runner.processes.messages import (
     Loss,
     Start,
 )
-from nodus.schemas import defaults
 
 SUPERVISOR_MODULE = "nodus.runner.processes.supervisor"
 
@@ -187,7 +186,7 @@ class StageProcess:
         if self.ending is None:
             self.signals_sent.append(signal.SIGKILL)
             self._ask({KILL: True})
-            if self.wait(defaults.KILL_WAIT_S) is None:
+            if self.wait(KILL_WAIT_S) is None:
                 self._supervisor_lost()  # unresponsive: end it and sweep by token
         assert self.ending is not None
         return self.ending.status
@@ -282,7 +281,7 @@ class StageProcess:
 def reap_supervisor(process: subprocess.Popen[bytes]) -> None:
     """Reap a supervisor that was told to go: its exit awaited ``KILL_WAIT_S`` at most, then
     killed (a hung one must not hang the runner)."""
-    if not _exited(process, defaults.KILL_WAIT_S):
+    if not _exited(process, KILL_WAIT_S):
         process.kill()
     process.wait()
 

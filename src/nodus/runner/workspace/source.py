@@ -33,6 +33,16 @@ from nodus.schemas.units import human_bytes
 from nodus.store.live_folder import Patterns, excluded, select
 from nodus.store.manifest import PERMISSIONS
 
+SOURCE_WARN_BYTES = 256 * 1024**2
+"""A source larger than this is accepted with a warning naming its largest files."""
+
+SOURCE_LARGEST_SHOWN = 5
+"""How many of the largest files a source's size warning or refusal names."""
+
+SOURCE_CREDENTIALS_SHOWN = 10
+"""How many credential-looking files the warning names."""
+
+
 __all__ = [
     "Source",
     "SourceExcludes",
@@ -79,7 +89,7 @@ class Source:
 
     def warning(self) -> str | None:
         """A note for a source large enough to surprise, or None."""
-        if self.bytes <= defaults.SOURCE_WARN_BYTES or self.refusal():
+        if self.bytes <= SOURCE_WARN_BYTES or self.refusal():
             return None
         limit = human_bytes(self.limit)
         return (
@@ -96,7 +106,7 @@ class Source:
         """A note naming the files that look like credentials, or None when there are none."""
         if not self.credentials:
             return None
-        shown = self.credentials[: defaults.SOURCE_CREDENTIALS_SHOWN]
+        shown = self.credentials[:SOURCE_CREDENTIALS_SHOWN]
         more = len(self.credentials) - len(shown)
         listed = ", ".join(shown) + (f" and {more} more" if more else "")
         return (
@@ -302,7 +312,7 @@ def measure(code: str, patterns: SourceExcludes, stages: Sequence[str], limit: i
                 sizes.append(SourceFile(candidate.rel, os.lstat(candidate.full).st_size))
             except FileNotFoundError:
                 continue  # removed since the walk: the capture will not find it either
-    largest = heapq.nlargest(defaults.SOURCE_LARGEST_SHOWN, sizes, key=lambda f: f.size)
+    largest = heapq.nlargest(SOURCE_LARGEST_SHOWN, sizes, key=lambda f: f.size)
     credentials = tuple(sorted(f.path for f in sizes if looks_like_credential(f.path)))
     return Source(
         code=code,
