@@ -16,7 +16,7 @@ from runner_helpers import committed_steps, kill_program, pid_alive, running_att
 
 import doc_samples
 from nodus import protocol
-from nodus.store.restorable import newest_first
+from nodus.store.restorable import holds_training_state, newest_first
 from nodus.testing.counter import expected_value
 from polling import wait_for
 
@@ -405,10 +405,11 @@ def _damage_every_checkpoint(project, run_id: str) -> list:
 def _fails_naming_each(project, run_id: str, manifests: list, message: str) -> None:
     """The run FAILED naming every snapshot, its step and its damage; nothing started over.
 
-    Rotation (a background thread of the first attempt, joined before the next one starts)
-    may take an older snapshot's training state (its ``state`` or, for a program without one,
-    its ``files``) after the test damaged it: that one is no longer a candidate, so the run
-    names the others, which its events tell."""
+    What the recovery had to choose from is what the store holds with training state when it
+    ran: rotation (a background thread of the first attempt, joined before the next starts)
+    may take an older snapshot's state after the test damaged it, and the killed attempt's
+    last capture may take an older checkpoint on its disk again (its blobs, the same bytes,
+    are the damaged ones). Every damaged snapshot rotation left is among them."""
     run = project.get(run_id)
     assert run["phase"] == "FAILED" and run["exit_status"] == 1
     assert "rather than start again from the beginning" in message
@@ -417,8 +418,11 @@ def _fails_naming_each(project, run_id: str, manifests: list, message: str) -> N
         for e in run["events"]
         if e["type"] == "snapshot_kind_deleted" and e["kind"] in ("state", "files")
     }
-    manifests = [m for m in manifests if m.id not in rotated]
-    assert manifests, "rotation left no damaged snapshot to name"
+    listed = project.store().list(run=run_id, stage="main")
+    candidates = newest_first(m for m in listed if holds_training_state(m))
+    left = {m.id for m in manifests if m.id not in rotated}
+    assert left and left <= {m.id for m in candidates}, (left, candidates)
+    manifests = candidates
     for manifest in manifests:
         assert f"{manifest.id} (step {manifest.step}): " in message, message
     damaged = [e for e in run["events"] if e["type"] == "snapshot_damaged"]

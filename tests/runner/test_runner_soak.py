@@ -74,7 +74,9 @@ def test_random_kills_of_program_and_runner_lose_nothing_committed(project):
     rotated |= {
         snapshot
         for snapshot in seen
-        if any(r["reason"] == "rotation" for r in deletion.records(store, snapshot).values())
+        if any(
+            r["reason"] == "rotation" for r in deletion.records(store.storage, snapshot).values()
+        )
     }
     assert seen <= listed | rotated, "a committed snapshot vanished without rotation deleting it"
     assert not [e for e in events if e["type"] == "rotation_failed"]
