@@ -21,7 +21,7 @@ from nodus.schemas.method_specs import trainer_methods
 from nodus.stages.hf import extensions
 
 HF_MAX_MODEL_STATE_BYTES = 4_000_000_000
-"""Largest complete model state the v1 profile accepts (SPEC §6)."""
+"""Largest complete model state the v1 profile accepts (docs/hf-trainer.md, "The profile")."""
 
 
 @dataclass(frozen=True)
