@@ -1,7 +1,7 @@
 """The processes of an attempt: started, watched, contained and ended as one tree.
 
     stage_process.py  the runner's handle on one stage program (through its supervisor)
-    supervisor.py     ``python -m nodus.runner.processes.supervisor``: the program's parent,
+    supervisor.py     the per-attempt process (its own interpreter) that is the program's parent,
                       a child subreaper that stops the whole tree on every way out
     messages.py       what runner and supervisor say to each other, defined once
     tree.py           the supervisor's view of the tree: members, pidfds, foreign deaths

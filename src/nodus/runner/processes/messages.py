@@ -8,7 +8,9 @@ One JSON object per line over a socket pair, both ways:
     supervisor → runner   {"started": PID} | {"cannot_start": {"errno": N, "message": "..."}}
                           {"ended": Ending}   sent once the whole tree is gone
 
-Standard library only: the supervisor imports this at every attempt's start.
+Standard library only, and its lighter part: the supervisor imports this at every attempt's
+start, before the program can start (hence tuples, not dataclasses, whose import costs a
+supervisor about as long again as the rest of its modules: docs/benchmarks.md, "Recovery").
 """
 
 from __future__ import annotations
@@ -19,8 +21,7 @@ import signal
 import socket
 import time
 from collections.abc import Collection
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 Message = dict[str, Any]
 """One line of the channel: a JSON object (its values are whatever JSON holds)."""
@@ -37,8 +38,7 @@ LAUNCHER_EXIT_STATUS = "launcher_exit_status"
 zombie), the kernel's process-events connector, or a shell's 128+N exit status."""
 
 
-@dataclass(frozen=True)
-class Start:
+class Start(NamedTuple):
     """What to run: the program's command, working folder and environment, and its grace."""
 
     command: list[str]
@@ -47,30 +47,28 @@ class Start:
     grace: float  # seconds between SIGTERM and SIGKILL when the tree is stopped
 
     def to_dict(self) -> Message:
-        return asdict(self)
+        return self._asdict()
 
     @classmethod
     def from_dict(cls, data: Message) -> Start:
         return cls(**data)
 
 
-@dataclass(frozen=True)
-class CannotStart:
+class CannotStart(NamedTuple):
     """Why ``exec`` of the command failed."""
 
     errno: int | None
     message: str
 
     def to_dict(self) -> Message:
-        return asdict(self)
+        return self._asdict()
 
     @classmethod
     def from_dict(cls, data: Message) -> CannotStart:
         return cls(**data)
 
 
-@dataclass(frozen=True)
-class Loss:
+class Loss(NamedTuple):
     """A process of the tree that died of a signal, or vanished (``signal`` 0: unknown)."""
 
     pid: int
@@ -81,7 +79,7 @@ class Loss:
     evidence: str = PROCESS_STATUS  # PROCESS_STATUS, PROCESS_EVENTS or LAUNCHER_EXIT_STATUS
 
     def to_dict(self) -> Message:
-        return asdict(self)
+        return self._asdict()
 
     @classmethod
     def from_dict(cls, data: Message) -> Loss:
@@ -127,8 +125,7 @@ class Channel:
         return message
 
 
-@dataclass(frozen=True)
-class Ending:
+class Ending(NamedTuple):
     """How an attempt's program ended, as its supervisor saw the whole tree."""
 
     status: int  # as subprocess reports it: negative when killed by that signal

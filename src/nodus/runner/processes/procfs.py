@@ -12,7 +12,7 @@ import ctypes
 import os
 import signal
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -21,8 +21,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
-@dataclass(frozen=True)
-class Stat:
+class Stat(NamedTuple):
     """The fields of ``/proc/<pid>/stat`` nodus reads."""
 
     pid: int

@@ -1,9 +1,9 @@
 """The per-attempt supervisor: the parent of a stage program and of everything it starts.
 
-    python -m nodus.runner.processes.supervisor FD RUNNER_PID
+    python -I -S -c "...; supervisor.boot(argv)" PACKAGE_ROOT FD RUNNER_PID
 
-The runner starts one per attempt when it launches the program
-(:func:`.stage_process.spawn_supervisor`) and talks to it over the socket ``FD``
+The runner starts one per attempt as the attempt begins (:func:`.stage_process.spawn_supervisor`,
+which says why the interpreter runs without ``site``) and talks to it over the socket ``FD``
 (:mod:`.messages`); the supervisor starts the program when asked.
 
 It marks itself child-subreaper, so every process below the program stays below it, a double
@@ -28,10 +28,8 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from types import FrameType
 
 from nodus.runner.processes import procevents, procfs
@@ -79,12 +77,14 @@ program's requests and stop deadlines, and each turn's reads stay a few hundred 
 _AWAITED_KEPT = 64
 
 
-@dataclass
 class Program:
     """The program's process (the supervisor's child; its group bears its pid)."""
 
-    pid: int
-    returncode: int | None = None
+    __slots__ = ("pid", "returncode")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
 
 
 class Supervisor:
@@ -95,8 +95,6 @@ class Supervisor:
         self.tree = Tree(os.getpid())
         self.grace = 0.0  # the stage's grace_period comes with the start; no program before
         self.program: Program | None = None
-        # The program's Popen, held so its finalizer never runs: the loop's waitpid reaps it.
-        self.started: subprocess.Popen[bytes] | None = None
         self.status: int | None = None  # the program's, once reaped
         self.ended_at: float | None = None
         self.oom = False
@@ -183,19 +181,12 @@ class Supervisor:
         self.grace = spec.grace
         self.events = procevents.open_events()  # before the program: no exit goes untold
         try:
-            self.started = subprocess.Popen(
-                spec.command,
-                cwd=spec.cwd,
-                env=spec.env,  # its PATH is where the command is looked up
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own group: the runner's stop requests go to it
-                preexec_fn=procfs.die_with_parent(os.getpid(), signal.SIGKILL),
-            )
-        except (OSError, subprocess.SubprocessError) as error:
+            pid = start_program(spec)
+        except OSError as error:
             self._close_events()
             self.channel.send({CANNOT_START: _cannot_start(error).to_dict()})
             return False
-        self.program = Program(self.started.pid)
+        self.program = Program(pid)
         self.tree.scan()
         self.channel.send({STARTED: self.program.pid})
         return True
@@ -364,11 +355,64 @@ class Supervisor:
         return Ending(self.status, self.oom, lost, vanished)
 
 
-def _cannot_start(error: OSError | subprocess.SubprocessError) -> CannotStart:
+def start_program(spec: Start) -> int:
+    """Fork and exec the program; its pid, or the OSError its ``chdir`` or ``exec`` met.
+
+    What ``subprocess.Popen`` would do with ``start_new_session`` and a ``preexec_fn``, without
+    importing it (the supervisor's start is on the path of every attempt's). The child: its own
+    session and group (the runner's stop requests go to it), SIGKILL when the supervisor dies,
+    standard input from /dev/null, SIGPIPE and SIGXFSZ back to their defaults (this interpreter
+    ignores them, and an ignored signal stays ignored across ``exec``), the command looked up
+    on the PATH of its own environment. Every descriptor but 0-2 is close-on-exec here (the
+    interpreter opens them so), so the program inherits only its output pipe.
+    """
+    parent = os.getpid()
+    report, told = os.pipe()  # close-on-exec: an exec that succeeds closes it unwritten
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child, which ends in exec or _exit
+        try:
+            os.close(report)
+            _become_program(spec, parent)
+        except OSError as error:
+            os.write(told, f"{error.errno or 0}:{error.strerror or error}".encode())
+        except BaseException as error:  # a child must never return into the supervisor
+            os.write(told, f"0:{error}".encode())
+        finally:
+            os._exit(127)
+    os.close(told)
+    failure = _read_all(report)
+    if not failure:
+        return pid
+    os.waitpid(pid, 0)
+    number, _, message = failure.decode(errors="replace").partition(":")
+    raise OSError(int(number) or None, message)
+
+
+def _become_program(spec: Start, parent: int) -> None:
+    os.setsid()
+    procfs.die_with_parent(parent, signal.SIGKILL)()
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, signal.SIG_DFL)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.chdir(spec.cwd)
+    os.execvpe(spec.command[0], spec.command, spec.env)  # its PATH is where it is looked up
+
+
+def _read_all(fd: int) -> bytes:
+    data = b""
+    try:
+        while chunk := os.read(fd, 4096):
+            data += chunk
+    finally:
+        os.close(fd)
+    return data
+
+
+def _cannot_start(error: OSError) -> CannotStart:
     """Why the program could not start, as the runner is told (an errno where there is one)."""
-    if isinstance(error, OSError):
-        return CannotStart(error.errno or 0, error.strerror or str(error))
-    return CannotStart(0, str(error))  # the child failed before its exec (preexec_fn)
+    return CannotStart(error.errno or 0, error.strerror or str(error))
 
 
 def _remember(kept: list[tuple[float, Loss]], loss: Loss) -> list[tuple[float, Loss]]:
@@ -396,6 +440,16 @@ def _drain(fd: int) -> None:
         pass
 
 
+def boot(argv: list[str]) -> None:
+    """The supervisor's process, as :func:`.stage_process.spawn_supervisor` starts it: serve,
+    then leave without the interpreter's teardown, which the runner waits for (the end of this
+    process's output) before the next attempt can start. The tree is reaped and reported."""
+    status = main(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 def main(argv: list[str] | None = None) -> int:
     fd, runner = (int(arg) for arg in (argv if argv is not None else sys.argv[1:])[:2])
     os.set_inheritable(fd, False)
@@ -407,9 +461,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    status = main()
-    # The tree is reaped and reported: leave without the interpreter's teardown, which the
-    # runner waits for (the end of this process's output) before the next attempt can start.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    boot(sys.argv[1:])

@@ -16,19 +16,28 @@ kernel's exit event tells it where the supervisor may listen, :mod:`.procevents`
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from nodus.runner.processes import procfs
 
 
-@dataclass
 class Member:
-    pid: int
-    starttime: int
-    parent: int  # the parent it had when first seen
-    comm: str
-    command: str
-    pidfd: int | None  # None once it ended as a child of the root (waitpid tells the rest)
+    """A process of the tree, held by a pidfd (a plain class: the supervisor imports no
+    dataclasses, :mod:`.messages` says why)."""
+
+    __slots__ = ("comm", "command", "parent", "pid", "pidfd", "starttime")
+
+    def __init__(
+        self, *, pid: int, starttime: int, parent: int, comm: str, command: str, pidfd: int | None
+    ) -> None:
+        self.pid = pid
+        self.starttime = starttime
+        self.parent = parent  # the parent it had when first seen
+        self.comm = comm
+        self.command = command
+        self.pidfd = pidfd  # None once it ended as a child of the root (waitpid tells the rest)
+
+    def __repr__(self) -> str:
+        return f"Member(pid={self.pid}, command={self.command!r})"
 
 
 class Tree:
