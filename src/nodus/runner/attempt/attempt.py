@@ -103,10 +103,11 @@ class Attempt:
     def _prepare_and_run(self, supervisor: Supervisor | None) -> Outcome:
         try:
             prepared = prepare(self.facts, self.source, self.overlays, self.restore, self.inherited)
-        except NothingIntactError as error:
-            return self._end(Outcome(AttemptOutcome.FAILED, str(error)))
-        finally:
+        except BaseException as error:
             self.facts.ws.discard_previous()  # what the restore did not take
+            if isinstance(error, NothingIntactError):
+                return self._end(Outcome(AttemptOutcome.FAILED, str(error)))
+            raise
         rotation = self.facts.role.rotation(self.facts.context)
         uploads = self._uploads(rotation)
         unrecorded: list[Manifest] = []
@@ -139,12 +140,18 @@ class Attempt:
         """Start the program (under a supervisor of its own), supervise it and capture; how
         it ended."""
         capture = capture_loop(self.facts, prepared, rotation, uploads)
+        # The row and what the restore did not take of the last copy wait until the program is
+        # on its way: its start waits on neither (docs/benchmarks.md, "Recovery").
+        row = {"log_path": self.facts.ws.log_path, **prepared.row()}
         try:
             self.process = process = launch(self.facts, prepared, supervisor)
         except (CannotStartError, MissingSecretError) as error:
+            self.ctx.catalog.update_attempt(self.ctx.run_id, self.stage.name, self.number, **row)
             return Outcome(AttemptOutcome.FAILED, str(error))
+        finally:
+            self.facts.ws.discard_previous()
         self.ctx.catalog.update_attempt(
-            self.ctx.run_id, self.stage.name, self.number, pid=process.pid
+            self.ctx.run_id, self.stage.name, self.number, pid=process.pid, **row
         )
         self.ctx.catalog.lifecycle.move(self.ctx.run_id, Phase.RUNNING, stage=self.stage.name)
         try:

@@ -5,8 +5,8 @@ restorable snapshot (:func:`~nodus.runner.recovery.decisions.restore_candidates`
 by hand, the newest one not suspect, or the run's parent when this stage continues it). A
 damaged snapshot is passed over, never half-applied: the copy is rebuilt and the next older one
 tried; when every one is damaged the attempt fails (:class:`NothingIntactError`) rather than
-start over. The integration's settings and the restored commit are written into the copy, and
-the attempt's row says what it restored.
+start over. The integration's settings and the restored commit are written into the copy; the
+attempt's row says what it restored once the program is on its way (:meth:`Prepared.row`).
 """
 
 from __future__ import annotations
@@ -47,6 +47,14 @@ class Prepared:
         """The snapshot whose training this attempt continues (not a warm start's)."""
         return None if self.warm_start else self.restored
 
+    def row(self) -> dict[str, Any]:
+        """What the attempt's catalog row says of it."""
+        continued = self.continued
+        return {
+            "restored_snapshot": self.restored.id if self.restored else None,
+            "restored_step": continued.step if continued else None,
+        }
+
 
 def prepare(
     facts: AttemptFacts,
@@ -83,15 +91,6 @@ class _Preparation:
         self.ws.make_private_folders()
         prepared = Prepared(restored, restored is not None and self._warm(restored))
         self._write_integration(prepared)
-        step = prepared.continued.step if prepared.continued else None
-        self.ctx.catalog.update_attempt(
-            self.ctx.run_id,
-            self.stage.name,
-            self.facts.number,
-            log_path=self.ws.log_path,
-            restored_snapshot=restored.id if restored else None,
-            restored_step=step,
-        )
         if restored is not None and self._from_parent(restored) and self.inherited is not None:
             details = {**self.inherited.to_dict(), "warm_start": prepared.warm_start}
             self.facts.context.event("parent_restored", details)
