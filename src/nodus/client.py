@@ -19,7 +19,6 @@ Importing this module is cheap: the runner, the store and pydantic load on first
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
 import threading
@@ -39,7 +38,13 @@ if TYPE_CHECKING:
 
 __all__ = ["Client"]
 
-_log = logging.getLogger("nodus")
+
+def _log(text: str) -> None:
+    """The SDK's narration where its caller names no ``say``: the ``nodus`` logger (imported
+    here, as the command line names its own and never needs it)."""
+    import logging
+
+    logging.getLogger("nodus").info(text)
 
 
 class Client:
@@ -76,7 +81,7 @@ class Client:
         self.store = store
         self.read_only = read_only
         self._output = output
-        self._say = say or _log.info
+        self._say = say or _log
         self._say_snapshots = say_snapshots
         self._open_catalog: Catalog | None = None
         self._open_lookup: Lookup | None = None

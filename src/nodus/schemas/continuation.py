@@ -38,7 +38,6 @@ called from :func:`continuation_problems`.
 from __future__ import annotations
 
 import copy
-import tomllib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -161,6 +160,8 @@ def parse_setting(text: str) -> tuple[str, Any]:
     key = key.strip()
     if not sep or not key:
         raise WorkloadError([Problem("--set", "give KEY=VALUE", text, True)])
+    import tomllib  # here: a run whose resolution is remembered never parses TOML
+
     try:
         parsed = tomllib.loads(f"v = {value}")["v"]
     except tomllib.TOMLDecodeError:

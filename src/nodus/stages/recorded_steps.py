@@ -17,9 +17,10 @@ opcodes, :data:`MOST_MEMO` remembered values) and gives None, never an exception
 from __future__ import annotations
 
 import io
-import pickletools
-import zipfile
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import pickletools
 
 __all__ = [
     "EPOCH_KEY",
@@ -106,6 +107,10 @@ def _top_level(path: str) -> dict[str, Any] | None:
 
 
 def _from_zip(handle: IO[bytes]) -> dict[str, Any] | None:
+    # zipfile and pickletools are imported where a checkpoint is read: every `nodus run`
+    # imports this module, and most never read a checkpoint (docs/benchmarks.md, "Start-up").
+    import zipfile
+
     with zipfile.ZipFile(handle) as archive:
         names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith("/data.pkl")]
         if len(names) != 1:
@@ -194,6 +199,8 @@ class _Walker:
         self.root: Any = None
 
     def run(self) -> None:
+        import pickletools
+
         stream = cast(IO[bytes], self.stream)  # a readable stream: what genops reads
         for count, (opcode, arg, _pos) in enumerate(pickletools.genops(stream)):  # to its STOP
             if count >= MOST_OPS:
@@ -258,6 +265,8 @@ class _Walker:
     def _generic(self, opcode: pickletools.OpcodeInfo) -> None:
         """Any other opcode by its documented stack effect: what it consumes is dropped, what
         it makes is opaque (a global is never imported, a persistent id never followed)."""
+        import pickletools
+
         before = opcode.stack_before
         if pickletools.markobject in before:
             self._to_mark()

@@ -26,8 +26,8 @@ Quarantined manifests are only ever read by their key, so they have none.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
-import secrets
 from collections.abc import Callable, Iterable
 
 from nodus.errors import UnsafePathError
@@ -109,7 +109,7 @@ _VERSION = re.compile(r"^[1-9][0-9]*$")
 
 def new_snapshot_id(role: str = "checkpoint") -> str:
     """A fresh id such as ``ckpt_1f3a…``; random, so concurrent attempts never collide."""
-    return f"{_PREFIX[role]}_{secrets.token_hex(8)}"
+    return f"{_PREFIX[role]}_{_token()}"
 
 
 # --- blobs ---------------------------------------------------------------------------------------
@@ -241,7 +241,7 @@ def intent_of_key(key: str) -> str | None:
 
 def new_sweep_token() -> str:
     """A fresh name for one sweeper's lock."""
-    return secrets.token_hex(8)
+    return _token()
 
 
 def sweep_key(token: str) -> str:
@@ -261,7 +261,7 @@ def sweep_of_key(key: str) -> str | None:
 
 def temp_key(purpose: str) -> str:
     """A fresh temporary name (``tmp/blob-1f3a…``); anything under ``tmp/`` is a leftover."""
-    return f"{TMP}/{purpose}-{secrets.token_hex(8)}"
+    return f"{TMP}/{purpose}-{_token()}"
 
 
 def checked(key: str) -> str:
@@ -294,3 +294,9 @@ def _id_in(key: str, folder: str) -> str | None:
         return None
     snapshot_id = name[: -len(_JSON)]
     return snapshot_id if is_snapshot_id(snapshot_id) else None
+
+
+def _token() -> str:
+    """16 random hex digits (``secrets.token_hex(8)``, without importing ``secrets``, whose
+    ``random`` and ``hmac`` every command would import for nothing)."""
+    return os.urandom(8).hex()

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -224,7 +223,7 @@ def _prepare_target(target: str, overlay: bool) -> None:
 
 
 def _temp_next_to(final: str) -> str:
-    return os.path.join(os.path.dirname(final), f".nodus-restore-{secrets.token_hex(6)}")
+    return os.path.join(os.path.dirname(final), f".nodus-restore-{os.urandom(6).hex()}")
 
 
 def _without_copy(

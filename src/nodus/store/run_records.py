@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import socket
 import time
 from collections.abc import Callable
@@ -204,7 +203,7 @@ class Leases:
         user = os.environ.get("USER") or os.environ.get("LOGNAME") or "?"
         return Lease(
             holder=f"{user}@{host} pid {os.getpid()}",
-            token=secrets.token_hex(8),
+            token=os.urandom(8).hex(),  # secrets.token_hex(8), without importing it
             host=host,
             pid=os.getpid(),
             expires=self._clock() + self.duration_s,

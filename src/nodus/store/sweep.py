@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -109,6 +108,8 @@ def sweep(
         report = _sweep_once(storage, held, candidates, min_age_s)
         if not report.deferred or time.monotonic() >= deadline:
             return report
+        import random  # here: only a deferred sweep waits, and every command imports this
+
         # Jittered, so two gc processes that deferred to each other do not retry in step.
         time.sleep(random.uniform(0.5, 1.5) * SWEEP_WAIT_POLL_S)
 

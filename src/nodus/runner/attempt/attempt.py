@@ -82,13 +82,16 @@ class Attempt:
         if not self.state.tree_gone:
             self.facts.role.sweep(self.ctx.catalog, self.ctx.run_id)
         self.state.tree_gone = False
-        if not self.recovering:
-            self.ctx.catalog.lifecycle.move(self.ctx.run_id, Phase.PREPARING, stage=self.stage.name)
-        # The supervisor's interpreter starts while the copy is laid out (after the sweep,
-        # which would take it for a survivor: it carries this attempt's token); one that
-        # could not start is tried again at the launch, which then fails as it should.
+        # The supervisor's interpreter starts while the phase is written and the copy laid out
+        # (after the sweep, which would take it for a survivor: it carries this attempt's
+        # token); one that could not start is tried again at the launch, which then fails as
+        # it should.
         supervisor = self._supervisor()
         try:
+            if not self.recovering:
+                self.ctx.catalog.lifecycle.move(
+                    self.ctx.run_id, Phase.PREPARING, stage=self.stage.name
+                )
             return self._prepare_and_run(supervisor)
         finally:
             if supervisor is not None:
