@@ -109,6 +109,10 @@ class Runner:
 
     def _drive(self, restore: Restore | None) -> int:
         stages = {row["name"]: row for row in self.catalog.stages(self.run.id)}
+        # A run none of whose attempts ever started: no process can carry its token (an
+        # attempt's row is written before its supervisor gets one), so neither the reaping of
+        # lost attempts nor the first attempt's sweep reads every process's environment.
+        self.state.tree_gone = not any(row["attempts"] for row in stages.values())
         overlays: list[str] = []
         for stage in self.workload.stages:
             row = stages[stage.name]
@@ -233,7 +237,8 @@ class Runner:
     def _reap_lost_attempts(self, stage: ResolvedStage, row: dict[str, Any]) -> bool:
         """Attempts still marked running belong to a dead runner: kill leftovers, end them."""
         # before anything is recorded or restarted
-        kill_survivors(self.catalog, self.run.id)
+        if not self.state.tree_gone:
+            kill_survivors(self.catalog, self.run.id)
         lost = [a for a in row["attempts"] if a["outcome"] is None]
         for attempt in lost:
             self.catalog.end_attempt(

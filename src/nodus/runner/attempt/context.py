@@ -130,7 +130,8 @@ class DriveState:
 
     # The preemption notice: the signal the runner got (SIGTERM, SIGINT), set by its handler.
     notice: int | None = None
-    # The last attempt's supervisor saw its whole tree end: no sweep can find anything of it.
+    # The last attempt's supervisor saw its whole tree end, or no attempt of the run ever
+    # started: no sweep can find anything of it.
     tree_gone: bool = False
     # By stage: the longest interval between progress signals its training has shown in this
     # drive (ms), so a recovered attempt's hang timeout starts from it (recovery.hangs).
