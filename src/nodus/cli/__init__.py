@@ -18,8 +18,9 @@ exit status; anything else is a bug, reported in one line (``NODUS_DEBUG=1`` sho
     store.py      ``nodus store verify``: every manifest and blob checked
     qualify.py    ``nodus qualify``: the hf-trainer-v1 qualification suite on this environment
     ui.py         ``nodus ui``: a read-only page of the runs in a browser (:mod:`nodus.ui`)
-    completion.py ``nodus completion bash|zsh``: commands, options, run ids and snapshots
+    completion.py ``nodus completion bash|zsh|fish``: commands, options, run ids and snapshots
     output.py     what every command prints, and where: messages, ``--json``, tables, the Client
+    parsing.py    the parser: close matches for mistyped words, commands in the order of use
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from nodus.cli.parsing import Parser, order_help, parse
 from nodus.errors import NodusError, note_url, redacted
 
 # Modules that add commands; each has register(commands, groups, common).
@@ -108,13 +110,15 @@ def _build(words: tuple[str, ...]) -> argparse.ArgumentParser | None:
     """The parser with the commands ``words`` names (all, without words); None when a word
     names no command (the full parser then says so, listing them)."""
     common = _common_options()
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="nodus",
         description="Run training workloads declared in TOML files, with verified snapshots "
         "and automatic recovery.",
         parents=[common],
     )
-    parser.add_argument("--version", action=_Version, help="print nodus's version and exit")
+    parser.add_argument(
+        "-V", "--version", action=_Version, help="print nodus's version and exit"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     wanted = words[0] if words else None
@@ -140,6 +144,7 @@ def _build(words: tuple[str, ...]) -> argparse.ArgumentParser | None:
         return None
     if len(words) == 2 and subcommands is not None and words[1] not in subcommands.choices:
         return None
+    order_help(parser)
     return parser
 
 
@@ -197,7 +202,7 @@ def _check_home(explicit: str | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     args.home = getattr(args, "home", None)
     args.store = getattr(args, "store", None)
     note_url(args.store or os.environ.get("NODUS_STORE", ""))  # never repeated back
