@@ -187,6 +187,7 @@ class _Skipped:
 
 _SKIPPED = _Skipped()
 _COMMON_OPTIONS = ("--home", "--store")  # the options _common_options adds, each with a value
+_COMPLETING = ("completion", "--complete")  # what the completion scripts call: CWORD WORD…
 
 
 def _check_home(explicit: str | None) -> None:
@@ -201,6 +202,12 @@ def _check_home(explicit: str | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    line = sys.argv[1:] if argv is None else list(argv)
+    if line[:2] == list(_COMPLETING):
+        # A shell's words, taken as they are: argparse would read a bare "--" among them
+        from nodus.cli.completion import complete
+
+        return complete(line[2:])
     parser = build_parser(argv)
     args = parse(parser, argv)
     args.home = getattr(args, "home", None)
