@@ -116,9 +116,7 @@ def _build(words: tuple[str, ...]) -> argparse.ArgumentParser | None:
         "and automatic recovery.",
         parents=[common],
     )
-    parser.add_argument(
-        "-V", "--version", action=_Version, help="print nodus's version and exit"
-    )
+    parser.add_argument("-V", "--version", action=_Version, help="print nodus's version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     wanted = words[0] if words else None

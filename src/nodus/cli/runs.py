@@ -237,7 +237,7 @@ def _list(args) -> int:
         output.print_json(runs)
         return 0
     drawn = lineage_tree(runs) if args.tree else [(0, run) for run in runs]
-    rows = [("ID", "KEY", "NAME", "PHASE", "EXIT", "CREATED", "FROM")]
+    rows = [("ID", "KEY", "NAME", "PHASE", "EXIT", "CREATED", "DURATION", "STEP", "LOSS", "FROM")]
     rows += [
         (
             "  " * depth + r["id"],
@@ -246,12 +246,29 @@ def _list(args) -> int:
             r["phase"] + (" (runner gone)" if r["runner"] == "gone" else ""),
             output.text(r["exit_status"]),
             r["created_at"],
+            _duration_text(r),
+            _step_text(r),
+            "-" if r["loss"] is None else f"{r['loss']:.4g}",
             _parent_text(r["parent"]),
         )
         for depth, r in drawn
     ]
     output.table(rows)
     return 0
+
+
+def _duration_text(row: dict) -> str:
+    """``3 min 20 s``; ``-`` for a run no attempt of which started yet."""
+    from nodus.schemas.units import human_duration
+
+    return human_duration(row["duration_seconds"]) if row["duration_seconds"] else "-"
+
+
+def _step_text(row: dict) -> str:
+    """``120``, ``capture 3`` (a counted step), or ``-``."""
+    if row["capture"] is not None:
+        return f"capture {row['capture']}"
+    return output.text(row["step"])
 
 
 def _parent_text(parent: dict | None) -> str:
