@@ -454,9 +454,8 @@ def _launch_line(launch: dict) -> str:
 
 
 def _wait(args) -> int:
-    from nodus.inventory.runs import capture_failure_line, phase_line
-
     from nodus.errors import WaitTimeoutError
+    from nodus.inventory.runs import capture_failure_line, phase_line
 
     try:
         data = _waited(args)

@@ -15,7 +15,6 @@ from nodus.errors import NodusError, UsageError
 from nodus.inventory.glance import run_duration
 from nodus.inventory.refs import Lookup
 from nodus.inventory.runs import run_summary
-from nodus.runner.catalog.connection import stamp_seconds
 from nodus.runner.catalog.phases import Phase
 
 __all__ = ["check_filters", "runs_page"]
