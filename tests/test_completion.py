@@ -51,7 +51,7 @@ def test_commands_subcommands_and_options_complete():
     assert candidates(["nodus", "ru"], 1) == ["run", "runs"]
     assert candidates(["nodus", "runs", "re"], 2) == ["resume"]
     assert candidates(["nodus", "run", "--q"], 2) == ["--quiet"]
-    assert candidates(["nodus", "completion", ""], 2) == ["bash", "zsh"]
+    assert candidates(["nodus", "completion", ""], 2) == ["bash", "fish", "zsh"]
     assert candidates(["nodus", "runs", "get", "--home", ""], 4) == []  # a folder: the shell's
 
 

@@ -101,7 +101,7 @@ def _completion(args: argparse.Namespace) -> int:
 def candidates(words: list[str], index: int, home: str | None = None) -> list[str]:
     """The words that may stand at ``words[index]`` (``words[0]`` is ``nodus``), those starting
     with what is typed there; empty when the shell's own file completion fits."""
-    from nodus.cli import build_parser
+    from nodus.cli.parsing import build_parser
 
     typed = words[index] if index < len(words) else ""
     parser, given, options_end = _walk(build_parser([]), words[1:index])
