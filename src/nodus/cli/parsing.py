@@ -86,7 +86,7 @@ _GROUPS = {
 }
 
 
-def _common_options() -> argparse.ArgumentParser:
+def _common_options() -> Parser:
     """Options every command takes, wherever they appear on the line."""
     common = Parser(add_help=False)
     common.add_argument(
