@@ -9,13 +9,13 @@ import subprocess
 import sys
 
 import pytest
-from run_phases import move_to
 
 from nodus import __version__
 from nodus.cli import main
 from nodus.cli.parsing import COMMAND_ORDER, invalid_choice, nearest, unrecognized
 from nodus.runner.catalog.core import Catalog
 from nodus.runner.catalog.phases import Phase
+from run_phases import move_to
 
 
 def refused(capsys, *line: str) -> str:

@@ -261,7 +261,8 @@ def _duration_text(row: dict) -> str:
     """``3 min 20 s``; ``-`` for a run no attempt of which started yet."""
     from nodus.schemas.units import human_duration
 
-    return human_duration(row["duration_seconds"]) if row["duration_seconds"] else "-"
+    seconds = row["duration_seconds"]
+    return "-" if seconds is None else human_duration(seconds)
 
 
 def _step_text(row: dict) -> str:

@@ -31,7 +31,8 @@ _TAIL_BYTES = 64 * 1024  # of an attempt's metrics.jsonl: its newest lines, what
 
 
 def glances(catalog: Catalog, runs: list[Run]) -> dict[str, dict[str, Any]]:
-    """Per run id: ``{duration_seconds, step, capture, loss}`` (``runs list --json``'s)."""
+    """Per run id: ``{duration_seconds, step, capture, loss}`` (``runs list --json``'s), each
+    None where it is not known (no attempt started, nothing logged or committed)."""
     ids = [run.id for run in runs]
     stages = catalog.stages_of(ids)
     newest = catalog.newest_events(ids, "snapshot_committed")
@@ -53,7 +54,9 @@ def _glance(home: str, run: Run, stages: list[dict], committed: dict | None) -> 
         else:
             step = details.get("step")
     return {
-        "duration_seconds": run_duration(started, run.finished_at, run.updated_at, run.phase),
+        "duration_seconds": None  # no attempt started yet
+        if started is None
+        else run_duration(started, run.finished_at, run.updated_at, run.phase),
         "step": step,
         "capture": capture,
         "loss": loss,
