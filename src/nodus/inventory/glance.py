@@ -27,6 +27,7 @@ from nodus.stages.metric_logs import read_jsonl
 __all__ = ["LOSS", "glances", "newest_loss", "run_duration"]
 
 LOSS = "loss"  # the logged metric the listing shows
+_LOSS_KEY = f'"{LOSS}"'  # as JSON writes the key
 _TAIL_BYTES = 64 * 1024  # of an attempt's metrics.jsonl: its newest lines, whatever its length
 
 
@@ -71,11 +72,29 @@ def _logged(home: str, run_id: str, attempts: list[tuple[str, dict]]) -> tuple[A
     progress = None
     if attempt["started_at"]:
         progress = read_progress(home, run_id, stage, stamp_seconds(attempt["started_at"]))
-    points = _tail_points(attempt["log_path"])
-    step = progress.step if progress is not None else (points[-1][0] if points else None)
-    if progress is not None and progress.loss is not None:
-        return step, progress.loss
-    return step, newest_loss(points)
+    step, loss = _newest_logged(_tail_lines(attempt["log_path"]))
+    if progress is not None:
+        step = progress.step
+        loss = progress.loss if progress.loss is not None else loss
+    return step, loss
+
+
+def _newest_logged(lines: list[str]) -> tuple[int | None, float | None]:
+    """The newest logged step and loss, the lines read from the newest back only as far as
+    a loss: one line, mostly, whatever the file's length."""
+    step = None
+    for line in reversed(lines):
+        if step is not None and _LOSS_KEY not in line:
+            continue  # no loss in it: not worth parsing
+        points = read_jsonl([line])
+        if not points:
+            continue  # torn by a kill, or no step: passed over
+        if step is None:
+            step = points[0][0]
+        loss = newest_loss(points)
+        if loss is not None:
+            return step, loss
+    return step, None
 
 
 def newest_loss(points: list[tuple[int, dict[str, float]]]) -> float | None:
@@ -87,8 +106,8 @@ def newest_loss(points: list[tuple[int, dict[str, float]]]) -> float | None:
     return None
 
 
-def _tail_points(log_path: str | None) -> list[tuple[int, dict[str, float]]]:
-    """The points of the last lines of the attempt's ``metrics.jsonl`` (none without one)."""
+def _tail_lines(log_path: str | None) -> list[str]:
+    """The last lines of the attempt's ``metrics.jsonl`` (none without one)."""
     if not log_path:
         return []
     try:
@@ -99,9 +118,7 @@ def _tail_points(log_path: str | None) -> list[tuple[int, dict[str, float]]]:
     except OSError:
         return []
     lines = text.splitlines()
-    if size > _TAIL_BYTES:
-        lines = lines[1:]  # the first line read is most likely a piece of one
-    return read_jsonl(lines)
+    return lines[1:] if size > _TAIL_BYTES else lines  # the first, most likely a piece of one
 
 
 def run_duration(started: str | None, finished: str | None, updated: str, phase: Any) -> float:
