@@ -92,6 +92,8 @@ def _home_among(words: list[str]) -> str | None:
 
 
 def _completion(args: argparse.Namespace) -> int:
+    if args.complete is not None:  # --complete after another option: parsed, as argparse can
+        return complete(args.complete)
     if args.shell is None:
         raise UsageError("name the shell: nodus completion bash, zsh or fish")
     sys.stdout.write(SCRIPTS[args.shell])
