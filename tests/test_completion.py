@@ -51,7 +51,7 @@ def test_commands_subcommands_and_options_complete():
     assert candidates(["nodus", "ru"], 1) == ["run", "runs"]
     assert candidates(["nodus", "runs", "re"], 2) == ["resume"]
     assert candidates(["nodus", "run", "--q"], 2) == ["--quiet"]
-    assert candidates(["nodus", "completion", ""], 2) == ["bash", "zsh"]
+    assert candidates(["nodus", "completion", ""], 2) == ["bash", "fish", "zsh"]
     assert candidates(["nodus", "runs", "get", "--home", ""], 4) == []  # a folder: the shell's
 
 
@@ -90,3 +90,106 @@ def test_the_bash_script_completes_in_a_real_shell(home, tmp_path):
     proc = subprocess.run(["bash", "-c", probe], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.split()) == sorted([_run_id(home), "nightly"])
+
+
+def test_each_subcommands_options_complete():
+    assert candidates(["nodus", "runs", "wait", "--t"], 3) == ["--timeout"]
+    assert candidates(["nodus", "validate", "--j"], 2) == ["--json"]
+    assert "--phase" in candidates(["nodus", "runs", "list", "--"], 3)
+    assert candidates(["nodus", "snapshots", "pin", "--"], 3) != []
+
+
+def test_nothing_is_offered_as_an_option_after_a_bare_double_dash(home):
+    # past "--" every word is an argument: `nodus runs get -- --x` names a run "--x"
+    assert candidates(["nodus", "run", "--", "--d"], 3) == []
+    assert candidates(["nodus", "runs", "get", "--", ""], 4, str(home)) == sorted(
+        [_run_id(home), "nightly"]
+    )
+
+
+def test_the_line_is_read_as_the_shell_gives_it_a_bare_double_dash_too(capsys):
+    from nodus.cli import main
+
+    assert main(["completion", "--complete", "2", "nodus", "run", "--det"]) == 0
+    assert capsys.readouterr().out == "--detach\n"
+    assert main(["completion", "--complete", "3", "nodus", "run", "--", "--det"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def _shim(tmp_path: Path) -> Path:
+    shim = tmp_path / "bin"
+    shim.mkdir(exist_ok=True)
+    (shim / "nodus").write_text(f'#!/bin/sh\nexec {sys.executable} -m nodus "$@"\n')
+    (shim / "nodus").chmod(0o755)
+    return shim
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash on this machine")
+def test_the_bash_script_completes_options_in_a_real_shell(home, tmp_path):
+    script = subprocess.run(
+        [*NODUS, "completion", "bash"], capture_output=True, text=True, timeout=60
+    ).stdout
+    probe = script + (
+        "COMP_WORDS=(nodus runs wait --t); COMP_CWORD=3; _nodus_complete; "
+        'printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    env = {**os.environ, "PATH": f"{_shim(tmp_path)}:{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", "-c", probe], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["--timeout"]
+
+
+FISH = shutil.which("fish")
+
+
+def fish_script(capsys) -> str:
+    from nodus.cli import main
+
+    assert main(["completion", "fish"]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_fish_script_asks_nodus_and_falls_back_to_files(capsys):
+    script = fish_script(capsys)
+    assert script.startswith("function __nodus_complete\n")
+    assert "nodus completion --complete" in script and "__fish_complete_path" in script
+    assert script.rstrip().endswith("complete -c nodus -f -a '(__nodus_complete)'")
+    assert [line.strip() for line in script.splitlines()].count("end") == 2  # if, function
+
+
+@pytest.mark.skipif(FISH is None, reason="no fish on this machine")
+def test_the_fish_script_is_valid_fish(capsys):
+    script = fish_script(capsys)
+    assert FISH is not None
+    checked = subprocess.run([FISH, "--no-execute"], input=script, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(FISH is None, reason="no fish on this machine")
+def test_the_fish_script_completes_in_a_real_shell(home, tmp_path):
+    assert FISH is not None
+    script = tmp_path / "nodus.fish"
+    script.write_text(
+        subprocess.run(
+            [*NODUS, "completion", "fish"], capture_output=True, text=True, timeout=60
+        ).stdout
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{_shim(tmp_path)}:{os.environ['PATH']}",
+        "NODUS_HOME": str(home),
+        "HOME": str(tmp_path),  # no fish configuration of the machine's
+    }
+
+    def completed(line: str) -> list[str]:
+        probe = f"source {script}; complete -C '{line}'"
+        done = subprocess.run([FISH, "-c", probe], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return [row.split("\t")[0] for row in done.stdout.splitlines()]
+
+    assert completed("nodus run --det") == ["--detach"]
+    assert completed("nodus runs wa") == ["wait"]
+    assert sorted(completed("nodus runs get ")) == sorted([_run_id(home), "nightly"])
+    assert completed("nodus run -- --det") == []

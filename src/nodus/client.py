@@ -253,14 +253,17 @@ class Client:
         name: str | None = None,
     ) -> list[dict[str, Any]]:
         """The newest runs first, like ``nodus runs list --json``: ``offset`` skips that many,
-        ``phase`` keeps one phase, ``name`` runs whose name, id or key holds that text."""
+        ``phase`` keeps one phase, ``name`` runs whose name, id or key holds that text. Each
+        with its duration, step and newest logged loss (:mod:`nodus.inventory.glance`)."""
+        from nodus.inventory.glance import glances
         from nodus.inventory.overview import check_filters
         from nodus.inventory.runs import run_summary
 
         check_filters(offset, phase, limit)
         catalog = self._catalog()
         found = catalog.list_runs(limit=limit, offset=offset, phase=phase, name=name)
-        return [run_summary(run, catalog.home) for run in found]
+        glanced = glances(catalog, found)
+        return [{**run_summary(run, catalog.home), **glanced[run.id]} for run in found]
 
     def runs_page(
         self,

@@ -136,12 +136,26 @@ class Problem:
     message: str  # the rule, phrased as what to do
     value: object = None
     has_value: bool = False
+    suggestion: str | None = None  # the valid word meant, where a close one exists (a key)
 
     def render(self, source: str | None = None) -> str:
         where = f"{source}: " if source else ""
         field = f"{self.path}: " if self.path else ""
         shown = f"{_short_repr(self.value)} — " if self.has_value else ""
         return redacted(f"{where}{field}{shown}{self.message}")
+
+    def to_dict(self) -> dict[str, object]:
+        """``nodus validate --json``'s problem: ``{path, value, fix, suggestion}``; ``value``
+        is null where it is not repeated (an ``env`` value may be a credential)."""
+        value = self.value if self.has_value else None
+        if isinstance(value, str):
+            value = redacted(value)
+        return {
+            "path": self.path,
+            "value": value,
+            "fix": redacted(self.message),
+            "suggestion": self.suggestion,
+        }
 
 
 def _short_repr(value: object, limit: int = 80) -> str:

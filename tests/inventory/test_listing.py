@@ -146,3 +146,9 @@ def test_kinds_deleted_by_retention_show_in_listings_and_get(hf_run, store_copy)
     assert data["verified"] is True  # the blobs it freed are no problem
     text = hf_run.home.nodus("snapshots", "get", first["id"], "--store", store_copy)
     assert "deleted: state by rotation" in text.stdout
+
+
+def test_runs_list_shows_the_trainers_last_step_and_logged_loss(hf_run):
+    [row] = [row for row in hf_run.home.json("runs", "list") if row["id"] == hf_run.run_id]
+    assert row["step"] == HF_STEPS and isinstance(row["loss"], float)
+    assert row["duration_seconds"] > 0

@@ -18,170 +18,27 @@ exit status; anything else is a bug, reported in one line (``NODUS_DEBUG=1`` sho
     store.py      ``nodus store verify``: every manifest and blob checked
     qualify.py    ``nodus qualify``: the hf-trainer-v1 qualification suite on this environment
     ui.py         ``nodus ui``: a read-only page of the runs in a browser (:mod:`nodus.ui`)
-    completion.py ``nodus completion bash|zsh``: commands, options, run ids and snapshots
+    completion.py ``nodus completion bash|zsh|fish``: commands, options, run ids and snapshots
     output.py     what every command prints, and where: messages, ``--json``, tables, the Client
+    parsing.py    the parser of the line's command: close matches for mistyped words, commands
+                  in the order of use
 """
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import errno
-import importlib
 import os
 import sys
 import threading
 from collections.abc import Sequence
 
+from nodus.cli.parsing import build_parser, parse
 from nodus.errors import NodusError, note_url, redacted
 
-# Modules that add commands; each has register(commands, groups, common).
-_COMMAND_MODULES = (
-    "nodus.cli.workload",
-    "nodus.cli.runs",
-    "nodus.cli.snapshots",
-    "nodus.cli.models",
-    "nodus.cli.store",
-    "nodus.cli.gc_command",
-    "nodus.cli.qualify",
-    "nodus.cli.ui",
-    "nodus.cli.completion",
-)
+__all__ = ["build_parser", "main", "run"]
 
-# Command groups whose subcommands several modules contribute to.
-_GROUPS = {
-    "runs": "inspect and control runs",
-    "snapshots": "inspect, download, pin and release snapshots",
-    "store": "check and repair the snapshot store",
-    "models": "the model registry: versions, aliases, downloads",
-}
-
-
-def _common_options() -> argparse.ArgumentParser:
-    """Options every command takes, wherever they appear on the line."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--home",
-        default=argparse.SUPPRESS,
-        help="nodus home (run catalog, default store); default $NODUS_HOME or ~/.nodus",
-    )
-    common.add_argument(
-        "--store",
-        default=argparse.SUPPRESS,
-        help="snapshot store URL (file://, s3://, gs://, memory://); default $NODUS_STORE "
-        "or file://$NODUS_HOME/store",
-    )
-    return common
-
-
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser for ``argv``: only the parser of the command it names is built (argparse
-    builds each of tens of commands' parsers otherwise, to use one: most of a short command's
-    start-up). Every command's, when the line names none of them or asks for the overview."""
-    words = _command_words(sys.argv[1:] if argv is None else argv)
-    parser = _build(words) or _build(())
-    assert parser is not None  # with no words every command is built: never None
-    return parser
-
-
-def _command_words(argv: Sequence[str]) -> tuple[str, ...]:
-    """The command (and a group's subcommand) ``argv`` names, read as argparse will: past
-    ``--home``/``--store`` and their values; any other option before it, and we do not guess."""
-    words: list[str] = []
-    values_follow = False
-    for token in argv:
-        if values_follow:
-            values_follow = False
-        elif token in _COMMON_OPTIONS:
-            values_follow = True
-        elif token.startswith("-"):
-            if token.split("=", 1)[0] not in _COMMON_OPTIONS:
-                break
-        else:
-            words.append(token)
-            if words[0] not in _GROUPS or len(words) == 2:
-                break
-    return tuple(words)
-
-
-def _build(words: tuple[str, ...]) -> argparse.ArgumentParser | None:
-    """The parser with the commands ``words`` names (all, without words); None when a word
-    names no command (the full parser then says so, listing them)."""
-    common = _common_options()
-    parser = argparse.ArgumentParser(
-        prog="nodus",
-        description="Run training workloads declared in TOML files, with verified snapshots "
-        "and automatic recovery.",
-        parents=[common],
-    )
-    parser.add_argument("--version", action=_Version, help="print nodus's version and exit")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
-    wanted = words[0] if words else None
-    groups: dict = {}
-    subcommands = None
-    for name, help_text in _GROUPS.items():
-        if wanted not in (None, name):
-            groups[name] = _SKIPPED
-            continue
-        group = commands.add_parser(name, help=help_text, description=help_text, parents=[common])
-        subcommands = group.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
-        subcommands.required = True
-        groups[name] = _Only(subcommands, words[1] if len(words) == 2 else None)
-    for module_name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name == module_name:  # a command module not written yet
-                continue
-            raise
-        module.register(_Only(commands, wanted), groups, common)
-    if wanted is not None and wanted not in commands.choices:
-        return None
-    if len(words) == 2 and subcommands is not None and words[1] not in subcommands.choices:
-        return None
-    return parser
-
-
-class _Version(argparse.Action):
-    """``--version``: the installed distribution's version, looked up only when asked."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        from importlib.metadata import version
-
-        print(f"nodus {version('nodus')}")
-        parser.exit()
-
-
-class _Only:
-    """A subparsers action that adds the parser of one command (``wanted``; every command's
-    when None) and skips the others'."""
-
-    def __init__(self, action, wanted: str | None) -> None:
-        self._action = action
-        self._wanted = wanted
-
-    def add_parser(self, name: str, **kwargs):
-        if self._wanted in (None, name):
-            return self._action.add_parser(name, **kwargs)
-        return _SKIPPED
-
-
-class _Skipped:
-    """What registering a skipped command is given: it takes every call and does nothing."""
-
-    def __getattr__(self, name: str):
-        return self._ignore
-
-    def _ignore(self, *args, **kwargs):
-        return self
-
-
-_SKIPPED = _Skipped()
-_COMMON_OPTIONS = ("--home", "--store")  # the options _common_options adds, each with a value
+_COMPLETING = ("completion", "--complete")  # what the completion scripts call: CWORD WORD…
 
 
 def _check_home(explicit: str | None) -> None:
@@ -196,8 +53,14 @@ def _check_home(explicit: str | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    line = sys.argv[1:] if argv is None else list(argv)
+    if line[:2] == list(_COMPLETING):
+        # A shell's words, taken as they are: argparse would read a bare "--" among them
+        from nodus.cli.completion import complete
+
+        return complete(line[2:])
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     args.home = getattr(args, "home", None)
     args.store = getattr(args, "store", None)
     note_url(args.store or os.environ.get("NODUS_STORE", ""))  # never repeated back

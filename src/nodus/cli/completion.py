@@ -1,13 +1,16 @@
-"""``nodus completion bash|zsh``: shell completion of commands, options, run ids and snapshots.
+"""``nodus completion bash|zsh|fish``: completion of commands, options, run ids and snapshots.
 
 The script it prints is small and asks nodus itself for the words (``nodus completion
 --complete CWORD WORD…``), so it never goes stale as commands change: commands and options come
 from the parser, run ids and keys from the catalog, snapshot references (``ID``, ``RUN@STEP``)
 from the catalog's ``snapshot_committed`` events. Files are left to the shell. zsh runs the bash
-function through ``bashcompinit``, as many tools' completions do.
+function through ``bashcompinit``, as many tools' completions do; fish has its own function
+over the same ``--complete``. After a bare ``--`` every word is an argument: no option is
+offered there.
 
     eval "$(nodus completion bash)"     # in ~/.bashrc
     eval "$(nodus completion zsh)"      # in ~/.zshrc
+    nodus completion fish | source      # in ~/.config/fish/config.fish
 """
 
 from __future__ import annotations
@@ -34,29 +37,65 @@ _BASH = r"""_nodus_complete() {
 complete -o filenames -F _nodus_complete nodus
 """
 _ZSH = "autoload -U +X compinit && compinit\nautoload -U +X bashcompinit && bashcompinit\n"
-SCRIPTS = {"bash": _BASH, "zsh": _ZSH + _BASH}
+# fish: the words before the cursor and the one under it; files where nodus offers nothing.
+_FISH = r"""function __nodus_complete
+    set -l words (commandline -opc) (commandline -ct)
+    set -l found (nodus completion --complete (math (count $words) - 1) $words 2>/dev/null)
+    if test (count $found) -eq 0
+        __fish_complete_path (commandline -ct)
+    else
+        printf '%s\n' $found
+    end
+end
+complete -c nodus -f -a '(__nodus_complete)'
+"""
+SCRIPTS = {"bash": _BASH, "zsh": _ZSH + _BASH, "fish": _FISH}
 
 
 def register(commands: Any, groups: dict[str, Any], common: argparse.ArgumentParser) -> None:
     parser = commands.add_parser(
         "completion",
         parents=[common],
-        help="print the shell completion script (bash, zsh)",
-        description='Print the completion script: eval "$(nodus completion bash)" in ~/.bashrc',
+        help="print the shell completion script (bash, zsh, fish)",
+        description='Print the completion script: eval "$(nodus completion bash)" in ~/.bashrc, '
+        '"$(nodus completion zsh)" in ~/.zshrc, nodus completion fish | source in fish',
     )
-    parser.add_argument("shell", nargs="?", choices=sorted(SCRIPTS), help="bash or zsh")
+    parser.add_argument("shell", nargs="?", choices=sorted(SCRIPTS), help="bash, zsh or fish")
     parser.add_argument("--complete", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.set_defaults(handler=_completion)
 
 
-def _completion(args: argparse.Namespace) -> int:
-    if args.complete is not None:
-        cword, *words = args.complete
-        for word in candidates(words, int(cword), args.home):
-            print(word)
+def complete(line: list[str]) -> int:
+    """``nodus completion --complete CWORD WORD…``: the candidates, one a line. Called with
+    the line as the shell gives it, before any parsing (``nodus.cli.main``); the catalog is
+    ``--home``'s among the words, else ``$NODUS_HOME``'s. Nothing at all for a line that is
+    not one: a completion never prints an error into a shell's prompt."""
+    if not line or not line[0].isdigit():
         return 0
+    words = line[1:]
+    try:
+        for word in candidates(words, int(line[0]), _home_among(words)):
+            print(word)
+    except Exception:  # a damaged catalog, a bug: the shell falls back to its own completion
+        return 1
+    return 0
+
+
+def _home_among(words: list[str]) -> str | None:
+    """``--home DIR`` (or ``--home=DIR``) among the words already typed."""
+    for index, word in enumerate(words):
+        if word == "--home" and index + 1 < len(words):
+            return words[index + 1]
+        if word.startswith("--home="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def _completion(args: argparse.Namespace) -> int:
+    if args.complete is not None:  # --complete after another option: parsed, as argparse can
+        return complete(args.complete)
     if args.shell is None:
-        raise UsageError("name the shell: nodus completion bash, or nodus completion zsh")
+        raise UsageError("name the shell: nodus completion bash, zsh or fish")
     sys.stdout.write(SCRIPTS[args.shell])
     return 0
 
@@ -64,27 +103,38 @@ def _completion(args: argparse.Namespace) -> int:
 def candidates(words: list[str], index: int, home: str | None = None) -> list[str]:
     """The words that may stand at ``words[index]`` (``words[0]`` is ``nodus``), those starting
     with what is typed there; empty when the shell's own file completion fits."""
-    from nodus.cli import build_parser
+    from nodus.cli.parsing import build_parser
 
     typed = words[index] if index < len(words) else ""
-    parser = build_parser([])
-    given: list[str] = []
-    for word in words[1:index]:
-        choices = _subcommands(parser)
-        if word in choices:
-            parser, given = choices[word], []
-        elif not word.startswith("-"):
-            given.append(word)
+    parser, given, options_end = _walk(build_parser([]), words[1:index])
     previous = words[index - 1] if index > 0 else ""
-    if _takes_value(parser, previous):
+    if not options_end and _takes_value(parser, previous):
         return []  # --home DIR, --to DIR, --deadline 10m: the shell's, or free text
-    if typed.startswith("-"):
+    if typed.startswith("-") and not options_end:
         offered = [o for a in parser._actions for o in a.option_strings if a.help != "==SUPPRESS=="]
     elif _subcommands(parser):
         offered = list(_subcommands(parser))
     else:
         offered = _positional(parser, len(given), home)
     return sorted(word for word in set(offered) if word.startswith(typed))
+
+
+def _walk(
+    parser: argparse.ArgumentParser, words: list[str]
+) -> tuple[argparse.ArgumentParser, list[str], bool]:
+    """The parser of the command ``words`` name, the arguments given to it, and whether a
+    bare ``--`` ended its options (every word after it is an argument)."""
+    given: list[str] = []
+    options_end = False
+    for word in words:
+        choices = _subcommands(parser)
+        if word == "--" and not options_end:
+            options_end = True
+        elif word in choices and not options_end:
+            parser, given = choices[word], []
+        elif options_end or not word.startswith("-"):
+            given.append(word)
+    return parser, given, options_end
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

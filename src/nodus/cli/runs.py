@@ -22,6 +22,10 @@ from nodus import protocol
 from nodus.cli import output
 from nodus.schemas.units import human_bytes
 
+WAIT_TIMED_OUT = 124
+"""``runs wait --timeout``'s exit status when the time ran out first: GNU ``timeout``'s, and
+none of the run's own (0, 1, 3, 4) or a refusal's (2)."""
+
 
 def register(commands, groups, common) -> None:
     run = commands.add_parser(
@@ -48,7 +52,11 @@ def register(commands, groups, common) -> None:
     listing = _parser(runs, "list", "recent runs, newest first", common, _list, ref=False)
     listing.add_argument("--limit", type=int, default=50, help="how many runs to show (default 50)")
     listing.add_argument("--offset", type=int, default=0, help="skip this many of the newest")
-    listing.add_argument("--phase", help="only runs in this phase (SUCCEEDED, FAILED, PAUSED, …)")
+    listing.add_argument(
+        "--phase",
+        type=str.upper,  # a phase is one word whatever its case: succeeded = SUCCEEDED
+        help="only runs in this phase (SUCCEEDED, FAILED, PAUSED, …; any case)",
+    )
     listing.add_argument("--name", help="only runs whose name, id or key holds this text")
     listing.add_argument(
         "--tree", action="store_true", help="draw the lineage: each run under its parent"
@@ -60,6 +68,12 @@ def register(commands, groups, common) -> None:
         "--exit-status",
         action="store_true",
         help="exit with the run's status (0, 1, 3, 4) instead of 0",
+    )
+    wait.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help=f"stop waiting after this many seconds: exit {WAIT_TIMED_OUT}, the run goes on",
     )
     _quiet_option(wait)
     _parser(runs, "cancel", "cancel a run (its program is stopped)", common, _cancel)
@@ -223,7 +237,7 @@ def _list(args) -> int:
         output.print_json(runs)
         return 0
     drawn = lineage_tree(runs) if args.tree else [(0, run) for run in runs]
-    rows = [("ID", "KEY", "NAME", "PHASE", "EXIT", "CREATED", "FROM")]
+    rows = [("ID", "KEY", "NAME", "PHASE", "EXIT", "CREATED", "DURATION", "STEP", "LOSS", "FROM")]
     rows += [
         (
             "  " * depth + r["id"],
@@ -232,12 +246,30 @@ def _list(args) -> int:
             r["phase"] + (" (runner gone)" if r["runner"] == "gone" else ""),
             output.text(r["exit_status"]),
             r["created_at"],
+            _duration_text(r),
+            _step_text(r),
+            "-" if r["loss"] is None else f"{r['loss']:.4g}",
             _parent_text(r["parent"]),
         )
         for depth, r in drawn
     ]
     output.table(rows)
     return 0
+
+
+def _duration_text(row: dict) -> str:
+    """``3 min 20 s``; ``-`` for a run no attempt of which started yet."""
+    from nodus.schemas.units import human_duration
+
+    seconds = row["duration_seconds"]
+    return "-" if seconds is None else human_duration(seconds)
+
+
+def _step_text(row: dict) -> str:
+    """``120``, ``capture 3`` (a counted step), or ``-``."""
+    if row["capture"] is not None:
+        return f"capture {row['capture']}"
+    return output.text(row["step"])
 
 
 def _parent_text(parent: dict | None) -> str:
@@ -423,9 +455,14 @@ def _launch_line(launch: dict) -> str:
 
 
 def _wait(args) -> int:
+    from nodus.errors import WaitTimeoutError
     from nodus.inventory.runs import capture_failure_line, phase_line
 
-    data = _waited(args)
+    try:
+        data = _waited(args)
+    except WaitTimeoutError as error:
+        output.say(str(error))
+        return WAIT_TIMED_OUT
     if args.json:
         output.print_json(data)
     else:
@@ -434,6 +471,20 @@ def _wait(args) -> int:
         if failed:
             output.say(failed)
     return data["exit_status"] if args.exit_status else 0
+
+
+def _seconds(text: str) -> float:
+    """``--timeout``'s value: seconds, a number 0 or more."""
+    import argparse
+    import math
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not seconds >= 0 or math.isinf(seconds):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds, 0 or more")
+    return seconds
 
 
 def _waited(args) -> dict[str, Any]:
@@ -448,7 +499,8 @@ def _waited(args) -> dict[str, Any]:
 
     live = output.LiveLine(line)
     with live:
-        return output.client(args, say=live.say if live.enabled else output.say).wait(args.run)
+        said = live.say if live.enabled else output.say
+        return output.client(args, say=said).wait(args.run, timeout=args.timeout)
 
 
 def _cancel(args) -> int:

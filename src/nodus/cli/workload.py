@@ -20,6 +20,11 @@ def register(commands: Any, groups: dict[str, Any], common: argparse.ArgumentPar
         description="Check a workload file against every rule; exit 2 listing all problems.",
     )
     validate.add_argument("file", metavar="FILE", help="the workload file (TOML)")
+    validate.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document: every problem with its path, value and fix",
+    )
     validate.set_defaults(handler=_validate)
 
     resolve = commands.add_parser(
@@ -59,6 +64,8 @@ def _validate(args: argparse.Namespace) -> int:
     from nodus.schemas.loader import resolve_file
     from nodus.stages.directory import capture_plan
 
+    if args.json:
+        return _validate_json(args.file)
     stages = resolve_file(args.file).stages
     count = len(stages)
     print(f"{args.file}: ok ({count} stage{'' if count == 1 else 's'})")
@@ -70,6 +77,46 @@ def _validate(args: argparse.Namespace) -> int:
     for warning in protection_warnings(stages):  # what can be told before it runs
         output.say(warning)
     return 0
+
+
+def _validate_json(file: str) -> int:
+    """``validate --json``: the same checks and exit status as the text, as one document on
+    stdout: ``{valid: false, file, problems[{path, value, fix, suggestion}]}``, or for a valid
+    file ``{valid: true, file, name, stages[{name, mode, captures, plan}], warnings}``."""
+    from nodus.errors import NodusError, Problem, WorkloadError
+    from nodus.schemas.loader import resolve_file
+    from nodus.stages.directory import capture_plan
+
+    try:
+        resolved = resolve_file(file)
+    except WorkloadError as error:
+        return _print_refusal(file, error.problems, error.exit_status)
+    except NodusError as error:  # refused outside the file's rules: said as a problem too
+        return _print_refusal(file, [Problem("", str(error))], error.exit_status)
+    stages = [
+        {
+            "name": stage.name,
+            "mode": stage.continuity.mode,
+            "captures": list(stage.continuity.checkpoint_paths),
+            "plan": capture_plan(stage),
+        }
+        for stage in resolved.stages
+    ]
+    warnings = [text.removeprefix("warning: ") for text in protection_warnings(resolved.stages)]
+    document = {"valid": True, "file": file, "name": resolved.name}
+    _print_document({**document, "stages": stages, "warnings": warnings})
+    return 0
+
+
+def _print_refusal(file: str, problems: list[Any], status: int) -> int:
+    problem_dicts = [problem.to_dict() for problem in problems]
+    _print_document({"valid": False, "file": file, "problems": problem_dicts})
+    return status
+
+
+def _print_document(data: dict[str, Any]) -> None:
+    """A value that JSON has no type for (a TOML date) is written as its repr."""
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=repr))
 
 
 def protection_warnings(stages: Any) -> list[str]:

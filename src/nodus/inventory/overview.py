@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from nodus.errors import NodusError, UsageError
+from nodus.inventory.glance import run_duration
 from nodus.inventory.refs import Lookup
 from nodus.inventory.runs import run_summary
-from nodus.runner.catalog.connection import stamp_seconds
 from nodus.runner.catalog.phases import Phase
 
 __all__ = ["check_filters", "runs_page"]
@@ -73,7 +73,7 @@ def _row(home: str, run: Any, stages: list[dict], newest: dict | None, stored: d
         **run_summary(run, home),
         "started_at": started,
         "finished_at": run.finished_at,
-        "duration_seconds": _duration(started, run.finished_at, run.updated_at, run.phase),
+        "duration_seconds": run_duration(started, run.finished_at, run.updated_at, run.phase),
         "stages": [
             {
                 "name": s["name"],
@@ -96,18 +96,6 @@ def _row(home: str, run: Any, stages: list[dict], newest: dict | None, stored: d
         },
         "stored": stored or {"snapshots": 0, "bytes": 0},
     }
-
-
-def _duration(started: str | None, finished: str | None, updated: str, phase: Phase) -> float:
-    """Seconds from the first attempt's start to the end (or to now, while it goes on)."""
-    import time
-
-    if started is None:
-        return 0.0
-    end = stamp_seconds(finished) if finished else None
-    if end is None:
-        end = time.time() if not Phase(phase).stopped else stamp_seconds(updated)
-    return round(max(end - stamp_seconds(started), 0.0), 1)
 
 
 def _stored(lookup: Lookup, runs: list[Any]) -> dict[str, dict[str, int]]:

@@ -203,7 +203,7 @@ def progress_json(home: str, run: Run, events: list[dict[str, Any]]) -> dict[str
     if not current:
         return {"stage": None, "attempt": None, **_NO_PROGRESS, "newest_snapshot": snapshot}
     stage, attempt = current[-1]
-    read = _read_progress(home, run.id, stage, stamp_seconds(attempt["started_at"]))
+    read = read_progress(home, run.id, stage, stamp_seconds(attempt["started_at"]))
     data = dict(_NO_PROGRESS)
     if read is not None:
         left = None
@@ -270,7 +270,7 @@ _NO_PROGRESS: dict[str, Any] = {
 }
 
 
-def _read_progress(home: str, run_id: str, stage: str, since: float) -> protocol.Progress | None:
+def read_progress(home: str, run_id: str, stage: str, since: float) -> protocol.Progress | None:
     """The attempt's progress.json; None without one, or one left by an earlier attempt."""
     from nodus.runner.workspace.layout import Workspace
 

@@ -79,11 +79,26 @@ def _problem(detail: ErrorDetails, root: type[BaseModel]) -> Problem:
     loc = tuple(detail["loc"])
     kind = detail["type"]
     if kind == "extra_forbidden":
-        return Problem(field_path(loc), _unknown_key(root, loc))
+        message, suggestion = _unknown_key(root, loc)
+        return Problem(field_path(loc), message, suggestion=suggestion)
     if kind == "missing":
         return Problem(field_path(loc), "required")
     shown = not _in_env(loc)
-    return Problem(field_path(loc), _rule(detail), detail.get("input"), has_value=shown)
+    meant = _meant_choice(detail) if shown else None
+    return Problem(
+        field_path(loc), _rule(detail), detail.get("input"), has_value=shown, suggestion=meant
+    )
+
+
+def _meant_choice(detail: ErrorDetails) -> str | None:
+    """The allowed value closest to a mistyped one (``checkpointd`` → ``checkpointed``)."""
+    found = detail.get("input")
+    expected = (detail.get("ctx") or {}).get("expected")
+    if detail["type"] not in ("literal_error", "enum") or not isinstance(found, str):
+        return None
+    allowed = re.findall(r"'([^']*)'", str(expected or ""))
+    nearest = difflib.get_close_matches(found, allowed, n=1, cutoff=0.6)
+    return nearest[0] if nearest else None
 
 
 def _in_env(loc: tuple[Any, ...]) -> bool:
@@ -111,21 +126,22 @@ def _rule(detail: ErrorDetails) -> str:
         return template
 
 
-def _unknown_key(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
+def _unknown_key(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, str | None]:
+    """The rule for a key no model takes, and the key meant where a close one exists."""
     key = str(loc[-1])
     if len(key) > _MAX_ECHOED:  # a key is echoed as written: never a megabyte of it
-        return f"unknown key of {len(key)} characters"
+        return f"unknown key of {len(key)} characters", None
     if key in _REMOVED_KEYS:
-        return _REMOVED_KEYS[key]
+        return _REMOVED_KEYS[key], None
     model = _model_at(root, loc[:-1])
     valid = sorted(model.model_fields) if model else []
     if key in root.model_fields and model is not root:
-        return f"unknown key here: '{key}' belongs at the top level of the file"
+        return f"unknown key here: '{key}' belongs at the top level of the file", None
     nearest = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
     if nearest:
-        return f"unknown key '{key}'; did you mean '{nearest[0]}'?"
+        return f"unknown key '{key}'; did you mean '{nearest[0]}'?", nearest[0]
     listed = ", ".join(valid)
-    return f"unknown key '{key}'" + (f"; valid keys here: {listed}" if listed else "")
+    return f"unknown key '{key}'" + (f"; valid keys here: {listed}" if listed else ""), None
 
 
 def _model_at(root: type[BaseModel], loc: Iterable[Any]) -> type[BaseModel] | None:
