@@ -40,12 +40,13 @@ demo: $(STAMP)
 	bash examples/quickstart/demo.sh
 
 # Headless Chromium and its ChromeDriver (Debian's packages) for tests/ui's page tests (the
-# live ones drive it through WebDriver); installed once.
+# live ones drive it through WebDriver), and fish for the completion script's test in a real
+# fish; installed once.
 chromium:
-	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || { \
-		echo "== chromium chromium-driver (tests/ui) …"; \
+	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver && command -v fish >/dev/null || { \
+		echo "== chromium chromium-driver fish (tests/ui, tests/test_completion.py) …"; \
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
-		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium chromium-driver; }
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium chromium-driver fish; }
 
 # Two workers on two cores. Three are 15 % faster now that each training process runs one
 # thread (tests/conftest.py), but the extra load lets a paused program train on further than
