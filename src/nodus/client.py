@@ -298,6 +298,15 @@ class Client:
         found = lookup.run(run)
         return series_json(collect(lookup.store_of_run(found), lookup.catalog, found))
 
+    def run_metrics(self, runs: list[str]) -> dict[str, dict[str, Any]]:
+        """Per run id, its headline metric (loss, else reward) at its newest and its best
+        snapshot and each snapshot's metrics and time (``nodus ui``'s runs and models lists),
+        from one listing per store."""
+        from nodus.inventory.metric_summary import run_metrics
+
+        catalog = self._catalog()
+        return run_metrics(self._lookup(), [catalog.get_run(run) for run in runs])
+
     @staticmethod
     def phases() -> list[str]:
         """Every phase a run can be in, in the order a run moves through them."""
