@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from nodus.inventory.metric_summary import headline, summarize
+from nodus.inventory.metric_summary import curve_summary, headline, logged_at, summarize
 from nodus.ui.charts import ChartOptions, Line, curve_chart, duration_text, ema, log_ticks
 from nodus.ui.pages.lineage_models import metrics_words
 from nodus.ui.pages.metrics import CSV_HEADER, chart_options, csv_text, step_time
@@ -141,3 +141,35 @@ def test_a_log_chart_leaves_out_what_it_cannot_draw_and_says_so():
     drawn = curve_chart("loss", [line], [], ChartOptions(log=True))
     assert drawn.count('class="pt"') == 2 and "1 point(s) ≤ 0 not drawn" in drawn
     assert '<text class="label y"' in drawn and "loss (log scale)" in drawn
+
+
+SERIES = [
+    {"stage": "sft", "curves": {"loss": [[5, 0.9], [10, 0.5]], "lr": [[10, 1e-4]]}},
+    {"stage": "export", "curves": {}},
+]
+
+
+@pytest.mark.parametrize(
+    ("stage", "step", "values"),
+    [
+        ("sft", 7, {"loss": 0.9}),  # the newest point at or before the step
+        ("sft", 12, {"loss": 0.5, "lr": 1e-4}),
+        ("sft", 3, {}),  # before anything was logged
+        ("export", 10, {}),
+        ("sft", None, {}),  # a counted snapshot has no step on the curves
+    ],
+)
+def test_what_was_logged_when_a_snapshot_was_saved(stage, step, values):
+    assert logged_at(SERIES, stage, step) == values
+
+
+def test_a_runs_summary_is_its_last_stage_that_logged_a_loss():
+    assert curve_summary(SERIES) == {
+        "metric": "loss",
+        "newest": 0.5,
+        "newest_step": 10,
+        "best": 0.5,
+        "best_step": 10,
+        "stage": "sft",
+    }
+    assert curve_summary([]) is None

@@ -1,10 +1,11 @@
-"""The metrics the page's lists compare: per run, its headline metric (loss, else reward) at
-its newest snapshot and at its best one, and each snapshot's metrics and commit time.
+"""The metrics the page's lists compare: per run, its headline metric (loss, else reward),
+newest and best over every logged step, and each snapshot's metrics and commit time.
 
-Read from the snapshots' manifests (the metrics the program had logged at each save), from one
-listing per store, as :mod:`nodus.inventory.overview` counts bytes: a page of 100 runs costs no
-read of any program's logs. What it says is therefore "at a snapshot": the best loss a run can
-be restored to, not a value logged between two saves (the metrics page draws those).
+The curves are :mod:`nodus.inventory.plot`'s (what ``runs plot`` and the metrics page draw:
+the Trainer's log history in the newest snapshot, or what the attempts logged). A stopped run's
+curves no longer change, so they are kept in ``cache`` (the caller's, e.g. the page's client)
+and read once; a run that goes on is read again each time. The snapshots come from one
+listing per store, as :mod:`nodus.inventory.overview` counts bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from nodus.store.restorable import current
 if TYPE_CHECKING:
     from nodus.inventory.refs import Lookup
 
-__all__ = ["HEADLINES", "headline", "run_metrics", "summarize"]
+__all__ = [
+    "HEADLINES",
+    "curve_summary",
+    "headline",
+    "logged_at",
+    "run_metrics",
+    "summarize",
+]
 
 # The metric a list compares runs by, in order of preference, and which way is better.
 HEADLINES = (("loss", min), ("reward", max))
@@ -50,41 +58,88 @@ def summarize(points: list[tuple[int, dict[str, Any]]]) -> dict[str, Any] | None
     }
 
 
-def run_metrics(lookup: Lookup, runs: list[Any]) -> dict[str, dict[str, Any]]:
-    """Per run id: ``summary`` (:func:`summarize` over its snapshots with a step, or None) and
-    ``snapshots`` (``{id: {stage, attempt, step, created, metrics}}``; a counted one's step None), every current snapshot), from one
-    listing per store; a run whose store cannot be read is left out."""
+def curve_summary(series: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """:func:`summarize` over the curves of :func:`nodus.inventory.plot.series_json`: the
+    last stage that logged a headline metric (a fine-tune's, not its export's), named."""
+    for stage in reversed(series):
+        by_step: dict[int, dict[str, Any]] = {}
+        for name, points in stage["curves"].items():
+            for step, value in points:
+                by_step.setdefault(step, {})[name] = value
+        found = summarize(sorted(by_step.items()))
+        if found is not None:
+            return {**found, "stage": stage["stage"]}
+    return None
+
+
+def logged_at(series: list[dict[str, Any]], stage: str | None, step: int | None) -> dict[str, Any]:
+    """Each curve's value at ``step`` of ``stage`` (its newest point at or before it): what
+    the program had logged when a snapshot without metrics of its own was saved."""
+    if step is None:
+        return {}
+    values = {}
+    for one in series:
+        if one["stage"] != stage:
+            continue
+        for name, points in one["curves"].items():
+            before = [value for at, value in points if at <= step]
+            if before:
+                values[name] = before[-1]
+    return values
+
+
+def run_metrics(
+    lookup: Lookup, runs: list[Any], cache: dict[tuple[str, str], Any]
+) -> dict[str, dict[str, Any]]:
+    """Per run id: ``summary`` (:func:`curve_summary`, or None) and ``snapshots``
+    (``{id: {stage, attempt, step, created, metrics, logged}}``, every current snapshot: a
+    counted one's step None; ``logged``: :func:`logged_at` its step); a run whose store
+    cannot be read has no snapshots."""
+    snapshots = _snapshots(lookup, runs)
+    out = {}
+    for run in runs:
+        series = _curves(lookup, run, cache)
+        mine = snapshots.get(run.id, {})
+        for snap in mine.values():
+            snap["logged"] = logged_at(series, snap["stage"], snap["step"])
+        out[run.id] = {"summary": curve_summary(series), "snapshots": mine}
+    return out
+
+
+def _curves(lookup: Lookup, run: Any, cache: dict[tuple[str, str], Any]) -> list[dict[str, Any]]:
+    from nodus.inventory.plot import collect, series_json
+
+    key = (run.id, str(run.updated_at))
+    if key in cache:
+        return list(cache[key])
+    try:
+        found = series_json(collect(lookup.store_of_run(run), lookup.catalog, run))
+    except (NodusError, OSError):  # nothing logged or saved yet, or a store out of reach
+        found = []
+    if run.phase.stopped:  # its curves are final
+        cache[key] = found
+    return found
+
+
+def _snapshots(lookup: Lookup, runs: list[Any]) -> dict[str, dict[str, Any]]:
     wanted: dict[str, set[str]] = {}
     for run in runs:
         wanted.setdefault(lookup.explicit_store or run.store, set()).add(run.id)
-    found: dict[str, list[Any]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for url, ids in wanted.items():
         try:
             manifests = lookup.store(url).list(role=None)
         except (NodusError, OSError):  # an unreachable store: its runs' cells stay empty
             continue
-        for manifest in current(manifests):
-            if manifest.run in ids:
-                found.setdefault(manifest.run, []).append(manifest)
-    out = {}
-    for run_id, manifests in found.items():
-        stepped = sorted(
-            (m for m in manifests if m.step is not None and not m.counted),
-            key=lambda m: (m.step, m.created),
-        )
-        out[run_id] = {
-            "summary": summarize([(m.step, m.metrics) for m in stepped]),
-            "snapshots": {
-                m.id: {
+        for m in current(manifests):
+            if m.run in ids:
+                out.setdefault(m.run, {})[m.id] = {
                     "stage": m.stage,
                     "attempt": m.attempt,
                     "step": None if m.counted else m.step,
                     "created": m.created,
                     "metrics": dict(m.metrics),
                 }
-                for m in manifests
-            },
-        }
     return out
 
 

@@ -72,7 +72,8 @@ MODEL_HEADER = (
 
 def models_page(client: Client) -> Page:
     """The model registry: every version with its aliases, where it came from, the snapshot
-    its weights are (a link to it on its run's page) and that snapshot's metrics."""
+    its weights are (a link to it on its run's page) and that snapshot's metrics (else the
+    values its program had logged at that step)."""
     models = client.models()
     known = client.run_metrics(sorted({m["run"] for m in models})) if models else {}
     rows = [
@@ -104,10 +105,17 @@ def _model_row(model: dict[str, Any], snapshot: dict[str, Any] | None) -> Markup
         ),
         tag("td", {"class": "num"}, model["step"]),
         tag("td", {"class": "num"}, "–" if model["epoch"] is None else f"{model['epoch']:.2f}"),
-        tag("td", None, metrics_words(snapshot["metrics"] if snapshot else {})),
+        tag("td", None, metrics_words(_metrics(snapshot))),
         tag("td", {"class": "num"}, human_bytes(model["bytes"] or 0)),
         tag("td", None, when(model["registered_at"])),
     )
+
+
+def _metrics(snapshot: dict[str, Any] | None) -> dict[str, Any]:
+    """The snapshot's own metrics, else what its program had logged at its step."""
+    if snapshot is None:
+        return {}
+    return snapshot["metrics"] or snapshot["logged"]
 
 
 def metrics_words(metrics: dict[str, Any]) -> str:
