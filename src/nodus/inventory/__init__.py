@@ -24,6 +24,7 @@ Its modules import nothing heavy at module level.
     progress.py   a one-line progress bar for long transfers, on a terminal only
     narration.py  what happens to a run (interruptions, recoveries, snapshots), said as it happens
     overview.py   ``nodus ui``'s runs table: a page of runs with their newest snapshot and bytes
+    metric_summary.py  ``nodus ui``'s lists: a run's newest and best loss (or reward)
     output.py     a run's program output per attempt, from an offset (``nodus ui`` follows it)
 """
 

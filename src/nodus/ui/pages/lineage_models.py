@@ -10,7 +10,8 @@ from urllib.parse import quote, urlencode
 from nodus.client import Client
 from nodus.schemas.units import human_bytes
 from nodus.ui.html import Markup, join, tag
-from nodus.ui.pages.layout import STOPPED, Page, metric_text, phase_badge, run_href, table, when
+from nodus.ui.pages.layout import STOPPED, Page, metric_text, phase_badge, run_href, table
+from nodus.ui.pages.runs import zoned
 
 __all__ = ["MODEL_HEADER", "lineage_page", "metrics_words", "models_page"]
 
@@ -107,7 +108,7 @@ def _model_row(model: dict[str, Any], snapshot: dict[str, Any] | None) -> Markup
         tag("td", {"class": "num"}, "–" if model["epoch"] is None else f"{model['epoch']:.2f}"),
         tag("td", None, metrics_words(_metrics(snapshot))),
         tag("td", {"class": "num"}, human_bytes(model["bytes"] or 0)),
-        tag("td", None, when(model["registered_at"])),
+        tag("td", None, zoned(model["registered_at"])),
     )
 
 

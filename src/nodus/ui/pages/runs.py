@@ -104,11 +104,12 @@ def _metric_cells(summary: dict[str, Any] | None) -> list[Markup]:
 
 
 def _number_cell(text: str, key: float | None) -> Markup:
-    return tag("td", {"class": "num", "data_sort": "" if key is None else repr(key)}, text)
+    return tag("td", {"class": "num nowrap", "data_sort": "" if key is None else repr(key)}, text)
 
 
-def zoned(stamp: str | None) -> str:
-    """A catalog time with its zone: the catalog keeps UTC, so the page says so."""
+def zoned(stamp: str | float | None) -> str:
+    """A catalog time (or seconds since the epoch) with its zone: both are UTC, so the page
+    says so."""
     text = when(stamp)
     return text if text == "–" or text.endswith(("UTC", "Z")) else f"{text} UTC"
 
