@@ -15,6 +15,7 @@ from nodus.ui.charts import ChartOptions, Line, curve_chart, duration_text, ema,
 from nodus.ui.pages.lineage_models import metrics_words
 from nodus.ui.pages.metrics import CSV_HEADER, chart_options, csv_text, step_time
 from nodus.ui.pages.runs import zoned
+from nodus.ui.server import route
 
 
 @pytest.mark.parametrize(
@@ -173,3 +174,16 @@ def test_a_runs_summary_is_its_last_stage_that_logged_a_loss():
         "stage": "sft",
     }
     assert curve_summary([]) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "page"),
+    [
+        ("/runs/run_1/metrics.csv", ("csv", ("run_1",))),
+        ("/runs/run_1/metrics", ("metrics", ("run_1",))),
+        ("/runs/run_1/metrics.json", None),
+        ("/runs/../metrics.csv", None),
+    ],
+)
+def test_the_csv_has_its_own_route(path, page):
+    assert route(path) == page

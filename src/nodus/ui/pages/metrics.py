@@ -73,7 +73,9 @@ def metrics_page(
     if other:
         runs.append(client.get(other))
     series = [client.metrics(run["id"]) for run in runs]
-    clocks = _clocks(client, runs) if options.time else [None] * len(runs)
+    clocks: list[_Clock | None] = [None] * len(runs)
+    if options.time:
+        clocks = _clocks(client, runs)
     names: list[str] = []
     for one in series:
         for stage in one:
