@@ -14,9 +14,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from test_ui_live import started
 from webdriver import Browser
 
+from conftest import Home, UiProcess, _committed
 from nodus.client import Client
+from nodus.runner.catalog.core import Catalog
+from polling import wait_for
 
 pytestmark = pytest.mark.slow  # real runs, then a browser
 
@@ -125,6 +129,7 @@ def test_choosing_a_log_scale_changes_the_ticks(runs_home, ui, browser):
     )
     assert logged != linear
     assert texts(browser, 'figure[data-metric="loss"] text.label.y') == ["loss (log scale)"]
+    keep_screenshot(browser, "ui-metrics-log.png")
 
 
 def test_smoothing_draws_the_smoothed_line_over_the_faint_raw_one(runs_home, ui, browser):
@@ -187,6 +192,19 @@ def test_a_click_on_a_heading_sorts_the_runs(runs_home, ui, browser):
     click(browser, f"table.runs th:nth-child({name + 1})")
     names = browser.run(column, name)
     assert names == sorted(names)
+    browser.run("document.querySelector('table.runs').dataset.old = '1'")
+    browser.wait(  # the table refreshed itself (every 2 s): the order is kept
+        "const t = document.querySelector('table.runs'); return t && !t.dataset.old",
+        what="the runs table refreshed",
+    )
+    assert browser.run(column, name) == names
+    assert (
+        browser.run(
+            f"return document.querySelector('table.runs th:nth-child({name + 1})')"
+            ".getAttribute('aria-sort')"
+        )
+        == "ascending"
+    )
     started = browser.run(column, headings.index("started"))
     assert all(s.endswith(" UTC") for s in started)
     keep_screenshot(browser, "ui-runs-sorted.png")
@@ -220,3 +238,34 @@ def test_each_model_version_shows_its_metrics_and_links_its_snapshot(runs_home, 
     )
     browser.get(recovered["href"])  # the run's page, where its snapshots are listed
     assert recovered["snapshot"] in browser.run("return document.body.textContent")
+
+
+@pytest.fixture(scope="module")
+def going(tmp_path_factory):
+    """A home of its own for a run that goes on while its page is open, and its ``nodus ui``."""
+    root = tmp_path_factory.mktemp("ui-charts-live")
+    home = Home(root / "home", root / "code", {})
+    home.code.mkdir(parents=True)
+    server = UiProcess(home.path)
+    yield home, server
+    server.stop()
+
+
+def test_a_running_runs_refresh_keeps_what_the_reader_types_in_the_controls(going, browser):
+    home, server = going
+    with started(home, "typing", steps=20) as (run_id, _hold):
+        catalog = Catalog(str(home.path))
+        wait_for(lambda: _committed(catalog, run_id), what="its first save")
+        browser.get(f"{server.base}/runs/{run_id}/metrics")  # held after its save: RUNNING
+        ref = element(browser, 'input[name="with"]')[ELEMENT]
+        browser._call("POST", f"/session/{browser.session}/element/{ref}/value", {"text": "run_"})
+        browser.run("document.querySelector('div.charts').dataset.old = '1'")
+        browser.wait(
+            "const c = document.querySelector('div.charts'); return c && !c.dataset.old",
+            what="the charts refreshed while the run goes on",
+        )
+        kept = browser.run(
+            "const i = document.querySelector('input[name=with]');"
+            "return [i.value, document.activeElement === i];"
+        )
+        assert kept == ["run_", True]  # typing goes on where it was

@@ -176,10 +176,33 @@
     if (svg && !svg.contains(event.relatedTarget)) hideValues(svg);
   });
 
+  // A running run's metrics page is refreshed every 2 s: the chart choices being typed or
+  // picked are kept (the old form put back, and its focus) rather than reset under the reader.
+  var focused = null;
+  document.addEventListener("focusin", function (event) {
+    focused = event.target.closest && event.target.closest("form.chart-controls")
+      ? event.target : null;
+  });
+
+  function keepControls(mutations) {
+    mutations.forEach(function (mutation) {
+      Array.prototype.forEach.call(mutation.removedNodes, function (node) {
+        var fresh = document.querySelector("#live form.chart-controls");
+        var mine = node.dataset && node.dataset.dropped; // the form put aside here: not again
+        if (!mine && node.matches && node.matches("form.chart-controls") && fresh) {
+          fresh.dataset.dropped = "1";
+          fresh.replaceWith(node);
+          if (focused && node.contains(focused)) focused.focus();
+        }
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     var live = document.getElementById("live");
     if (!live) return;
-    new MutationObserver(function () {
+    new MutationObserver(function (mutations) {
+      keepControls(mutations);
       live.querySelectorAll("table.sortable").forEach(applySort);
     }).observe(live, { childList: true });
   });
