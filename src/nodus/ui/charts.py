@@ -30,7 +30,7 @@ WIDTH = 760  # the attempts' timeline
 # A curve chart's drawing box: CSS stretches it to its column (two columns on a wide window,
 # one on a narrow one), so text is drawn near its size on a common screen.
 CHART_WIDTH, CHART_HEIGHT = 640, 260
-_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 14, 12, 44
+_LEFT, _RIGHT, _TOP, _BOTTOM = 76, 16, 12, 44
 PALETTE = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#be123c")
 
 
