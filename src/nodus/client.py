@@ -85,6 +85,7 @@ class Client:
         self._say_snapshots = say_snapshots
         self._open_catalog: Catalog | None = None
         self._open_lookup: Lookup | None = None
+        self._summaries: dict[tuple[str, str], Any] = {}  # stopped runs' curves (run_metrics)
 
     def close(self) -> None:
         """Close the catalog connection (the client opens it again when used)."""
@@ -305,6 +306,16 @@ class Client:
         lookup = self._lookup()
         found = lookup.run(run)
         return series_json(collect(lookup.store_of_run(found), lookup.catalog, found))
+
+    def run_metrics(self, runs: list[str]) -> dict[str, dict[str, Any]]:
+        """Per run id, its headline metric (loss, else reward): newest and best over every
+        logged step (``summary``), and each snapshot's metrics and time (``snapshots``), for
+        ``nodus ui``'s runs and models lists. A stopped run's curves are read once per client."""
+        from nodus.inventory.metric_summary import run_metrics
+
+        catalog = self._catalog()
+        found = [catalog.get_run(run) for run in runs]
+        return run_metrics(self._lookup(), found, self._summaries)
 
     @staticmethod
     def phases() -> list[str]:

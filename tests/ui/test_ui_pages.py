@@ -32,6 +32,8 @@ HEADER = (
     "attempts",
     "recoveries",
     "newest snapshot",
+    "loss: newest",
+    "loss: best",
     "stored",
 )
 MODEL_HEADER = (
@@ -40,8 +42,10 @@ MODEL_HEADER = (
     "aliases",
     "origin",
     "run",
+    "snapshot",
     "step",
     "epoch",
+    "metrics",
     "size",
     "registered",
 )

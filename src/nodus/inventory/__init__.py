@@ -25,6 +25,7 @@ Its modules import nothing heavy at module level.
     narration.py  what happens to a run (interruptions, recoveries, snapshots), said as it happens
     overview.py   ``nodus ui``'s runs table: a page of runs with their newest snapshot and bytes
     glance.py     ``nodus runs list``'s duration, step and newest loss: no store opened
+    metric_summary.py  ``nodus ui``'s lists: a run's newest and best loss (or reward)
     output.py     a run's program output per attempt, from an offset (``nodus ui`` follows it)
 """
 

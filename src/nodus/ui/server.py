@@ -52,7 +52,7 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
-_RUN = re.compile(r"/runs/([^/]+)(/metrics)?")
+_RUN = re.compile(r"/runs/([^/]+)(/metrics|/metrics\.csv)?")
 _log = logging.getLogger("nodus.ui")
 
 
@@ -87,7 +87,8 @@ def access_token(host: str, given: str | None, environ: dict[str, str]) -> str |
 
 def route(path: str) -> tuple[str, tuple[str, ...]] | None:
     """The page a path names and its arguments, or None (404): ``/``, ``/runs/REF``,
-    ``/runs/REF/metrics``, ``/lineage``, ``/models``, ``/api/output`` and the assets."""
+    ``/runs/REF/metrics``, ``/runs/REF/metrics.csv``, ``/lineage``, ``/models``,
+    ``/api/output`` and the assets."""
     if path in ("/", "/lineage", "/models", "/api/output"):
         return {"/": "runs", "/lineage": "lineage", "/models": "models"}.get(path, "output"), ()
     if path in ASSETS:
@@ -96,7 +97,8 @@ def route(path: str) -> tuple[str, tuple[str, ...]] | None:
     if found and found.group(1) not in (".", ".."):
         # A run reference is looked up in the catalog, never used as a path: a key written
         # with spaces arrives percent-encoded, as the page's own links encode it.
-        return ("metrics" if found.group(2) else "run"), (unquote(found.group(1)),)
+        page = {None: "run", "/metrics": "metrics", "/metrics.csv": "csv"}[found.group(2)]
+        return page, (unquote(found.group(1)),)
     return None
 
 
@@ -197,11 +199,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             data = json.dumps(piece).encode()
             self._send(HTTPStatus.OK, data, "application/json", body)
             return
+        if name == "csv":
+            self._csv(*pages.metrics_csv(client, args[0]), body)
+            return
         builders: dict[str, Callable[[], pages.Page]] = {
             "runs": lambda: pages.runs_page(client, query),
             "run": lambda: pages.run_page(client, args[0]),
             "metrics": lambda: pages.metrics_page(
-                client, args[0], query.get("with") or None, every=bool(query.get("all"))
+                client,
+                args[0],
+                query.get("with") or None,
+                every=bool(query.get("all")),
+                options=pages.chart_options(query),
             ),
             "lineage": lambda: pages.lineage_page(client),
             "models": lambda: pages.models_page(client),
@@ -220,6 +229,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         live["fragment"] = "1"
         document = page.document(self._path_only() + "?" + urlencode(live))
         self._send(HTTPStatus.OK, document.encode(), "text/html; charset=utf-8", body)
+
+    def _csv(self, text: str, filename: str, body: bool) -> None:
+        """A download: the name is a run id (letters, digits, ``-``), quoted all the same."""
+        disposition = f'attachment; filename="{filename.replace(chr(34), "")}"'
+        extra = {"Content-Disposition": disposition}
+        self._send(HTTPStatus.OK, text.encode(), "text/csv; charset=utf-8", body, extra=extra)
 
     def _path_only(self) -> str:
         return urlsplit(self.path).path

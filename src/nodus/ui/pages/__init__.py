@@ -9,14 +9,24 @@ control that changes a run.
     runs.py            ``/``: every run, a page at a time, filtered by phase and name
     run.py             ``/runs/RUN``: a run's facts, failures in words, its attempts' timeline
     run_tables.py      a run's attempts, snapshots, uploads, output (followed live) and events
-    metrics.py         ``/runs/RUN/metrics``: the metric curves, one line per attempt, overlays
+    metrics.py         ``/runs/RUN/metrics``: the metric curves, one line per attempt, overlays,
+                       smoothing, log scale, a time axis; ``metrics.csv``: every series
     lineage_models.py  ``/lineage`` (runs under the runs they started from) and ``/models``
 """
 
 from nodus.ui.pages.layout import Page
 from nodus.ui.pages.lineage_models import lineage_page, models_page
-from nodus.ui.pages.metrics import metrics_page
+from nodus.ui.pages.metrics import chart_options, metrics_csv, metrics_page
 from nodus.ui.pages.run import run_page
 from nodus.ui.pages.runs import runs_page
 
-__all__ = ["Page", "lineage_page", "metrics_page", "models_page", "run_page", "runs_page"]
+__all__ = [
+    "Page",
+    "chart_options",
+    "lineage_page",
+    "metrics_csv",
+    "metrics_page",
+    "models_page",
+    "run_page",
+    "runs_page",
+]
