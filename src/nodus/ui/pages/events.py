@@ -92,7 +92,7 @@ def events_section(events: list[dict[str, Any]]) -> Markup:
     """The heading, the type filter, and the table."""
     shown = events[-MAX_EVENTS:]
     counts = Counter(event["type"] for event in shown)
-    heading = tag("h2", None, f"Events ({len(events)})")
+    heading = tag("h2", {"id": "events"}, f"Events ({len(events)})")
     if not shown:
         return join([heading, tag("p", {"class": "empty"}, "No events.")])
     note = (

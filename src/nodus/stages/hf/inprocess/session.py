@@ -13,6 +13,7 @@ the identity of the checkpoint it resumes from.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -81,10 +82,10 @@ class Session:
             # Once per attempt (a program may call train() again): what `nodus ui` shows as
             # the training arguments of this attempt.
             self.arguments_said = True
-            self.control.write_event(
-                protocol.EVENT_TRAINING_ARGUMENTS,
-                {"arguments": identities.argument_values(self.trainer.args)},
-            )
+            # Every field, paths and reporting included (the identity's view leaves those
+            # out); TrainingArguments.to_dict() masks its *_token fields already.
+            shown = json.loads(json.dumps(self.trainer.args.to_dict(), default=str))
+            self.control.write_event(protocol.EVENT_TRAINING_ARGUMENTS, {"arguments": shown})
         if path is not None:
             self.collation_restore = collations.read(path, self.world.rank)
         if self.settings.auto_cadence and self.world.leader:  # rank 0 decides every save
