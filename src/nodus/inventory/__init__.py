@@ -25,6 +25,7 @@ Its modules import nothing heavy at module level.
     narration.py  what happens to a run (interruptions, recoveries, snapshots), said as it happens
     overview.py   ``nodus ui``'s runs table: a page of runs with their newest snapshot and bytes
     output.py     a run's program output per attempt, from an offset (``nodus ui`` follows it)
+    resources.py  a running attempt's CPU and memory (``/proc``) and its machine's GPUs
 """
 
 from nodus.inventory.refs import Located, Lookup, SnapshotRef, parse_ref

@@ -125,11 +125,10 @@ def _stored(stored: dict[str, Any]) -> str:
     """``8 checkpoints, the source and the outputs: 12.1 KiB`` — what the store holds of the run,
     each role named (the source is no checkpoint the Snapshots table would list)."""
     roles = dict(stored.get("roles") or {})
-    said = [_counted(roles.pop("checkpoint", 0), "checkpoint")]
-    said += ["the source" if roles.pop("source", 0) else None]
-    said += ["the outputs" if roles.pop("outputs", 0) else None]
-    said += [_counted(count, role) for role, count in sorted(roles.items())]
-    named = [words for words in said if words]
+    named = [_counted(roles.pop("checkpoint", 0), "checkpoint")]
+    named += ["the source"] if roles.pop("source", 0) else []
+    named += ["the outputs"] if roles.pop("outputs", 0) else []
+    named += [_counted(count, role) for role, count in sorted(roles.items())]
     listed = ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else named[0]
     return f"{listed}: {human_bytes(stored['bytes'])}"
 
