@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -16,7 +17,7 @@ from nodus.inventory.resources import CpuMeter, attempt_use, cpu_percent, parse_
 from nodus.ui.pages.banner import banner
 from nodus.ui.pages.events import Group, detail_fields, grouped
 from nodus.ui.pages.run import _stored
-from nodus.ui.pages.what_ran import gpu_text, program_arguments
+from nodus.ui.pages.what_ran import gpu_text, program_arguments, what_ran_section
 
 MIB = 1024 * 1024
 
@@ -253,11 +254,15 @@ def test_a_running_attempt_is_read_from_proc_and_no_gpu_is_no_error(monkeypatch)
     memory, its tree; with no ``nvidia-smi`` on PATH there is no GPU line and no error."""
     monkeypatch.setenv("PATH", "/nonexistent")
     child = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+        [sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
     )
     try:
+        assert child.stdout is not None and child.stdout.readline() == b"up\n"  # running
         attempt = {"pid": child.pid, "outcome": None, "host": socket.gethostname()}
         meter = CpuMeter()
+        before = time.monotonic()
         use = attempt_use(attempt, meter)
         assert use is not None
         assert use["pid"] == child.pid and use["processes"] == 1
@@ -265,10 +270,28 @@ def test_a_running_attempt_is_read_from_proc_and_no_gpu_is_no_error(monkeypatch)
         assert use["cpu_percent"] is not None and use["cpu_percent"] >= 0
         assert use["gpus"] is None
         again = attempt_use(attempt, meter)  # the second look measures since the first
-        assert again is not None and again["cpu_seconds_over"] < use["cpu_seconds_over"]
+        assert again is not None and again["cpu_seconds_over"] <= time.monotonic() - before
         assert attempt_use({**attempt, "host": "elsewhere"}, meter) is None
         assert attempt_use({**attempt, "outcome": "lost"}, meter) is None
     finally:
         child.communicate(b"")
     assert attempt_use({"pid": child.pid, "outcome": None, "host": None}) is None  # reaped
     assert resources.gpus() is None and os.environ["PATH"] == "/nonexistent"
+
+
+def test_a_methods_settings_are_shown_as_nodus_resolved_them():
+    """A managed method's run: its resolved ``[method]`` settings, one row each."""
+    from browser import Dom
+
+    run = {
+        "stages": [{"name": "train", "launch": None, "attempts": []}],
+        "events": [],
+    }
+    workload = {
+        "method": {"name": "sft", "learning_rate": 2e-5, "dataset": "data.jsonl"},
+        "stages": [{"name": "train", "command": ["python", "-m", "nodus.stages.methods.train"]}],
+    }
+    page = Dom(f"<body>{what_ran_section(run, workload)}</body>")
+    (settings,) = page.find("details", "method")
+    rows = {page.cells(r)[0]: page.cells(r)[1] for r in page.inside(settings, "tr", "argument")}
+    assert rows == {"dataset": "data.jsonl", "learning_rate": "2e-05", "name": "sft"}
