@@ -75,10 +75,17 @@ def more(tmp_path_factory) -> Iterator[tuple[Home, UiProcess]]:
     home = Home(root / "home", root / "code", {})
     home.code.mkdir(parents=True)
     home.runs["rotated"] = _rotated(home)
-    home.runs["trainer"] = _trainer(home)
     server = UiProcess(home.path)
     yield home, server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def trainer(more) -> tuple[Home, UiProcess]:
+    """The same home, with the quick-start's run added (the page reads the catalog live)."""
+    home, server = more
+    home.runs["trainer"] = _trainer(home)
+    return home, server
 
 
 @pytest.fixture
@@ -135,8 +142,9 @@ def test_a_failed_run_says_its_failure_once(runs_home, ui):
     assert facts["stored"].startswith("1 checkpoint and the source: ")
 
 
-def test_a_trainer_runs_page_shows_its_training_arguments(more):
-    home, server = more
+@pytest.mark.hf
+def test_a_trainer_runs_page_shows_its_training_arguments(trainer):
+    home, server = trainer
     run_id = home.runs["trainer"]
     with Client(home.path, read_only=True) as client:
         events = client.get(run_id)["events"]
@@ -197,6 +205,7 @@ def test_events_filter_by_type_and_retention_deletions_expand(more, browser):
     assert browser.screenshot("ui-run-events.png", height=700).stat().st_size > 5000
 
 
+ENDED = "return document.querySelector('dl.facts .phase.succeeded') !== null"
 USAGE = """const row = document.querySelector('tr.usage');
     return row ? Array.from(row.cells).map(c => c.textContent) : null;"""
 
@@ -222,9 +231,17 @@ def test_a_running_attempt_shows_its_cpu_and_memory_and_no_gpu_here(more, browse
         # this machine has no GPU: the column says so, and nothing failed for it
         assert gpus == "none seen" if shutil.which("nvidia-smi") is None else "GPU 0 " in gpus
         screenshot(f"{server.base}/runs/{run_id}", "ui-run-live.png", height=700)
+        # what the reader unticked stays unticked while the page refreshes itself to the end
+        browser.run("document.querySelector('input[data-event-type=phase]').click()")
         hold.unlink()
         _, err = runner.communicate(timeout=120)
         assert runner.returncode == 0, err[-2000:]
+        browser.wait(ENDED, what="the open page showing the run SUCCEEDED")
+        assert browser.run("return document.querySelector('table.usage') === null")
+        assert "phase" not in browser.run(VISIBLE)
+        assert not browser.run(
+            "return document.querySelector('input[data-event-type=phase]').checked"
+        )
         page = dom(f"{server.base}/runs/{run_id}")
         assert page.find("table", "usage") == []  # nothing runs: no use to show
     finally:
