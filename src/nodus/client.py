@@ -291,6 +291,27 @@ class Client:
         data["stored"] = run_usage(self._store(self.store or found.store), found.id)
         return data
 
+    def workload(self, run: str) -> dict[str, Any]:
+        """The workload nodus resolved when it accepted the run (every default explicit), as
+        it was stored with the run; a password in a store URL is never shown."""
+        from nodus.errors import redacted_values
+
+        return dict(redacted_values(self._catalog().get_run(run).workload))
+
+    def usage(self, run: str) -> list[dict[str, Any]]:
+        """What each running attempt of the run uses now, read on this machine: its stage,
+        attempt number, CPU, memory and GPUs (``nodus ui``); empty once nothing runs here."""
+        from nodus.inventory.resources import attempt_use
+
+        found = self._catalog().get_run(run)
+        used = []
+        for stage in found.stages:
+            for attempt in stage["attempts"]:
+                use = attempt_use(attempt)
+                if use is not None:
+                    used.append({"stage": stage["name"], "attempt": attempt["number"], **use})
+        return used
+
     def output(self, run: str, stage: str, attempt: int, offset: int = 0) -> dict[str, Any]:
         """One attempt's program output from byte ``offset`` on, in whole lines (``runs logs``
         in pieces): ``{stage, attempt, offset, next_offset, lines, running}``."""

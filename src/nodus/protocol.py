@@ -626,6 +626,9 @@ checkpoint: ``{"given", "restored", "step"}``."""
 EVENT_RESTORED_FINISHED = "restored_training_finished"
 """The restored checkpoint is at or past the end of training: ``train()`` ran no further step
 and returned (``{"step", "max_steps"}``)."""
+EVENT_TRAINING_ARGUMENTS = "training_arguments"
+"""The Trainer's ``TrainingArguments`` as the integration sees them, once per attempt when
+``train()`` starts: ``{"arguments": {name: value}}`` (values JSON can hold, others as text)."""
 EVENT_UNNAMED = "program_event"
 """The type the runner records for an event that names none."""
 

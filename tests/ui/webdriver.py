@@ -11,6 +11,7 @@ fails it where ``CI`` is set (``make test`` installs both: the Makefile's ``chro
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -22,6 +23,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -98,6 +100,21 @@ class Browser:
             if time.monotonic() > deadline:
                 raise AssertionError(f"waited {timeout:.0f} s for {what}")
             time.sleep(0.25)
+
+    def screenshot(self, name: str, width: int = 1280, height: int = 900) -> Path:
+        """A PNG of the page as it stands now (scrolled, opened, filtered), kept as
+        :func:`browser.screenshot` keeps one (``NODUS_UI_SCREENSHOTS``)."""
+        window = {"width": width, "height": height}
+        self._call("POST", f"/session/{self.session}/window/rect", window)
+        data = base64.b64decode(self._call("GET", f"/session/{self.session}/screenshot"))
+        folder = Path(tempfile.gettempdir()) / "nodus-ui-screenshots"
+        folder.mkdir(exist_ok=True)
+        path = folder / name
+        path.write_bytes(data)
+        keep = os.environ.get("NODUS_UI_SCREENSHOTS")
+        if keep:
+            shutil.copyfile(path, Path(keep) / name)
+        return path
 
     def close(self) -> None:
         """End the session (its Chromium), then ChromeDriver and anything left of its group."""

@@ -27,6 +27,7 @@ Its modules import nothing heavy at module level.
     glance.py     ``nodus runs list``'s duration, step and newest loss: no store opened
     metric_summary.py  ``nodus ui``'s lists: a run's newest and best loss (or reward)
     output.py     a run's program output per attempt, from an offset (``nodus ui`` follows it)
+    resources.py  a running attempt's CPU and memory (``/proc``) and its machine's GPUs
 """
 
 from nodus.inventory.refs import Located, Lookup, SnapshotRef, parse_ref

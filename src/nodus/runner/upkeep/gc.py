@@ -246,14 +246,17 @@ def _refuse_held(
 
 
 def run_usage(store: SnapshotStore, run_id: str) -> dict[str, Any]:
-    """The bytes a run's snapshots hold in the store, each blob counted once (``runs get``)."""
+    """The bytes a run's snapshots hold in the store, each blob counted once (``runs get``),
+    and how many of its snapshots are of each role (``checkpoint``, ``source``, ``outputs``)."""
     try:
         manifests = store.list(run=run_id, role=None)
     except NotFoundError:
         manifests = []
     blobs: dict[str, int] = {}
+    roles: dict[str, int] = {}  # what the snapshots are: checkpoints, the source, outputs
     for manifest in manifests:
+        roles[manifest.role] = roles.get(manifest.role, 0) + 1
         for entry in manifest.held_files():
             if not entry.is_link:
                 blobs[entry.hash] = entry.size
-    return {"snapshots": len(manifests), "bytes": sum(blobs.values())}
+    return {"snapshots": len(manifests), "bytes": sum(blobs.values()), "roles": roles}

@@ -11,6 +11,8 @@
       var old = document.getElementById(node.id);
       if (old && node.matches("details.output")) {
         node.replaceWith(old);
+      } else if (old && node.matches("details")) {
+        node.open = old.open;  // a section the reader opened or closed stays so
       }
     });
   }
@@ -32,6 +34,7 @@
         carryOver(fresh);
         live.replaceChildren.apply(live, Array.prototype.slice.call(fresh.childNodes));
         startFollowing();
+        showEvents();
       }).catch(function () { /* the server stopped: try again at the next tick */ });
     }, POLL_MS);
   }
@@ -61,9 +64,49 @@
     });
   }
 
+  // A run's events: the types the reader unticked stay hidden, and a collapsed group (the
+  // retention deletions) stays as the reader left it, across refreshes of the live part.
+  var hiddenTypes = {};
+  var openGroups = {};
+
+  function showEvents() {
+    document.querySelectorAll("input[data-event-type]").forEach(function (box) {
+      box.checked = !hiddenTypes[box.dataset.eventType];
+    });
+    document.querySelectorAll("tr.event, tr.event-group").forEach(function (row) {
+      var grouped = row.classList.contains("grouped");
+      row.hidden = Boolean(hiddenTypes[row.dataset.type]) ||
+        (grouped && !openGroups[row.dataset.group]);
+    });
+    document.querySelectorAll("tr.event-group button.expand").forEach(function (button) {
+      var open = Boolean(openGroups[button.closest("tr").dataset.group]);
+      button.setAttribute("aria-expanded", open ? "true" : "false");
+    });
+  }
+
+  function onEventControls(event) {
+    var target = event.target;
+    if (target.matches("input[data-event-type]")) {
+      hiddenTypes[target.dataset.eventType] = !target.checked;
+    } else if (target.matches("button[data-events]")) {
+      document.querySelectorAll("input[data-event-type]").forEach(function (box) {
+        hiddenTypes[box.dataset.eventType] = target.dataset.events === "none";
+      });
+    } else if (target.matches("tr.event-group button.expand")) {
+      var group = target.closest("tr").dataset.group;
+      openGroups[group] = !openGroups[group];
+    } else {
+      return;
+    }
+    showEvents();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     refreshLive();
     startFollowing();
+    document.addEventListener("change", onEventControls);
+    document.addEventListener("click", onEventControls);
+    showEvents();
   });
 })();
 

@@ -7,8 +7,11 @@ control that changes a run.
 
     layout.py          Page and the document frame; the cells every page draws alike
     runs.py            ``/``: every run, a page at a time, filtered by phase and name
-    run.py             ``/runs/RUN``: a run's facts, failures in words, its attempts' timeline
-    run_tables.py      a run's attempts, snapshots, uploads, output (followed live) and events
+    run.py             ``/runs/RUN``: a run's facts, its banner, what ran, its attempts' timeline
+    banner.py          how a run stands in words: a failure, a recovery that succeeded, a notice
+    what_ran.py        command, interpreter, arguments, the resolved workload; the use now
+    run_tables.py      a run's attempts, snapshots, uploads and output (followed live)
+    events.py          a run's events: filterable by type, retention's collapsed, details as fields
     metrics.py         ``/runs/RUN/metrics``: the metric curves, one line per attempt, overlays,
                        smoothing, log scale, a time axis; ``metrics.csv``: every series
     lineage_models.py  ``/lineage`` (runs under the runs they started from) and ``/models``

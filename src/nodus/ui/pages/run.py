@@ -1,6 +1,7 @@
-"""A run's page (``/runs/RUN``): its facts, what went wrong in words and its attempts on a
-timeline; the tables below them (attempts, snapshots, uploads, output, events) are
-:mod:`nodus.ui.pages.run_tables`. The page refreshes itself until the run finishes."""
+"""A run's page (``/runs/RUN``): its facts, its banner (:mod:`nodus.ui.pages.banner`), what
+ran and what it uses now (:mod:`nodus.ui.pages.what_ran`), its attempts on a timeline; the
+tables below them (attempts, snapshots, uploads, output) are :mod:`nodus.ui.pages.run_tables`,
+its events :mod:`nodus.ui.pages.events`. The page refreshes itself until the run finishes."""
 
 from __future__ import annotations
 
@@ -13,36 +14,34 @@ from nodus.inventory.runs import progress_line, restored_text, runner_line
 from nodus.schemas.units import human_bytes
 from nodus.ui.charts import Bar, timeline
 from nodus.ui.html import Markup, join, tag
+from nodus.ui.pages.banner import banner_html
+from nodus.ui.pages.events import events_section
 from nodus.ui.pages.layout import Page, phase_badge, run_href, seconds, when
-from nodus.ui.pages.run_tables import (
-    attempts_table,
-    events_table,
-    outputs,
-    snapshots_table,
-    uploads,
-)
+from nodus.ui.pages.run_tables import attempts_table, outputs, snapshots_table, uploads
+from nodus.ui.pages.what_ran import usage_section, what_ran_section
 
 __all__ = ["run_page"]
 
 
 def run_page(client: Client, ref: str) -> Page:
-    """A run: what it is, its failures in words, its attempts on a timeline, its snapshots,
-    uploads, events and each attempt's output."""
+    """A run: how it stands in words, what it is, what ran and what it uses now, its attempts on
+    a timeline, its snapshots, uploads, events and each attempt's output."""
     run = client.get(ref)
     snapshots = client.snapshots(run["id"])
     parts = [
+        banner_html(run),
         _summary(run),
-        _failures(run),
+        usage_section(run, client.usage(run["id"])),
+        what_ran_section(run, client.workload(run["id"])),
         tag("h2", None, "Attempts"),
         _timeline(run),
         attempts_table(run),
-        tag("h2", None, f"Snapshots ({len(snapshots)})"),
+        tag("h2", None, f"Snapshots: {_counted(len(snapshots), 'checkpoint')}"),
         snapshots_table(snapshots),
         uploads(run),
         tag("h2", None, "Output"),
         outputs(client, run),
-        tag("h2", None, f"Events ({len(run['events'])})"),
-        events_table(run["events"]),
+        events_section(run["events"]),
     ]
     return Page(f"{run['name']} · {run['id']}", join(parts), run["finished_at"] is None, "runs")
 
@@ -54,7 +53,7 @@ def _summary(run: dict[str, Any]) -> Markup:
         ("key", run["key"] or "–"),
         ("created", when(run["created_at"])),
         ("finished", when(run["finished_at"]) if run["finished_at"] else "–"),
-        ("stored", f"{stored['snapshots']} snapshot(s), {human_bytes(stored['bytes'])}"),
+        ("stored", _stored(stored)),
         ("store", run["store"]),
         ("curves", tag("a", {"href": run_href(run["id"]) + "/metrics"}, "metrics over steps")),
     ]
@@ -122,33 +121,20 @@ def _protection(run: dict[str, Any]) -> str:
     return protection_line(guarded, stopped=run["finished_at"] is not None) or guarded["state"]
 
 
-def _failures(run: dict[str, Any]) -> Markup:
-    """What went wrong, in words: the run's message, failed captures, attempts that ended
-    otherwise than well."""
-    said = []
-    if run["phase"] in ("FAILED", "INTERRUPTED", "CANCELLED") and run["message"]:
-        said.append(f"{run['phase']}: {run['message']}")
-    weak = protection_line(run.get("protection"), stopped=run["finished_at"] is not None)
-    if weak:
-        said.append(weak)
-    failures = run["capture_failures"]
-    if failures["count"]:
-        said.append(
-            f"{failures['count']} capture(s) failed ({'; '.join(failures['reasons'])}); newest "
-            f"committed step: {failures['newest_committed_step']}"
-        )
-    for stage in run["stages"]:
-        for attempt in stage["attempts"]:
-            if attempt["outcome"] not in (None, "succeeded") and attempt["detail"]:
-                said.append(
-                    f"{stage['name']} attempt {attempt['number']} {attempt['outcome']}: "
-                    f"{attempt['detail']}"
-                )
-    if not said:
-        return Markup()
-    return tag(
-        "section", {"class": "failures"}, tag("ul", None, *[tag("li", None, s) for s in said])
-    )
+def _stored(stored: dict[str, Any]) -> str:
+    """``8 checkpoints, the source and the outputs: 12.1 KiB`` — what the store holds of the run,
+    each role named (the source is no checkpoint the Snapshots table would list)."""
+    roles = dict(stored.get("roles") or {})
+    named = [_counted(roles.pop("checkpoint", 0), "checkpoint")]
+    named += ["the source"] if roles.pop("source", 0) else []
+    named += ["the outputs"] if roles.pop("outputs", 0) else []
+    named += [_counted(count, role) for role, count in sorted(roles.items())]
+    listed = ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else named[0]
+    return f"{listed}: {human_bytes(stored['bytes'])}"
+
+
+def _counted(count: int, what: str) -> str:
+    return f"{count} {what}{'' if count == 1 else 's'}"
 
 
 def _timeline(run: dict[str, Any]) -> Markup:

@@ -1,9 +1,9 @@
 """The tables of a run's page: its attempts, its snapshots, the upload queue, each attempt's
-program output (followed live while it runs, through ``/api/output``) and its newest events."""
+program output (followed live while it runs, through ``/api/output``); its events are
+:mod:`nodus.ui.pages.events`."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -13,9 +13,7 @@ from nodus.schemas.units import human_bytes
 from nodus.ui.html import Markup, join, tag
 from nodus.ui.pages.layout import metric_text, outcome_badge, table, when
 
-__all__ = ["MAX_EVENTS", "attempts_table", "events_table", "outputs", "snapshots_table", "uploads"]
-
-MAX_EVENTS = 500  # the newest events a run page lists
+__all__ = ["attempts_table", "outputs", "snapshots_table", "uploads"]
 
 
 def attempts_table(run: dict[str, Any]) -> Markup:
@@ -135,35 +133,3 @@ def outputs(client: Client, run: dict[str, Any]) -> Markup:
                 )
             )
     return join(blocks) or tag("p", {"class": "empty"}, "No output yet.")
-
-
-def events_table(events: list[dict[str, Any]]) -> Markup:
-    shown = events[-MAX_EVENTS:]
-    rows = []
-    for event in reversed(shown):
-        details = {k: v for k, v in event.items() if k not in ("type", "at", "stage", "attempt")}
-        rows.append(
-            tag(
-                "tr",
-                {"class": "event"},
-                tag("td", None, when(event["at"])),
-                tag("td", None, event["type"]),
-                tag("td", None, event["stage"] or "–"),
-                tag(
-                    "td",
-                    {"class": "num"},
-                    event["attempt"] if event["attempt"] is not None else "–",
-                ),
-                tag(
-                    "td",
-                    {"class": "details"},
-                    json.dumps(details, sort_keys=True) if details else "",
-                ),
-            )
-        )
-    note = (
-        tag("p", {"class": "note"}, f"the newest {MAX_EVENTS} of {len(events)}")
-        if len(events) > MAX_EVENTS
-        else Markup()
-    )
-    return join([note, table("events", ("at", "type", "stage", "attempt", "details"), rows)])

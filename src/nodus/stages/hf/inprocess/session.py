@@ -13,6 +13,7 @@ the identity of the checkpoint it resumes from.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -56,6 +57,7 @@ class Session:
         self.last_saved_step: int | None = None
         self.epoch_ending = False  # set by NodusCallback: the boundary is an epoch end
         self.saves_off_said = False
+        self.arguments_said = False  # the training_arguments event is written
         self.buffers = Buffers()
         self.state_json = StateJson()
         # Saves happen only at steps that are multiples of this (grpo: generation boundaries,
@@ -76,6 +78,14 @@ class Session:
     def start(self) -> str | None:
         """Record this training's identities; return the checkpoint to resume from, if any."""
         path = self._resume_point()
+        if self.world.leader and not self.arguments_said:
+            # Once per attempt (a program may call train() again): what `nodus ui` shows as
+            # the training arguments of this attempt.
+            self.arguments_said = True
+            # Every field, paths and reporting included (the identity's view leaves those
+            # out); TrainingArguments.to_dict() masks its *_token fields already.
+            shown = json.loads(json.dumps(self.trainer.args.to_dict(), default=str))
+            self.control.write_event(protocol.EVENT_TRAINING_ARGUMENTS, {"arguments": shown})
         if path is not None:
             self.collation_restore = collations.read(path, self.world.rank)
         if self.settings.auto_cadence and self.world.leader:  # rank 0 decides every save
