@@ -236,8 +236,10 @@ def test_each_model_version_shows_its_metrics_and_links_its_snapshot(runs_home, 
         f"/runs/{runs_home.runs['recovered']}#snapshot-{recovered['snapshot']}"
         in (recovered["href"])
     )
-    browser.get(recovered["href"])  # the run's page, where its snapshots are listed
+    browser.get(recovered["href"])  # the run's page, at its snapshot's row
     assert recovered["snapshot"] in browser.run("return document.body.textContent")
+    target = browser.run("return document.querySelector(':target')?.className || null")
+    assert target == "snapshot"  # the link names that row, not just the page
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,8 @@ def snapshots_table(snapshots: list[dict[str, Any]]) -> Markup:
         rows.append(
             tag(
                 "tr",
-                {"class": "snapshot"},
+                # the models page links a version to its snapshot's row (#snapshot-ID)
+                {"class": "snapshot", "id": f"snapshot-{snap['id']}"},
                 tag("td", {"class": "num"}, step_text(snap) if snap["capture"] else snap["step"]),
                 tag(
                     "td", {"class": "num"}, "–" if snap["epoch"] is None else f"{snap['epoch']:.2f}"
