@@ -14,6 +14,7 @@ refuses such a bind without one.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import http.server
 import ipaddress
@@ -85,11 +86,21 @@ def access_token(host: str, given: str | None, environ: dict[str, str]) -> str |
     return token
 
 
+_FIXED = {
+    "/": "runs",
+    "/lineage": "lineage",
+    "/models": "models",
+    "/api/output": "output",
+    "/api/output/raw": "raw_output",
+}
+
+
 def route(path: str) -> tuple[str, tuple[str, ...]] | None:
     """The page a path names and its arguments, or None (404): ``/``, ``/runs/REF``,
-    ``/runs/REF/metrics``, ``/lineage``, ``/models``, ``/api/output`` and the assets."""
-    if path in ("/", "/lineage", "/models", "/api/output"):
-        return {"/": "runs", "/lineage": "lineage", "/models": "models"}.get(path, "output"), ()
+    ``/runs/REF/metrics``, ``/lineage``, ``/models``, ``/api/output``, ``/api/output/raw``
+    (an attempt's output, its bytes as written: a download) and the assets."""
+    if path in _FIXED:
+        return _FIXED[path], ()
     if path in ASSETS:
         return "asset", (path,)
     found = _RUN.fullmatch(path)
@@ -187,6 +198,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self, name: str, args: tuple[str, ...], query: dict[str, str], body: bool
     ) -> None:
         client = self.server.client
+        if name == "raw_output":
+            self._raw_output(query, body)
+            return
         if name == "output":
             piece = client.output(
                 query.get("run", ""),
@@ -220,6 +234,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         live["fragment"] = "1"
         document = page.document(self._path_only() + "?" + urlencode(live))
         self._send(HTTPStatus.OK, document.encode(), "text/html; charset=utf-8", body)
+
+    def _raw_output(self, query: dict[str, str], body: bool) -> None:
+        """An attempt's output as the program wrote it, a download: the page shows the lines a
+        terminal would (progress bars collapsed), this keeps every byte."""
+        run, stage = query.get("run", ""), query.get("stage", "")
+        attempt = _number(query.get("attempt"))
+        path = self.server.client.output_file(run, stage, attempt)
+        data = b""
+        if path:
+            with contextlib.suppress(FileNotFoundError), open(path, "rb") as handle:
+                data = handle.read()
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{run}-{stage}-attempt{attempt}.log")
+        self._send(
+            HTTPStatus.OK,
+            data,
+            "text/plain; charset=utf-8",
+            body,
+            extra={"Content-Disposition": f'attachment; filename="{name}"'},
+        )
 
     def _path_only(self) -> str:
         return urlsplit(self.path).path

@@ -1,5 +1,6 @@
-"""A program's output as a terminal would show it: what ``nodus runs logs`` (``-f`` too) and
-``nodus ui`` print of a stored log, whose bytes stay as the program wrote them (``--raw``).
+"""A program's output as a terminal would show it: what the runner streams (``[stage]`` lines),
+``nodus runs logs`` (``-f`` too) and ``nodus ui`` print of an attempt's log, whose bytes stay as
+the program wrote them (``runs logs --raw``, the page's raw link).
 
 A progress bar (tqdm's) redraws itself with a carriage return: off a terminal its frames pile
 up as one huge line, or as hundreds of lines with blank ones between, with cursor escapes
@@ -26,6 +27,8 @@ _ESCAPE = re.compile(
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
     r"|\x1b[ -/]*[0-~]"
 )
+
+
 def collapse(pending: str, piece: str, *, final: bool) -> tuple[list[str], str]:
     """The lines a terminal would show of ``pending + piece``, and the new ``pending``.
 

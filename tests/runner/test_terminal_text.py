@@ -1,11 +1,11 @@
-"""What a terminal would show of a program's output (`nodus.inventory.terminal.collapse`):
+"""What a terminal would show of a program's output (`nodus.stages.terminal.collapse`):
 a table of pieces in, lines and what waits for the next piece out."""
 
 from __future__ import annotations
 
 import pytest
 
-from nodus.inventory.terminal import collapse
+from nodus.stages.terminal import collapse
 
 BAR = "\r 10%|#         | 1/10\r 50%|#####     | 5/10\r100%|##########| 10/10"
 
