@@ -626,6 +626,10 @@ checkpoint: ``{"given", "restored", "step"}``."""
 EVENT_RESTORED_FINISHED = "restored_training_finished"
 """The restored checkpoint is at or past the end of training: ``train()`` ran no further step
 and returned (``{"step", "max_steps"}``)."""
+EVENT_DUPLICATE_SAVES = "duplicate_saves"
+"""A prepared Trainer saves checkpoints of its own too, which nodus never captures: at its first
+such save, ``{"setting", "turn_off", "flag", "step", "bytes", "measured", "folder"}`` (``bytes``
+what that save wrote, or the model's parameter bytes when ``measured`` is false)."""
 EVENT_UNNAMED = "program_event"
 """The type the runner records for an event that names none."""
 

@@ -73,5 +73,6 @@ EVENT_TYPES: tuple[str, ...] = (
     protocol.EVENT_SAVE_CADENCE,
     protocol.EVENT_RESUME_OVERRIDDEN,
     protocol.EVENT_RESTORED_FINISHED,
+    protocol.EVENT_DUPLICATE_SAVES,
     protocol.EVENT_UNNAMED,
 )
