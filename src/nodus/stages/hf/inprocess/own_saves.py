@@ -66,7 +66,7 @@ def sentence(found: OwnSaves, size: int, measured: bool, folder: str) -> str:
     )
 
 
-def callback(control: ControlDir, found: OwnSaves) -> Any:
+def callback(channel: ControlDir, found: OwnSaves) -> Any:
     """A ``TrainerCallback`` that names the duplicate saves at the first of them (rank 0)."""
     from transformers import TrainerCallback
 
@@ -74,7 +74,7 @@ def callback(control: ControlDir, found: OwnSaves) -> Any:
         def __init__(self) -> None:
             self.said = False
 
-        def on_save(self, args, state, control_, **kwargs):
+        def on_save(self, args, state, control, **kwargs):
             if self.said or not state.is_world_process_zero:
                 return
             self.said = True
@@ -92,7 +92,7 @@ def callback(control: ControlDir, found: OwnSaves) -> Any:
                 "measured": measured,
                 "folder": folder,
             }
-            control.write_event(protocol.EVENT_DUPLICATE_SAVES, details)
+            channel.write_event(protocol.EVENT_DUPLICATE_SAVES, details)
             print(sentence(found, size, measured, folder), file=sys.stderr, flush=True)
 
     NodusOwnSavesCallback.__module__ = __name__
