@@ -27,7 +27,9 @@ def test_the_demo_shows_a_recovery_that_ends_like_an_uninterrupted_run(tmp_path)
     )
     shown = proc.stdout + proc.stderr
     assert proc.returncode == 0, shown[-4000:]
-    said = [line for line in shown.splitlines() if line.startswith("nodus: ")]
+    lines = [line for line in shown.splitlines() if line.startswith("nodus: ")]
+    said = [line for line in lines if "committed (ckpt_" not in line]  # each snapshot: said too
+    assert any(line.startswith("nodus: snapshot of step ") for line in lines)
     interrupted = next(i for i, line in enumerate(said) if "attempt 1 lost" in line)
     assert "killed by SIGKILL, which nodus did not send" in said[interrupted]
     assert said[interrupted + 1].startswith("nodus: restoring step ")

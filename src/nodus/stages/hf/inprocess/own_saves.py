@@ -78,7 +78,7 @@ def callback(channel: ControlDir, found: OwnSaves) -> Any:
             if self.said or not state.is_world_process_zero:
                 return
             self.said = True
-            folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+            folder = os.path.join(args.output_dir, protocol.checkpoint_folder(state.global_step))
             size = _folder_bytes(folder)
             measured = size > 0
             if not measured:
