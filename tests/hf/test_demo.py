@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_demo_shows_a_recovery_that_ends_like_an_uninterrupted_run(tmp_path):
-    env = {**os.environ, "NODUS_HOME": str(tmp_path / "home")}
+    # the demo's `nodus` and `python` are this interpreter's environment's, as `make demo` names it
+    env = {**os.environ, "NODUS_HOME": str(tmp_path / "home"), "NODUS_DEMO_VENV": sys.prefix}
     env.pop("NODUS_STORE", None)
     proc = subprocess.run(
         ["bash", str(REPO / "examples" / "quickstart" / "demo.sh")],
