@@ -20,6 +20,7 @@ import http.server
 import ipaddress
 import json
 import logging
+import os
 import re
 import secrets
 import socket
@@ -241,18 +242,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         run, stage = query.get("run", ""), query.get("stage", "")
         attempt = _number(query.get("attempt"))
         path = self.server.client.output_file(run, stage, attempt)
-        data = b""
-        if path:
-            with contextlib.suppress(FileNotFoundError), open(path, "rb") as handle:
-                data = handle.read()
         name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{run}-{stage}-attempt{attempt}.log")
-        self._send(
-            HTTPStatus.OK,
-            data,
-            "text/plain; charset=utf-8",
-            body,
-            extra={"Content-Disposition": f'attachment; filename="{name}"'},
-        )
+        extra = {"Content-Disposition": f'attachment; filename="{name}"'}
+        with contextlib.ExitStack() as stack:
+            handle = None
+            if path:
+                with contextlib.suppress(FileNotFoundError):
+                    handle = stack.enter_context(open(path, "rb"))
+            # copied as it is on disk now (a running attempt's log grows): never read whole
+            size = os.fstat(handle.fileno()).st_size if handle else 0
+            self._send_head(HTTPStatus.OK, size, "text/plain; charset=utf-8", extra)
+            if body and handle:
+                _copy(handle, self.wfile, size)
 
     def _path_only(self) -> str:
         return urlsplit(self.path).path
@@ -324,14 +325,32 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body: bool,
         extra: dict[str, str] | None = None,
     ) -> None:
+        self._send_head(status, len(data), kind, extra)
+        if body:
+            self.wfile.write(data)
+
+    def _send_head(
+        self, status: HTTPStatus, length: int, kind: str, extra: dict[str, str] | None
+    ) -> None:
         self.send_response(status)
         for name, value in {**HEADERS, **(extra or {})}.items():
             self.send_header(name, value)
         self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Length", str(length))
         self.end_headers()
-        if body:
-            self.wfile.write(data)
+
+
+def _copy(source: Any, target: Any, size: int) -> None:
+    """``size`` bytes of ``source`` to ``target``, a piece at a time."""
+    while size > 0:
+        piece = source.read(min(size, _PIECE))
+        if not piece:
+            break
+        target.write(piece)
+        size -= len(piece)
+
+
+_PIECE = 1024 * 1024
 
 
 def _number(text: str | None) -> int:
