@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml constraints.txt
 venv: $(STAMP)
 
 demo: $(STAMP)
-	bash examples/quickstart/demo.sh
+	NODUS_DEMO_VENV=$(abspath $(VENV)) bash examples/quickstart/demo.sh
 
 # Headless Chromium and its ChromeDriver (Debian's packages) for tests/ui's page tests (the
 # live ones drive it through WebDriver), and fish for the completion script's test in a real

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export NODUS_HOME="${NODUS_HOME:-$PWD/.nodus-demo}"
-export PATH="$PWD/.venv/bin:$PATH"   # the workload's `python` is the venv's
+# the workload's `python` is the venv's: `make demo`'s (VENV=…), else this checkout's .venv
+export PATH="${NODUS_DEMO_VENV:-$PWD/.venv}/bin:$PATH"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
 
 # The tiny model trains 48 steps in well under a second: the integration holds each save half a
@@ -16,8 +17,18 @@ export NODUS_HF_WRITE_DELAY_S=0.5
 
 workload=examples/quickstart/workload.toml
 key="demo-$(date +%s)"                 # each demo is new runs, never a rerun of the last one
+field_of() {  # field_of COMMAND KEY EXPRESSION: a value of `nodus runs COMMAND KEY --json`
+    # ('' while unknown: a run not accepted yet prints no JSON, and that is no error to show)
+    nodus runs "$1" "$2" --json 2>/dev/null | python -c "
+import json, sys
+try:
+    r = json.load(sys.stdin)
+except ValueError:
+    sys.exit(0)
+print($3)" 2>/dev/null || true
+}
 field() {  # field KEY EXPRESSION: a value of `nodus runs get KEY --json` ('' while unknown)
-    nodus runs get "$1" --json 2>/dev/null | python -c "import json, sys; r = json.load(sys.stdin); print($2)" 2>/dev/null || true
+    field_of get "$1" "$2"
 }
 model_hash() {  # the sha256 of a run's final model, downloaded from its outputs
     rm -rf "$NODUS_HOME/demo-outputs/$1"
@@ -32,7 +43,9 @@ echo
 echo "== nodus run $workload   (its training program is killed with SIGKILL after the first snapshot)"
 nodus run "$workload" --key "$key" &
 runner=$!
-until nodus runs snapshots "$key" --json 2>/dev/null | python -c 'import json, sys; sys.exit(not json.load(sys.stdin))'; do
+# until the first snapshot: while the run is not accepted yet, `runs snapshots` prints nothing
+# (its error silenced), which is "none yet", never a parse error
+until [ "$(field_of snapshots "$key" "len(r)")" -gt 0 ] 2>/dev/null; do
     kill -0 "$runner" 2>/dev/null || break
     sleep 0.5
 done

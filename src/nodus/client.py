@@ -319,6 +319,13 @@ class Client:
 
         return output_piece(self._catalog().get_run(run), stage, attempt, offset)
 
+    def output_file(self, run: str, stage: str, attempt: int) -> str | None:
+        """The file of one attempt's program output, its bytes as written (``runs logs --raw``,
+        the page's raw link); ``None`` before the attempt has one."""
+        from nodus.inventory.output import log_file
+
+        return log_file(self._catalog().get_run(run), stage, attempt)
+
     def metrics(self, run: str) -> list[dict[str, Any]]:
         """What ``nodus runs plot`` draws, as data: per stage its metric curves over steps,
         its snapshots and the step each later attempt restored (a recovery or a resume)."""

@@ -629,6 +629,11 @@ and returned (``{"step", "max_steps"}``)."""
 EVENT_TRAINING_ARGUMENTS = "training_arguments"
 """The Trainer's ``TrainingArguments`` as the integration sees them, once per attempt when
 ``train()`` starts: ``{"arguments": {name: value}}`` (values JSON can hold, others as text)."""
+
+EVENT_DUPLICATE_SAVES = "duplicate_saves"
+"""A prepared Trainer saves checkpoints of its own too, which nodus never captures: at its first
+such save, ``{"setting", "turn_off", "flag", "step", "bytes", "measured", "folder"}`` (``bytes``
+what that save wrote, or the model's parameter bytes when ``measured`` is false)."""
 EVENT_UNNAMED = "program_event"
 """The type the runner records for an event that names none."""
 

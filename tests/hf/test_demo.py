@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_demo_shows_a_recovery_that_ends_like_an_uninterrupted_run(tmp_path):
-    env = {**os.environ, "NODUS_HOME": str(tmp_path / "home")}
+    # the demo's `nodus` and `python` are this interpreter's environment's, as `make demo` names it
+    env = {**os.environ, "NODUS_HOME": str(tmp_path / "home"), "NODUS_DEMO_VENV": sys.prefix}
     env.pop("NODUS_STORE", None)
     proc = subprocess.run(
         ["bash", str(REPO / "examples" / "quickstart" / "demo.sh")],
@@ -26,7 +28,9 @@ def test_the_demo_shows_a_recovery_that_ends_like_an_uninterrupted_run(tmp_path)
     )
     shown = proc.stdout + proc.stderr
     assert proc.returncode == 0, shown[-4000:]
-    said = [line for line in shown.splitlines() if line.startswith("nodus: ")]
+    lines = [line for line in shown.splitlines() if line.startswith("nodus: ")]
+    said = [line for line in lines if "committed (ckpt_" not in line]  # each snapshot: said too
+    assert any(line.startswith("nodus: snapshot of step ") for line in lines)
     interrupted = next(i for i, line in enumerate(said) if "attempt 1 lost" in line)
     assert "killed by SIGKILL, which nodus did not send" in said[interrupted]
     assert said[interrupted + 1].startswith("nodus: restoring step ")
@@ -34,3 +38,27 @@ def test_the_demo_shows_a_recovery_that_ends_like_an_uninterrupted_run(tmp_path)
     assert "identical: the recovery lost and repeated nothing" in shown
     assert '"deleted": retention freed those kinds' in shown
     assert "Next steps" in shown
+
+
+def test_make_demo_on_a_fresh_checkout_shows_no_traceback(tmp_path):
+    """`make demo` in a clone of the committed tree, as a newcomer runs it: nothing it prints
+    reads as an error. The clone reuses this interpreter's environment (`VENV=…`, its stamp
+    taken as made) rather than installing one; its own ``src`` is the nodus that runs."""
+    checkout = tmp_path / "nodus"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(checkout)], check=True)
+    venv = Path(sys.prefix)
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+    for name in ("NODUS_HOME", "NODUS_STORE", "MAKEFLAGS", "MFLAGS"):
+        env.pop(name, None)
+    proc = subprocess.run(
+        ["make", "demo", f"VENV={venv}", "-o", f"{venv}/.installed"],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    shown = proc.stdout + proc.stderr
+    assert proc.returncode == 0, shown[-4000:]
+    assert "Traceback" not in shown, shown
+    assert "identical: the recovery lost and repeated nothing" in shown

@@ -53,8 +53,9 @@ def client(args: Any, say: Callable[[str], None] = say) -> Any:
     from nodus.client import Client
 
     output = sys.stderr if getattr(args, "json", False) else sys.stdout
-    # each committed snapshot is a line for a person at a terminal; cron's logs keep to the rest
-    snapshots = sys.stderr.isatty() and not getattr(args, "quiet", False)
+    # each committed snapshot is a line, at a terminal and in a cron job's log alike: a log
+    # that never says what was saved cannot answer "what would a restore start from"
+    snapshots = not getattr(args, "quiet", False)
     return Client(args.home, args.store, output=output, say=say, say_snapshots=snapshots)
 
 

@@ -94,6 +94,12 @@ def register(commands, groups, common) -> None:
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until it stops")
     logs.add_argument("--stage", help="only this stage")
     logs.add_argument("--attempt", type=int, help="only this attempt number")
+    logs.add_argument(
+        "--raw",
+        action="store_true",
+        help="the bytes as the program wrote them (progress bars' frames, escapes); "
+        "the attempts' headers go to stderr",
+    )
     resume = _parser(
         runs, "resume", "resume an interrupted, paused or runner-less run", common, _resume
     )
@@ -536,19 +542,22 @@ def _pause(args) -> int:
 
 
 def _logs(args) -> int:
+    from nodus.errors import UsageError
     from nodus.runner.catalog.phases import Phase
 
+    if args.raw and args.json:
+        raise UsageError("--raw prints the bytes as written, --json the lines shown: give one")
     client = output.client(args)
     run = client.get(args.run)
     _check_wanted(args, run, Phase(run["phase"]).stopped)
-    offsets: dict[tuple[str, int], int] = {}
+    followed: dict[tuple[str, int], _Followed] = {}
     while True:
         # Read before draining, so the last lines are never missed.
         finished = Phase(run["phase"]).stopped
         for stage in run["stages"]:
             for attempt in stage["attempts"]:
                 if _wanted(args, stage["name"], attempt["number"]):
-                    _print_log(args, stage["name"], attempt, offsets, whole=finished)
+                    _print_log(args, stage["name"], attempt, followed, whole=finished)
         if not args.follow or finished:
             return 0
         time.sleep(_poll())
@@ -579,23 +588,45 @@ def _wanted(args, stage: str, number: int) -> bool:
     return (args.stage in (None, stage)) and (args.attempt in (None, number))
 
 
-def _print_log(args, stage: str, attempt: dict, offsets: dict, whole: bool) -> None:
+class _Followed:
+    """How far one attempt's log was printed: the bytes read, and what a terminal would not
+    show yet (a character cut by the read, the line after the last newline)."""
+
+    def __init__(self) -> None:
+        import codecs
+
+        self.offset = 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.pending = ""
+
+
+def _print_log(args, stage: str, attempt: dict, followed: dict, whole: bool) -> None:
+    from nodus.stages.terminal import collapse
+
     where = (stage, attempt["number"])
     path = attempt["log_path"]
     if not path:
         return
     try:
         with open(path, "rb") as handle:
-            handle.seek(offsets.get(where, 0))
+            handle.seek(followed[where].offset if where in followed else 0)
             data = handle.read()
     except FileNotFoundError:
         return
-    if where not in offsets and not args.json:
-        print(f"==> {stage}, attempt {attempt['number']} <==")
-    # While following, print whole lines only; the rest comes with the next look.
-    complete = data if whole or not args.follow else data[: data.rfind(b"\n") + 1]
-    offsets[where] = offsets.get(where, 0) + len(complete)
-    for line in complete.decode("utf-8", errors="replace").splitlines():
+    if where not in followed and not args.json:
+        header = f"==> {stage}, attempt {attempt['number']} <=="
+        print(header, file=sys.stderr if args.raw else sys.stdout, flush=True)
+    state = followed.setdefault(where, _Followed())
+    state.offset += len(data)
+    if args.raw:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    # While following, a line is printed once it is whole: a bar's frames wait for its end.
+    final = whole or not args.follow
+    text = state.decoder.decode(data, final=final)
+    lines, state.pending = collapse(state.pending, text, final=final)
+    for line in lines:
         if args.json:
             print(json.dumps({"stage": stage, "attempt": attempt["number"], "line": line}))
         else:

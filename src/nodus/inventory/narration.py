@@ -1,5 +1,5 @@
-"""What happens to a run, said as it happens: a line per interruption, per recovery and (when
-asked) per committed snapshot, for ``nodus run``, ``runs resume`` and ``runs wait``.
+"""What happens to a run, said as it happens: a line per interruption, per recovery and (unless
+``--quiet``) per committed snapshot, for ``nodus run``, ``runs resume`` and ``runs wait``.
 
 The lines are read from the catalog, as ``runs get`` reads it, so they say the same thing
 whoever drives the run: the command itself, a background runner, a runner on another machine
@@ -42,8 +42,13 @@ class Narrator:
             self._scan(catalog, tell=False)
 
     def lines(self, catalog: Catalog) -> list[str]:
-        said = self._committed(catalog) if self._snapshots else []
-        return said + self._scan(catalog, tell=True) + self._warnings(catalog)
+        told = set(self._laid_out)
+        committed = self._committed(catalog) if self._snapshots else []
+        scanned = self._scan(catalog, tell=True)
+        # an attempt's snapshots are said after the line that says it started (its restore)
+        before = [line for key, line in committed if key in told]
+        after = [line for key, line in committed if key not in told]
+        return before + scanned + after + self._warnings(catalog)
 
     def _warnings(self, catalog: Catalog) -> list[str]:
         """What a person must act on, whether or not snapshots are told: a restore the
@@ -53,13 +58,16 @@ class Narrator:
             self._warned_after = events[-1]["id"]
         return [_ignored(e) for e in events]
 
-    def _committed(self, catalog: Catalog) -> list[str]:
+    def _committed(self, catalog: Catalog) -> list[tuple[tuple[str, int], str]]:
         events = catalog.events(self._run_id, self._after, types=("snapshot_committed",))
         if events:
             self._after = events[-1]["id"]
         return [
-            f"snapshot of {_label(e['details']['step'], e['details'].get('counted', False))} "
-            f"committed ({e['details']['snapshot']})"
+            (
+                (e["stage"], e["attempt"]),
+                f"snapshot of {_label(e['details']['step'], e['details'].get('counted', False))} "
+                f"committed ({e['details']['snapshot']})",
+            )
             for e in events
         ]
 

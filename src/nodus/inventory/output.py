@@ -3,6 +3,8 @@ prints, in pieces a page can follow (``nodus ui`` asks for what came after its l
 
 Only whole lines are handed out while the attempt runs (the rest comes with the next piece), and
 a piece is at most :data:`MAX_PIECE` bytes, so a long log is followed in steps, never read whole.
+The lines are what a terminal would show (:func:`nodus.stages.terminal.collapse`: a progress
+bar's last frame, no escape sequences); :func:`log_file` is the file of the bytes as written.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from nodus.errors import NotFoundError, UsageError
+from nodus.stages.terminal import collapse
 
-__all__ = ["MAX_PIECE", "output_piece"]
+__all__ = ["MAX_PIECE", "log_file", "output_piece"]
 
 MAX_PIECE = 256 * 1024
 
@@ -21,7 +24,8 @@ def output_piece(
 ) -> dict[str, Any]:
     """``{stage, attempt, offset, next_offset, lines, running}`` of one attempt's output.
 
-    ``lines`` are the whole lines from byte ``offset`` on (text, undecodable bytes replaced);
+    ``lines`` are the whole lines from byte ``offset`` on as a terminal shows them (text,
+    undecodable bytes replaced, a progress bar's frames collapsed to its last one);
     ``next_offset`` is where the next piece starts; ``running`` whether more may come.
     """
     if not 0 <= offset <= _LARGEST:
@@ -38,9 +42,16 @@ def output_piece(
         "attempt": attempt,
         "offset": offset,
         "next_offset": offset + len(whole),
-        "lines": text.splitlines(),
+        "lines": collapse("", text, final=True)[0],
         "running": running,
     }
+
+
+def log_file(run: Any, stage: str, attempt: int) -> str | None:
+    """The file of one attempt's output, its bytes as the program wrote them (``None`` before
+    the attempt has one)."""
+    path = _attempt(run, stage, attempt)["log_path"]
+    return str(path) if path else None
 
 
 def _attempt(run: Any, stage: str, number: int) -> dict[str, Any]:

@@ -14,11 +14,13 @@ refuses such a bind without one.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import http.server
 import ipaddress
 import json
 import logging
+import os
 import re
 import secrets
 import socket
@@ -85,12 +87,22 @@ def access_token(host: str, given: str | None, environ: dict[str, str]) -> str |
     return token
 
 
+_FIXED = {
+    "/": "runs",
+    "/lineage": "lineage",
+    "/models": "models",
+    "/api/output": "output",
+    "/api/output/raw": "raw_output",
+}
+
+
 def route(path: str) -> tuple[str, tuple[str, ...]] | None:
     """The page a path names and its arguments, or None (404): ``/``, ``/runs/REF``,
-    ``/runs/REF/metrics``, ``/runs/REF/metrics.csv``, ``/lineage``, ``/models``,
-    ``/api/output`` and the assets."""
-    if path in ("/", "/lineage", "/models", "/api/output"):
-        return {"/": "runs", "/lineage": "lineage", "/models": "models"}.get(path, "output"), ()
+    ``/runs/REF/metrics``, ``/runs/REF/metrics.csv`` (every series, a download), ``/lineage``,
+    ``/models``, ``/api/output``, ``/api/output/raw`` (an attempt's output, its bytes as
+    written: a download) and the assets."""
+    if path in _FIXED:
+        return _FIXED[path], ()
     if path in ASSETS:
         return "asset", (path,)
     found = _RUN.fullmatch(path)
@@ -189,6 +201,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self, name: str, args: tuple[str, ...], query: dict[str, str], body: bool
     ) -> None:
         client = self.server.client
+        if name == "raw_output":
+            self._raw_output(query, body)
+            return
         if name == "output":
             piece = client.output(
                 query.get("run", ""),
@@ -235,6 +250,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         disposition = f'attachment; filename="{filename.replace(chr(34), "")}"'
         extra = {"Content-Disposition": disposition}
         self._send(HTTPStatus.OK, text.encode(), "text/csv; charset=utf-8", body, extra=extra)
+
+    def _raw_output(self, query: dict[str, str], body: bool) -> None:
+        """An attempt's output as the program wrote it, a download: the page shows the lines a
+        terminal would (progress bars collapsed), this keeps every byte."""
+        run, stage = query.get("run", ""), query.get("stage", "")
+        attempt = _number(query.get("attempt"))
+        path = self.server.client.output_file(run, stage, attempt)
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{run}-{stage}-attempt{attempt}.log")
+        extra = {"Content-Disposition": f'attachment; filename="{name}"'}
+        with contextlib.ExitStack() as stack:
+            handle = None
+            if path:
+                with contextlib.suppress(FileNotFoundError):
+                    handle = stack.enter_context(open(path, "rb"))
+            # copied as it is on disk now (a running attempt's log grows): never read whole
+            size = os.fstat(handle.fileno()).st_size if handle else 0
+            self._send_head(HTTPStatus.OK, size, "text/plain; charset=utf-8", extra)
+            if body and handle:
+                _copy(handle, self.wfile, size)
 
     def _path_only(self) -> str:
         return urlsplit(self.path).path
@@ -306,14 +340,32 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body: bool,
         extra: dict[str, str] | None = None,
     ) -> None:
+        self._send_head(status, len(data), kind, extra)
+        if body:
+            self.wfile.write(data)
+
+    def _send_head(
+        self, status: HTTPStatus, length: int, kind: str, extra: dict[str, str] | None
+    ) -> None:
         self.send_response(status)
         for name, value in {**HEADERS, **(extra or {})}.items():
             self.send_header(name, value)
         self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Length", str(length))
         self.end_headers()
-        if body:
-            self.wfile.write(data)
+
+
+def _copy(source: Any, target: Any, size: int) -> None:
+    """``size`` bytes of ``source`` to ``target``, a piece at a time."""
+    while size > 0:
+        piece = source.read(min(size, _PIECE))
+        if not piece:
+            break
+        target.write(piece)
+        size -= len(piece)
+
+
+_PIECE = 1024 * 1024
 
 
 def _number(text: str | None) -> int:

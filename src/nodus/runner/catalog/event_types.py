@@ -74,5 +74,6 @@ EVENT_TYPES: tuple[str, ...] = (
     protocol.EVENT_RESUME_OVERRIDDEN,
     protocol.EVENT_RESTORED_FINISHED,
     protocol.EVENT_TRAINING_ARGUMENTS,
+    protocol.EVENT_DUPLICATE_SAVES,
     protocol.EVENT_UNNAMED,
 )

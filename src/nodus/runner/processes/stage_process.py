@@ -8,7 +8,8 @@ its own process group; the runner's stop requests are forwarded to it, and a Ctr
 terminal reaches only the runner (which then treats it as a preemption notice).
 
 Output is read by a thread, kept verbatim in the attempt's log file and streamed to the runner's
-terminal with a ``[stage]`` prefix.
+terminal with a ``[stage]`` prefix, each line as a terminal would show it
+(:func:`nodus.stages.terminal.collapse`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from nodus.runner.processes.messages import (
     Loss,
     Start,
 )
+from nodus.stages.terminal import collapse
 
 SUPERVISOR_MODULE = "nodus.runner.processes.supervisor"
 
@@ -283,9 +285,13 @@ class StageProcess:
                 self._show(line)
 
     def _show(self, line: bytes) -> None:
-        text = line.decode("utf-8", errors="replace").rstrip("\n")
+        # a progress bar's frames as the frame a terminal would leave, no cursor escapes: the
+        # runner's output is often a cron job's log file (the attempt's log keeps every byte)
+        shown, _ = collapse("", line.decode("utf-8", errors="replace"), final=True)
+        if not shown:
+            return
         try:
-            self.terminal.write(f"[{self.prefix}] {text}\n")
+            self.terminal.write(f"[{self.prefix}] {shown[0]}\n")
             self.terminal.flush()
         except (OSError, ValueError):
             pass  # a closed terminal must not stop the log file

@@ -1,6 +1,6 @@
 """The tables of a run's page: its attempts, its snapshots, the upload queue, each attempt's
-program output (followed live while it runs, through ``/api/output``); its events are
-:mod:`nodus.ui.pages.events`."""
+program output (followed live while it runs, through ``/api/output``; its bytes as written
+through ``/api/output/raw``); its events are :mod:`nodus.ui.pages.events`."""
 
 from __future__ import annotations
 
@@ -106,12 +106,8 @@ def outputs(client: Client, run: dict[str, Any]) -> Markup:
         for attempt in stage["attempts"]:
             piece = client.output(run["id"], stage["name"], attempt["number"])
             text = "".join(line + "\n" for line in piece["lines"])
-            follow = {
-                "run": run["id"],
-                "stage": stage["name"],
-                "attempt": str(attempt["number"]),
-                "offset": str(piece["next_offset"]),
-            }
+            where = {"run": run["id"], "stage": stage["name"], "attempt": str(attempt["number"])}
+            follow = {**where, "offset": str(piece["next_offset"])}
             blocks.append(
                 tag(
                     "details",
@@ -131,6 +127,21 @@ def outputs(client: Client, run: dict[str, Any]) -> Markup:
                         },
                         text,
                     ),
+                    _raw_link(where),
                 )
             )
     return join(blocks) or tag("p", {"class": "empty"}, "No output yet.")
+
+
+def _raw_link(where: dict[str, str]) -> Markup:
+    """The attempt's output as the program wrote it: the lines above are what a terminal would
+    show (a progress bar's last frame, no escape sequences), this keeps every byte."""
+    return tag(
+        "p",
+        {"class": "raw"},
+        tag(
+            "a",
+            {"href": "/api/output/raw?" + urlencode(where), "download": True, "rel": "raw"},
+            "raw output (every byte, progress bars' frames and escapes included)",
+        ),
+    )

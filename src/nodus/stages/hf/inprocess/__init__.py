@@ -10,6 +10,7 @@ program's ``PYTHONPATH``) installs :mod:`.hook`, which loads the rest when the p
     profile.py        the hf-trainer-v1 profile, checked when the Trainer is built
     method_profile.py what nodus's own managed-method program may train
     session.py        one prepared Trainer: when to save, requests, resume
+    own_saves.py      a Trainer that also saves checkpoints of its own: named once, with the cost
     cadence.py        ``save_every = "auto"``: measure what saves cost, pick the cadence
     state_copy.py     copy a checkpoint's state to memory at an optimizer boundary
     state_json.py     ``trainer_state.json`` written at a cost that does not grow with the run

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from nodus import protocol
-from nodus.stages.hf.inprocess import profile
+from nodus.stages.hf.inprocess import own_saves, profile
 from nodus.stages.hf.inprocess.channel import ControlDir
 from nodus.stages.hf.inprocess.session import Session, refuse
 from nodus.stages.hf.qualification import (
@@ -57,6 +57,9 @@ def prepare(trainer: Any, given: dict[str, Any]) -> None:
     trainer._nodus_session = session
     trainer.add_callback(_epoch_callback(session))
     trainer.add_callback(_progress_callback(control))
+    found = own_saves.of_arguments(trainer.args)
+    if found is not None:  # the Trainer saves too: said at its first own save
+        trainer.add_callback(own_saves.callback(control, found))
 
 
 def _assess(trainer: Any, given: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
