@@ -1,4 +1,7 @@
-"""The suite's heaviest tests, sent to the workers first.
+"""How the suite's tests are spread over pytest-xdist's two workers.
+
+The heaviest tests are sent first, and the quick tests that import the Transformers stack into
+pytest's own process share one worker.
 
 Under ``-n 2 --dist loadgroup`` pytest-xdist hands out work units (an ``xdist_group``, or one
 test) in collection order, after putting the units of several tests first (largest first). A
@@ -10,6 +13,13 @@ here only runs later, never less, so the table need not be exact or complete.
 """
 
 from __future__ import annotations
+
+import pytest
+
+ML_IN_PROCESS = pytest.mark.xdist_group("ml_in_process")
+"""The quick tests that import Transformers, Datasets or TRL into pytest's own process (not a
+program they start): about 9 s of CPU for the first in a worker. On one worker, the other never
+pays it, and their module-scoped fixtures (a pipeline, a quick-start copy) are made once."""
 
 SECONDS: dict[str, dict[str, float]] = {
     # the whole suite's slowest in its last run, then the quick tier's (`-m "not slow"`)
