@@ -7,9 +7,11 @@ Under ``-n 2 --dist loadgroup`` pytest-xdist hands out work units (an ``xdist_gr
 test) in collection order, after putting the units of several tests first (largest first). A
 minute-long test collected late starts when the other worker has little left, which then idles
 until it ends. So the collection is ordered longest first (the classic longest-processing-time
-rule): the tests below by their seconds, then everything else in its usual order. The figures
-are those of the last whole run (docs/benchmarks.md, "The test suite"); a test missing from
-here only runs later, never less, so the table need not be exact or complete.
+rule): the tests below by their seconds, then the other slow tests, then the quick ones, each
+in its usual order. The quick tests (under a second or two each) come last and fill in while
+the other worker ends its last long test. The figures are those of the last whole run
+(docs/benchmarks.md, "The test suite"); a test missing from here only runs later, never less,
+so the table need not be exact or complete.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ program they start): about 9 s of CPU for the first in a worker. On one worker, 
 pays it, and their module-scoped fixtures (a pipeline, a quick-start copy) are made once."""
 
 SECONDS: dict[str, dict[str, float]] = {
-    # the whole suite's slowest in its last run, then the quick tier's (`-m "not slow"`)
+    # the whole suite's slowest in its last run (the example READMEs' blocks: alone, 2026-12-06),
+    # then the quick tier's (`-m "not slow"`)
     "tests/hf/test_ext_trl.py": {
         "test_nodus_qualify_extension_trl_passes_for_sft_and_dpo": 138,
         "test_trl_script_killed_twice_ends_bit_identical_to_an_uninterrupted_run[sft-lora]": 82,
@@ -56,6 +59,9 @@ SECONDS: dict[str, dict[str, float]] = {
     },
     "tests/test_readme_blocks.py": {
         "test_a_runnable_block_runs_as_written[README.md]": 49,
+        "test_a_runnable_block_runs_as_written[examples/sft/README.md]": 33,
+        "test_a_runnable_block_runs_as_written[examples/grpo/README.md]": 30,
+        "test_a_runnable_block_runs_as_written[examples/dpo/README.md]": 27,
     },
     "tests/hf/test_example_programs.py": {
         "test_json_lines_file_with_an_explicit_padding_collator_recovers_bit_identically": 38,
@@ -95,5 +101,9 @@ def seconds(nodeid: str) -> float:
 
 
 def longest_first(items: list) -> list:
-    """``items`` with the listed tests first, longest first; the rest keep their order."""
-    return sorted(items, key=lambda item: -seconds(item.nodeid))
+    """``items`` with the listed tests first, longest first, then the other slow tests, then
+    the quick ones; each kind keeps its order."""
+    return sorted(
+        items,
+        key=lambda item: (-seconds(item.nodeid), item.get_closest_marker("slow") is None),
+    )

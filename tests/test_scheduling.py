@@ -22,11 +22,29 @@ def test_every_listed_test_is_defined_in_its_file():
 @dataclass
 class Item:
     nodeid: str
+    slow: bool = False
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return "mark" if name == "slow" and self.slow else None
 
 
-def test_the_listed_tests_go_first_longest_first_and_the_rest_keep_their_order():
+def test_the_listed_tests_go_first_longest_first_then_the_slow_then_the_quick():
     trl = "tests/hf/test_ext_trl.py::test_nodus_qualify_extension_trl_passes_for_sft_and_dpo"
     readme = "tests/test_readme_blocks.py::test_a_runnable_block_runs_as_written[README.md]"
-    items = [Item("tests/a.py::x"), Item(readme), Item("tests/b.py::y@g"), Item(f"{trl}@grp")]
+    items = [
+        Item("tests/a.py::quick"),
+        Item(readme, slow=True),
+        Item("tests/b.py::slow@g", slow=True),
+        Item("tests/c.py::quick"),
+        Item(f"{trl}@grp", slow=True),
+        Item("tests/d.py::slow", slow=True),
+    ]
     ordered = [item.nodeid for item in scheduling.longest_first(items)]
-    assert ordered == [f"{trl}@grp", readme, "tests/a.py::x", "tests/b.py::y@g"]
+    assert ordered == [
+        f"{trl}@grp",
+        readme,
+        "tests/b.py::slow@g",
+        "tests/d.py::slow",
+        "tests/a.py::quick",
+        "tests/c.py::quick",
+    ]
