@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import scheduling
+
 # No hub exists here: everything is built locally.
 for _name, _value in {
     "HF_HUB_OFFLINE": "1",
@@ -33,11 +35,13 @@ NODUS = [sys.executable, "-m", "nodus"]
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Under ``--dist loadgroup`` each ``xdist_group`` must run on one worker (one Ray cluster at
-    a time, a shared trained run); pytest-xdist marks that in the node id. A pytest/xdist pair
-    where it no longer does is refused here, rather than quietly running the groups apart."""
+    """Under ``--dist loadgroup`` the heaviest tests are sent first (:mod:`scheduling`), and each
+    ``xdist_group`` must run on one worker (one Ray cluster at a time, a shared trained run);
+    pytest-xdist marks that in the node id. A pytest/xdist pair where it no longer does is
+    refused here, rather than quietly running the groups apart."""
     if not getattr(config.option, "loadgroup", False):
         return
+    items[:] = scheduling.longest_first(items)  # the same order on each worker: xdist checks
     apart = [i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
     if apart:
         raise pytest.UsageError(

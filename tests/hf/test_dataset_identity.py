@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from nodus.stages.hf.inprocess.identity import dataset_identity, differences
+from scheduling import ML_IN_PROCESS
 
 pytestmark = pytest.mark.hf
 
@@ -105,6 +106,7 @@ def _copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
+@ML_IN_PROCESS
 @pytest.mark.parametrize("kind", ["text", "json", "csv", "parquet", "load_from_disk"])
 def test_same_bytes_elsewhere_are_the_same_dataset_and_one_changed_byte_is_not(tmp_path, kind):
     first = _write(tmp_path / "attempt-1", kind)
@@ -128,6 +130,7 @@ def test_same_bytes_elsewhere_are_the_same_dataset_and_one_changed_byte_is_not(t
         assert str(second) in line  # the refusal names the data file
 
 
+@ML_IN_PROCESS
 def test_another_shuffle_or_selection_is_another_dataset(tmp_path):
     path = _write(tmp_path / "data", "text")
     data = _train_dataset(path, "text", tmp_path / "cache")

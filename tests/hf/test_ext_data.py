@@ -42,6 +42,7 @@ from nodus.stages.hf import extensions
 from nodus.stages.hf.inprocess import identity as identities
 from nodus.stages.hf.inprocess import profile
 from polling import wait_for
+from scheduling import ML_IN_PROCESS
 
 pytestmark = pytest.mark.hf
 
@@ -321,6 +322,7 @@ def pipeline(tmp_path_factory):
         os.chdir(cwd)
 
 
+@ML_IN_PROCESS
 @pytest.mark.parametrize("kind", ["mlm", "wwm"])
 def test_random_masking_inside_dataloader_workers_is_refused_as_not_supported_yet(pipeline, kind):
     found = profile.assess(*pipeline(kind, workers=2))
@@ -332,6 +334,7 @@ def test_random_masking_inside_dataloader_workers_is_refused_as_not_supported_ye
     assert set(found.extensions) == {extensions.COLLATORS, extensions.WORKERS}
 
 
+@ML_IN_PROCESS
 @pytest.mark.parametrize("kind", ["clm", "seq2seq", "tokens"])
 def test_padding_collators_inside_dataloader_workers_are_both_extensions(pipeline, kind):
     found = profile.assess(*pipeline(kind, workers=2))
@@ -339,6 +342,7 @@ def test_padding_collators_inside_dataloader_workers_are_both_extensions(pipelin
     assert set(found.extensions) == {extensions.COLLATORS, extensions.WORKERS}
 
 
+@ML_IN_PROCESS
 def test_the_collators_settings_are_the_identity_and_a_model_is_named_by_its_class(pipeline):
     seq2seq = identities.compute(pipeline("seq2seq")[0])["data_collator"]
     assert seq2seq.startswith("DataCollatorForSeq2Seq(model=<transformers.models.t5.")

@@ -35,6 +35,7 @@ from nodus.schemas import defaults
 from nodus.stages import layouts
 from nodus.stages.hf.inprocess import identity
 from polling import wait_for
+from scheduling import ML_IN_PROCESS
 
 PROGRAM = "collators.py"
 BIN = Path(sys.executable).parent
@@ -246,6 +247,7 @@ def test_a_resume_under_another_world_size_is_refused_naming_both_sizes():
     assert identity.differences(saved, saved) == []
 
 
+@ML_IN_PROCESS
 @pytest.mark.hf
 def test_ranks_of_one_world_have_one_identity_of_their_arguments():
     from transformers import TrainingArguments

@@ -22,6 +22,7 @@ import doc_samples
 from nodus.schemas.defaults import ENV_IGNORE_SHIPPED_QUALIFICATIONS as IGNORE_SHIPPED
 from nodus.stages.hf.inprocess import identity as identities
 from nodus.stages.hf.inprocess import profile
+from scheduling import ML_IN_PROCESS
 
 pytestmark = pytest.mark.hf
 
@@ -155,6 +156,7 @@ def _explicit(quickstart, make) -> list[str]:
     return profile.check(quickstart.build(collator), {"data_collator": collator})
 
 
+@ML_IN_PROCESS
 @pytest.mark.parametrize(
     "make",
     [
@@ -189,6 +191,7 @@ def shuffled_collator(features):
     return default_data_collator(features[::-1])
 
 
+@ML_IN_PROCESS
 @pytest.mark.parametrize(
     "make, named",
     [
@@ -209,6 +212,7 @@ def test_other_collators_are_refused_naming_them(quickstart, make, named):
     assert len(reasons) == 1 and reasons[0].startswith(named), reasons
 
 
+@ML_IN_PROCESS
 def test_a_masking_collator_is_the_collators_extension_not_a_refusal(quickstart):
     from transformers import DataCollatorForLanguageModeling
 
@@ -218,6 +222,7 @@ def test_a_masking_collator_is_the_collators_extension_not_a_refusal(quickstart)
     assert found.extensions == {"collators": "DataCollatorForLanguageModeling"}
 
 
+@ML_IN_PROCESS
 def test_padding_with_a_tokenizer_other_than_the_trainers_is_refused(quickstart):
     from transformers import DataCollatorWithPadding
 
@@ -230,6 +235,7 @@ def test_padding_with_a_tokenizer_other_than_the_trainers_is_refused(quickstart)
         assert "DataCollatorWithPadding of a tokenizer that is not the Trainer's" in reasons[0]
 
 
+@ML_IN_PROCESS
 def test_the_collator_is_recorded_in_the_identity_and_a_changed_one_is_named(quickstart):
     from transformers import DataCollatorWithPadding, default_data_collator
 

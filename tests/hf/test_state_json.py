@@ -8,6 +8,9 @@ import math
 from typing import TYPE_CHECKING
 
 from nodus.stages.hf.inprocess.state_json import StateJson
+from scheduling import ML_IN_PROCESS
+
+pytestmark = ML_IN_PROCESS
 
 if TYPE_CHECKING:  # imported where a test needs it: collecting imports no Transformers
     from transformers import TrainerState

@@ -12,6 +12,8 @@ import pytest
 from nodus.stages.hf.inprocess import profile
 
 pytestmark = pytest.mark.hf
+# The trainers' tests, on one worker: the module's `build` (TRL imported, a tiny GPT-2 saved) once.
+on_build = pytest.mark.xdist_group("trl_build")
 
 AUTO = 'integration = "auto": the program runs unprepared'
 CONTRACT = "the directory contract (no integration)"
@@ -103,6 +105,7 @@ def build(tmp_path_factory):
 
 
 @pytest.mark.slow
+@on_build
 @pytest.mark.parametrize("method", ["sft", "dpo"])
 def test_trl_trainers_with_their_collators_are_the_trl_extension(build, method):
     from trl import DPOTrainer, SFTTrainer
@@ -117,6 +120,7 @@ def test_trl_trainers_with_their_collators_are_the_trl_extension(build, method):
 
 
 @pytest.mark.slow
+@on_build
 def test_a_subclass_of_a_trl_trainer_is_refused_naming_it_and_its_collator(build):
     from trl import SFTTrainer
 
@@ -135,6 +139,7 @@ def test_a_subclass_of_a_trl_trainer_is_refused_naming_it_and_its_collator(build
 
 
 @pytest.mark.slow
+@on_build
 @pytest.mark.parametrize("method", ["sft", "dpo"])
 def test_the_dataset_identity_is_the_data_trl_tokenized(build, method):
     """TRL tokenizes the rows it is given (``map``): the identity is that content, so the same
@@ -156,6 +161,7 @@ def test_the_dataset_identity_is_the_data_trl_tokenized(build, method):
 
 
 @pytest.mark.slow
+@on_build
 def test_dpo_updating_its_reference_model_is_refused(build):
     """``sync_ref_model=True`` trains the reference model too, and no checkpoint holds it."""
     from trl import DPOTrainer

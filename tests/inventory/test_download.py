@@ -13,7 +13,11 @@ import pytest
 from snapshot_helpers import COUNTER_STEPS, HF_STEPS, NODUS, PROGRAMS, QUICKSTART, Home
 
 # Outside the quick tier: the session's real runs (a Trainer, a killed counter) and downloads.
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # with the other tests of the session's `hf_run` and `counter_run`: each is made once
+    pytest.mark.xdist_group("inventory_runs"),
+]
 
 
 def test_model_download_loads_with_from_pretrained_and_generates(hf_run, tmp_path):

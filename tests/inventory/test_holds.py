@@ -8,7 +8,11 @@ import pytest
 from snapshot_helpers import Home, counter_workload, run_with_one_kill
 
 # Outside the quick tier: holds on the session's real runs, and a run killed once.
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # with the other tests of the session's `hf_run` and `counter_run`: each is made once
+    pytest.mark.xdist_group("inventory_runs"),
+]
 
 
 def _holds(hf_run, store: str, ref: str) -> list[str]:

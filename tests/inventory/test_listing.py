@@ -9,7 +9,11 @@ import pytest
 from snapshot_helpers import HF_STEPS
 
 # Outside the quick tier: listings of the session's real Trainer run.
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # with the other tests of the session's `hf_run` and `counter_run`: each is made once
+    pytest.mark.xdist_group("inventory_runs"),
+]
 
 
 def test_runs_snapshots_lists_each_committed_save_with_kinds_metrics_and_the_model(hf_run):

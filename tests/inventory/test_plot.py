@@ -6,7 +6,11 @@ import pytest
 from snapshot_helpers import HF_STEPS
 
 # Outside the quick tier: plots of the session's real runs.
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # with the other tests of the session's `hf_run` and `counter_run`: each is made once
+    pytest.mark.xdist_group("inventory_runs"),
+]
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

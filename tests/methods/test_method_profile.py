@@ -14,8 +14,9 @@ from nodus import protocol
 from nodus.schemas.loader import resolve_file
 from nodus.stages.hf.inprocess import method_profile
 from nodus.stages.methods.train import build_trainer
+from scheduling import ML_IN_PROCESS
 
-pytestmark = [pytest.mark.hf]
+pytestmark = [pytest.mark.hf, ML_IN_PROCESS]
 
 OWN_PROGRAM = "the method profile is for nodus's own program (nodus.stages.methods.train)"
 

@@ -14,6 +14,7 @@ import pytest
 from nodus import protocol
 from nodus.errors import WorkloadError
 from nodus.schemas.loader import resolve_file
+from scheduling import ML_IN_PROCESS
 
 
 @pytest.fixture
@@ -89,6 +90,7 @@ def test_grpo_checkpoint_every_is_aligned_to_a_generation_boundary(folder):
     assert resolved.method["checkpoint_every"] == 3
 
 
+@ML_IN_PROCESS
 def test_saved_dataset_folders_and_parquet_files_are_read(folder):
     import datasets
 

@@ -23,7 +23,10 @@ from polling import wait_for
 from run_phases import move_to
 
 # Outside the quick tier: every test runs a parent and a branch with real `nodus run`s.
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("branches_parent"),  # one worker makes the module's `parent` run
+]
 
 COUNTER = [sys.executable, "-m", "nodus.testing.counter", "--steps", "20", "--save-every", "5"]
 SLOW = ["--sleep", "0.1"]  # saves settle between steps, so each one is captured

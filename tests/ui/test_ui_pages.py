@@ -19,7 +19,10 @@ from nodus.client import Client
 from nodus.runner.catalog.core import Catalog
 from polling import wait_for
 
-pytestmark = pytest.mark.slow  # real runs through the real runner, then a browser
+pytestmark = [
+    pytest.mark.slow,  # real runs through the real runner, then a browser
+    pytest.mark.xdist_group("ui_runs_home"),  # one worker makes the session's `runs_home`
+]
 
 HEADER = (
     "run",

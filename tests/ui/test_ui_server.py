@@ -31,7 +31,9 @@ TOKEN = "t" * 24
 def served(nodus_home) -> Iterator[UiServer]:
     Client(nodus_home).runs()  # a catalog, as `nodus ui` makes sure of first
     server = UiServer(Client(nodus_home, read_only=True), "127.0.0.1", 0, None)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # `shutdown()` waits for the loop's next poll: at socketserver's default of 0.5 s that was
+    # half a second of each test's teardown (docs/benchmarks.md, "The test suite").
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     yield server
     server.shutdown()
     server.server_close()
