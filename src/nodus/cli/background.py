@@ -17,16 +17,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from nodus.cli.output import printable
-from nodus.errors import NodusError
+from nodus.cli import output
+from nodus.errors import NodusError, redacted
 
 PROG = "python -m nodus.cli.background"
 
 
-def say(text: str) -> None:
+def _log(text: str) -> None:
     """A line of the log, as the foreground command says it on stderr (``nodus: …``), on stdout
     where the program's output goes too: one stream, in the order things happened."""
-    print(f"nodus: {printable(text, keep=chr(10))}", flush=True)
+    output.say(text, sys.stdout)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,10 +39,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = options.parse_args(argv)
     try:
-        with Client(args.home, output=sys.stdout, say=say, say_snapshots=not args.quiet) as client:
+        with Client(args.home, output=sys.stdout, say=_log, say_snapshots=not args.quiet) as client:
             run = client.drive_handed_over(args)
     except NodusError as error:
-        print(f"nodus: {error}", file=sys.stderr, flush=True)
+        output.say(redacted(str(error)))  # a store URL's password is never repeated back
         return error.exit_status
     return int(run["exit_status"] or 0)
 
