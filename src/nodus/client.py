@@ -30,6 +30,8 @@ from nodus.errors import UsageError
 from nodus.schemas import defaults
 
 if TYPE_CHECKING:
+    import argparse
+
     from nodus.inventory import Lookup
     from nodus.runner.catalog.core import Catalog
     from nodus.runner.submit.claim import Claim
@@ -226,7 +228,7 @@ class Client:
             return self.get(claim.run_id)
         if detach:
             handed_over = self.get(claim.run_id)
-            claim.detach()
+            claim.detach(self._background_entry())
             self._say(
                 f"{claim.run_id} runs in the background; `nodus runs wait {claim.run_id}` "
                 "waits for it"
@@ -242,6 +244,23 @@ class Client:
         if failed:  # never end silently green when snapshots were lost on the way
             self._say(failed)
         return data
+
+    def _background_entry(self) -> list[str]:
+        """The background runner a detached run is handed to: a client of the same home
+        driving it with this client's narration (``--quiet``: no snapshot lines), written to
+        its ``runner.log``. It is the command line's module (named, never imported here), as
+        the process is a command of its own: argument parsing, exit status."""
+        quiet = [] if self._say_snapshots else ["--quiet"]
+        return [sys.executable, "-m", "nodus.cli.background", *quiet]
+
+    def drive_handed_over(self, handed: argparse.Namespace) -> dict[str, Any]:
+        """The background runner's work (``python -m nodus.cli.background``): take the run
+        ``handed`` names (the arguments of :mod:`nodus.runner.submit.detach`) and drive it as
+        :meth:`run` does, narrated; the run dict. A run no longer QUEUED is left as it is."""
+        from nodus.runner.submit.detach import claim_queued
+
+        claim = claim_queued(handed, self._say)
+        return self._carry_out(claim, detach=False, history=not handed.resume)
 
     # --- watching and controlling ---------------------------------------------------------------
 

@@ -187,7 +187,7 @@ def test_a_background_runner_leaves_alone_a_run_dealt_with_before_it_started(pro
         [
             sys.executable,
             "-m",
-            "nodus.runner.submit.detach",
+            "nodus.cli.background",
             failed["id"],
             "--home",
             str(project.home),

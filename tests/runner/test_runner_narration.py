@@ -108,3 +108,76 @@ def test_the_sdk_says_each_committed_snapshot_when_asked(project, monkeypatch):
         for e in events
     ]
     assert expected and [line for line in said if line.startswith("snapshot of step")] == expected
+
+
+# --- the background runner's log: the same lines as a foreground run's stderr ------------------
+
+
+def _runner_log(project, run_id: str) -> str:
+    path = project.home / "work" / run_id / "runner.log"
+    return path.read_text() if path.exists() else ""
+
+
+def _ended_log(project, run_id: str) -> list[str]:
+    """What the detached runner's log says, once it says how the run ended (its last line)."""
+
+    def ended() -> list[str] | None:
+        said = _said(_runner_log(project, run_id))
+        phase = project.get(run_id)["phase"]
+        return said if said[-1:] == [f"{run_id} {phase}"] else None
+
+    return wait_for(ended, what="the background runner's last line")
+
+
+def _snapshot_lines(project, run_id: str) -> list[str]:
+    """A line per ``snapshot_committed`` event of the catalog, as the narration says it."""
+    events = project.catalog().events(run_id, types=("snapshot_committed",))
+    return [
+        f"snapshot of step {e['details']['step']} committed ({e['details']['snapshot']})"
+        for e in events
+    ]
+
+
+def test_a_detached_runs_log_says_each_committed_snapshot_and_how_it_ended(project):
+    project.write(steps=40, save_every=SAVE_EVERY, sleep=0.05)
+    handed = project.nodus("run", "workload.toml", "--key", "bg", "--detach")
+    assert handed.returncode == 0, handed.stderr
+    run_id = project.get("bg")["id"]
+    said = _ended_log(project, run_id)
+    assert project.get(run_id)["phase"] == "SUCCEEDED"
+    expected = _snapshot_lines(project, run_id)
+    assert expected and [s for s in said if s.startswith("snapshot of")] == expected
+    assert said[-1] == f"{run_id} SUCCEEDED"
+
+
+def test_a_detached_runs_log_says_the_kill_and_the_restore_that_recovered_it(project):
+    project.write(steps=STEPS, save_every=SAVE_EVERY, sleep=SLEEP, gated=True)
+    handed = project.nodus("run", "workload.toml", "--detach")
+    assert handed.returncode == 0, handed.stderr
+    run_id = project.catalog().list_runs()[0].id
+    kill_program(project, run_id, after_step=0)
+    project.done_killing()
+    said = _ended_log(project, run_id)
+    first, second = project.catalog().attempts(run_id, "main")
+    lost = (
+        f"attempt 1 lost (pid {first['pid']}: {_command(project, run_id)}): killed by SIGKILL, "
+        "which nodus did not send"
+    )
+    restoring = (
+        f"restoring step {second['restored_step']} ({second['restored_snapshot']}) → attempt 2"
+    )
+    assert [s for s in said if "committed (" not in s] == [lost, restoring, f"{run_id} SUCCEEDED"]
+    assert [s for s in said if s.startswith("snapshot of")] == _snapshot_lines(project, run_id)
+    # attempt 2's snapshots are said after the restore that started it, as on a terminal
+    after = [int(s.split()[3]) for s in said[said.index(restoring) :] if s.startswith("snapshot")]
+    assert after and all(step > second["restored_step"] for step in after)
+
+
+def test_a_quiet_detached_runs_log_has_no_snapshot_lines(project):
+    project.write(steps=40, save_every=SAVE_EVERY)
+    handed = project.nodus("run", "workload.toml", "--key", "bg", "--detach", "--quiet")
+    assert handed.returncode == 0, handed.stderr
+    run_id = project.get("bg")["id"]
+    said = _ended_log(project, run_id)
+    assert _snapshot_lines(project, run_id)  # committed, not said
+    assert said == [f"{run_id} SUCCEEDED"]

@@ -19,6 +19,8 @@ exit status; anything else is a bug, reported in one line (``NODUS_DEBUG=1`` sho
     qualify.py    ``nodus qualify``: the hf-trainer-v1 qualification suite on this environment
     ui.py         ``nodus ui``: a read-only page of the runs in a browser (:mod:`nodus.ui`)
     completion.py ``nodus completion bash|zsh|fish``: commands, options, run ids and snapshots
+    background.py ``python -m nodus.cli.background``: the background runner of ``--detach``, a
+                  client driving the run, narrated into its ``runner.log``
     output.py     what every command prints, and where: messages, ``--json``, tables, the Client
     parsing.py    the parser of the line's command: close matches for mistyped words, commands
                   in the order of use

@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 
-def say(text: str) -> None:
-    """A message for the person at the terminal, on stderr (flushed: progress shows at once)."""
-    print(f"nodus: {printable(text, keep=chr(10))}", file=sys.stderr, flush=True)
+def say(text: str, stream: TextIO | None = None) -> None:
+    """A message for the person at the terminal, on stderr (flushed: progress shows at once);
+    ``stream``: elsewhere (the background runner's log)."""
+    print(f"nodus: {printable(text, keep=chr(10))}", file=stream or sys.stderr, flush=True)
 
 
 def printable(value: str, keep: str = "") -> str:

@@ -57,7 +57,7 @@ class Placement:
         return dict(self.options).get(flag)
 
     def argv(self) -> list[str]:
-        """The same placement as ``python -m nodus.runner.submit.detach`` options."""
+        """The same placement as the background runner's options (``runner/submit/detach.py``)."""
         argv = ["--backend", self.backend] if self.backend else []
         for flag, value in self.options:
             argv += [flag, value]

@@ -2,7 +2,8 @@
 
 Claiming takes the run's lock, so whoever holds a :class:`Claim` is the one process allowed to
 drive that run; :meth:`Claim.drive` drives it to the phase where it stops, :meth:`Claim.detach`
-hands it to a background runner (``python -m nodus.runner.submit.detach``).
+hands it to a background runner: the caller's entry point (the client's), started with the
+arguments :mod:`nodus.runner.submit.detach` reads.
 
 ``--key`` makes ``nodus run`` idempotent for cron: the key's lock is taken first, so of two
 ``nodus run --key K`` started together exactly one proceeds (the other exits 5 naming the
@@ -18,8 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -77,12 +77,12 @@ class Claim:
         finally:
             self.lock.release()
 
-    def detach(self) -> None:
+    def detach(self, entry: Sequence[str]) -> None:
         """Hand the run (claimed with ``detach``) to a background runner, which takes the lock
-        over."""
+        over: the command ``entry`` (the caller's; the runner names nothing above it)."""
         assert self.lock is not None, "a finished run is not driven again"
         self.lock.release()
-        spawn_detached(self.home, self.run_id, self.restore, self.placement)
+        spawn_detached(self.home, self.run_id, self.restore, self.placement, entry)
 
 
 def open_run_store(url: str) -> SnapshotStore:
@@ -476,12 +476,17 @@ def drive(
 
 
 def spawn_detached(
-    home: str, run_id: str, restore: Restore | None, placement: Placement = HERE
+    home: str,
+    run_id: str,
+    restore: Restore | None,
+    placement: Placement,
+    entry: Sequence[str],
 ) -> None:
-    """Start ``python -m nodus.runner.submit.detach`` in its own session, output in a log."""
+    """Start ``entry`` with the arguments :func:`nodus.runner.submit.detach.parser` reads, in
+    its own session, output in the run's ``runner.log``."""
     folder = os.path.join(home, defaults.WORK_DIR, run_id)
     private_folder(folder)
-    command = [sys.executable, "-m", "nodus.runner.submit.detach", run_id, "--home", home]
+    command = [*entry, run_id, "--home", home]
     command += placement.argv()
     if restore is not None and restore.step is not None:
         command += ["--step", str(restore.step)]
