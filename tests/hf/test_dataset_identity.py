@@ -146,8 +146,8 @@ def _rows_without_none(batch):
 
 
 _IDENTITY_IN_A_PROCESS = """
-import datasets, functools, json, sys
-sys.path.insert(0, sys.argv[2])
+import datasets, functools, json, os, sys
+sys.path[:0] = [sys.argv[2], os.path.dirname(sys.argv[2])]  # tests/hf, and tests/ (scheduling)
 from test_dataset_identity import _rows_without_none
 from nodus.stages.hf.inprocess.identity import dataset_identity
 data = datasets.load_from_disk(sys.argv[1]).with_transform(_rows_without_none)

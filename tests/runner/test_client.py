@@ -203,24 +203,28 @@ def test_a_background_runner_leaves_alone_a_run_dealt_with_before_it_started(pro
 def test_a_run_refused_or_found_finished_leaves_no_process_behind(project, client, tmp_path):
     """No call leaves a process of its own behind: a refused workload, a key's finished run
     (whose program never starts again), a run driven to its end."""
+    # What this worker already runs for other tests (a `nodus ui` a session fixture keeps).
+    before = frozenset(_children())
     (tmp_path / "bad.toml").write_text('name = "bad"\n')
     with pytest.raises(WorkloadError):
         client.run(tmp_path / "bad.toml")
-    assert _children() == {}
+    assert _children(but=before) == {}
     project.write(steps=5, save_every=5)
     first = client.run(project.file, key="once")
-    assert _children() == {}
+    assert _children(but=before) == {}
     again = client.run(project.file, key="once")
     assert again["id"] == first["id"] and len(again["stages"][0]["attempts"]) == 1
-    assert _children() == {}
+    assert _children(but=before) == {}
 
 
-def _children() -> dict[int, str]:
-    """{pid: state and command line} of this process's children, reaped or not."""
+def _children(but: frozenset[int] = frozenset()) -> dict[int, str]:
+    """{pid: state and command line} of this process's children, reaped or not, but ``but``."""
     found = {}
     for task in os.listdir(f"/proc/{os.getpid()}/task"):
         with open(f"/proc/{os.getpid()}/task/{task}/children") as handle:
             for pid in handle.read().split():
+                if int(pid) in but:
+                    continue
                 try:
                     with open(f"/proc/{pid}/stat") as stat, open(f"/proc/{pid}/cmdline") as line:
                         found[int(pid)] = stat.read().rsplit(")", 1)[1].split()[0] + line.read()
