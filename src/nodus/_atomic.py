@@ -71,6 +71,20 @@ def sync_tree(path: str) -> None:
             continue  # one this user may not read: its entry was made by someone else
 
 
+def tree_bytes(path: str) -> int:
+    """The bytes of the files under ``path`` (links counted as themselves, never followed); a
+    file renamed or removed while the tree is walked is not counted (it is counted where it
+    went, the next time)."""
+    total = 0
+    for folder, _folders, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
 def read_json(path: str) -> Any:
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)

@@ -20,12 +20,12 @@ engine then records PAUSED and the runner exits 3.
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nodus import protocol
+from nodus._atomic import tree_bytes
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.catalog.core import now
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
@@ -221,7 +221,7 @@ class PauseDriver:
     def _report_progress(self) -> None:
         """Bytes of the checkpoint being written (integration) or of the state folder."""
         where = self.attempt.ws.control.build if self._integration() else self.attempt.ws.state
-        written = _folder_bytes(where)
+        written = tree_bytes(where)
         if written != self.pause["save_bytes"]:
             self._update(save_bytes=written)
 
@@ -231,14 +231,3 @@ class PauseDriver:
 
     def _event(self, type_: str, details: dict[str, Any]) -> None:
         self.attempt.context.event(type_, details)
-
-
-def _folder_bytes(folder: str) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                continue  # renamed away meanwhile: it is counted where it went next time
-    return total

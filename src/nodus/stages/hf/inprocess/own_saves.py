@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodus import protocol
+from nodus._atomic import tree_bytes
 from nodus.schemas.units import human_bytes
 from nodus.stages.hf.inprocess.channel import ControlDir
 
@@ -79,7 +80,7 @@ def callback(channel: ControlDir, found: OwnSaves) -> Any:
                 return
             self.said = True
             folder = os.path.join(args.output_dir, protocol.checkpoint_folder(state.global_step))
-            size = _folder_bytes(folder)
+            size = tree_bytes(folder)
             measured = size > 0
             if not measured:
                 size = _parameter_bytes(kwargs.get("model"))
@@ -97,17 +98,6 @@ def callback(channel: ControlDir, found: OwnSaves) -> Any:
 
     NodusOwnSavesCallback.__module__ = __name__
     return NodusOwnSavesCallback()
-
-
-def _folder_bytes(folder: str) -> int:
-    total = 0
-    for parent, _, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.stat(os.path.join(parent, name)).st_size
-            except OSError:
-                continue  # gone meanwhile (the Trainer's own rotation): not part of the save
-    return total
 
 
 def _parameter_bytes(model: Any) -> int:
