@@ -122,6 +122,19 @@ class Project:
         return open_store("file://" + str(self.home / "store"))
 
 
+def catches(pid: int, signum: int) -> bool:
+    """Whether the process ``pid`` has a handler for ``signum`` (its ``SigCgt`` mask): a program
+    that sets one as it starts (``--save-on-term``) may take seconds to get there when loaded."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
 def running_attempt(catalog: Catalog, run_id: str, stage: str = "main") -> dict | None:
     """The attempt whose program is running now (pid known and alive, not ended).
 

@@ -221,13 +221,17 @@ def _children(but: frozenset[int] = frozenset()) -> dict[int, str]:
     """{pid: state and command line} of this process's children, reaped or not, but ``but``."""
     found = {}
     for task in os.listdir(f"/proc/{os.getpid()}/task"):
-        with open(f"/proc/{os.getpid()}/task/{task}/children") as handle:
-            for pid in handle.read().split():
-                if int(pid) in but:
-                    continue
-                try:
-                    with open(f"/proc/{pid}/stat") as stat, open(f"/proc/{pid}/cmdline") as line:
-                        found[int(pid)] = stat.read().rsplit(")", 1)[1].split()[0] + line.read()
-                except OSError:
-                    continue  # gone meanwhile
+        try:
+            with open(f"/proc/{os.getpid()}/task/{task}/children") as handle:
+                children = handle.read().split()
+        except FileNotFoundError:
+            continue  # a thread that ended since the listing (its children are reparented)
+        for pid in children:
+            if int(pid) in but:
+                continue
+            try:
+                with open(f"/proc/{pid}/stat") as stat, open(f"/proc/{pid}/cmdline") as line:
+                    found[int(pid)] = stat.read().rsplit(")", 1)[1].split()[0] + line.read()
+            except OSError:
+                continue  # gone meanwhile
     return found

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import signal
 
-from runner_helpers import FAST, committed_steps, kill_program, running_attempt
+from runner_helpers import FAST, catches, committed_steps, kill_program, running_attempt
 
 import doc_samples
 from nodus import Client
@@ -74,7 +74,9 @@ def test_an_interrupted_run_ends_with_the_command_that_continues_it(project):
     )
     runner = project.start("run", "workload.toml", "--key", "pre")
     run_id = wait_for(lambda: _run_id(project, "pre"), what="the run")
-    wait_for(lambda: running_attempt(project.catalog(), run_id), what="the program")
+    attempt = wait_for(lambda: running_attempt(project.catalog(), run_id), what="the program")
+    # Only once the program catches SIGTERM does it save on it (the resume then restores a step)
+    wait_for(lambda: catches(attempt["pid"], signal.SIGTERM), what="its SIGTERM handler")
     os.kill(runner.pid, signal.SIGTERM)  # a preemption notice
     _, err = runner.communicate(timeout=60)
     assert runner.returncode == 3

@@ -12,7 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from runner_helpers import committed_steps, kill_program, pid_alive, running_attempt
+from runner_helpers import catches, committed_steps, kill_program, pid_alive, running_attempt
 
 import doc_samples
 from nodus import protocol
@@ -84,10 +84,9 @@ def test_sigterm_to_the_runner_is_a_preemption_notice_then_resume_finishes(proje
     runner = project.start("run", "workload.toml", "--key", "pre")
     run_id = wait_for(lambda: _run_id(project, "pre"), what="the run")
     attempt = wait_for(lambda: running_attempt(project.catalog(), run_id), what="the program")
-    # its SIGTERM handler is set once it says where it starts (a loaded machine may take seconds)
     # Its SIGTERM handler is set (a loaded machine may take seconds): the step it is in then
     # ends before it saves, so it saves a step past 0.
-    wait_for(lambda: _catches(attempt["pid"], signal.SIGTERM), what="its SIGTERM handler")
+    wait_for(lambda: catches(attempt["pid"], signal.SIGTERM), what="its SIGTERM handler")
     os.kill(runner.pid, signal.SIGTERM)
     runner.communicate(timeout=60)
     assert runner.returncode == 3
@@ -349,14 +348,6 @@ def test_max_recoveries_bounds_the_loop_and_names_the_count(project):
     run = project.get(run_id)
     assert run["phase"] == "FAILED"
     assert "interrupted 2 times" in run["message"] and "max_recoveries = 1" in run["message"]
-
-
-def _catches(pid: int, signum: int) -> bool:
-    """Whether the process ``pid`` has a handler for ``signum`` (its ``SigCgt`` mask)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("SigCgt:"):
-            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
-    return False
 
 
 def _run_id(project, key: str) -> str | None:
