@@ -31,6 +31,12 @@ BACKEND_MODULES = {
     "runner/backends/ray.py",
     "runner/backends/node.py",
 }
+SLURM_MODULES = {
+    "runner/backends/slurm_backend.py",
+    "runner/backends/slurm.py",
+    "runner/backends/slurm_jobs.py",
+    "runner/backends/slurm_node.py",
+}
 
 
 def _subcommand(parser: argparse.ArgumentParser, *path: str) -> argparse.ArgumentParser:
@@ -80,7 +86,13 @@ def test_an_option_no_backend_takes_is_refused_naming_those_they_take():
     [(e.name, key) for e in backends.REGISTRY.values() for key in e.execution_keys],
 )
 def test_a_key_only_some_backends_read_is_refused_on_the_others(tmp_path, name, key):
-    value = {"shared_store": "true"}.get(key, "2")
+    value = {
+        "shared_store": "true",
+        "partition": '"p"',
+        "account": '"a"',
+        "qos": '"q"',
+        "sbatch_options": '["--exclusive"]',
+    }.get(key, "2")
     path = tmp_path / "w.toml"
     base = 'name = "w"\ncommand = ["python", "t.py"]\n[execution]\n'
     path.write_text(f'{base}backend = "{name}"\n{key} = {value}\n')
@@ -127,9 +139,20 @@ def test_only_the_ray_backend_and_the_registry_name_ray():
     assert set(naming) <= BACKEND_MODULES | {"schemas/backends.py"}
 
 
+def test_only_the_slurm_backend_and_the_registry_name_slurm():
+    spelled = {"slurm", "sbatch", "scontrol", "scancel", "SLURM"}
+    naming = sorted(
+        path.relative_to(SRC).as_posix()
+        for path in SRC.rglob("*.py")
+        if _code_names(path) & spelled
+    )
+    assert set(naming) <= SLURM_MODULES | {"schemas/backends.py"}
+
+
 def test_generic_code_reaches_a_backend_only_through_the_registry():
     modules = {entry.runner for entry in backends.REGISTRY.values()}
     modules |= {"nodus.runner.backends.ray", "nodus.runner.backends.node"}
+    modules |= {f"nodus.runner.backends.{m}" for m in ("slurm", "slurm_jobs", "slurm_node")}
     importing = []
     for path in SRC.rglob("*.py"):
         relative = path.relative_to(SRC).as_posix()

@@ -35,6 +35,10 @@ INTERNAL = {
     ),
     "runner/capture/capturer.py:_FolderChanged": "control flow of one capture: capture_skipped",
     "runner/capture/capturer.py:_NewerCheckpoint": "control flow of one capture: a newer save",
+    "runner/backends/slurm_jobs.py:SlurmError": (
+        "caught in the Slurm backend: sbatch's refusal fails the attempt, a check refuses the "
+        "run (UsageError), an unanswered look at the job is asked again"
+    ),
     "qualify.py:_Failed": "control flow of one qualification case: reported as its failure",
     "store/_direct.py:Unsupported": "a fast copy the filesystem lacks: store._io falls back",
     "store/_direct.py:_Refused": "control flow of store._direct: the fallback copy",

@@ -174,6 +174,7 @@ def test_a_catalog_whose_attempts_ended_interrupted_reads_them_as_lost(tmp_path)
             "UPDATE events SET details = json_set(details, '$.outcome', 'interrupted') "
             "WHERE type = 'attempt_ended'"
         )
+        db.execute("ALTER TABLE attempts DROP COLUMN job")  # migration 7 came after
         db.execute("PRAGMA user_version = 5")
     db.close()
     reopened = Catalog(str(tmp_path))

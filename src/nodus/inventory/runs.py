@@ -63,7 +63,9 @@ _ATTEMPT_FIELDS = (
     "restored_snapshot",
     "restored_step",
     "devices",
-    "host",  # the machine, or on Ray the node(s): "<address> (ray node <id>)", rank 0 first
+    # the machine, or on Ray the node(s): "<address> (ray node <id>)", rank 0 first; on Slurm
+    # "<nodes> (slurm job <id>)"
+    "host",
     "started_at",
     "ended_at",
     "log_path",
@@ -172,6 +174,8 @@ def counted_snapshots(events: list[dict[str, Any]]) -> set[str]:
 def _attempt(attempt: dict[str, Any], counted: set[str]) -> dict[str, Any]:
     """An attempt of ``runs get``: a restored step that was counted is ``restored_capture``."""
     data = {key: attempt[key] for key in _ATTEMPT_FIELDS}
+    # on Slurm, its job: {"scheduler": "slurm", "id", "nodes", "state"}; else None
+    data["job"] = json.loads(attempt["job"]) if attempt.get("job") else None
     data["restored_capture"] = None
     if attempt["restored_snapshot"] in counted:
         data["restored_capture"], data["restored_step"] = attempt["restored_step"], None

@@ -43,7 +43,7 @@ from nodus.errors import NotFoundError, StoreError
 from nodus.protocol import MODE_WEIGHTS
 from nodus.runner.attempt.context import HERE, AttemptPlan, DriveState, Placement, RunContext
 from nodus.runner.attempt.outcome import Outcome
-from nodus.runner.backends import new_attempt
+from nodus.runner.backends import AttemptBackend, backend, backend_of, new_attempt
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.unrecorded import unrecorded, unrecorded_note
@@ -147,14 +147,29 @@ class Runner:
         overlays: list[str],
     ) -> int:
         recoveries = row["recoveries"]
-        lost = self._reap_lost_attempts(stage, row)
         first = decisions.first_restore(stage, restore, attempted=bool(row["attempts"]))
+        attached = self._attach(stage, row, first, overlays)
+        if attached is not None:  # a dead runner's attempt still runs: supervised again
+            return self._attempts(stage, row, first, overlays, None, recoveries, attached)
+        lost = self._reap_lost_attempts(stage, row)
         # Not a resume by hand: the attempts its dead runner left count as lost.
         decision = None
         if lost and restore is None:
             died = Outcome(AttemptOutcome.LOST, "its runner died")
             decision = decisions.decide(stage, died, recoveries, self.run.id)
         return self._attempts(stage, row, first, overlays, decision, recoveries)
+
+    def _attach(
+        self, stage: ResolvedStage, row: dict[str, Any], restore: Restore, overlays: list[str]
+    ) -> AttemptBackend | None:
+        """The attempt a dead runner left running where its backend runs it on its own (a
+        Slurm job), to supervise again rather than start a second one; None if there is none."""
+        running = [a for a in row["attempts"] if a["outcome"] is None]
+        if not running:
+            return None
+        plan = AttemptPlan.of(stage, row["source_snapshot"], restore, overlays, recovering=True)
+        found = backend(backend_of(self.ctx.placement, stage))
+        return found.attach(self.ctx, self.state, plan, running[-1])
 
     def _attempts(
         self,
@@ -164,10 +179,12 @@ class Runner:
         overlays: list[str],
         decision: Decision | None,
         recoveries: int,
+        attached: AttemptBackend | None = None,
     ) -> int:
         """Attempts of ``stage`` until one ends it, each followed by what
         :func:`~nodus.runner.recovery.decisions.decide` says: recovered while continuity
-        allows, stepped back past a snapshot the program could not continue from (suspects)."""
+        allows, stepped back past a snapshot the program could not continue from (suspects).
+        ``attached``: the first is an attempt a dead runner left running, supervised again."""
         recovering = decision is not None
         while True:
             if decision is not None:
@@ -177,18 +194,10 @@ class Runner:
                 recoveries += 1
                 assert decision.restore is not None
                 restore, recovering = decision.restore, True
-            lost_state = self._lost_training_state(stage, restore) or self._parent_gone(stage)
-            if lost_state:
-                return self._stop(stage, AttemptOutcome.FAILED, lost_state)
-            plan = AttemptPlan.of(
-                stage,
-                row["source_snapshot"],
-                restore,
-                overlays,
-                recovering=recovering,
-                inherited=self._inherited(stage),
-            )
-            attempt = new_attempt(self.ctx, self.state, plan)
+            attempt = attached or self._new_attempt(stage, row, restore, overlays, recovering)
+            attached = None
+            if isinstance(attempt, str):
+                return self._stop(stage, AttemptOutcome.FAILED, attempt)
             outcome = attempt.run()
             self._discard_older_attempts(stage, attempt.number)
             restored = None
@@ -197,6 +206,28 @@ class Runner:
             decision = decisions.decide(stage, outcome, recoveries, self.run.id, restored)
             if decision.suspect is not None:
                 self.ctx.event(suspects.EVENT, decision.suspect, stage.name, attempt.number)
+
+    def _new_attempt(
+        self,
+        stage: ResolvedStage,
+        row: dict[str, Any],
+        restore: Restore,
+        overlays: list[str],
+        recovering: bool,
+    ) -> AttemptBackend | str:
+        """The stage's next attempt on its backend, or why it must not start."""
+        lost_state = self._lost_training_state(stage, restore) or self._parent_gone(stage)
+        if lost_state:
+            return lost_state
+        plan = AttemptPlan.of(
+            stage,
+            row["source_snapshot"],
+            restore,
+            overlays,
+            recovering=recovering,
+            inherited=self._inherited(stage),
+        )
+        return new_attempt(self.ctx, self.state, plan)
 
     def _carry_out(self, stage: ResolvedStage, decision: Decision) -> int:
         """The end of the stage's attempts: the next stage, or the run stops; its status."""

@@ -60,7 +60,26 @@ RAY = BackendEntry(
     ),
 )
 
-REGISTRY: dict[str, BackendEntry] = {entry.name: entry for entry in (LOCAL, RAY)}
+SLURM = BackendEntry(
+    name="slurm",
+    where="a Slurm cluster: each attempt is a job submitted with sbatch from this machine",
+    runner="nodus.runner.backends.slurm_backend",
+    execution_keys=(
+        "cpus",
+        "memory",
+        "gpu_count",
+        "nodes",
+        "shared_store",
+        "partition",
+        "account",
+        "qos",
+        "time_limit",
+        "signal_lead",
+        "sbatch_options",
+    ),
+)
+
+REGISTRY: dict[str, BackendEntry] = {entry.name: entry for entry in (LOCAL, RAY, SLURM)}
 """Every backend by name, in the order the schema and ``--help`` list them."""
 
 NAMES = tuple(REGISTRY)

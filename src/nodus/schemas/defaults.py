@@ -91,7 +91,11 @@ RAY_GPU_COUNT = 0
 """``[execution] gpu_count``: GPUs Ray reserves for each process of a stage on a Ray cluster."""
 
 NODES = 1
-"""``[execution] nodes``: processes of a stage, one per Ray node."""
+"""``[execution] nodes``: processes of a stage, one per node (Ray or Slurm)."""
+
+SLURM_SIGNAL_LEAD_S = 300.0
+"""``[execution] signal_lead``: how long before a Slurm job's end (its time limit, a preemption
+with a grace time) Slurm signals it, so the program saves and commits before it is killed."""
 
 # --- runner ------------------------------------------------------------------------------------
 

@@ -275,29 +275,55 @@ class Execution(_Model):
         defaults.RAY_CPUS,
         gt=0,
         allow_inf_nan=False,
-        description='CPUs Ray reserves for each process of the stage (backend = "ray").',
+        description='CPUs reserved for each process of the stage (backend = "ray"; '
+        '"slurm": --cpus-per-task, a whole number).',
     )
     memory: Memory = Field(
         defaults.RAY_MEMORY,
-        description="Memory Ray reserves for each process of the stage, in bytes or with a unit "
-        '("16GiB") (backend = "ray"); 0: none reserved.',
+        description="Memory reserved for each process of the stage, in bytes or with a unit "
+        '("16GiB") (backend = "ray"; "slurm": --mem); 0: none reserved.',
     )
     gpu_count: int = Field(
         defaults.RAY_GPU_COUNT,
         ge=0,
-        description='GPUs Ray reserves for each process of the stage (backend = "ray").',
+        description='GPUs reserved for each process of the stage (backend = "ray"; "slurm": '
+        "--gpus-per-node).",
     )
     nodes: int = Field(
         defaults.NODES,
         ge=1,
         description="Processes of the stage, one per node, with the torch.distributed rendezvous "
-        'environment (backend = "ray"); only node 0 captures snapshots.',
+        'environment (backend = "ray" or "slurm"); only node 0 captures snapshots.',
     )
     shared_store: bool = Field(
         False,
-        description="Declares that the run's file:// store is on a filesystem every Ray node "
-        'mounts at the same path (backend = "ray"); without it a file:// store is node-local '
-        "and refused.",
+        description="Declares that the run's file:// store is on a filesystem every cluster node "
+        'mounts at the same path (backend = "ray" or "slurm"); without it a file:// store is '
+        "node-local and refused.",
+    )
+    partition: str | None = Field(
+        None, min_length=1, description='The Slurm partition the jobs run in (backend = "slurm").'
+    )
+    account: str | None = Field(
+        None, min_length=1, description='The Slurm account charged (backend = "slurm").'
+    )
+    qos: str | None = Field(
+        None, min_length=1, description='The Slurm quality of service (backend = "slurm").'
+    )
+    time_limit: Duration | None = Field(
+        None,
+        description='Each job\'s time limit ("4h", "90m" or seconds; backend = "slurm"): '
+        "at its end the run continues in a new job from the snapshot saved at the signal.",
+    )
+    signal_lead: Duration = Field(
+        defaults.SLURM_SIGNAL_LEAD_S,
+        description="How long before a job's end Slurm signals it (sbatch --signal), for the "
+        'program to save and commit ("5m", "90s" or seconds; backend = "slurm").',
+    )
+    sbatch_options: list[str] = Field(
+        [],
+        description='More sbatch options, each a word as sbatch takes it (["--exclusive"]; '
+        'backend = "slurm"); checked with sbatch --test-only before the run is accepted.',
     )
 
 

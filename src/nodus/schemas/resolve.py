@@ -240,6 +240,7 @@ def _execution(layers: Sequence[_StageFields]) -> ResolvedExecution:
     values["max_save_overhead"] = float(values["max_save_overhead"])
     values["backend"] = str(getattr(values["backend"], "value", values["backend"]))
     values["memory"] = int(values["memory"])
+    values["sbatch_options"] = tuple(values["sbatch_options"])
     return ResolvedExecution(**values)
 
 

@@ -45,6 +45,12 @@ class ResolvedExecution:
     gpu_count: int = defaults.RAY_GPU_COUNT
     nodes: int = defaults.NODES
     shared_store: bool = False
+    partition: str | None = None  # Slurm's placement (backend "slurm")
+    account: str | None = None
+    qos: str | None = None
+    time_limit: float | None = None  # seconds
+    signal_lead: float = defaults.SLURM_SIGNAL_LEAD_S
+    sbatch_options: tuple[str, ...] = ()
     # "auto", "off" or seconds; runs accepted before the setting existed were never ended
     hang_timeout: float | str = defaults.HANG_TIMEOUT_OFF
 
@@ -97,7 +103,7 @@ class ResolvedWorkload:
                     metrics=s["continuity"].get("metrics"),
                     step_key=s["continuity"].get("step_key"),
                 ),
-                execution=ResolvedExecution(**s["execution"]),
+                execution=_execution(s["execution"]),
                 secrets=tuple(s.get("secrets") or ()),  # absent from older runs
             )
             for s in data["stages"]
@@ -125,3 +131,11 @@ def _lists(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_lists(v) for v in value]
     return value
+
+
+def _execution(data: dict[str, Any]) -> ResolvedExecution:
+    """A stored ``[execution]``: its lists back as tuples (the dataclass stays hashable)."""
+    values = dict(data)
+    if "sbatch_options" in values:
+        values["sbatch_options"] = tuple(values["sbatch_options"])
+    return ResolvedExecution(**values)

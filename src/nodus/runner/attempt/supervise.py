@@ -136,6 +136,8 @@ class Supervision:
                 died_at = self.died_at(status)
                 self.process.finish_output()
                 self.capture.final_capture(died_at)
+                if status != 0 and self.state.notice is not None:
+                    return self._stopped_with_the_notice(status)
                 return self.classify(status)
             hang = watch.look()
             if hang is not None:
@@ -259,6 +261,19 @@ class Supervision:
         self.process.finish_output()
         self.capture.final_capture(died_at)
         return Outcome(AttemptOutcome.PREEMPTED, f"runner received {signame} (preemption notice)")
+
+    def _stopped_with_the_notice(self, status: int) -> Outcome:
+        """The program ended as the notice came: the signal reached it too (a machine, a
+        systemd unit or a Slurm job going down signals every process), and it stopped at it,
+        having saved if it saves on SIGTERM. Interrupted, as if nodus had passed the notice on."""
+        signame = signal_name(self.state.notice or signal.SIGTERM)
+        grace = self.stage.execution.grace_period
+        self.context.event("preemption_notice", {"signal": signame, "grace_period": grace})
+        return Outcome(
+            AttemptOutcome.PREEMPTED,
+            f"runner received {signame} (preemption notice) as its program ended with status "
+            f"{status}: the signal reached both",
+        )
 
     def _await_stop_save(self, grace: float) -> None:
         """Ask the integration for a save then=stop and capture it, within the grace period."""

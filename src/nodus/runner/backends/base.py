@@ -12,8 +12,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from nodus.errors import UsageError
 from nodus.runner.attempt.context import HERE, AttemptPlan, DriveState, Placement, RunContext
 from nodus.schemas.backends import REGISTRY, BackendEntry, drive_options
 from nodus.schemas.resolved import ResolvedStage
@@ -88,6 +89,18 @@ class Backend(Protocol):
         ``state`` is the drive's, which the attempt reads and leaves its end in."""
         ...
 
+    def attach(
+        self,
+        ctx: RunContext,
+        state: DriveState,
+        plan: AttemptPlan,
+        attempt: dict[str, Any],
+    ) -> AttemptBackend | None:
+        """The attempt a dead runner left (its catalog row, ``attempt``) if it still runs here
+        on its own (a Slurm job), to supervise again instead of starting another; None where
+        an attempt never outlives its runner (then it is reaped as lost)."""
+        ...
+
 
 def backend(name: str) -> Backend:
     """The backend the registry names ``name``, its module loaded (only when asked: a Ray
@@ -110,6 +123,27 @@ def by_backend(
         name: tuple(s for s in stages if backend_of(placement, s) == name) for name in REGISTRY
     }
     return {name: found for name, found in grouped.items() if found}
+
+
+_IN_PROCESS = ("memory",)  # stores that live in one process: no other node can reach them
+
+
+def check_shared_store(
+    stages: Iterable[ResolvedStage], store_url: str, is_local: Callable[[], bool], cluster: str
+) -> None:
+    """UsageError when stages that run on cluster nodes have a store only this machine reaches:
+    every node lays the source out from the store and writes its snapshots there."""
+    stages = list(stages)
+    scheme = store_url.split("://", 1)[0] if "://" in store_url else "file"
+    unshared = [s.name for s in stages if not s.execution.shared_store]
+    if scheme in _IN_PROCESS or (unshared and is_local()):
+        names = ", ".join(repr(name) for name in (unshared or [s.name for s in stages]))
+        raise UsageError(
+            f"stage {names} runs on {cluster}, but the store {store_url} is node-local: other "
+            "nodes cannot lay out the source or store snapshots there. Give an object store "
+            "(--store s3://…), or a file:// store on a filesystem every node mounts at the "
+            "same path, declared with [execution] shared_store = true"
+        )
 
 
 def check_submit(
@@ -155,6 +189,7 @@ __all__ = [
     "backend_of",
     "by_backend",
     "check_resume",
+    "check_shared_store",
     "check_submit",
     "new_attempt",
     "option_values",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from nodus.errors import UsageError
 from nodus.runner.attempt.attempt import Attempt
@@ -42,6 +43,15 @@ class LocalBackend:
         plan: AttemptPlan,
     ) -> AttemptBackend:
         return Attempt(ctx, state, plan)
+
+    def attach(
+        self,
+        ctx: RunContext,
+        state: DriveState,
+        plan: AttemptPlan,
+        attempt: dict[str, Any],
+    ) -> AttemptBackend | None:
+        return None  # its attempts end with their runner
 
 
 BACKEND = LocalBackend()

@@ -18,17 +18,17 @@ import importlib.util
 import os
 import socket
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from nodus.errors import UsageError
 from nodus.runner.attempt.context import AttemptPlan, DriveState, RunContext
-from nodus.runner.backends.base import AttemptBackend, Submission
+from nodus.runner.backends.base import AttemptBackend, Submission, check_shared_store
 from nodus.schemas.backends import RAY, BackendEntry
 from nodus.schemas.resolved import ResolvedStage
 
 ADDRESS = RAY.options[0].flag  # --ray-address: the cluster a drive joins
 
 RAY_LOOKUP = "auto"  # Ray's word for "the cluster this machine is a node of"; never a new one
-_IN_PROCESS = ("memory",)  # stores that live in one process: no other node can reach them
 _ANSWER_S = 3.0  # how long the cluster's head gets to accept a connection
 _HOW = (
     "give its address with --ray-address HOST:PORT or RAY_ADDRESS, or start one "
@@ -63,6 +63,15 @@ class RayBackend:
         address = ctx.placement.option(ADDRESS) or os.environ.get("RAY_ADDRESS") or RAY_LOOKUP
         return RayAttempt(ctx, state, plan, address)
 
+    def attach(
+        self,
+        ctx: RunContext,
+        state: DriveState,
+        plan: AttemptPlan,
+        attempt: dict[str, Any],
+    ) -> AttemptBackend | None:
+        return None  # its attempts end with their runner
+
 
 BACKEND = RayBackend()
 
@@ -80,22 +89,12 @@ def check_cluster_stages(
     on_ray: Iterable[ResolvedStage], store_url: str, is_local: Callable[[], bool]
 ) -> None:
     """UsageError when stages that run on Ray cannot: no Ray here, or a node-local store."""
-    on_ray = list(on_ray)
     if importlib.util.find_spec("ray") is None:
         raise UsageError(
             'backend "ray" needs Ray on this machine: install nodus with the ray extra '
             "(pip install 'nodus[ray]')"
         )
-    scheme = store_url.split("://", 1)[0] if "://" in store_url else "file"
-    unshared = [s.name for s in on_ray if not s.execution.shared_store]
-    if scheme in _IN_PROCESS or (unshared and is_local()):
-        names = ", ".join(repr(name) for name in (unshared or [s.name for s in on_ray]))
-        raise UsageError(
-            f"stage {names} runs on Ray, but the store {store_url} is node-local: other nodes "
-            "cannot lay out the source or store snapshots there. Give an object store "
-            "(--store s3://…), or a file:// store on a filesystem every node mounts at the "
-            "same path, declared with [execution] shared_store = true"
-        )
+    check_shared_store(on_ray, store_url, is_local, "Ray")
 
 
 def check_cluster_reachable(address: str | None) -> None:

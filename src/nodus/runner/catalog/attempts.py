@@ -40,6 +40,8 @@ CREATE_ATTEMPTS = """CREATE TABLE attempts (
         PRIMARY KEY (run_id, stage, number)
     )"""
 ADD_DEVICES = "ALTER TABLE attempts ADD COLUMN devices INTEGER"  # accelerators it was given
+# The cluster job an attempt ran as (JSON: scheduler, id, nodes, state), on Slurm
+ADD_JOB = "ALTER TABLE attempts ADD COLUMN job TEXT"
 # An attempt that ended "interrupted" (killed, hung, its node or runner lost) is "lost" since
 # the run's INTERRUPTED (stopped from outside) took that word: its rows and its events say so.
 RENAME_LOST = (

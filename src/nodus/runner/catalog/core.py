@@ -35,6 +35,7 @@ _MIGRATIONS: Migrations = {
     4: (runs.ADD_PARENT,),
     5: MODEL_REGISTRY_SCHEMA,  # the model registry's names, versions and aliases
     6: attempts.RENAME_LOST,  # the attempt outcome "interrupted" is "lost"
+    7: (attempts.ADD_JOB,),  # the Slurm job an attempt ran as
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 

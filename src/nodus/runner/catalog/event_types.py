@@ -26,6 +26,8 @@ EVENT_TYPES: tuple[str, ...] = (
     "attempt_ended",
     "attempt_placed",
     "node_lost",
+    "slurm_job_submitted",
+    "slurm_job_attached",
     "interpreter_changed",
     "parent_restored",
     "snapshot_damaged",

@@ -17,6 +17,7 @@ resolution stored when it was accepted (whatever the file says now), leave it as
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 from collections.abc import Callable, Sequence
@@ -320,7 +321,15 @@ def _start_note(run: Run, step: int | None = None) -> str | None:
     parent = Parent.from_dict(run.parent)
     inherited = parent if parent is not None and parent.stage == name else None
     start, at, _ = where_it_starts(open_run_store(run.store), run.id, stage, inherited)
-    return continuing.start_line(start, name, at)
+    line = continuing.start_line(start, name, at)
+    running = row["attempts"][-1]
+    if running["outcome"] is None and running.get("job"):  # a cluster job outlives its runner
+        job = json.loads(running["job"])
+        return (
+            f"attempt {running['number']} of stage {name!r} ran as {job['scheduler']} job "
+            f"{job['id']}: supervised again if it still runs; if not, {line}"
+        )
+    return line
 
 
 def _claimed(
