@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import argparse
 
     from nodus.inventory import Lookup
-    from nodus.runner.catalog.core import Catalog
+    from nodus.runner.catalog.core import Catalog, Run
     from nodus.runner.submit.claim import Claim
     from nodus.schemas.models import Workload
     from nodus.schemas.resolved import ResolvedWorkload
@@ -433,9 +433,13 @@ class Client:
 
     def cancel(self, run: str) -> dict[str, Any]:
         """Cancel a run, like ``nodus runs cancel``; the run afterwards (phase CANCELLED)."""
+        from nodus.runner.backends.base import end_left
         from nodus.runner.control import outside as control
 
-        return self._json(control.cancel(self.home, self._catalog(), run, self._say))
+        def ended(found: Run) -> None:  # a dead runner's attempt that runs as a cluster job
+            end_left(found.stages)
+
+        return self._json(control.cancel(self.home, self._catalog(), run, self._say, ended))
 
     # --- snapshots ------------------------------------------------------------------------------
 

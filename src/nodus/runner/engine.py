@@ -43,7 +43,8 @@ from nodus.errors import NotFoundError, StoreError
 from nodus.protocol import MODE_WEIGHTS
 from nodus.runner.attempt.context import HERE, AttemptPlan, DriveState, Placement, RunContext
 from nodus.runner.attempt.outcome import Outcome
-from nodus.runner.backends import AttemptBackend, backend, backend_of, new_attempt
+from nodus.runner.backends import AttemptBackend, new_attempt
+from nodus.runner.backends.base import attach_left
 from nodus.runner.catalog.core import Catalog, Run
 from nodus.runner.catalog.phases import AttemptOutcome, Phase
 from nodus.runner.catalog.unrecorded import unrecorded, unrecorded_note
@@ -168,8 +169,7 @@ class Runner:
         if not running:
             return None
         plan = AttemptPlan.of(stage, row["source_snapshot"], restore, overlays, recovering=True)
-        found = backend(backend_of(self.ctx.placement, stage))
-        return found.attach(self.ctx, self.state, plan, running[-1])
+        return attach_left(self.ctx, self.state, plan, running[-1])
 
     def _attempts(
         self,

@@ -10,6 +10,7 @@ and carries a drive's options (:class:`Placement`) to the backend without readin
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -101,6 +102,11 @@ class Backend(Protocol):
         an attempt never outlives its runner (then it is reaped as lost)."""
         ...
 
+    def end_left(self, attempt: dict[str, Any]) -> None:
+        """End what the attempt a dead runner left still runs on its own (``runs cancel`` of
+        a run without a runner); nothing where an attempt never outlives its runner."""
+        ...
+
 
 def backend(name: str) -> Backend:
     """The backend the registry names ``name``, its module loaded (only when asked: a Ray
@@ -172,6 +178,32 @@ def check_resume(
         backend(name).check_resume(submission)
 
 
+def _left_job(attempt: dict[str, Any]) -> str | None:
+    """The backend whose job a dead runner's attempt ran as (its row's ``job``), if any."""
+    if attempt["outcome"] is not None or not attempt.get("job"):
+        return None
+    scheduler: str = json.loads(attempt["job"])["scheduler"]
+    return scheduler
+
+
+def attach_left(
+    ctx: RunContext, state: DriveState, plan: AttemptPlan, attempt: dict[str, Any]
+) -> AttemptBackend | None:
+    """The attempt a dead runner left, supervised again by the backend whose job it runs as
+    (whatever this drive's placement: one attempt never runs as two jobs); None if none."""
+    name = _left_job(attempt)
+    return backend(name).attach(ctx, state, plan, attempt) if name in REGISTRY else None
+
+
+def end_left(stages: Iterable[dict[str, Any]]) -> None:
+    """End the jobs a dead runner's attempts left running (a run's ``stages`` rows)."""
+    for stage in stages:
+        for attempt in stage["attempts"]:
+            name = _left_job(attempt)
+            if name in REGISTRY:
+                backend(name).end_left(attempt)
+
+
 def new_attempt(ctx: RunContext, state: DriveState, plan: AttemptPlan) -> AttemptBackend:
     """A new attempt of ``plan.stage`` on its backend in this drive; ``plan.inherited`` is the
     run's parent when this stage continues it (refused at submit where a backend cannot)."""
@@ -185,12 +217,14 @@ __all__ = [
     "Placement",
     "Resumed",
     "Submission",
+    "attach_left",
     "backend",
     "backend_of",
     "by_backend",
     "check_resume",
     "check_shared_store",
     "check_submit",
+    "end_left",
     "new_attempt",
     "option_values",
 ]

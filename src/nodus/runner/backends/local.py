@@ -53,6 +53,9 @@ class LocalBackend:
     ) -> AttemptBackend | None:
         return None  # its attempts end with their runner
 
+    def end_left(self, attempt: dict[str, Any]) -> None:
+        pass  # nothing of its attempts outlives their runner
+
 
 BACKEND = LocalBackend()
 

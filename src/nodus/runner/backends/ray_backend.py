@@ -72,6 +72,9 @@ class RayBackend:
     ) -> AttemptBackend | None:
         return None  # its attempts end with their runner
 
+    def end_left(self, attempt: dict[str, Any]) -> None:
+        pass  # nothing of its attempts outlives their runner
+
 
 BACKEND = RayBackend()
 

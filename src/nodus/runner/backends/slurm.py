@@ -37,7 +37,7 @@ NODE_RELAY = "nodus.runner.backends.slurm_node"
 """The module each node's task runs (``python -m``)."""
 
 _STATE_EVERY_S = 2.0  # how often the job's state is asked of Slurm
-_LAST_NEWS_S = 10.0  # how long ranks get to report their end once their job ended
+_LAST_NEWS_S = 3.0  # how long ranks get to report their end once their job ended
 _RELEASE_S = 120.0  # how long a cancelled job gets to end (Slurm's KillWait is 30 s)
 _OWN_END_S = 30.0  # how long a job whose ranks all ended gets to end on its own
 
@@ -260,6 +260,20 @@ class SlurmAttempt(ClusterAttempt):
             time.sleep(defaults.POLL_S)
 
 
+def cancel_left(attempt: dict[str, Any]) -> None:
+    """``scancel`` the job of an attempt a dead runner left, and wait until it ended."""
+    job = job_of(attempt)
+    if job is None:
+        return
+    slurm_jobs.cancel(job["id"])
+    deadline = time.monotonic() + _RELEASE_S
+    while time.monotonic() < deadline:
+        found = _quietly_state(job["id"])
+        if found is None or not found.active:
+            return
+        time.sleep(defaults.POLL_S)
+
+
 def _quietly_state(job: str) -> slurm_jobs.JobState | None:
     try:
         return slurm_jobs.state(job)
@@ -292,4 +306,4 @@ def _read_json(path: str) -> Any:
         return None
 
 
-__all__ = ["NODE_RELAY", "SlurmAttempt", "job_folder", "job_of"]
+__all__ = ["NODE_RELAY", "SlurmAttempt", "cancel_left", "job_folder", "job_of"]

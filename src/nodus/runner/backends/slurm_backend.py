@@ -75,5 +75,11 @@ class SlurmBackend:
 
         return SlurmAttempt.attach(ctx, state, plan, attempt)
 
+    def end_left(self, attempt: dict[str, Any]) -> None:
+        """Cancel the job of an attempt a dead runner left, and wait until Slurm ended it."""
+        from nodus.runner.backends.slurm import cancel_left
+
+        cancel_left(attempt)
+
 
 BACKEND = SlurmBackend()

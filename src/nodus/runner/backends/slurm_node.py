@@ -35,7 +35,7 @@ from nodus.schemas import defaults
 
 _SLURM_NOTICES = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
 # How a node attempt's end says which of Slurm's signals stopped it
-_SAID = {
+_SAID: dict[int, str] = {
     signal.SIGUSR1: "Slurm signalled the job ahead of its end (its time limit or a preemption); ",
     signal.SIGTERM: "Slurm ended the job (scancel, a requeue or a preemption); ",
     signal.SIGINT: "the job was interrupted (SIGINT); ",

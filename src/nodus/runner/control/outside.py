@@ -132,17 +132,18 @@ def cancel_open_pause(catalog: Catalog, run_id: str) -> None:
 # --- cancel -------------------------------------------------------------------------------------
 
 
-def cancel(home: str, catalog: Catalog, ref: str, say: Say) -> Run:
+def cancel(home: str, catalog: Catalog, ref: str, say: Say, end_left: Callable[[Run], None]) -> Run:
     """Cancel a run that has not stopped for good; the run as it is afterwards.
 
     With a live runner the runner stops the program and records CANCELLED; this waits for that
-    up to the longest grace period and the kill wait. Without one it is cancelled here.
+    up to the longest grace period and the kill wait. Without one it is cancelled here, and
+    ``end_left`` ends what a dead runner's attempt left running on its own (a cluster job).
     """
     run = catalog.get_run(ref)
     if run.phase.final:
         raise UsageError(f"{run.id} has already finished ({run.phase}); nothing to cancel")
     if not RunLock(home, run.lock_name, run.id).is_held_elsewhere():
-        cancel_runnerless(home, catalog, run)
+        cancel_runnerless(home, catalog, run, end_left)
         return catalog.get_run(run.id)
     catalog.request(run.id, "cancel")
     say(f"asked the runner of {run.id} to cancel it; waiting for it to stop")
@@ -154,15 +155,19 @@ def cancel(home: str, catalog: Catalog, ref: str, say: Say) -> Run:
     return run
 
 
-def cancel_runnerless(home: str, catalog: Catalog, run: Run) -> None:
+def cancel_runnerless(
+    home: str, catalog: Catalog, run: Run, end_left: Callable[[Run], None]
+) -> None:
     """No runner drives ``run``: record CANCELLED here, holding its lock so none starts.
 
     A dead runner's attempt may have left processes behind (its supervisor was killed too):
-    they are ended first, found by the attempt token, never by a pid alone.
+    they are ended first, found by the attempt token, never by a pid alone; a cluster job it
+    runs as is ended by ``end_left``.
     """
     from nodus.runner.processes.containment import kill_survivors
 
     with RunLock(home, run.lock_name, run.id):
+        end_left(run)
         kill_survivors(catalog, run.id)
         catalog.lifecycle.move(run.id, Phase.CANCELLED, message="cancelled by `nodus runs cancel`")
         cancel_open_pause(catalog, run.id)
