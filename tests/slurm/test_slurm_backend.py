@@ -26,6 +26,7 @@ from polling import wait_for
 pytestmark = [pytest.mark.xdist_group("slurm"), pytest.mark.slow]
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "raycluster" / "programs"
+GATED_COUNTER = Path(__file__).resolve().parents[1] / "runner" / "programs" / "gated_counter.py"
 FAST = {"NODUS_SETTLE_S": "0.2", "NODUS_LEASE_SETTLE_S": "0.2"}
 
 
@@ -51,6 +52,26 @@ class Project:
         self.file = self.code / "workload.toml"
         self.store = (root / "store").as_uri()
         self.log_path = str(root / "runner.log")
+        self.gate = root / "done-interrupting"  # outside the code folder
+
+    def counter(self, steps: int, sleep: float, save_every: int = 5, *extra: str) -> list[str]:
+        """The counter, slow only until :meth:`done_interrupting` (``gated_counter.py``)."""
+        return [
+            sys.executable,
+            str(GATED_COUNTER),
+            str(self.gate),
+            "--steps",
+            str(steps),
+            "--save-every",
+            str(save_every),
+            "--sleep",
+            str(sleep),
+            *extra,
+        ]
+
+    def done_interrupting(self) -> None:
+        """The counter's steps left run without sleeping."""
+        self.gate.touch()
 
     def write(self, command: list[str], execution: str = "", env: str = "") -> Project:
         self.file.write_text(
@@ -158,21 +179,6 @@ def project(tmp_path, cluster):
     return Project(tmp_path, cluster)
 
 
-def counter(steps: int, sleep: float, save_every: int = 5, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "nodus.testing.counter",
-        "--steps",
-        str(steps),
-        "--save-every",
-        str(save_every),
-        "--sleep",
-        str(sleep),
-        *extra,
-    ]
-
-
 def _catches_sigterm(pid: int) -> bool:
     """The program set its SIGTERM handler (``--save-on-term``): a notice now makes it save."""
     try:
@@ -196,7 +202,7 @@ def _saved_at_notice(log: str) -> list[int]:
 
 
 def test_an_attempt_is_a_job_and_runs_get_shows_its_id_nodes_and_state(project):
-    project.write(counter(20, 0.02))
+    project.write(project.counter(20, 0.02))
     proc = project.run()
     assert proc.returncode == 0, proc.stderr
     assert project.result()["value"] == expected_value(20)
@@ -213,18 +219,18 @@ def test_an_attempt_is_a_job_and_runs_get_shows_its_id_nodes_and_state(project):
 
 
 def test_what_slurm_could_not_run_is_refused_before_it_is_accepted(project, tmp_path):
-    project.write(counter(5, 0.0))
+    project.write(project.counter(5, 0.0))
     project.file.write_text(project.file.read_text().replace("shared_store = true\n", ""))
     unshared = project.run()
     assert unshared.returncode == 2 and "node-local" in unshared.stderr
     assert "shared_store = true" in unshared.stderr
-    project.write(counter(5, 0.0), execution='partition = "no-such-partition"\n')
+    project.write(project.counter(5, 0.0), execution='partition = "no-such-partition"\n')
     partition = project.run()
     assert partition.returncode == 2 and "invalid partition" in partition.stderr.lower()
-    project.write(counter(5, 0.0), execution="gpu_count = 1\n")
+    project.write(project.counter(5, 0.0), execution="gpu_count = 1\n")
     gpus = project.run()
     assert gpus.returncode == 2 and "Slurm would not run its job" in gpus.stderr
-    project.write(counter(5, 0.0))
+    project.write(project.counter(5, 0.0))
     (tmp_path / "elsewhere.conf").write_text(
         Path(project.cluster.conf).read_text().replace("SlurmctldPort=6817", "SlurmctldPort=9")
     )
@@ -248,10 +254,12 @@ def _runs(project: Project) -> list[str]:
 def test_slurms_signal_ahead_of_the_end_saves_and_a_new_job_continues_losing_no_step(project):
     # Slurm sends the notice (`--signal=B:USR1@signal_lead`) to the job's script: as it would
     # at the lead time, `scancel --batch --signal=USR1` sends it now.
-    project.write(counter(300, 0.05, 1000, "--save-on-term"))
+    project.write(project.counter(300, 0.05, 1000, "--save-on-term"))
     runner = project.start()
     first = _saving(project, 1)
     project.cluster.command("scancel", "--batch", "--signal=USR1", first)
+    _saving(project, 2)
+    project.done_interrupting()
     assert runner.wait(timeout=300) == 0, project.log()[-3000:]
     (saved,) = _saved_at_notice(project.log())
     one, two = project.attempts()
@@ -262,32 +270,50 @@ def test_slurms_signal_ahead_of_the_end_saves_and_a_new_job_continues_losing_no_
     project.assert_nothing_left()
 
 
-def test_a_cancelled_job_and_a_requeued_one_are_interruptions_recovered_from_their_saves(project):
-    project.write(counter(400, 0.05, 1000, "--save-on-term"))
+def test_a_cancelled_job_and_a_requeued_one_are_interruptions_recovered_from_the_newest(project):
+    # Slurm ends a job with SIGTERM to all its processes, srun's forced kill soon after: the
+    # program's save at SIGTERM may be cut off (then it is never committed), so each new job
+    # starts from the newest snapshot committed before it, whichever that is.
+    project.write(project.counter(400, 0.05, 5, "--save-on-term"))
     runner = project.start()
     first = _saving(project, 1)
+    wait_for(lambda: project.committed(), "a first snapshot", runner)
     project.cluster.command("scancel", first)  # SIGTERM to every process of the job
     second = _saving(project, 2)
     project.cluster.command("scontrol", "requeue", second)
     third = _saving(project, 3)
+    project.done_interrupting()
     assert runner.wait(timeout=300) == 0, project.log()[-3000:]
-    saved = _saved_at_notice(project.log())
     attempts = project.attempts()
     assert [a["outcome"] for a in attempts] == ["lost", "lost", "succeeded"]
     assert all("Slurm ended the job" in a["detail"] for a in attempts[:2])
-    assert [a["restored_step"] for a in attempts[1:]] == saved
+    newest = _newest_before_each_job(project.get()["events"])
+    assert [a["restored_step"] for a in attempts[1:]] == newest[1:] and newest[1] > 0
     assert len({first, second, third}) == 3  # the requeued job never ran the attempt again
     assert project.result()["value"] == expected_value(400)
     project.assert_nothing_left()
 
 
+def _newest_before_each_job(events: list[dict]) -> list[int | None]:
+    """The step of the newest snapshot committed before each job was submitted."""
+    newest, found = None, []
+    for event in events:
+        if event["type"] == "snapshot_committed":
+            newest = max(newest or 0, event["step"])
+        elif event["type"] == "slurm_job_submitted":
+            found.append(newest)
+    return found
+
+
 def test_a_lost_node_is_an_interruption_and_the_run_recovers_on_the_other(project, cluster):
-    project.write(counter(300, 0.05, 10))
+    project.write(project.counter(300, 0.05, 10))
     runner = project.start()
     wait_for(lambda: len(project.committed()) >= 2, "two committed snapshots", runner)
     job = project.job(1)
     node = cluster.job_node(job)
     cluster.lose_node(node, job)
+    wait_for(lambda: project.running(2), "attempt 2 running", runner)
+    project.done_interrupting()
     try:
         assert runner.wait(timeout=300) == 0, project.log()[-3000:]
     finally:
@@ -301,15 +327,17 @@ def test_a_lost_node_is_an_interruption_and_the_run_recovers_on_the_other(projec
 
 
 def test_a_killed_runner_leaves_the_job_running_and_run_key_re_attaches(project, cluster):
-    project.write(counter(200, 0.05, 10))
+    project.write(project.counter(200, 0.05, 10))
     runner = project.start("--key", "nightly")
     job = project.job(1)
     os.killpg(runner.pid, signal.SIGKILL)  # the login node's runner dies; the job runs on
     runner.wait()
     assert cluster.jobs(str(project.run_id())) == [job]
-    again = project.run("--key", "nightly")
-    assert again.returncode == 0, again.stderr
-    assert f"ran as slurm job {job}: supervised again if it still runs" in again.stderr
+    again = project.start("--key", "nightly")
+    wait_for(lambda: project.events("slurm_job_attached"), "the re-attach", again)
+    project.done_interrupting()
+    assert again.wait(timeout=300) == 0, project.log()[-3000:]
+    assert f"ran as slurm job {job}: supervised again if it still runs" in project.log()
     (attempt,) = project.attempts()  # the same attempt, never a second job for it
     assert attempt["outcome"] == "succeeded" and attempt["job"]["id"] == job
     assert len(project.events("slurm_job_submitted")) == 1
@@ -319,7 +347,7 @@ def test_a_killed_runner_leaves_the_job_running_and_run_key_re_attaches(project,
 
 
 def test_runs_cancel_ends_the_job_with_its_runner_or_without_it(project, cluster):
-    project.write(counter(100000, 0.05, 10))
+    project.write(project.counter(100000, 0.05, 10))
     runner = project.start("--key", "one")
     job = project.job(1)
     assert project.nodus("runs", "cancel", "one").returncode == 0
@@ -358,7 +386,7 @@ def _job_of(project: Project, run_id: str) -> str | None:
 
 
 def test_a_notice_to_the_runner_saves_on_the_nodes_and_resume_continues_in_a_new_job(project):
-    project.write(counter(300, 0.05, 1000, "--save-on-term"))
+    project.write(project.counter(300, 0.05, 1000, "--save-on-term"))
     runner = project.start()
     _saving(project, 1)
     os.killpg(runner.pid, signal.SIGTERM)  # the login node reboots: a preemption notice
@@ -366,6 +394,7 @@ def test_a_notice_to_the_runner_saves_on_the_nodes_and_resume_continues_in_a_new
     (saved,) = _saved_at_notice(project.log())
     assert project.get()["phase"] == "INTERRUPTED"
     project.assert_nothing_left()
+    project.done_interrupting()
     resumed = project.nodus("runs", "resume", str(project.run_id()))
     assert resumed.returncode == 0, resumed.stderr
     one, two = project.attempts()

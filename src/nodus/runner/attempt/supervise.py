@@ -133,11 +133,11 @@ class Supervision:
             if status is None:
                 status = self.process.wait(defaults.POLL_S)  # returns when the program ends
             if status is not None:  # straight on: the next attempt may be waiting for this
+                if status != 0 and self.state.notice is not None:
+                    return self._stopped_with_the_notice(status)
                 died_at = self.died_at(status)
                 self.process.finish_output()
                 self.capture.final_capture(died_at)
-                if status != 0 and self.state.notice is not None:
-                    return self._stopped_with_the_notice(status)
                 return self.classify(status)
             hang = watch.look()
             if hang is not None:
@@ -252,6 +252,7 @@ class Supervision:
         grace = self.stage.execution.grace_period
         signame = signal_name(self.state.notice or signal.SIGTERM)
         self.context.event("preemption_notice", {"signal": signame, "grace_period": grace})
+        self.process.reached_by(self.state.notice or signal.SIGTERM)
         died_at = None
         if self.stage.integration is not None and self.capture.watch_folders is False:
             self._await_stop_save(grace)
@@ -266,9 +267,13 @@ class Supervision:
         """The program ended as the notice came: the signal reached it too (a machine, a
         systemd unit or a Slurm job going down signals every process), and it stopped at it,
         having saved if it saves on SIGTERM. Interrupted, as if nodus had passed the notice on."""
-        signame = signal_name(self.state.notice or signal.SIGTERM)
+        notice = self.state.notice or signal.SIGTERM
+        signame = signal_name(notice)
         grace = self.stage.execution.grace_period
         self.context.event("preemption_notice", {"signal": signame, "grace_period": grace})
+        self.process.reached_by(notice)
+        self.process.finish_output()
+        self.capture.final_capture(self.died_at(status))
         return Outcome(
             AttemptOutcome.PREEMPTED,
             f"runner received {signame} (preemption notice) as its program ended with status "

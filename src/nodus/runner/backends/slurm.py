@@ -40,6 +40,7 @@ _STATE_EVERY_S = 2.0  # how often the job's state is asked of Slurm
 _LAST_NEWS_S = 3.0  # how long ranks get to report their end once their job ended
 _RELEASE_S = 120.0  # how long a cancelled job gets to end (Slurm's KillWait is 30 s)
 _OWN_END_S = 30.0  # how long a job whose ranks all ended gets to end on its own
+_ENDING = frozenset({"RUNNING", "COMPLETING"})  # a requeued, pending job is cancelled at once
 
 
 def job_folder(home: str, run_id: str, stage: str, number: int) -> str:
@@ -239,14 +240,19 @@ class SlurmAttempt(ClusterAttempt):
         wait until Slurm ended it: nothing of the attempt outlives it."""
         if self.job is None:
             return
-        if len(self._reported) == self.ranks:
-            self._wait_for_job(_OWN_END_S)
-        if self._wait_for_job(0) is not None:
+        found = self._wait_for_job(0)
+        if found is not None and found.state in _ENDING and len(self._reported) == self.ranks:
+            # its step is ending: it needs no cancel, unless Slurm requeues it meanwhile
+            found = self._wait_for_job(_OWN_END_S, while_in=_ENDING)
+        if found is not None:
             slurm_jobs.cancel(self.job)
             self._wait_for_job(_RELEASE_S)
 
-    def _wait_for_job(self, seconds: float) -> slurm_jobs.JobState | None:
-        """The job's state while it still runs after ``seconds``; None once it ended."""
+    def _wait_for_job(
+        self, seconds: float, while_in: frozenset[str] | None = None
+    ) -> slurm_jobs.JobState | None:
+        """The job's state while it still runs after ``seconds`` (or once its state is not one
+        of ``while_in``); None once it ended."""
         assert self.job is not None
         deadline = time.monotonic() + seconds
         while True:
@@ -255,7 +261,7 @@ class SlurmAttempt(ClusterAttempt):
                 self._record(found.state, found.nodes)
             if found is None or not found.active:
                 return None
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or (while_in and found.state not in while_in):
                 return found
             time.sleep(defaults.POLL_S)
 

@@ -106,10 +106,10 @@ def batch_script(srun: list[str], folder: str) -> str:
     script alone) becomes the ``notice`` file in ``folder``. ``wait`` returns when a trapped
     signal comes, so it waits again until the step ended, and exits with its status."""
     words = " ".join(shlex.quote(word) for word in srun)
-    notice = shlex.quote(os.path.join(folder, NOTICE_FILE))
+    notice = shlex.quote("touch " + shlex.quote(os.path.join(folder, NOTICE_FILE)))
     return (
         "#!/bin/bash\n"
-        f"trap 'touch {notice}' {NOTICE_SIGNAL}\n"
+        f"trap {notice} {NOTICE_SIGNAL}\n"
         f"srun --kill-on-bad-exit=0 --ntasks-per-node=1 {words} &\n"
         "step=$!\n"
         'while wait "$step"; status=$?; kill -0 "$step" 2>/dev/null; do :; done\n'
@@ -136,7 +136,12 @@ def state(job: str) -> JobState | None:
         if "Invalid job id" in str(error):
             return None
         raise
-    fields = dict(word.split("=", 1) for word in answer.split() if "=" in word)
+    return parse_job(answer)
+
+
+def parse_job(line: str) -> JobState:
+    """A job's state from ``scontrol show job --oneliner``'s line."""
+    fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
     nodes = fields.get("NodeList", "")
     return JobState(
         state=fields.get("JobState", "UNKNOWN"),

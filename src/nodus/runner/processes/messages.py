@@ -170,6 +170,3 @@ class Ending(NamedTuple):
 
 
 _SIGNALS = {int(s) for s in signal.Signals}
-
-
-_SIGNALS = {int(s) for s in signal.Signals}

@@ -191,6 +191,13 @@ class StageProcess:
                 self._supervisor_lost()
         return None if self.ending is None else self.ending.status
 
+    def reached_by(self, signum: int) -> None:
+        """``signum`` came to the runner as a notice and may have reached the program at the
+        same moment (a machine, a systemd unit or a Slurm job going down signals every
+        process): a program's end by it is its answer to the notice, never an interruption."""
+        if signum not in self.signals_sent:
+            self.signals_sent.append(signum)
+
     def signal_group(self, signum: int) -> None:
         """Signal every process of the program; remember it so it is never an interruption."""
         self.signals_sent.append(signum)
