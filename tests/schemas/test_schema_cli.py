@@ -170,6 +170,9 @@ def test_resolve_toml_prints_the_same_values(write, capsys):
         for key in ("checkpoint_complete", "checkpoint_name", "metrics", "step_key"):
             assert key not in stage["continuity"]
             stage["continuity"][key] = None
+        for key in ("partition", "account", "qos", "time_limit"):  # Slurm's, unset
+            assert key not in stage["execution"]
+            stage["execution"][key] = None
     assert as_toml["stages"] == as_json["stages"]
 
 
