@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from slurm_cluster import SlurmCluster, job_processes, run_processes, unavailable
+from slurm_cluster import SlurmCluster, job_processes, run_processes
 
 from nodus.runner.catalog.core import Catalog
 from nodus.testing.counter import expected_value
@@ -28,16 +28,6 @@ pytestmark = [pytest.mark.xdist_group("slurm"), pytest.mark.slow]
 PROGRAMS = Path(__file__).resolve().parents[1] / "raycluster" / "programs"
 GATED_COUNTER = Path(__file__).resolve().parents[1] / "runner" / "programs" / "gated_counter.py"
 FAST = {"NODUS_SETTLE_S": "0.2", "NODUS_LEASE_SETTLE_S": "0.2"}
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    why = unavailable()
-    if why:
-        pytest.skip(why)
-    started = SlurmCluster.start(tmp_path_factory.mktemp("slurm"))
-    yield started
-    started.stop()
 
 
 class Project:

@@ -149,6 +149,11 @@ def _rendezvous(folder: str, rank: int, nodes: int) -> dict[str, str]:
         "WORLD_SIZE": str(nodes),
         "RANK": str(rank),
         "LOCAL_RANK": "0",
+        # the same for a `torchrun` the stage runs on each node (its options' environment form)
+        "PET_NNODES": str(nodes),
+        "PET_NODE_RANK": str(rank),
+        "PET_MASTER_ADDR": found["addr"],
+        "PET_MASTER_PORT": str(found["port"]),
     }
 
 
