@@ -360,6 +360,19 @@ SAVE_EVERY_AUTO = "auto"
 
 
 @dataclass(frozen=True)
+class NodePlace:
+    """Where a cluster attempt's node attempt runs: node ``rank`` of ``nodes`` (node 0 holds
+    the rendezvous and captures for the stage)."""
+
+    rank: int
+    nodes: int
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NodePlace:
+        return cls(rank=int(data["rank"]), nodes=int(data["nodes"]))
+
+
+@dataclass(frozen=True)
 class Settings:
     """``integration.json``: what the runner asks of one attempt's program."""
 
@@ -388,6 +401,10 @@ class Settings:
     max_save_overhead: float | None = None
     """With ``save_every = "auto"``: the share of training time the saves may cost (stall plus
     the slowdown of steps while a save is written); None otherwise."""
+    node: NodePlace | None = None
+    """The node of a multi-node stage this attempt runs on (a cluster backend's node attempt,
+    docs/cluster.md); None on one machine. Only the runner writes it: a world of processes
+    spread over machines is admitted there alone (:mod:`nodus.stages.hf.inprocess.profile`)."""
 
     @property
     def auto_cadence(self) -> bool:
@@ -416,6 +433,8 @@ class Settings:
             data["warm_start_step"] = self.warm_start_step
         if self.auto_cadence:  # present only with save_every = "auto"
             data["max_save_overhead"] = self.max_save_overhead
+        if self.node is not None:  # optional: absent on one machine
+            data["node"] = {"rank": self.node.rank, "nodes": self.node.nodes}
         return data
 
     @classmethod
@@ -437,6 +456,7 @@ class Settings:
             parent_mode=data.get("parent_mode"),
             warm_start_step=None if warm is None else int(warm),
             max_save_overhead=None if overhead is None else float(overhead),
+            node=NodePlace.from_dict(data["node"]) if data.get("node") else None,
         )
 
 

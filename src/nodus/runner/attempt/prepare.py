@@ -142,6 +142,7 @@ class _Preparation:
             qualifying=self.ctx.qualifying,
             parent_mode=self.inherited.mode if from_parent and self.inherited else None,
             warm_start_step=restored.step if restored and prepared.warm_start else None,
+            node=self.facts.role.node(self.stage),
         )
         if step is not None and continued is not None:
             commit = protocol.CommitRecord(step=step, snapshot=continued.id)

@@ -4,14 +4,15 @@ An attempt on this machine and one on a Ray node (:mod:`nodus.runner.backends.no
 launch and supervise their program the same way; what differs is handed to the attempt as an
 :class:`AttemptRole` instead of overridden in a subclass: what its processes' tokens carry and
 what an earlier attempt left (``scope``, ``sweep``), whether retention runs beside it
-(``rotation``), whether it captures at all (``captures``: snapshots, outputs, uploads) and the
-hang timeout it applies. :data:`LOCAL_ROLE` is this machine's.
+(``rotation``), whether it captures at all (``captures``: snapshots, outputs, uploads), the
+hang timeout it applies and the node of a multi-node stage it is (``node``). :data:`LOCAL_ROLE` is this machine's.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from nodus.protocol import NodePlace
 from nodus.runner.catalog.attempt_context import AttemptContext
 from nodus.runner.catalog.core import Catalog
 from nodus.runner.processes.containment import kill_survivors
@@ -45,6 +46,10 @@ class AttemptRole(Protocol):
         """The stage's ``hang_timeout`` as this attempt applies it."""
         ...
 
+    def node(self, stage: ResolvedStage) -> NodePlace | None:
+        """The node of a multi-node stage it runs on; None for an attempt on one machine."""
+        ...
+
 
 class LocalRole:
     """An attempt of this runner: its run's scope, retention here, captures, the stage's hang
@@ -65,6 +70,9 @@ class LocalRole:
 
     def hang_timeout(self, stage: ResolvedStage) -> float | str:
         return stage.execution.hang_timeout
+
+    def node(self, stage: ResolvedStage) -> NodePlace | None:
+        return None
 
 
 LOCAL_ROLE = LocalRole()

@@ -254,7 +254,9 @@ class Supervision:
         self.context.event("preemption_notice", {"signal": signame, "grace_period": grace})
         self.process.reached_by(self.state.notice or signal.SIGTERM)
         died_at = None
-        if self.stage.integration is not None and self.capture.watch_folders is False:
+        if self.stage.integration is not None and not self.facts.role.captures:
+            died_at = self.died_at(self._await_the_world(grace))
+        elif self.stage.integration is not None and self.capture.watch_folders is False:
             self._await_stop_save(grace)
             self.process.kill()
         else:
@@ -279,6 +281,16 @@ class Supervision:
             f"runner received {signame} (preemption notice) as its program ended with status "
             f"{status}: the signal reached both",
         )
+
+    def _await_the_world(self, grace: float) -> int:
+        """A follower node of a multi-node integration stage under a notice: its program is one
+        rank of a world whose rank 0 (on node 0, which got the notice too) decides the stop save,
+        a collective every rank takes part in. A SIGTERM here would end this rank in the middle
+        of it and lose the save; so the program is left to end with its world (node 0's attempt
+        ends rank 0 once its save is captured, the cluster attempt then the job), and is killed
+        only when the grace period is over."""
+        status = self.process.wait(grace)
+        return status if status is not None else self.process.kill()
 
     def _await_stop_save(self, grace: float) -> None:
         """Ask the integration for a save then=stop and capture it, within the grace period."""

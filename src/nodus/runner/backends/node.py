@@ -35,6 +35,7 @@ from types import FrameType
 from typing import Any
 
 from nodus._atomic import open_private, private_folder, write_json_atomic
+from nodus.protocol import NodePlace
 from nodus.runner.attempt.attempt import Attempt, Restore
 from nodus.runner.attempt.context import AttemptPlan, DriveState, RunContext
 from nodus.runner.attempt.outcome import Outcome
@@ -106,6 +107,11 @@ class NodeRole:
         """Node 0 watches the world's progress (its steps, saves and commits); a follower's
         program may rightly stay silent, and node 0's end ends the world."""
         return stage.execution.hang_timeout if self.rank == 0 else defaults.HANG_TIMEOUT_OFF
+
+    def node(self, stage: ResolvedStage) -> NodePlace | None:
+        """Told to the integration (its settings): a world spread over the stage's nodes is
+        admitted there, one process per node, node 0 holding rank 0."""
+        return NodePlace(rank=self.rank, nodes=stage.execution.nodes)
 
 
 # --- the node runner: python -m nodus.runner.backends.node HOME ----------------------------------

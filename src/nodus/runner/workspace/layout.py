@@ -405,12 +405,14 @@ def write_integration(
     qualifying: bool = False,
     parent_mode: str | None = None,
     warm_start_step: int | None = None,
+    node: protocol.NodePlace | None = None,
 ) -> None:
     """``.nodus/integration.json``: the settings the prepared Trainer reads at start.
 
     ``qualifying`` comes from the runner's caller (``nodus qualify``), never from a workload.
     ``parent_mode`` says the restored (or, with ``warm_start_step``, the warm-start) checkpoint
-    is another run's (:mod:`nodus.runner.upkeep.lineage`).
+    is another run's (:mod:`nodus.runner.upkeep.lineage`). ``node``: the node of a multi-node
+    stage the attempt runs on (its role's), None on one machine.
     """
     if stage.integration not in protocol.INTEGRATIONS:
         return
@@ -431,6 +433,7 @@ def write_integration(
         qualifying=qualifying,
         parent_mode=parent_mode,
         warm_start_step=warm_start_step,
+        node=node,
     )
     # Written anew by every attempt's preparation: a crash of the machine ends the attempt.
     write_json_atomic(ws.control.settings, settings.to_dict(), durable=False)

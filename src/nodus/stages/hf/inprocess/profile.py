@@ -17,8 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodus import protocol
 from nodus.schemas.method_specs import trainer_methods
 from nodus.stages.hf import extensions
+from nodus.stages.hf.inprocess.channel import ControlDir
 
 HF_MAX_MODEL_STATE_BYTES = 4_000_000_000
 """Largest complete model state the v1 profile accepts (docs/hf-trainer.md, "The profile")."""
@@ -76,17 +78,60 @@ def _one_process_one_device(trainer, given) -> list[Finding]:
     world = _world_size(args)
     if world > 1:
         reasons.append(Uses(extensions.PROCESSES, f"distributed training (world_size={world})"))
-        local = int(os.environ.get("LOCAL_WORLD_SIZE") or world)
-        if local != world:
-            reasons.append(
-                f"a world of {world} processes on several machines ({local} on this one): "
-                "not supported yet; the processes extension is one machine's"
-            )
+        node = _node()
+        local = int(os.environ.get("LOCAL_WORLD_SIZE") or (1 if _spread(node) else world))
+        reasons += across_machines(world, local, args.process_index, node)
     if args.n_gpu > 1:
         reasons.append(f"{args.n_gpu} devices in one process (DataParallel); v1 needs one device")
     if args.deepspeed or args.fsdp:
         reasons.append("DeepSpeed or FSDP is configured; v1 needs one process and one device")
     return reasons
+
+
+def across_machines(
+    world: int, local: int, rank: int, node: protocol.NodePlace | None
+) -> list[str]:
+    """Why a world of ``world`` processes, ``local`` of them on this machine, is refused: [] on
+    one machine, and over machines only on the nodes of a multi-node stage (``node``, as the
+    runner told it) with one process per node, the process of global rank ``rank`` on node
+    ``rank``. There node 0's attempt is the one that captures, and it holds rank 0, which
+    writes every checkpoint (with every rank's RNG state); every node lays out the same
+    restored snapshot, so each rank resumes from its own state. Anywhere else no single
+    machine's attempt would hold the whole checkpoint, nor restore it on the others."""
+    if local == world:
+        return []
+    if not _spread(node):
+        return [
+            f"a world of {world} processes on several machines ({local} on this one): not "
+            "supported yet outside a multi-node stage of a cluster backend (docs/cluster.md)"
+        ]
+    assert node is not None
+    if local != 1 or world != node.nodes:
+        return [
+            f"a world of {world} processes over {node.nodes} nodes ({local} on this one): not "
+            "supported yet; a multi-node stage runs one process per node"
+        ]
+    if rank != node.rank:
+        return [
+            f"the process of rank {rank} runs on node {node.rank}: not supported yet; each "
+            "node's process must have the node's rank (torchrun: --node_rank, or "
+            "$PET_NODE_RANK as nodus sets it)"
+        ]
+    return []
+
+
+def _spread(node: protocol.NodePlace | None) -> bool:
+    return node is not None and node.nodes > 1
+
+
+def _node() -> protocol.NodePlace | None:
+    """The node of a multi-node stage the runner says this program runs on (its settings)."""
+    if protocol.ENV_CONTROL_DIR not in os.environ:
+        return None  # not under nodus (a bare run of the program)
+    try:
+        return ControlDir.from_environment().settings().node
+    except (OSError, ValueError):
+        return None
 
 
 def _world_size(args: Any) -> int:
