@@ -371,8 +371,18 @@ class Session:
         return True
 
     def _stop(self) -> NoReturn:
-        """Answer a stop request: wait until the save is on disk and recorded, then block."""
+        """Answer a stop request: wait until the save is on disk and recorded, then block
+        (rank 0); a follower ends once rank 0 has (:meth:`World.await_leaders_end`)."""
         self.writer.wait()
+        if not self.world.leader:
+            self.world.await_leaders_end()
+            print(
+                f"nodus: rank {self.world.rank} stops with rank 0 (the world stopped after "
+                "its save)",
+                file=sys.stderr,
+                flush=True,
+            )
+            os._exit(1)  # the world's collectives are broken: nothing of it may run on
         while True:  # the runner captures, commits and ends the process group itself
             time.sleep(3600)
 

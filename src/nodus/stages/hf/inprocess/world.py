@@ -23,6 +23,7 @@ puts such a storage on the CPU, which is what ``cpu:0`` names.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 _INDEXED_CPU_REGISTERED = False
@@ -66,6 +67,23 @@ class World:
         gathered: list[Any] | None = [None] * self.size if self.leader else None
         dist.gather_object(value, gathered, dst=0, group=self._group)
         return gathered
+
+
+    def await_leaders_end(self) -> None:
+        """A follower after a stop save: wait until rank 0's process has ended.
+
+        Rank 0 blocks once its save is recorded and the runner ends it; on one machine the
+        runner ends the whole world at once, but a world over the nodes of a multi-node stage has
+        a program on each node, and a follower's node never signals its own (a signal could
+        land in the middle of rank 0's collective save). So the follower waits in a collective
+        rank 0 never joins: it fails when rank 0's connections close, and the follower's program
+        then ends with its world."""
+        if self._group is None:
+            return
+        import torch.distributed as dist
+
+        with contextlib.suppress(Exception):  # rank 0 gone (or the group's timeout passed)
+            dist.barrier(group=self._group)
 
 
 def indexed_cpu_loads() -> None:
