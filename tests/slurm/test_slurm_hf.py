@@ -4,8 +4,10 @@
 options from nodus) forms one gloo world of two, node 0 holding rank 0. The program runs
 prepared under ``hf-trainer-v1`` with the ``processes`` extension: rank 0 decides each save and
 writes it with every rank's RNG state, and only node 0's attempt captures. One rank SIGKILLed is
-an interruption of the whole world, which restarts from the same snapshot on both nodes; the
-final weights equal the bare 2-process world's (``torchrun --standalone --nproc_per_node 2`` on
+an interruption of the whole world, which restarts from the same snapshot on both nodes; a
+preemption notice then saves the world at one step (node 1 never signals its rank in the
+middle of rank 0's collective save) and ``runs resume`` continues it on both nodes; the final
+weights equal the bare 2-process world's (``torchrun --standalone --nproc_per_node 2`` on
 one machine: the same world size, so the same seeds and data order).
 """
 
@@ -127,6 +129,11 @@ class HfProject:
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
+    def rng_files(self, run_id: str, step: int) -> set[str]:
+        """The RNG state files of the snapshot of ``step``: every rank's, written by rank 0."""
+        (manifest,) = [m for m in open_store(self.store).list(run=run_id) if m.step == step]
+        return {Path(f.path).name for f in manifest.files if Path(f.path).name.startswith("rng_")}
+
     def node_attempts(self, run_id: str, rank: int) -> list[dict]:
         """The attempts node ``rank``'s runners recorded (each node attempt's own catalog)."""
         catalog = Catalog(str(self.root / "nodes" / run_id / f"rank{rank}"))
@@ -142,21 +149,22 @@ class HfProject:
         return weights_hash(str(target / "out" / "model"))
 
 
-def _rank_program(run_id: str, rank: int) -> int | None:
-    """The training process of global ``rank`` (torchrun's worker, not torchrun itself): its
-    environment says RANK, its command line runs the program."""
+def _rank_program(run_id: str, rank: int, attempt: int) -> int | None:
+    """The training process of global ``rank`` in ``attempt`` (torchrun's worker, not torchrun
+    itself): its environment says RANK and the attempt, its command line runs the program."""
     for pid, command in run_processes(run_id).items():
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if f"RANK={rank}".encode() in environ and command.split()[-1:] == [PROGRAM]:
-            if "torchrun" not in command:
-                return pid
+        ours = {f"RANK={rank}".encode(), f"{protocol.ENV_ATTEMPT}={attempt}".encode()}
+        runs_it = command.split()[-1:] == [PROGRAM] and "torchrun" not in command
+        if runs_it and ours <= set(environ):
+            return pid
     return None
 
 
-def test_a_two_node_hf_world_with_a_rank_killed_resumes_bit_identical(
+def test_a_two_node_hf_world_killed_then_noticed_resumes_bit_identical(
     tmp_path, tmp_path_factory, cluster
 ):
     bare = bare_run_hash(
@@ -166,23 +174,34 @@ def test_a_two_node_hf_world_with_a_rank_killed_resumes_bit_identical(
     runner = project.start()
     run_id = wait_for(project.run_id, "the run", runner)
     wait_for(lambda: len(project.committed(run_id)) >= 2, "two committed snapshots", runner)
-    victim = wait_for(lambda: _rank_program(run_id, 1), "the program of rank 1", runner)
+    victim = wait_for(lambda: _rank_program(run_id, 1, 1), "the program of rank 1", runner)
     before = project.committed(run_id)
-    os.kill(victim, signal.SIGKILL)
-    assert runner.wait(timeout=300) == 0, (tmp_path / "runner.log").read_text()[-3000:]
+    os.kill(victim, signal.SIGKILL)  # the whole world is interrupted and starts again
+
+    # attempt 2 runs on both nodes; a preemption notice then: rank 0 decides the stop save,
+    # every rank takes part in it, node 0 captures it; node 1 leaves its rank to end with rank 0
+    for rank in (0, 1):
+        wait_for(lambda rank=rank: _rank_program(run_id, rank, 2), f"rank {rank} of attempt 2")
+    runner.send_signal(signal.SIGTERM)
+    assert runner.wait(timeout=300) == 3, (tmp_path / "runner.log").read_text()[-3000:]
+    saved = max(project.committed(run_id))
+    resumed = project.nodus("runs", "resume", run_id)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
 
     run = project.get(run_id)
     assert run["phase"] == "SUCCEEDED"
-    one, two = run["stages"][0]["attempts"][:2]
+    one, two, three = run["stages"][0]["attempts"]
     assert one["outcome"] == "lost" and "rank 1" in one["detail"]
-    assert two["restored_step"] >= before[-1] and two["outcome"] == "succeeded"
-    # both nodes laid out that same snapshot (each node attempt's own record), and only node 0
-    # captured: every commit is its attempt's (a follower's events would carry its rank)
+    assert two["restored_step"] >= before[-1] and two["outcome"] == "preempted"
+    assert saved > two["restored_step"] and three["restored_step"] == saved
+    assert three["outcome"] == "succeeded"
+    # both nodes laid out the same snapshot in each attempt (each node attempt's own record),
+    # and only node 0 captured: every commit is its attempt's (a follower's would carry its rank)
     for rank in (0, 1):
-        node_two = [a for a in project.node_attempts(run_id, rank) if a["number"] == 2]
-        assert [a["restored_step"] for a in node_two] == [two["restored_step"]], rank
+        rows = {a["number"]: a["restored_step"] for a in project.node_attempts(run_id, rank)}
+        assert (rows[2], rows[3]) == (two["restored_step"], saved), rank
     commits = [e for e in run["events"] if e["type"] == "snapshot_committed"]
     assert commits and all("rank" not in e for e in commits)
-    assert sorted(project.committed(run_id)) == sorted({e["step"] for e in commits})
+    assert project.rng_files(run_id, saved) == {"rng_state_0.pth", "rng_state_1.pth"}
     assert project.outputs_hash(run_id) == bare
     assert cluster.jobs(run_id) == [] and run_processes(run_id) == {}
