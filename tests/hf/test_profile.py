@@ -19,6 +19,7 @@ import pytest
 from runner_e2e_helpers import Project
 
 import doc_samples
+from nodus import protocol
 from nodus.schemas.defaults import ENV_IGNORE_SHIPPED_QUALIFICATIONS as IGNORE_SHIPPED
 from nodus.stages.hf.inprocess import identity as identities
 from nodus.stages.hf.inprocess import profile
@@ -251,3 +252,43 @@ def test_the_collator_is_recorded_in_the_identity_and_a_changed_one_is_named(qui
     ]
     function = identities.compute(quickstart.build(default_data_collator))
     assert function["data_collator"] == "transformers.data.data_collator.default_data_collator"
+
+
+# A world over machines: (world, on this machine, global rank, the runner's node or None) ->
+# words of the refusal, or None where it is admitted.
+_ACROSS_MACHINES = [
+    ((2, 2, 1, None), None),  # one machine: the processes extension
+    ((2, 1, 0, None), "outside a multi-node stage"),  # a hand-made torchrun over machines
+    ((2, 1, 0, protocol.NodePlace(rank=0, nodes=1)), "outside a multi-node stage"),
+    ((2, 1, 0, protocol.NodePlace(rank=0, nodes=2)), None),  # node 0 holds rank 0
+    ((2, 1, 1, protocol.NodePlace(rank=1, nodes=2)), None),
+    ((2, 1, 1, protocol.NodePlace(rank=0, nodes=2)), "rank 1 runs on node 0"),
+    ((4, 2, 0, protocol.NodePlace(rank=0, nodes=2)), "one process per node"),
+    ((4, 1, 0, protocol.NodePlace(rank=0, nodes=2)), "one process per node"),
+]
+
+
+@pytest.mark.parametrize(("world", "refused"), _ACROSS_MACHINES)
+def test_a_world_over_machines_is_admitted_on_a_multi_node_stage_one_process_per_node(
+    world, refused
+):
+    reasons = profile.across_machines(*world)
+    if refused is None:
+        assert reasons == []
+    else:
+        (reason,) = reasons
+        assert refused in reason and "not supported yet" in reason
+
+
+def test_the_runner_tells_the_integration_its_node_in_the_settings():
+    settings = protocol.Settings(
+        integration="hf-trainer-v1",
+        save_every=3,
+        save_each_epoch=True,
+        restored_step=None,
+        node=protocol.NodePlace(rank=1, nodes=2),
+    )
+    assert protocol.Settings.from_dict(settings.to_dict()) == settings
+    alone = dataclasses.replace(settings, node=None)
+    assert "node" not in alone.to_dict()
+    assert protocol.Settings.from_dict(alone.to_dict()).node is None

@@ -32,7 +32,7 @@ from nodus.store import open_store
 from polling import wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hf"))
-from hf_helpers import PROGRAM_ENV, PROGRAMS, bare_run_hash, quickstart_copy  # noqa: E402
+from hf_helpers import PROGRAM_ENV, PROGRAMS, bare_run_hash, quickstart_copy
 
 pytestmark = [pytest.mark.xdist_group("slurm"), pytest.mark.slow]
 
@@ -103,10 +103,10 @@ class HfProject:
 
     def start(self) -> subprocess.Popen:
         log_path = self.root / "runner.log"
+        command = ["run", str(self.file), "--store", self.store, "--home", str(self.home)]
         with open(log_path, "ab") as log:
             runner = subprocess.Popen(
-                [sys.executable, "-m", "nodus", "run", str(self.file), "--store", self.store]
-                + ["--home", str(self.home)],
+                [sys.executable, "-m", "nodus", *command],
                 cwd=self.root,
                 env=self.env(),
                 stdout=log,

@@ -5,7 +5,8 @@ launch and supervise their program the same way; what differs is handed to the a
 :class:`AttemptRole` instead of overridden in a subclass: what its processes' tokens carry and
 what an earlier attempt left (``scope``, ``sweep``), whether retention runs beside it
 (``rotation``), whether it captures at all (``captures``: snapshots, outputs, uploads), the
-hang timeout it applies and the node of a multi-node stage it is (``node``). :data:`LOCAL_ROLE` is this machine's.
+hang timeout it applies and the node of a multi-node stage it is (``node``). :data:`LOCAL_ROLE`
+is this machine's.
 """
 
 from __future__ import annotations

@@ -68,7 +68,6 @@ class World:
         dist.gather_object(value, gathered, dst=0, group=self._group)
         return gathered
 
-
     def await_leaders_end(self) -> None:
         """A follower after a stop save: wait until rank 0's process has ended.
 
