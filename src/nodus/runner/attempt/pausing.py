@@ -35,7 +35,7 @@ from nodus.schemas import defaults
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from nodus.runner.attempt.context import RunContext
+    from nodus.runner.attempt.context import AttemptFacts, RunContext
     from nodus.runner.attempt.role import CaptureLoop
     from nodus.runner.catalog.attempt_context import AttemptContext
     from nodus.runner.processes.stage_process import StageProcess
@@ -49,6 +49,7 @@ class PausableAttempt(Protocol):
     (:class:`nodus.runner.attempt.supervise.Supervision`)."""
 
     ctx: RunContext
+    facts: AttemptFacts
     context: AttemptContext
     stage: ResolvedStage
     number: int
@@ -76,6 +77,7 @@ class PauseDriver:
         # Monotonic clocks from the moment the runner took the pause up.
         self.deadline = time.monotonic() + float(pause["deadline_s"])
         self.kill_at = self.deadline + grace
+        self.asked_by = "after SIGTERM"  # how the program was asked to stop, for the outcome
 
     def run(self) -> Outcome | None:
         """The attempt's outcome, or None when the pause was refused and training goes on."""
@@ -90,6 +92,8 @@ class PauseDriver:
             return self._latest()
         if self._integration():
             return self._save_with_integration()
+        if self._follower():
+            return self._with_the_world()
         return self._save_with_signal()
 
     # --- policies -------------------------------------------------------------------------
@@ -126,6 +130,15 @@ class PauseDriver:
         if ended is not None:
             return ended
         return self._acknowledge("paused after the program saved on SIGTERM")
+
+    def _with_the_world(self) -> Outcome:
+        """A follower node of a multi-node integration stage: rank 0 (on node 0, paused too)
+        decides the stop save and every rank takes part in it, then this node's rank ends with
+        the world. A SIGTERM here could end it in the middle of that save: none is sent, and the
+        program is killed only one grace period after the pause deadline."""
+        self.asked_by = "with its world (rank 0 stopped after its save)"
+        ended = self._wait(lambda: False, signalled=True)
+        return ended if ended is not None else self._acknowledge("paused with its world")
 
     # --- waiting ----------------------------------------------------------------------------
 
@@ -170,7 +183,7 @@ class PauseDriver:
             return self.attempt.classify(status)
         if signalled:
             return self._acknowledge_captured(
-                f"paused: the program exited with status {status} after SIGTERM"
+                f"paused: the program exited with status {status} {self.asked_by}"
             )
         outcome = self.attempt.classify(status)
         self._end_pause("failed", failure=f"the program ended before saving: {outcome.detail}")
@@ -209,6 +222,11 @@ class PauseDriver:
 
     def _integration(self) -> bool:
         return self.attempt.stage.integration is not None and not self.capturer.watch_folders
+
+    def _follower(self) -> bool:
+        """An integration stage's node that captures nothing (node k > 0): its rank follows
+        rank 0's decisions."""
+        return self.attempt.stage.integration is not None and not self.attempt.facts.role.captures
 
     def _newest_restorable(self) -> Manifest | None:
         """What a resume will restore: the newest snapshot, suspects passed over."""
