@@ -3,7 +3,7 @@
 The runner (on a login node, from cron there) submits one job per attempt with ``sbatch``
 (:mod:`.slurm_jobs`); the job runs one node relay per node (:mod:`.slurm_node`), which starts
 an ordinary node runner (:mod:`.node`) there. They talk through the attempt's job folder,
-``<home>/slurm/<run>/<stage>-<attempt>/``, on a filesystem the nodes mount at the same path
+``<home>/work/<run>/<stage>/<attempt>/slurm/``, on a filesystem the nodes mount at the same path
 (as home folders are on a Slurm cluster): this side writes each rank's spec and appends
 controls; each rank appends its news (events, attempt row, pause, outcome) and its program's
 output. What this side does with the news is every cluster backend's (:mod:`.cluster`).
@@ -18,6 +18,7 @@ saving, is one too: the run continues from that snapshot in a new job.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -32,6 +33,7 @@ from nodus.runner.backends import slurm_jobs
 from nodus.runner.backends.cluster import ClusterAttempt, News
 from nodus.runner.backends.node import read_from
 from nodus.runner.catalog.phases import AttemptOutcome
+from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
 
 NODE_RELAY = "nodus.runner.backends.slurm_node"
@@ -45,8 +47,9 @@ _ENDING = frozenset({"RUNNING", "COMPLETING"})  # a requeued, pending job is can
 
 
 def job_folder(home: str, run_id: str, stage: str, number: int) -> str:
-    """Where an attempt's job and the runner talk (on a filesystem the nodes share)."""
-    return os.path.join(home, "slurm", run_id, f"{stage}-{number}")
+    """Where an attempt's job and the runner talk (on a filesystem the nodes share): in the
+    attempt's folder of the home, so it goes with the run (``runs delete``)."""
+    return os.path.join(Workspace.of(home, run_id, stage, number).attempt_folder, "slurm")
 
 
 SUBMITTING = "SUBMITTING"
@@ -268,6 +271,9 @@ class SlurmAttempt(ClusterAttempt):
         if found is not None:
             slurm_jobs.cancel(self.job)
             self._wait_for_job(_RELEASE_S)
+        for rank in range(self.ranks):  # the attempt's log holds what they held
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.folder, f"output-{rank}.log"))
 
     def _wait_for_job(
         self, seconds: float, while_in: frozenset[str] | None = None
