@@ -28,7 +28,7 @@ def test_a_lora_checkpoint_downloads_as_a_merged_model_that_generates(sft_run, t
     model_dir, adapter_dir = tmp_path / "model", tmp_path / "adapter"
     for artifact, target in (("model", model_dir), ("adapter", adapter_dir)):
         proc = sft_run.nodus(
-            "snapshots", "download", "whole@12", "--artifact", artifact, "--to", str(target)
+            "snapshots", "download", "sft@12", "--artifact", artifact, "--to", str(target)
         )
         assert proc.returncode == 0, proc.stderr
     merged = AutoModelForCausalLM.from_pretrained(model_dir)

@@ -102,7 +102,7 @@ def test_sft_killed_twice_and_stopped_resumes_to_the_same_adapter(sft_run, tmp_p
     """24 steps, 8 per epoch: killed at 6 (epoch 1) and 12 (epoch 2), stopped past 18."""
     example = Example(tmp_path, "sft", write_delay="1")
     killed = _killed_twice_noticed_and_resumed(example, (6, 12), 18)
-    assert killed == _adapter_files(sft_run, "whole")
+    assert killed == _adapter_files(sft_run, "sft")
 
 
 def test_dpo_killed_twice_and_stopped_resumes_to_the_same_adapter(tmp_path):
@@ -113,9 +113,16 @@ def test_dpo_killed_twice_and_stopped_resumes_to_the_same_adapter(tmp_path):
     assert _killed_twice_noticed_and_resumed(example, (4, 12), 16) == reference
 
 
-def test_grpo_killed_twice_and_stopped_resumes_to_the_same_adapter(tmp_path):
+def test_grpo_killed_twice_and_stopped_regenerates_the_same_rollouts_and_adapter(tmp_path):
     """32 steps, 16 per epoch (8 prompts, 4 generations each, 2 rows a step), saves every 4:
-    killed at 8 (epoch 1) and 20 (epoch 2), stopped past 24 (epoch 2)."""
-    reference = _uninterrupted(_example(tmp_path / "whole", "grpo", 32))
+    killed at 8 (epoch 1) and 20 (epoch 2), stopped past 24 (epoch 2). Each restored attempt
+    generates the rollouts the uninterrupted run generated: the reward logged at each save is
+    the same."""
+    whole = _example(tmp_path / "whole", "grpo", 32)
+    reference = _uninterrupted(whole)
     example = _example(tmp_path / "killed", "grpo", 32, write_delay="1")
     assert _killed_twice_noticed_and_resumed(example, (8, 20), 24) == reference
+    rewards = [(s["step"], s["metrics"]["reward"]) for s in example.train_snapshots("killed")]
+    print("KILLED", rewards)
+    print("WHOLE", [(s["step"], s["metrics"]["reward"]) for s in whole.train_snapshots("whole")])
+    assert rewards == [(s["step"], s["metrics"]["reward"]) for s in whole.train_snapshots("whole")]
