@@ -18,6 +18,7 @@ import pytest
 from methods_helpers import Example, adapter_hash, file_hash
 
 from nodus import protocol
+from nodus.client import Client
 from polling import wait_for
 
 pytestmark = [pytest.mark.hf, pytest.mark.slow]
@@ -116,13 +117,32 @@ def test_dpo_killed_twice_and_stopped_resumes_to_the_same_adapter(tmp_path):
 def test_grpo_killed_twice_and_stopped_regenerates_the_same_rollouts_and_adapter(tmp_path):
     """32 steps, 16 per epoch (8 prompts, 4 generations each, 2 rows a step), saves every 4:
     killed at 8 (epoch 1) and 20 (epoch 2), stopped past 24 (epoch 2). Each restored attempt
-    generates the rollouts the uninterrupted run generated: the reward logged at each save is
-    the same."""
+    generates the rollouts the uninterrupted run generated: the rewards logged at every step
+    are the same."""
     whole = _example(tmp_path / "whole", "grpo", 32)
     reference = _uninterrupted(whole)
     example = _example(tmp_path / "killed", "grpo", 32, write_delay="1")
     assert _killed_twice_noticed_and_resumed(example, (8, 20), 24) == reference
-    rewards = [(s["step"], s["metrics"]["reward"]) for s in example.train_snapshots("killed")]
-    print("KILLED", rewards)
-    print("WHOLE", [(s["step"], s["metrics"]["reward"]) for s in whole.train_snapshots("whole")])
-    assert rewards == [(s["step"], s["metrics"]["reward"]) for s in whole.train_snapshots("whole")]
+    curves = _reward_curves(example, "killed")
+    assert [step for step, _ in curves["reward"]] == list(range(1, 33))
+    assert curves == _reward_curves(whole, "whole")
+    # and each save both runs still list (retention keeps the newest) recorded the same reward
+    saved = [_saved_rewards(run, key) for run, key in ((example, "killed"), (whole, "whole"))]
+    both = saved[0].keys() & saved[1].keys()
+    assert both and {s: saved[0][s] for s in both} == {s: saved[1][s] for s in both}
+
+
+def _reward_curves(example: Example, key: str) -> dict[str, list]:
+    """The reward and each reward function's mean at every logged step of the train stage, as
+    `nodus runs plot` draws them (the path that led to the final save: repeated steps once)."""
+    with Client(example.home, read_only=True) as client:
+        (train,) = [s for s in client.metrics(key) if s["stage"] == TRAIN]
+    return {
+        name: curve
+        for name, curve in train["curves"].items()
+        if name == "reward" or name.startswith("rewards/")
+    }
+
+
+def _saved_rewards(example: Example, key: str) -> dict[int, float]:
+    return {s["step"]: s["metrics"]["reward"] for s in example.train_snapshots(key)}
