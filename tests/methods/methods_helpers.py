@@ -27,8 +27,16 @@ TRAIN = "train"
 class Example:
     """A fresh copy of ``examples/<name>`` (its prepare.py run) with a private nodus home."""
 
-    def __init__(self, root: Path, name: str, write_delay: str = "0") -> None:
+    def __init__(
+        self, root: Path, name: str, write_delay: str = "0", prepared: Example | None = None
+    ) -> None:
+        """``prepared``: a copy of the same example whose prepare.py ran, copied with its base
+        model and data rather than running prepare.py again (it writes the same files: the
+        tests compare runs of copies prepared apart)."""
         self._at(root, name, root / "home", write_delay)
+        if prepared is not None:
+            shutil.copytree(prepared.code, self.code, ignore=shutil.ignore_patterns(*_RAN))
+            return
         shutil.copytree(EXAMPLES / name, self.code, ignore=shutil.ignore_patterns(*_BUILT))
         shutil.copy(EXAMPLES / "tinybase.py", root / "tinybase.py")
         proc = subprocess.run(
@@ -135,7 +143,8 @@ class Example:
         return [s for s in json.loads(listing.stdout) if s["stage"] == TRAIN]
 
 
-_BUILT = ("base", "data", "out", "state", ".nodus", "__pycache__")
+_RAN = ("out", "state", ".nodus", "__pycache__")
+_BUILT = ("base", "data", *_RAN)
 
 
 def file_hash(path: Path) -> str:

@@ -26,10 +26,12 @@ pytestmark = [pytest.mark.hf, pytest.mark.slow]
 TRAIN = "train"
 
 
-def _example(root, name: str, max_steps: int, write_delay: str = "0") -> Example:
-    """A copy of ``examples/<name>`` training ``max_steps``."""
+def _example(
+    root, name: str, max_steps: int, write_delay: str = "0", prepared: Example | None = None
+) -> Example:
+    """A copy of ``examples/<name>`` training ``max_steps`` (of ``prepared``'s copy if given)."""
     root.mkdir()
-    example = Example(root, name, write_delay=write_delay)
+    example = Example(root, name, write_delay=write_delay, prepared=prepared)
     _workload(example, max_steps=max_steps)
     return example
 
@@ -101,7 +103,7 @@ def _killed_twice_noticed_and_resumed(
 @pytest.mark.xdist_group("sft_run")
 def test_sft_killed_twice_and_stopped_resumes_to_the_same_adapter(sft_run, tmp_path):
     """24 steps, 8 per epoch: killed at 6 (epoch 1) and 12 (epoch 2), stopped past 18."""
-    example = Example(tmp_path, "sft", write_delay="1")
+    example = Example(tmp_path, "sft", write_delay="1", prepared=sft_run)
     killed = _killed_twice_noticed_and_resumed(example, (6, 12), 18)
     assert killed == _adapter_files(sft_run, "sft")
 
@@ -109,8 +111,9 @@ def test_sft_killed_twice_and_stopped_resumes_to_the_same_adapter(sft_run, tmp_p
 def test_dpo_killed_twice_and_stopped_resumes_to_the_same_adapter(tmp_path):
     """20 steps, 9 per epoch (36 pairs, 4 a step): killed at 4 (epoch 1) and 12 (epoch 2),
     stopped past 16 (epoch 2); every recovery checks the dataset's identity."""
-    reference = _uninterrupted(_example(tmp_path / "whole", "dpo", 20))
-    example = _example(tmp_path / "killed", "dpo", 20, write_delay="1")
+    whole = _example(tmp_path / "whole", "dpo", 20)
+    reference = _uninterrupted(whole)
+    example = _example(tmp_path / "killed", "dpo", 20, write_delay="1", prepared=whole)
     assert _killed_twice_noticed_and_resumed(example, (4, 12), 16) == reference
 
 
@@ -121,7 +124,7 @@ def test_grpo_killed_twice_and_stopped_regenerates_the_same_rollouts_and_adapter
     are the same."""
     whole = _example(tmp_path / "whole", "grpo", 32)
     reference = _uninterrupted(whole)
-    example = _example(tmp_path / "killed", "grpo", 32, write_delay="1")
+    example = _example(tmp_path / "killed", "grpo", 32, write_delay="1", prepared=whole)
     assert _killed_twice_noticed_and_resumed(example, (8, 20), 24) == reference
     curves = _reward_curves(example, "killed")
     assert [step for step, _ in curves["reward"]] == list(range(1, 33))

@@ -1,14 +1,12 @@
-"""sft from its example: trained, exported, downloaded and loaded, and resumed bit-identically."""
+"""sft from its example: trained, exported, downloaded and loaded (killed twice and resumed
+bit-identically: test_recovery.py)."""
 
 from __future__ import annotations
 
 import pytest
-from methods_helpers import Example, adapter_hash
-
-from polling import wait_for
 
 # Every test here uses the session's sft run, trained once: they share one xdist worker (with
-# test_downloads' test of that run).
+# test_downloads' tests of that run and test_recovery's sft scenario).
 pytestmark = [pytest.mark.hf, pytest.mark.slow, pytest.mark.xdist_group("sft_run")]
 
 
@@ -59,18 +57,6 @@ def test_the_adapter_downloads_and_loads_on_the_base_model(sft_run, tmp_path):
     ids = torch.tensor([[5, 6, 7, 8]])
     with torch.no_grad():
         assert torch.allclose(tuned(ids).logits, merged(ids).logits, atol=1e-5)
-
-
-def test_killed_twice_mid_training_ends_with_the_same_adapter(sft_run, tmp_path):
-    example = Example(tmp_path, "sft", write_delay="0.5")
-    runner = example.start("run", str(example.file), "--key", "killed")
-    example.kill_after_save("killed", 1, 6, runner)
-    example.kill_after_save("killed", 2, 12, runner)
-    wait_for(lambda: runner.poll() is not None, "the killed run to finish", timeout=600)
-    assert runner.returncode == 0, runner.log_path.read_text()[-3000:]
-    attempts = example.attempts("killed")
-    assert [a["number"] for a in attempts] == [1, 2, 3]
-    assert adapter_hash(example.outputs("killed")) == adapter_hash(sft_run.outputs("sft"))
 
 
 def test_a_continuation_changing_a_training_argument_is_refused_at_submit(sft_run):
