@@ -45,7 +45,7 @@ SECONDS: dict[str, dict[str, float]] = {
     },
     "tests/methods/test_recovery.py": {
         "test_dpo_killed_twice_and_stopped_resumes_to_the_same_adapter": 78,
-        "test_grpo_killed_twice_and_stopped_resumes_to_the_same_adapter": 76,
+        "test_grpo_killed_twice_and_stopped_regenerates_the_same_rollouts_and_adapter": 76,
     },
     "tests/hf/test_ext_data.py": {
         "test_masked_lm_killed_twice_paused_and_resumed_ends_bit_identical": 68,
@@ -59,9 +59,6 @@ SECONDS: dict[str, dict[str, float]] = {
     },
     "tests/test_readme_blocks.py": {
         "test_a_runnable_block_runs_as_written[README.md]": 49,
-        "test_a_runnable_block_runs_as_written[examples/sft/README.md]": 33,
-        "test_a_runnable_block_runs_as_written[examples/grpo/README.md]": 30,
-        "test_a_runnable_block_runs_as_written[examples/dpo/README.md]": 27,
     },
     "tests/hf/test_example_programs.py": {
         "test_json_lines_file_with_an_explicit_padding_collator_recovers_bit_identically": 38,

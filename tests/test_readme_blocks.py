@@ -1,90 +1,53 @@
-"""The command blocks a newcomer pastes, run as written.
+"""The command blocks a newcomer pastes, run as written (:mod:`readme_blocks`).
 
-A block marked ``<!-- runnable in DIR -->`` (README.md, examples/*/README.md, docs/*.md) is a
-bash block meant to be pasted line by line in DIR after ``make demo``. Each runs here in a copy
-of DIR at the same depth (so ``../../.venv`` and ``../../.nodus-demo`` resolve inside the test's
-folder, the venv linked to this interpreter's), under ``set -euo pipefail``: a line that fails
-fails the test, naming it.
+The managed methods' examples' blocks are run by the session fixtures of tests/methods (their
+run is the uninterrupted run those tests compare against); every other block runs here.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+import readme_blocks
+
 OUTPUT = re.compile(
     r"<!-- output of `nodus ([^`]+)` after the README walkthrough -->\n```\n(.*?)```", re.S
 )
 # What differs from one machine to the next: ids, and a few bytes (paths written into files)
 SNAPSHOT_ID = re.compile(r"ckpt_[0-9a-f]{16}")
 SIZE = re.compile(r"\d+(?:\.\d+)? (B|KiB|MiB|GiB)\b")
-MARKED = re.compile(r"<!-- runnable in (\S+) -->\n```bash\n(.*?)```", re.S)
-PAGES = [
-    REPO / "README.md",
-    *sorted(REPO.glob("examples/*/README.md")),
-    *sorted(REPO.glob("docs/*.md")),
-]
-
-
-def _blocks() -> list[tuple[str, str, str]]:
-    """(page, folder, block) of every runnable block."""
-    found = []
-    for page in PAGES:
-        for folder, block in MARKED.findall(page.read_text()):
-            found.append((str(page.relative_to(REPO)), folder, block))
-    return found
-
-
-BLOCKS = _blocks()
+BLOCKS = readme_blocks.blocks()
+IN_METHOD_RUNS = {readme_blocks.method_page(name) for name in readme_blocks.METHOD_EXAMPLES}
+HERE = [(page, folder, block) for page, folder, block in BLOCKS if page not in IN_METHOD_RUNS]
 
 
 def test_the_readme_and_every_example_readme_have_a_runnable_block():
     pages = {page for page, _, _ in BLOCKS}
-    assert {"README.md", *(f"examples/{n}/README.md" for n in ("sft", "dpo", "grpo"))} <= pages
+    assert {"README.md", *IN_METHOD_RUNS} <= pages
 
 
 @pytest.mark.slow
 @pytest.mark.hf
-@pytest.mark.parametrize(("page", "folder", "block"), BLOCKS, ids=[f"{p}" for p, _, _ in BLOCKS])
+@pytest.mark.parametrize(("page", "folder", "block"), HERE, ids=[f"{p}" for p, _, _ in HERE])
 def test_a_runnable_block_runs_as_written(page, folder, block, tmp_path):
-    here = tmp_path / folder
-    shutil.copytree(REPO / folder, here, ignore=shutil.ignore_patterns(".nodus*", "__pycache__"))
-    for shared in REPO.glob(f"{Path(folder).parent}/*.py"):  # examples/tinybase.py
-        shutil.copy(shared, here.parent / shared.name)
-    depth = len(Path(folder).parts)
-    (here / ("../" * depth) / ".venv").symlink_to(sys.prefix)
-    env = {k: v for k, v in os.environ.items() if k not in ("NODUS_HOME", "NODUS_STORE")}
-    proc = subprocess.run(
-        ["bash", "-c", f"set -euo pipefail\nset -x\n{block}"],
-        cwd=here,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    traced = [line for line in proc.stderr.splitlines() if line.startswith("+ ")]
-    assert proc.returncode == 0, (
-        f"{page}: the block failed at `{traced[-1][2:] if traced else '?'}`:\n"
-        + proc.stderr[-3000:]
-    )
+    ran = readme_blocks.run(page, folder, block, tmp_path)
     if page == "README.md":  # the walkthrough's interruption is seen, and its recovery
-        assert "nodus: attempt 1 lost" in proc.stderr
-        assert re.search(r"nodus: restoring step \d+ \(ckpt_\w+\) → attempt 2", proc.stderr)
-        _check_sample_outputs(here, env)
+        assert "nodus: attempt 1 lost" in ran.stderr
+        assert re.search(r"nodus: restoring step \d+ \(ckpt_\w+\) → attempt 2", ran.stderr)
+        _check_sample_outputs(ran.here, ran.env)
 
 
 def _check_sample_outputs(here: Path, env: dict[str, str]) -> None:
     """Each docs sample marked as the walkthrough's output is that output (ids and byte counts
     aside: its rows, steps, kinds, deleted kinds and metrics must match)."""
     home = here / ".." / ".." / ".nodus-demo"
-    samples = [(page, *m) for page in PAGES for m in OUTPUT.findall(page.read_text())]
+    pages = readme_blocks.PAGES
+    samples = [(page, *m) for page in pages for m in OUTPUT.findall(page.read_text())]
     assert samples, "docs/cli.md shows `nodus runs snapshots tour` from the walkthrough"
     for page, command, shown in samples:
         real = subprocess.run(

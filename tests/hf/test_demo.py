@@ -1,5 +1,6 @@
-"""`make demo`'s script, run as written: the quick start killed once and recovered, compared
-with an uninterrupted run, the snapshots retention kept, and the next steps."""
+"""`make demo` on a fresh checkout, run as a newcomer runs it: the quick start killed once and
+recovered, compared with an uninterrupted run, the snapshots retention kept, and the next steps,
+with nothing printed that reads as an error."""
 
 from __future__ import annotations
 
@@ -15,35 +16,13 @@ pytestmark = [pytest.mark.hf, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_demo_shows_a_recovery_that_ends_like_an_uninterrupted_run(tmp_path):
-    # the demo's `nodus` and `python` are this interpreter's environment's, as `make demo` names it
-    env = {**os.environ, "NODUS_HOME": str(tmp_path / "home"), "NODUS_DEMO_VENV": sys.prefix}
-    env.pop("NODUS_STORE", None)
-    proc = subprocess.run(
-        ["bash", str(REPO / "examples" / "quickstart" / "demo.sh")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    shown = proc.stdout + proc.stderr
-    assert proc.returncode == 0, shown[-4000:]
-    lines = [line for line in shown.splitlines() if line.startswith("nodus: ")]
-    said = [line for line in lines if "committed (ckpt_" not in line]  # each snapshot: said too
-    assert any(line.startswith("nodus: snapshot of step ") for line in lines)
-    interrupted = next(i for i, line in enumerate(said) if "attempt 1 lost" in line)
-    assert "killed by SIGKILL, which nodus did not send" in said[interrupted]
-    assert said[interrupted + 1].startswith("nodus: restoring step ")
-    assert said[interrupted + 1].endswith("→ attempt 2")
-    assert "identical: the recovery lost and repeated nothing" in shown
-    assert '"deleted": retention freed those kinds' in shown
-    assert "Next steps" in shown
-
-
-def test_make_demo_on_a_fresh_checkout_shows_no_traceback(tmp_path):
-    """`make demo` in a clone of the committed tree, as a newcomer runs it: nothing it prints
-    reads as an error. The clone reuses this interpreter's environment (`VENV=…`, its stamp
-    taken as made) rather than installing one; its own ``src`` is the nodus that runs."""
+def test_make_demo_on_a_fresh_checkout_shows_a_recovery_that_ends_like_an_uninterrupted_run(
+    tmp_path,
+):
+    """The demo runs in a clone of the committed tree (its runs in the clone's .nodus-demo, as
+    `make demo` leaves them). The clone reuses this interpreter's environment (`VENV=…`, its
+    stamp taken as made) rather than installing one; its own ``src`` is the nodus that runs,
+    and the demo's `nodus` and `python` are that environment's."""
     checkout = tmp_path / "nodus"
     subprocess.run(["git", "clone", "-q", str(REPO), str(checkout)], check=True)
     venv = Path(sys.prefix)
@@ -61,4 +40,13 @@ def test_make_demo_on_a_fresh_checkout_shows_no_traceback(tmp_path):
     shown = proc.stdout + proc.stderr
     assert proc.returncode == 0, shown[-4000:]
     assert "Traceback" not in shown, shown
+    lines = [line for line in shown.splitlines() if line.startswith("nodus: ")]
+    said = [line for line in lines if "committed (ckpt_" not in line]  # each snapshot: said too
+    assert any(line.startswith("nodus: snapshot of step ") for line in lines)
+    interrupted = next(i for i, line in enumerate(said) if "attempt 1 lost" in line)
+    assert "killed by SIGKILL, which nodus did not send" in said[interrupted]
+    assert said[interrupted + 1].startswith("nodus: restoring step ")
+    assert said[interrupted + 1].endswith("→ attempt 2")
     assert "identical: the recovery lost and repeated nothing" in shown
+    assert '"deleted": retention freed those kinds' in shown
+    assert "Next steps" in shown

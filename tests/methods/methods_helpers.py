@@ -27,17 +27,36 @@ TRAIN = "train"
 class Example:
     """A fresh copy of ``examples/<name>`` (its prepare.py run) with a private nodus home."""
 
-    def __init__(self, root: Path, name: str, write_delay: str = "0") -> None:
-        self.root = root
-        self.home = root / "home"
-        self.code = root / name
-        self.write_delay = write_delay
+    def __init__(
+        self, root: Path, name: str, write_delay: str = "0", prepared: Example | None = None
+    ) -> None:
+        """``prepared``: a copy of the same example whose prepare.py ran, copied with its base
+        model and data rather than running prepare.py again (it writes the same files: the
+        tests compare runs of copies prepared apart)."""
+        self._at(root, name, root / "home", write_delay)
+        if prepared is not None:
+            shutil.copytree(prepared.code, self.code, ignore=shutil.ignore_patterns(*_RAN))
+            return
         shutil.copytree(EXAMPLES / name, self.code, ignore=shutil.ignore_patterns(*_BUILT))
         shutil.copy(EXAMPLES / "tinybase.py", root / "tinybase.py")
         proc = subprocess.run(
             [sys.executable, "prepare.py"], cwd=self.code, capture_output=True, text=True
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
+
+    @classmethod
+    def made(cls, root: Path, name: str, home: Path) -> Example:
+        """The copy ``root/<name>`` of ``examples/<name>`` something else made and prepared (its
+        README block), its runs in ``home``."""
+        example = cls.__new__(cls)
+        example._at(root, name, home, "0")
+        return example
+
+    def _at(self, root: Path, name: str, home: Path, write_delay: str) -> None:
+        self.root = root
+        self.home = home
+        self.code = root / name
+        self.write_delay = write_delay
         self.file = self.code / "workload.toml"
 
     def env(self) -> dict[str, str]:
@@ -117,8 +136,15 @@ class Example:
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
+    def train_snapshots(self, key: str) -> list[dict]:
+        """The run's snapshots of its train stage, as `nodus runs snapshots --json` lists them."""
+        listing = self.nodus("runs", "snapshots", key, "--json")
+        assert listing.returncode == 0, listing.stderr
+        return [s for s in json.loads(listing.stdout) if s["stage"] == TRAIN]
 
-_BUILT = ("base", "data", "out", "state", ".nodus", "__pycache__")
+
+_RAN = ("out", "state", ".nodus", "__pycache__")
+_BUILT = ("base", "data", *_RAN)
 
 
 def file_hash(path: Path) -> str:

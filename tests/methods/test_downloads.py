@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-from methods_helpers import Example
 
 import nodus
 from nodus.errors import NotFoundError, UsageError
@@ -28,7 +27,7 @@ def test_a_lora_checkpoint_downloads_as_a_merged_model_that_generates(sft_run, t
     model_dir, adapter_dir = tmp_path / "model", tmp_path / "adapter"
     for artifact, target in (("model", model_dir), ("adapter", adapter_dir)):
         proc = sft_run.nodus(
-            "snapshots", "download", "whole@12", "--artifact", artifact, "--to", str(target)
+            "snapshots", "download", "sft@12", "--artifact", artifact, "--to", str(target)
         )
         assert proc.returncode == 0, proc.stderr
     merged = AutoModelForCausalLM.from_pretrained(model_dir)
@@ -46,30 +45,32 @@ def test_a_lora_checkpoint_downloads_as_a_merged_model_that_generates(sft_run, t
 
 
 @pytest.mark.slow
-def test_a_merge_is_refused_when_the_base_model_is_gone_or_changed(tmp_path):
+@pytest.mark.xdist_group("sft_run")
+def test_a_merge_is_refused_when_the_base_model_is_gone_or_changed(sft_run, tmp_path):
+    """The session's sft run's base model changed, then moved away, then put back: it is left
+    as it was for the other tests of that run."""
     from transformers import AutoModelForCausalLM
 
-    example = Example(tmp_path, "sft")
-    workload = example.file.read_text().replace("max_steps = 24", "max_steps = 6")
-    example.file.write_text(workload)
-    proc = example.nodus("run", str(example.file), "--key", "short", timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    client = nodus.Client(example.home)
-    base = example.code / "base"
+    client = nodus.Client(sft_run.home)
+    base = sft_run.code / "base"
     extra = base / "notes.txt"
     extra.write_text("a file the run was not accepted with")
-    with pytest.raises(UsageError, match="content changed since") as changed:
-        client.download("short@6", tmp_path / "changed")
+    try:
+        with pytest.raises(UsageError, match="content changed since") as changed:
+            client.download("sft@24", tmp_path / "changed")
+    finally:
+        extra.unlink()
     assert "--artifact adapter" in str(changed.value)
-    extra.unlink()
     base.rename(tmp_path / "moved")
-    with pytest.raises(NotFoundError, match=f"base model {base}, which is gone"):
-        client.download("short@6", tmp_path / "gone")
-    (tmp_path / "moved").rename(base)
+    try:
+        with pytest.raises(NotFoundError, match=f"base model {base}, which is gone"):
+            client.download("sft@24", tmp_path / "gone")
+    finally:
+        (tmp_path / "moved").rename(base)
     assert not any(name.startswith(".nodus-merge-") for name in os.listdir(tmp_path))
     # A catalog that never saw the run finds its base model in the store's run record.
-    snapshot = client.snapshots("short")[-1]["id"]
-    stranger = nodus.Client(tmp_path / "other-home", defaults.store_url(None, str(example.home)))
+    snapshot = client.snapshots("sft")[-1]["id"]
+    stranger = nodus.Client(tmp_path / "other-home", defaults.store_url(None, str(sft_run.home)))
     written = stranger.download(snapshot, tmp_path / "merged")
     assert "model.safetensors" in written["files"] and written["artifact"] == "model"
     AutoModelForCausalLM.from_pretrained(tmp_path / "merged")

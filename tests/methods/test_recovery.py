@@ -18,6 +18,7 @@ import pytest
 from methods_helpers import Example, adapter_hash, file_hash
 
 from nodus import protocol
+from nodus.client import Client
 from polling import wait_for
 
 pytestmark = [pytest.mark.hf, pytest.mark.slow]
@@ -25,10 +26,12 @@ pytestmark = [pytest.mark.hf, pytest.mark.slow]
 TRAIN = "train"
 
 
-def _example(root, name: str, max_steps: int, write_delay: str = "0") -> Example:
-    """A copy of ``examples/<name>`` training ``max_steps``."""
+def _example(
+    root, name: str, max_steps: int, write_delay: str = "0", prepared: Example | None = None
+) -> Example:
+    """A copy of ``examples/<name>`` training ``max_steps`` (of ``prepared``'s copy if given)."""
     root.mkdir()
-    example = Example(root, name, write_delay=write_delay)
+    example = Example(root, name, write_delay=write_delay, prepared=prepared)
     _workload(example, max_steps=max_steps)
     return example
 
@@ -100,22 +103,49 @@ def _killed_twice_noticed_and_resumed(
 @pytest.mark.xdist_group("sft_run")
 def test_sft_killed_twice_and_stopped_resumes_to_the_same_adapter(sft_run, tmp_path):
     """24 steps, 8 per epoch: killed at 6 (epoch 1) and 12 (epoch 2), stopped past 18."""
-    example = Example(tmp_path, "sft", write_delay="1")
+    example = Example(tmp_path, "sft", write_delay="1", prepared=sft_run)
     killed = _killed_twice_noticed_and_resumed(example, (6, 12), 18)
-    assert killed == _adapter_files(sft_run, "whole")
+    assert killed == _adapter_files(sft_run, "sft")
 
 
 def test_dpo_killed_twice_and_stopped_resumes_to_the_same_adapter(tmp_path):
     """20 steps, 9 per epoch (36 pairs, 4 a step): killed at 4 (epoch 1) and 12 (epoch 2),
     stopped past 16 (epoch 2); every recovery checks the dataset's identity."""
-    reference = _uninterrupted(_example(tmp_path / "whole", "dpo", 20))
-    example = _example(tmp_path / "killed", "dpo", 20, write_delay="1")
+    whole = _example(tmp_path / "whole", "dpo", 20)
+    reference = _uninterrupted(whole)
+    example = _example(tmp_path / "killed", "dpo", 20, write_delay="1", prepared=whole)
     assert _killed_twice_noticed_and_resumed(example, (4, 12), 16) == reference
 
 
-def test_grpo_killed_twice_and_stopped_resumes_to_the_same_adapter(tmp_path):
+def test_grpo_killed_twice_and_stopped_regenerates_the_same_rollouts_and_adapter(tmp_path):
     """32 steps, 16 per epoch (8 prompts, 4 generations each, 2 rows a step), saves every 4:
-    killed at 8 (epoch 1) and 20 (epoch 2), stopped past 24 (epoch 2)."""
-    reference = _uninterrupted(_example(tmp_path / "whole", "grpo", 32))
-    example = _example(tmp_path / "killed", "grpo", 32, write_delay="1")
+    killed at 8 (epoch 1) and 20 (epoch 2), stopped past 24 (epoch 2). Each restored attempt
+    generates the rollouts the uninterrupted run generated: the rewards logged at every step
+    are the same."""
+    whole = _example(tmp_path / "whole", "grpo", 32)
+    reference = _uninterrupted(whole)
+    example = _example(tmp_path / "killed", "grpo", 32, write_delay="1", prepared=whole)
     assert _killed_twice_noticed_and_resumed(example, (8, 20), 24) == reference
+    curves = _reward_curves(example, "killed")
+    assert [step for step, _ in curves["reward"]] == list(range(1, 33))
+    assert curves == _reward_curves(whole, "whole")
+    # and each save both runs still list (retention keeps the newest) recorded the same reward
+    saved = [_saved_rewards(run, key) for run, key in ((example, "killed"), (whole, "whole"))]
+    both = saved[0].keys() & saved[1].keys()
+    assert both and {s: saved[0][s] for s in both} == {s: saved[1][s] for s in both}
+
+
+def _reward_curves(example: Example, key: str) -> dict[str, list]:
+    """The reward and each reward function's mean at every logged step of the train stage, as
+    `nodus runs plot` draws them (the path that led to the final save: repeated steps once)."""
+    with Client(example.home, read_only=True) as client:
+        (train,) = [s for s in client.metrics(key) if s["stage"] == TRAIN]
+    return {
+        name: curve
+        for name, curve in train["curves"].items()
+        if name == "reward" or name.startswith("rewards/")
+    }
+
+
+def _saved_rewards(example: Example, key: str) -> dict[int, float]:
+    return {s["step"]: s["metrics"]["reward"] for s in example.train_snapshots(key)}

@@ -1,27 +1,25 @@
-"""sft from its example: trained, exported, downloaded and loaded, and resumed bit-identically."""
+"""sft from its example: trained, exported, downloaded and loaded (killed twice and resumed
+bit-identically: test_recovery.py)."""
 
 from __future__ import annotations
 
 import pytest
-from methods_helpers import Example, adapter_hash
-
-from polling import wait_for
 
 # Every test here uses the session's sft run, trained once: they share one xdist worker (with
-# test_downloads' test of that run).
+# test_downloads' tests of that run and test_recovery's sft scenario).
 pytestmark = [pytest.mark.hf, pytest.mark.slow, pytest.mark.xdist_group("sft_run")]
 
 
 def test_the_example_trains_saves_with_metrics_and_exports_a_model_that_generates(sft_run):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    view = sft_run.get("whole")
+    view = sft_run.get("sft")
     assert view["phase"] == "SUCCEEDED"
-    listing = sft_run.nodus("runs", "snapshots", "whole", "--json")
+    listing = sft_run.nodus("runs", "snapshots", "sft", "--json")
     snapshots = __import__("json").loads(listing.stdout)
     assert [s["step"] for s in snapshots if s["stage"] == "train"][-1] == 24
     assert all("loss" in s["metrics"] for s in snapshots if s["stage"] == "train")
-    model_dir = sft_run.outputs("whole") / "out" / "model"
+    model_dir = sft_run.outputs("sft") / "out" / "model"
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     prompt = tokenizer("3 + 4 =", return_tensors="pt")
@@ -32,13 +30,13 @@ def test_the_example_trains_saves_with_metrics_and_exports_a_model_that_generate
 def test_the_train_stage_final_save_is_the_runs_registered_model(sft_run):
     import json
 
-    model = sft_run.get("whole")["model"]
+    model = sft_run.get("sft")["model"]
     assert model is not None, "a succeeded sft run registers its model"
     listed = json.loads(sft_run.nodus("models", "list", "--json").stdout)
     ours = [v for v in listed if v["run_model"]]
     assert len(ours) == 1 and ours[0]["ref"] == model["ref"]
     assert (ours[0]["stage"], ours[0]["step"]) == ("train", 24)
-    snapshots = json.loads(sft_run.nodus("runs", "snapshots", "whole", "--json").stdout)
+    snapshots = json.loads(sft_run.nodus("runs", "snapshots", "sft", "--json").stdout)
     final = next(s for s in snapshots if s["stage"] == "train" and s["step"] == 24)
     assert ours[0]["snapshot"] == final["id"]
 
@@ -50,27 +48,15 @@ def test_the_adapter_downloads_and_loads_on_the_base_model(sft_run, tmp_path):
 
     target = tmp_path / "adapter"
     proc = sft_run.nodus(
-        "snapshots", "download", "whole@24", "--artifact", "adapter", "--to", str(target)
+        "snapshots", "download", "sft@24", "--artifact", "adapter", "--to", str(target)
     )
     assert proc.returncode == 0, proc.stderr
     base = AutoModelForCausalLM.from_pretrained(sft_run.code / "base")
     tuned = PeftModel.from_pretrained(base, target)
-    merged = AutoModelForCausalLM.from_pretrained(sft_run.outputs("whole") / "out" / "model")
+    merged = AutoModelForCausalLM.from_pretrained(sft_run.outputs("sft") / "out" / "model")
     ids = torch.tensor([[5, 6, 7, 8]])
     with torch.no_grad():
         assert torch.allclose(tuned(ids).logits, merged(ids).logits, atol=1e-5)
-
-
-def test_killed_twice_mid_training_ends_with_the_same_adapter(sft_run, tmp_path):
-    example = Example(tmp_path, "sft", write_delay="0.5")
-    runner = example.start("run", str(example.file), "--key", "killed")
-    example.kill_after_save("killed", 1, 6, runner)
-    example.kill_after_save("killed", 2, 12, runner)
-    wait_for(lambda: runner.poll() is not None, "the killed run to finish", timeout=600)
-    assert runner.returncode == 0, runner.log_path.read_text()[-3000:]
-    attempts = example.attempts("killed")
-    assert [a["number"] for a in attempts] == [1, 2, 3]
-    assert adapter_hash(example.outputs("killed")) == adapter_hash(sft_run.outputs("whole"))
 
 
 def test_a_continuation_changing_a_training_argument_is_refused_at_submit(sft_run):
@@ -80,7 +66,7 @@ def test_a_continuation_changing_a_training_argument_is_refused_at_submit(sft_ru
     child = sft_run.code / "faster.toml"
     child.write_text(text.replace("max_steps = 24", "max_steps = 30"))
     runs = sft_run.nodus("runs", "list", "--json").stdout
-    proc = sft_run.nodus("run", str(child), "--resume-from", "whole@12")
+    proc = sft_run.nodus("run", str(child), "--resume-from", "sft@12")
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "method.learning_rate: 0.002 — a run that continues another's training state keeps " in (
         proc.stderr

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from cluster import ADDRESS, LocalCluster, in_private_namespace
 
+from cluster_processes import rank_process, token_carriers
 from nodus.runner.catalog.core import Catalog
 from nodus.testing.counter import expected_value
 from polling import wait_for
@@ -195,7 +196,7 @@ def test_two_node_stage_captures_rank_0_and_recovers_both(cluster, project):
     )
     runner = project.start()
     wait_for(lambda: project.committed() >= 2, "two committed snapshots", runner)
-    os.kill(_rank_process(1), signal.SIGKILL)
+    os.kill(rank_process("ddp_counter.py", 1), signal.SIGKILL)
     assert runner.wait(timeout=300) == 0, Path(runner.log_path).read_text()[-3000:]
     sys.path.insert(0, str(PROGRAMS))
     from ddp_counter import expected
@@ -208,21 +209,6 @@ def test_two_node_stage_captures_rank_0_and_recovers_both(cluster, project):
     for rank in (0, 1):  # the same snapshot laid out on both nodes
         assert f"rank {rank}/2: starting at step {second['restored_step']}" in log
     assert _snapshot_ranks(project) == {0}  # only node 0 captured
-
-
-def _rank_process(rank: int) -> int:
-    """The pid of the ddp program of ``rank`` (its environment says RANK)."""
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            command = Path(f"/proc/{name}/cmdline").read_bytes()
-            environ = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"ddp_counter.py" in command and f"RANK={rank}".encode() in environ:
-            return int(name)
-    raise AssertionError(f"no ddp program of rank {rank}")
 
 
 def _snapshot_ranks(project: Project) -> set[int]:
@@ -267,11 +253,11 @@ def test_cancel_reaches_the_node_and_leaves_no_process_of_the_attempt(cluster, p
     wait_for(lambda: project.committed() >= 1, "a committed snapshot", runner)
     run_id = project.run_id()
     program = _program_pid(project, run_id)
-    assert _token_carriers(run_id), "the program on the node carries no attempt token"
+    assert token_carriers(run_id), "the program on the node carries no attempt token"
     cancelled = project.nodus("runs", "cancel", run_id)
     assert cancelled.returncode == 0 and "CANCELLED" in cancelled.stdout, cancelled.stderr
     assert runner.wait(timeout=120) == 4, Path(runner.log_path).read_text()[-3000:]
-    assert _token_carriers(run_id) == {}  # the program's whole tree on the node ended
+    assert token_carriers(run_id) == {}  # the program's whole tree on the node ended
     assert not _alive(program)
     view = project.get()
     assert view["phase"] == "CANCELLED" and view["exit_status"] == 4
@@ -291,7 +277,7 @@ def test_a_preemption_notice_reaches_the_node_program_which_saves(cluster, proje
     assert view["phase"] == "INTERRUPTED" and "preemption notice" in view["message"]
     (attempt,) = view["stages"][0]["attempts"]
     assert attempt["outcome"] == "preempted" and project.steps()[-1] == saved
-    assert _token_carriers(run_id) == {}
+    assert token_carriers(run_id) == {}
 
 
 def _saved_on_sigterm(runner: subprocess.Popen) -> int:
@@ -300,26 +286,6 @@ def _saved_on_sigterm(runner: subprocess.Popen) -> int:
     log = Path(runner.log_path).read_text()
     assert marker in log, f"the program never got SIGTERM:\n{log[-3000:]}"
     return int(log.split(marker, 1)[1].split()[0])
-
-
-def _token_carriers(run_id: str) -> dict[int, str]:
-    """{pid: command line} of living processes carrying an attempt token of the run, on any
-    node (the namespace's /proc holds every node's processes): the test's own scan."""
-    from nodus.runner.processes.containment import TOKEN_VAR
-
-    marker = f"{TOKEN_VAR}={run_id}".encode()
-    found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            environ = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
-            command = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if any(e.startswith(marker) for e in environ) and _alive(int(name)):
-            found[int(name)] = command.decode(errors="replace")
-    return found
 
 
 def _program_pid(project: Project, run_id: str) -> int:

@@ -132,24 +132,3 @@ def job_processes(job: str) -> list[int]:
         if marker in environ:
             found.append(int(name))
     return found
-
-
-def run_processes(run_id: str) -> dict[int, str]:
-    """{pid: command line} of living processes carrying an attempt token of the run, on any
-    node (every node is this machine): the test's own scan of /proc."""
-    from nodus.runner.processes.containment import TOKEN_VAR
-
-    marker = f"{TOKEN_VAR}={run_id}".encode()
-    found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            environ = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
-            command = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ")
-            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and any(e.startswith(marker) for e in environ):
-            found[int(name)] = command.decode(errors="replace")
-    return found

@@ -17,10 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from slurm_cluster import SlurmCluster, job_processes, run_processes
+from slurm_cluster import SlurmCluster, job_processes
 
+from cluster_processes import rank_process, token_carriers
 from nodus.runner.catalog.core import Catalog
 from nodus.testing.counter import expected_value
+from nodus.ui.pages.run_tables import attempts_table
 from polling import wait_for
 
 pytestmark = [pytest.mark.xdist_group("slurm"), pytest.mark.slow]
@@ -161,7 +163,7 @@ class Project:
         """No job of the run in ``squeue``, no process carrying its token (``ps``'s view)."""
         run_id = str(self.run_id())
         assert self.cluster.jobs(run_id) == []
-        assert run_processes(run_id) == {}
+        assert token_carriers(run_id) == {}
 
 
 @pytest.fixture
@@ -204,7 +206,9 @@ def test_an_attempt_is_a_job_and_runs_get_shows_its_id_nodes_and_state(project):
     assert [e["job"] for e in project.events("slurm_job_submitted")] == [job["id"]]
     assert "counter: done at step 20" in proc.stdout + proc.stderr  # the node's output, relayed
     text = project.nodus("runs", "get", str(project.run_id())).stdout
-    assert f"(slurm job {job['id']})" in text
+    assert f"on {job['nodes']} (slurm job {job['id']}), COMPLETED: succeeded" in text
+    page = str(attempts_table(project.get()))  # the run's page in `nodus ui`
+    assert f"{job['nodes']} (slurm job {job['id']}), COMPLETED" in page
     project.assert_nothing_left()
 
 
@@ -354,7 +358,7 @@ def test_runs_cancel_ends_the_job_with_its_runner_or_without_it(project, cluster
     cancelled = project.nodus("runs", "cancel", "two")
     assert cancelled.returncode == 0, cancelled.stderr
     assert cluster.jobs(two) == [] and job_processes(job) == []
-    assert run_processes(two) == {}
+    assert token_carriers(two) == {}
 
 
 def _run_of(project: Project, key: str) -> str | None:
@@ -373,6 +377,28 @@ def _job_of(project: Project, run_id: str) -> str | None:
     finally:
         catalog.close()
     return json.loads(rows[0]["job"])["id"] if rows and rows[0]["pid"] else None
+
+
+def test_a_pause_at_a_save_reaches_the_job_and_resume_continues_in_a_new_one(project):
+    project.write(project.counter(300, 0.05, 1000, "--save-on-term"))
+    runner = project.start()
+    first = _saving(project, 1)
+    paused = project.nodus("runs", "pause", str(project.run_id()), "--checkpoint", "save")
+    assert paused.returncode == 0, paused.stderr
+    assert runner.wait(timeout=300) == 3, project.log()[-3000:]
+    (saved,) = _saved_at_notice(project.log())  # the program on the node got the save request
+    view = project.get()
+    assert view["phase"] == "PAUSED"
+    assert (view["pause"]["state"], view["pause"]["save"]["step"]) == ("paused", saved)
+    project.assert_nothing_left()
+    project.done_interrupting()
+    resumed = project.nodus("runs", "resume", str(project.run_id()))
+    assert resumed.returncode == 0, resumed.stderr
+    one, two = project.attempts()
+    assert one["outcome"] == "paused" and two["restored_step"] == saved
+    assert two["job"]["id"] != first
+    assert project.result()["value"] == expected_value(300)
+    project.assert_nothing_left()
 
 
 def test_a_notice_to_the_runner_saves_on_the_nodes_and_resume_continues_in_a_new_job(project):
@@ -394,15 +420,17 @@ def test_a_notice_to_the_runner_saves_on_the_nodes_and_resume_continues_in_a_new
 
 
 def test_a_two_node_world_with_a_rank_killed_resumes_bit_identical(project):
+    # torchrun on each node (through srun) joins the world from the rendezvous nodus gives
     shutil.copy(PROGRAMS / "ddp_counter.py", project.code)
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
     project.write(
-        [sys.executable, "ddp_counter.py", "60", "5", "0.1"],
+        [torchrun, "--nproc_per_node", "1", "ddp_counter.py", "60", "5", "0.1"],
         execution="nodes = 2\n",
         env='env = { GLOO_SOCKET_IFNAME = "lo" }\n',
     )
     runner = project.start()
     wait_for(lambda: len(project.committed()) >= 2, "two committed snapshots", runner)
-    os.kill(_rank_process(1), signal.SIGKILL)
+    os.kill(rank_process("ddp_counter.py", 1), signal.SIGKILL)
     assert runner.wait(timeout=300) == 0, project.log()[-3000:]
     sys.path.insert(0, str(PROGRAMS))
     from ddp_counter import expected
@@ -414,18 +442,3 @@ def test_a_two_node_world_with_a_rank_killed_resumes_bit_identical(project):
     for rank in (0, 1):  # the same snapshot laid out on both nodes
         assert f"rank {rank}/2: starting at step {two['restored_step']}" in project.log()
     project.assert_nothing_left()
-
-
-def _rank_process(rank: int) -> int:
-    """The pid of the ddp program of ``rank`` (its environment says RANK)."""
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            command = Path(f"/proc/{name}/cmdline").read_bytes()
-            environ = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"ddp_counter.py" in command and f"RANK={rank}".encode() in environ:
-            return int(name)
-    raise AssertionError(f"no ddp program of rank {rank}")

@@ -165,11 +165,14 @@ def _parser(group, name: str, help_text: str, common, handler, ref: bool = True)
 
 
 def _elsewhere(attempt: dict[str, Any]) -> str:
-    """`` on NODE`` for an attempt that ran on another machine (a Ray node), else ''."""
+    """`` on NODE`` for an attempt that ran on another machine (a Ray node, a Slurm job's
+    nodes, with the job's state), else ''."""
     import socket
 
+    from nodus.inventory.runs import host_text
+
     host = attempt.get("host")
-    return f" on {host}" if host and host != socket.gethostname() else ""
+    return f" on {host_text(attempt)}" if host and host != socket.gethostname() else ""
 
 
 def _placement_options(parser, replaces: str) -> None:

@@ -257,6 +257,13 @@ def restored_text(attempt: dict[str, Any]) -> str | None:
     return None if step is None else step_label(step, False)
 
 
+def host_text(attempt: dict[str, Any]) -> str | None:
+    """Where a ``runs get`` attempt ran, as said: its host, and on a cluster job the job's
+    state as its scheduler last said it (``n[1-2] (slurm job 12), COMPLETED``)."""
+    host, job = attempt.get("host"), attempt.get("job")
+    return f"{host}, {job['state']}" if host and job and job.get("state") else host
+
+
 def step_text(data: dict[str, Any]) -> str:
     """A JSON row's step as said (a ``runs snapshots`` row, a newest snapshot): ``step 30``,
     or ``capture 3`` where ``capture`` is set (the step was counted)."""

@@ -131,6 +131,32 @@ def by_backend(
     return {name: found for name, found in grouped.items() if found}
 
 
+class EndsWithItsRunner:
+    """What a backend whose attempts never outlive their runner answers for a dead runner's
+    attempt: nothing to attach to, nothing to end (it is reaped as lost)."""
+
+    def attach(
+        self,
+        ctx: RunContext,
+        state: DriveState,
+        plan: AttemptPlan,
+        attempt: dict[str, Any],
+    ) -> AttemptBackend | None:
+        return None
+
+    def end_left(self, attempt: dict[str, Any]) -> None:
+        return None
+
+
+def refuse_lineage(what: str, backend: str) -> None:
+    """A cluster node lays out its own run's snapshots only; starting from another run's is
+    not built there yet, so it is refused rather than started from scratch."""
+    raise UsageError(
+        f"{what}: starting a run from another run's snapshot on the {backend} backend is not "
+        'supported yet; run it with backend = "local"'
+    )
+
+
 _IN_PROCESS = ("memory",)  # stores that live in one process: no other node can reach them
 
 
@@ -214,6 +240,7 @@ __all__ = [
     "HERE",
     "AttemptBackend",
     "Backend",
+    "EndsWithItsRunner",
     "Placement",
     "Resumed",
     "Submission",
@@ -227,4 +254,5 @@ __all__ = [
     "end_left",
     "new_attempt",
     "option_values",
+    "refuse_lineage",
 ]

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
 
 from nodus.errors import UsageError
 from nodus.runner.attempt.attempt import Attempt
 from nodus.runner.attempt.context import AttemptPlan, DriveState, RunContext
-from nodus.runner.backends.base import AttemptBackend, Resumed, Submission
+from nodus.runner.backends.base import AttemptBackend, EndsWithItsRunner, Resumed, Submission
 from nodus.runner.workspace.launch import device_count
 from nodus.schemas.backends import LOCAL, BackendEntry
 from nodus.schemas.resolved import ResolvedStage
 
 
-class LocalBackend:
+class LocalBackend(EndsWithItsRunner):
     """This machine: nothing to check at submit; a resume keeps the run's allocation."""
 
     @property
@@ -43,18 +42,6 @@ class LocalBackend:
         plan: AttemptPlan,
     ) -> AttemptBackend:
         return Attempt(ctx, state, plan)
-
-    def attach(
-        self,
-        ctx: RunContext,
-        state: DriveState,
-        plan: AttemptPlan,
-        attempt: dict[str, Any],
-    ) -> AttemptBackend | None:
-        return None  # its attempts end with their runner
-
-    def end_left(self, attempt: dict[str, Any]) -> None:
-        pass  # nothing of its attempts outlives their runner
 
 
 BACKEND = LocalBackend()

@@ -270,7 +270,7 @@ class NodeAgent:
             "output": b"",
             "outcome": None,
         }
-        answer["output"] = _read_from(os.path.join(self.home, _OUTPUT), output_at)
+        answer["output"] = read_from(os.path.join(self.home, _OUTPUT), output_at)
         answer.update(self._catalog_news(after_event))
         if ended is not None:
             result = os.path.join(self.home, _RESULT)
@@ -338,7 +338,8 @@ def _attempts(catalog: Any, run_id: str, stage: str) -> list[dict[str, Any]]:
         return []
 
 
-def _read_from(path: str, offset: int) -> bytes:
+def read_from(path: str, offset: int) -> bytes:
+    """Up to 1 MiB of ``path`` from ``offset`` (nothing yet: empty)."""
     try:
         with open(path, "rb") as handle:
             handle.seek(offset)

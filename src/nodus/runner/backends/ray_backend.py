@@ -18,11 +18,16 @@ import importlib.util
 import os
 import socket
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from nodus.errors import UsageError
 from nodus.runner.attempt.context import AttemptPlan, DriveState, RunContext
-from nodus.runner.backends.base import AttemptBackend, Submission, check_shared_store
+from nodus.runner.backends.base import (
+    AttemptBackend,
+    EndsWithItsRunner,
+    Submission,
+    check_shared_store,
+    refuse_lineage,
+)
 from nodus.schemas.backends import RAY, BackendEntry
 from nodus.schemas.resolved import ResolvedStage
 
@@ -36,7 +41,7 @@ _HOW = (
 )
 
 
-class RayBackend:
+class RayBackend(EndsWithItsRunner):
     """A Ray cluster: refuses what its nodes could not run; its attempts place node agents."""
 
     @property
@@ -45,7 +50,7 @@ class RayBackend:
 
     def check_submit(self, submission: Submission) -> None:
         if submission.continues is not None:
-            _refuse_lineage(submission.continues)
+            refuse_lineage(submission.continues, "Ray")
         check_cluster_stages(submission.stages, submission.store_url, submission.is_local)
         check_cluster_reachable(submission.placement.option(ADDRESS))
 
@@ -63,29 +68,8 @@ class RayBackend:
         address = ctx.placement.option(ADDRESS) or os.environ.get("RAY_ADDRESS") or RAY_LOOKUP
         return RayAttempt(ctx, state, plan, address)
 
-    def attach(
-        self,
-        ctx: RunContext,
-        state: DriveState,
-        plan: AttemptPlan,
-        attempt: dict[str, Any],
-    ) -> AttemptBackend | None:
-        return None  # its attempts end with their runner
-
-    def end_left(self, attempt: dict[str, Any]) -> None:
-        pass  # nothing of its attempts outlives their runner
-
 
 BACKEND = RayBackend()
-
-
-def _refuse_lineage(what: str) -> None:
-    """A Ray node lays out its own run's snapshots only; starting from another run's is not
-    built there yet, so it is refused rather than started from scratch."""
-    raise UsageError(
-        f"{what}: starting a run from another run's snapshot on the Ray backend is not "
-        'supported yet; run it with backend = "local"'
-    )
 
 
 def check_cluster_stages(

@@ -3,7 +3,7 @@
 The runner (on a login node, from cron there) submits one job per attempt with ``sbatch``
 (:mod:`.slurm_jobs`); the job runs one node relay per node (:mod:`.slurm_node`), which starts
 an ordinary node runner (:mod:`.node`) there. They talk through the attempt's job folder,
-``<home>/slurm/<run>/<stage>-<attempt>/``, on a filesystem the nodes mount at the same path
+``<home>/work/<run>/<stage>/<attempt>/slurm/``, on a filesystem the nodes mount at the same path
 (as home folders are on a Slurm cluster): this side writes each rank's spec and appends
 controls; each rank appends its news (events, attempt row, pause, outcome) and its program's
 output. What this side does with the news is every cluster backend's (:mod:`.cluster`).
@@ -18,6 +18,7 @@ saving, is one too: the run continues from that snapshot in a new job.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -30,7 +31,9 @@ from nodus.runner.attempt.context import AttemptPlan, DriveState, RunContext
 from nodus.runner.attempt.outcome import Outcome
 from nodus.runner.backends import slurm_jobs
 from nodus.runner.backends.cluster import ClusterAttempt, News
+from nodus.runner.backends.node import read_from
 from nodus.runner.catalog.phases import AttemptOutcome
+from nodus.runner.workspace.layout import Workspace
 from nodus.schemas import defaults
 
 NODE_RELAY = "nodus.runner.backends.slurm_node"
@@ -44,8 +47,18 @@ _ENDING = frozenset({"RUNNING", "COMPLETING"})  # a requeued, pending job is can
 
 
 def job_folder(home: str, run_id: str, stage: str, number: int) -> str:
-    """Where an attempt's job and the runner talk (on a filesystem the nodes share)."""
-    return os.path.join(home, "slurm", run_id, f"{stage}-{number}")
+    """Where an attempt's job and the runner talk (on a filesystem the nodes share): in the
+    attempt's folder of the home, so it goes with the run (``runs delete``)."""
+    return os.path.join(Workspace.of(home, run_id, stage, number).attempt_folder, "slurm")
+
+
+SUBMITTING = "SUBMITTING"
+"""The job state said while ``sbatch`` runs: named, not yet numbered."""
+
+
+def job_name(run_id: str, stage: str, number: int) -> str:
+    """The attempt's job's name: one per attempt, so a job submitted unrecorded is found."""
+    return f"nodus-{run_id}-{stage}-{number}"
 
 
 def job_of(attempt: dict[str, Any]) -> dict[str, Any] | None:
@@ -69,6 +82,7 @@ class SlurmAttempt(ClusterAttempt):
         super().__init__(ctx, state, plan, number)
         self.folder = job_folder(ctx.home, ctx.run_id, plan.stage.name, self.number)
         self.job = job  # its Slurm job id, once submitted
+        self.name = job_name(ctx.run_id, plan.stage.name, self.number)
         self._state: slurm_jobs.JobState | None = None
         self._state_at = 0.0
         self._ended_at: float | None = None  # when this side saw the job end
@@ -88,16 +102,18 @@ class SlurmAttempt(ClusterAttempt):
         if job is None:
             return None
         try:
-            found = slurm_jobs.state(job["id"])
+            found_id = job["id"] or slurm_jobs.named(job["name"])
+            found = slurm_jobs.state(found_id) if found_id else None
         except slurm_jobs.SlurmError as error:
             raise UsageError(
-                f"cannot tell whether slurm job {job['id']} of attempt {attempt['number']} still "
-                f"runs ({error}); nothing was started: try again once Slurm answers"
+                f"cannot tell whether slurm job {job['id'] or job['name']} of attempt "
+                f"{attempt['number']} still runs ({error}); nothing was started: try again "
+                "once Slurm answers"
             ) from None
-        if found is None or not found.active:
+        if found_id is None or found is None or not found.active:
             return None
-        ctx.event("slurm_job_attached", {"job": job["id"], "state": found.state}, plan.stage.name)
-        return cls(ctx, state, plan, job=job["id"], number=attempt["number"])
+        ctx.event("slurm_job_attached", {"job": found_id, "state": found.state}, plan.stage.name)
+        return cls(ctx, state, plan, job=found_id, number=attempt["number"])
 
     # --- the start ----------------------------------------------------------------------------
 
@@ -113,9 +129,11 @@ class SlurmAttempt(ClusterAttempt):
         with open(script, "w", encoding="utf-8") as handle:
             relay = [sys.executable, "-m", NODE_RELAY, self.folder]
             handle.write(slurm_jobs.batch_script(relay, self.folder))
-        name = f"nodus-{self.ctx.run_id}-{self.stage.name}-{self.number}"
         output = os.path.join(self.folder, "slurm-%j.out")
-        argv = slurm_jobs.sbatch_argv(self.stage, name, output)
+        argv = slurm_jobs.sbatch_argv(self.stage, self.name, output)
+        # Named in the catalog before it exists: a runner that dies between sbatch and the next
+        # write leaves a job the next runner still finds (by its name) and never runs twice.
+        self._record(SUBMITTING, "")
         try:
             self.job = slurm_jobs.submit(argv, script)
         except slurm_jobs.SlurmError as error:
@@ -129,8 +147,14 @@ class SlurmAttempt(ClusterAttempt):
         if self._recorded == (job_state, nodes):
             return
         self._recorded = (job_state, nodes)
-        job = {"scheduler": "slurm", "id": self.job, "nodes": nodes, "state": job_state}
-        host = f"{nodes or 'pending'} (slurm job {self.job})"
+        job = {
+            "scheduler": "slurm",
+            "id": self.job,
+            "name": self.name,
+            "nodes": nodes,
+            "state": job_state,
+        }
+        host = f"{nodes or 'pending'} (slurm job {self.job or self.name})"
         self.ctx.catalog.update_attempt(
             self.ctx.run_id, self.stage.name, self.number, job=json.dumps(job), host=host
         )
@@ -154,7 +178,7 @@ class SlurmAttempt(ClusterAttempt):
             for key in ("attempt", "pause", "outcome"):
                 news[key] = item[key] if item[key] is not None else news[key]
         output = os.path.join(self.folder, f"output-{rank}.log")
-        news["output"] = _bytes_from(output, self._offsets["output"][rank])
+        news["output"] = read_from(output, self._offsets["output"][rank])
         self._offsets["output"][rank] += len(news["output"])
         return news
 
@@ -247,6 +271,9 @@ class SlurmAttempt(ClusterAttempt):
         if found is not None:
             slurm_jobs.cancel(self.job)
             self._wait_for_job(_RELEASE_S)
+        for rank in range(self.ranks):  # the attempt's log holds what they held
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.folder, f"output-{rank}.log"))
 
     def _wait_for_job(
         self, seconds: float, while_in: frozenset[str] | None = None
@@ -271,10 +298,16 @@ def cancel_left(attempt: dict[str, Any]) -> None:
     job = job_of(attempt)
     if job is None:
         return
-    slurm_jobs.cancel(job["id"])
+    try:
+        found_id = job["id"] or slurm_jobs.named(job["name"])
+    except slurm_jobs.SlurmError:
+        found_id = None
+    if found_id is None:
+        return
+    slurm_jobs.cancel(found_id)
     deadline = time.monotonic() + _RELEASE_S
     while time.monotonic() < deadline:
-        found = _quietly_state(job["id"])
+        found = _quietly_state(found_id)
         if found is None or not found.active:
             return
         time.sleep(defaults.POLL_S)
@@ -289,19 +322,10 @@ def _quietly_state(job: str) -> slurm_jobs.JobState | None:
 
 def _lines_from(path: str, offset: int) -> tuple[list[str], int]:
     """Whole lines appended to ``path`` after ``offset``, and the offset past them."""
-    data = _bytes_from(path, offset)
+    data = read_from(path, offset)
     end = data.rfind(b"\n") + 1
     text = data[:end].decode("utf-8")
     return [line for line in text.splitlines() if line], offset + end
-
-
-def _bytes_from(path: str, offset: int) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            return handle.read(1 << 20)
-    except FileNotFoundError:
-        return b""
 
 
 def _read_json(path: str) -> Any:
@@ -312,4 +336,12 @@ def _read_json(path: str) -> Any:
         return None
 
 
-__all__ = ["NODE_RELAY", "SlurmAttempt", "cancel_left", "job_folder", "job_of"]
+__all__ = [
+    "NODE_RELAY",
+    "SUBMITTING",
+    "SlurmAttempt",
+    "cancel_left",
+    "job_folder",
+    "job_name",
+    "job_of",
+]

@@ -20,7 +20,12 @@ from typing import Any
 from nodus.errors import UsageError
 from nodus.runner.attempt.context import AttemptPlan, DriveState, RunContext
 from nodus.runner.backends import slurm_jobs
-from nodus.runner.backends.base import AttemptBackend, Submission, check_shared_store
+from nodus.runner.backends.base import (
+    AttemptBackend,
+    Submission,
+    check_shared_store,
+    refuse_lineage,
+)
 from nodus.schemas.backends import SLURM, BackendEntry
 
 _HOW = 'docs/cluster.md, "Slurm": run nodus where sbatch works (a login node) with SLURM_CONF'
@@ -35,10 +40,7 @@ class SlurmBackend:
 
     def check_submit(self, submission: Submission) -> None:
         if submission.continues is not None:
-            raise UsageError(
-                f"{submission.continues}: starting a run from another run's snapshot on the "
-                'Slurm backend is not supported yet; run it with backend = "local"'
-            )
+            refuse_lineage(submission.continues, "Slurm")
         check_shared_store(submission.stages, submission.store_url, submission.is_local, "Slurm")
         why = slurm_jobs.reachable()
         if why is not None:

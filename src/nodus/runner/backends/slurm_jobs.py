@@ -151,6 +151,13 @@ def parse_job(line: str) -> JobState:
     )
 
 
+def named(name: str) -> str | None:
+    """The id of the job Slurm knows by ``name`` (nodus names one job per attempt), or None."""
+    answer = _command(["squeue", "--noheader", f"--name={name}", "--format=%i"])
+    ids = answer.split()
+    return ids[-1] if ids else None
+
+
 def cancel(job: str) -> None:
     """``scancel`` the job (a job already ended: nothing to do)."""
     try:

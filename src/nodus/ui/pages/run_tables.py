@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from nodus.client import Client
-from nodus.inventory.runs import restored_text, step_text
+from nodus.inventory.runs import host_text, restored_text, step_text
 from nodus.schemas.units import human_bytes
 from nodus.ui.html import Markup, join, tag
 from nodus.ui.pages.layout import metric_text, outcome_badge, table, when
@@ -32,7 +32,7 @@ def attempts_table(run: dict[str, Any]) -> Markup:
                     tag("td", None, "–" if restored is None else restored),
                     tag("td", None, when(attempt["started_at"])),
                     tag("td", None, when(attempt["ended_at"]) if attempt["ended_at"] else "–"),
-                    tag("td", None, attempt["host"] or "–"),
+                    tag("td", None, host_text(attempt) or "–"),
                 )
             )
     header = ("stage", "attempt", "outcome", "why", "restored", "started", "ended", "host")
