@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from slurm_cluster import SlurmCluster, run_processes
+from slurm_cluster import SlurmCluster
 
+from cluster_processes import token_carriers
 from nodus import protocol
 from nodus.qualify import weights_hash
 from nodus.runner.backends.node import NODE_HOME_VAR
@@ -152,7 +153,7 @@ class HfProject:
 def _rank_program(run_id: str, rank: int, attempt: int) -> int | None:
     """The training process of global ``rank`` in ``attempt`` (torchrun's worker, not torchrun
     itself): its environment says RANK and the attempt, its command line runs the program."""
-    for pid, command in run_processes(run_id).items():
+    for pid, command in token_carriers(run_id).items():
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
@@ -204,4 +205,4 @@ def test_a_two_node_hf_world_killed_then_noticed_resumes_bit_identical(
     assert commits and all("rank" not in e for e in commits)
     assert project.rng_files(run_id, saved) == {"rng_state_0.pth", "rng_state_1.pth"}
     assert project.outputs_hash(run_id) == bare
-    assert cluster.jobs(run_id) == [] and run_processes(run_id) == {}
+    assert cluster.jobs(run_id) == [] and token_carriers(run_id) == {}
