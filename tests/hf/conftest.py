@@ -8,8 +8,6 @@ and the tests of the ``prepared`` run share one worker (``xdist_group``).
 
 from __future__ import annotations
 
-import os
-
 import hf_helpers
 import pytest
 from hf_helpers import PREPARED, SAVE_EVERY, bare_run_hash
@@ -18,11 +16,8 @@ from runner_e2e_helpers import Project
 
 @pytest.fixture(scope="session", autouse=True)
 def _shared_results(tmp_path_factory):
-    """Results of bare runs (``hf_helpers.once_per_session``) kept in the session's base folder,
-    which xdist's workers share (each worker's own base folder is inside it)."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    hf_helpers.SHARED_RESULTS = shared / "bare-runs"
+    """Results of bare runs (``hf_helpers.once_per_session``) kept for the session."""
+    hf_helpers.SHARED_RESULTS = hf_helpers.shared_results_folder(tmp_path_factory)
     yield
     hf_helpers.SHARED_RESULTS = None
 

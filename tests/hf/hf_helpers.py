@@ -45,6 +45,14 @@ def quickstart_copy(root: Path, name: str) -> Path:
     return copy
 
 
+def shared_results_folder(tmp_path_factory: Any) -> Path:
+    """Where bare runs' results are kept for the session: in its base folder, which xdist's
+    workers share (each worker's own base folder is inside it)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return Path(shared) / "bare-runs"
+
+
 def once_per_session(key: list, compute: Callable[[], Any]) -> Any:
     """``compute()`` (a JSON value) for ``key``, computed once per session for all workers."""
     if SHARED_RESULTS is None:

@@ -33,6 +33,7 @@ from nodus.store import open_store
 from polling import wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hf"))
+import hf_helpers
 from hf_helpers import PROGRAM_ENV, PROGRAMS, bare_run_hash, quickstart_copy
 
 pytestmark = [pytest.mark.xdist_group("slurm"), pytest.mark.slow]
@@ -165,12 +166,19 @@ def _rank_program(run_id: str, rank: int, attempt: int) -> int | None:
     return None
 
 
-def test_a_two_node_hf_world_killed_then_noticed_resumes_bit_identical(
-    tmp_path, tmp_path_factory, cluster
-):
-    bare = bare_run_hash(
-        tmp_path_factory.mktemp("bare-world"), str(PROGRAMS / PROGRAM), ENV, BARE_LAUNCHER
-    )
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory) -> str:
+    """The bare world's final weights, trained once for the session with tests/hf's runs of
+    the same program, settings and launcher (:func:`hf_helpers.once_per_session`)."""
+    hf_helpers.SHARED_RESULTS = hf_helpers.shared_results_folder(tmp_path_factory)
+    try:
+        root = tmp_path_factory.mktemp("bare-world")
+        return bare_run_hash(root, str(PROGRAMS / PROGRAM), ENV, BARE_LAUNCHER)
+    finally:
+        hf_helpers.SHARED_RESULTS = None
+
+
+def test_a_two_node_hf_world_killed_then_noticed_resumes_bit_identical(tmp_path, bare, cluster):
     project = HfProject(tmp_path, cluster)
     runner = project.start()
     run_id = wait_for(project.run_id, "the run", runner)
