@@ -265,6 +265,7 @@ _ACROSS_MACHINES = [
     ((2, 1, 1, protocol.NodePlace(rank=0, nodes=2)), "rank 1 runs on node 0"),
     ((4, 2, 0, protocol.NodePlace(rank=0, nodes=2)), "one process per node"),
     ((4, 1, 0, protocol.NodePlace(rank=0, nodes=2)), "one process per node"),
+    ((2, 2, 0, protocol.NodePlace(rank=0, nodes=2)), "one process per node"),  # a world per node
 ]
 
 

@@ -91,16 +91,16 @@ def _one_process_one_device(trainer, given) -> list[Finding]:
 def across_machines(
     world: int, local: int, rank: int, node: protocol.NodePlace | None
 ) -> list[str]:
-    """Why a world of ``world`` processes, ``local`` of them on this machine, is refused: [] on
-    one machine, and over machines only on the nodes of a multi-node stage (``node``, as the
-    runner told it) with one process per node, the process of global rank ``rank`` on node
-    ``rank``. There node 0's attempt is the one that captures, and it holds rank 0, which
-    writes every checkpoint (with every rank's RNG state); every node lays out the same
-    restored snapshot, so each rank resumes from its own state. Anywhere else no single
-    machine's attempt would hold the whole checkpoint, nor restore it on the others."""
-    if local == world:
-        return []
+    """Why a world of ``world`` processes, ``local`` of them on this machine, is refused: [] for
+    a world on one machine, and for a world over machines only on the nodes of a multi-node
+    stage (``node``, as the runner told it) with one process per node, the process of global
+    rank ``rank`` on node ``rank``. There node 0's attempt is the one that captures, and it
+    holds rank 0, which writes every checkpoint (with every rank's RNG state); every node lays
+    out the same restored snapshot, so each rank resumes from its own state. Anywhere else no
+    single machine's attempt would hold the whole checkpoint, nor restore it on the others."""
     if not _spread(node):
+        if local == world:
+            return []
         return [
             f"a world of {world} processes on several machines ({local} on this one): not "
             "supported yet outside a multi-node stage of a cluster backend (docs/cluster.md)"
@@ -108,8 +108,8 @@ def across_machines(
     assert node is not None
     if local != 1 or world != node.nodes:
         return [
-            f"a world of {world} processes over {node.nodes} nodes ({local} on this one): not "
-            "supported yet; a multi-node stage runs one process per node"
+            f"a world of {world} processes ({local} on this node) in a stage of {node.nodes} "
+            "nodes: not supported yet; a multi-node stage's world is one process per node"
         ]
     if rank != node.rank:
         return [
