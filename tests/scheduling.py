@@ -60,6 +60,12 @@ SECONDS: dict[str, dict[str, float]] = {
     "tests/test_readme_blocks.py": {
         "test_a_runnable_block_runs_as_written[README.md]": 49,
     },
+    "tests/slurm/test_slurm_hf.py": {
+        "test_a_two_node_hf_world_killed_then_noticed_resumes_bit_identical": 41,
+    },
+    "tests/slurm/test_slurm_backend.py": {
+        "test_a_two_node_world_with_a_rank_killed_resumes_bit_identical": 20,
+    },
     "tests/hf/test_example_programs.py": {
         "test_json_lines_file_with_an_explicit_padding_collator_recovers_bit_identically": 38,
         "test_the_text_program_under_torchrun_recovers_from_worker_kills_bit_identically": 36,
