@@ -361,6 +361,24 @@ def test_runs_cancel_ends_the_job_with_its_runner_or_without_it(project, cluster
     assert token_carriers(two) == {}
 
 
+def test_a_job_still_waiting_for_nodes_is_cancelled_without_ever_running(project, cluster):
+    blocker = cluster.command("sbatch", "--parsable", "-N", "2", "--wrap", "sleep 600").strip()
+    try:
+        project.write(project.counter(20, 0.05))
+        runner = project.start("--key", "queued")
+        run_id = wait_for(lambda: _run_of(project, "queued"), "the run", runner)
+        wait_for(lambda: cluster.jobs(run_id), "its job in the queue", runner)
+        assert project.attempts()[0]["job"]["state"] == "PENDING"
+        assert project.nodus("runs", "cancel", "queued").returncode == 0
+        assert runner.wait(timeout=120) == 4, project.log()[-3000:]
+    finally:
+        cluster.command("scancel", blocker)
+    (attempt,) = project.attempts()
+    assert attempt["outcome"] == "cancelled" and "before its job started" in attempt["detail"]
+    assert attempt["pid"] is None  # its program never ran
+    project.assert_nothing_left()
+
+
 def _run_of(project: Project, key: str) -> str | None:
     catalog = Catalog(str(project.home))
     try:

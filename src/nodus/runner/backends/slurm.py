@@ -162,8 +162,10 @@ class SlurmAttempt(ClusterAttempt):
     # --- supervision --------------------------------------------------------------------------
 
     def _poll(self) -> list[News] | Outcome:
+        before = json.dumps(self._offsets)
         polled = [self._news(rank) for rank in range(self.ranks)]
-        write_json_atomic(os.path.join(self.folder, "relay.json"), self._offsets, durable=False)
+        if json.dumps(self._offsets) != before:  # where a re-attached runner reads on
+            write_json_atomic(os.path.join(self.folder, "relay.json"), self._offsets, durable=False)
         self._reported |= {rank for rank, news in enumerate(polled) if news["outcome"]}
         return self._job_gone() or polled
 
@@ -214,6 +216,9 @@ class SlurmAttempt(ClusterAttempt):
             found = slurm_jobs.state(self.job)
         except slurm_jobs.SlurmError:
             return  # the controller did not answer: asked again at the next look
+        waiting = found is not None and found.state == "PENDING"
+        if waiting and self._asked_to_stop():  # a stop asked of a job that never started
+            self._ended_at = self._ended_at or time.monotonic()
         if found is not None and self._state is not None and found == self._state:
             return
         self._state = found
@@ -222,8 +227,6 @@ class SlurmAttempt(ClusterAttempt):
         requeued = found is not None and found.restarts > 0
         if (found is None or not found.active or requeued) and self._ended_at is None:
             self._ended_at = time.monotonic()
-        if found is not None and found.state == "PENDING" and self._asked_to_stop():
-            self._ended_at = self._ended_at or time.monotonic()
 
     def _asked_to_stop(self) -> bool:
         return self._noticed or self._asked is not None
