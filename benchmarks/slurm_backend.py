@@ -75,7 +75,7 @@ def one_run(args, scratch: str, backend: str) -> dict[str, float]:
     _wait(lambda: _catches_sigterm(attempt["pid"]))
     noticed = time.time()
     if backend == "slurm":
-        job = json.loads(attempt["job"])["id"]
+        job = attempt["job"]["id"]
         subprocess.run(["scancel", "--batch", "--signal=USR1", job], check=True)
     else:
         os.killpg(runner.pid, signal.SIGTERM)
@@ -113,7 +113,7 @@ def _jobs(home: str) -> list[str]:
         rows = catalog.attempts(run.id, "main")
     finally:
         catalog.close()
-    return [json.loads(row["job"])["id"] for row in rows if row["job"]]
+    return [row["job"]["id"] for row in rows if row["job"]]
 
 
 def _catches_sigterm(pid: int) -> bool:

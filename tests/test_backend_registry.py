@@ -26,7 +26,7 @@ from nodus.schemas.jsonschema import workload_json_schema
 from nodus.schemas.loader import resolve_file
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "nodus"
-BACKEND_MODULES = {
+RAY_MODULES = {
     "runner/backends/ray_backend.py",
     "runner/backends/ray.py",
     "runner/backends/node.py",
@@ -129,24 +129,21 @@ def _code_names(path: Path) -> set[str]:
     return found
 
 
-def test_only_the_ray_backend_and_the_registry_name_ray():
-    spelled = {"ray", "--ray-address", "ray_address", "BACKEND_RAY", "RAY"}
-    naming = sorted(
+@pytest.mark.parametrize(
+    ("spelled", "modules"),
+    [
+        ({"ray", "--ray-address", "ray_address", "BACKEND_RAY", "RAY"}, RAY_MODULES),
+        ({"slurm", "sbatch", "scontrol", "scancel", "SLURM"}, SLURM_MODULES),
+    ],
+    ids=["ray", "slurm"],
+)
+def test_only_a_backends_own_modules_and_the_registry_name_it(spelled, modules):
+    naming = {
         path.relative_to(SRC).as_posix()
         for path in SRC.rglob("*.py")
         if _code_names(path) & spelled
-    )
-    assert set(naming) <= BACKEND_MODULES | {"schemas/backends.py"}
-
-
-def test_only_the_slurm_backend_and_the_registry_name_slurm():
-    spelled = {"slurm", "sbatch", "scontrol", "scancel", "SLURM"}
-    naming = sorted(
-        path.relative_to(SRC).as_posix()
-        for path in SRC.rglob("*.py")
-        if _code_names(path) & spelled
-    )
-    assert set(naming) <= SLURM_MODULES | {"schemas/backends.py"}
+    }
+    assert naming <= modules | {"schemas/backends.py"}
 
 
 def test_generic_code_reaches_a_backend_only_through_the_registry():

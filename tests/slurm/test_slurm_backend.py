@@ -144,7 +144,7 @@ class Project:
 
     def job(self, number: int = 1) -> str:
         attempt = wait_for(lambda: self.running(number), f"attempt {number} running")
-        return json.loads(attempt["job"])["id"]
+        return attempt["job"]["id"]
 
     def committed(self) -> list[int]:
         from nodus.store import open_store
@@ -185,7 +185,7 @@ def _saving(project: Project, number: int) -> str:
     """Attempt ``number``'s job, once its program would save at a notice."""
     attempt = wait_for(lambda: project.running(number), f"attempt {number} running")
     wait_for(lambda: _catches_sigterm(attempt["pid"]), "the program's SIGTERM handler")
-    return json.loads(attempt["job"])["id"]
+    return attempt["job"]["id"]
 
 
 def _saved_at_notice(log: str) -> list[int]:
@@ -394,7 +394,7 @@ def _job_of(project: Project, run_id: str) -> str | None:
         rows = catalog.attempts(run_id, "main")
     finally:
         catalog.close()
-    return json.loads(rows[0]["job"])["id"] if rows and rows[0]["pid"] else None
+    return rows[0]["job"]["id"] if rows and rows[0]["pid"] else None
 
 
 def test_a_pause_at_a_save_reaches_the_job_and_resume_continues_in_a_new_one(project):

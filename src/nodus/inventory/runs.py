@@ -175,7 +175,7 @@ def _attempt(attempt: dict[str, Any], counted: set[str]) -> dict[str, Any]:
     """An attempt of ``runs get``: a restored step that was counted is ``restored_capture``."""
     data = {key: attempt[key] for key in _ATTEMPT_FIELDS}
     # on Slurm, its job: {"scheduler": "slurm", "id", "nodes", "state"}; else None
-    data["job"] = json.loads(attempt["job"]) if attempt.get("job") else None
+    data["job"] = attempt.get("job")
     data["restored_capture"] = None
     if attempt["restored_snapshot"] in counted:
         data["restored_capture"], data["restored_step"] = attempt["restored_step"], None

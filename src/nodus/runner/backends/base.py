@@ -10,7 +10,6 @@ and carries a drive's options (:class:`Placement`) to the backend without readin
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -206,9 +205,10 @@ def check_resume(
 
 def _left_job(attempt: dict[str, Any]) -> str | None:
     """The backend whose job a dead runner's attempt ran as (its row's ``job``), if any."""
-    if attempt["outcome"] is not None or not attempt.get("job"):
+    job = attempt.get("job")
+    if attempt["outcome"] is not None or not job:
         return None
-    scheduler: str = json.loads(attempt["job"])["scheduler"]
+    scheduler: str = job["scheduler"]
     return scheduler
 
 

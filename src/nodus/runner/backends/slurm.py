@@ -63,8 +63,7 @@ def job_name(run_id: str, stage: str, number: int) -> str:
 
 def job_of(attempt: dict[str, Any]) -> dict[str, Any] | None:
     """An attempt row's Slurm job (the catalog keeps it as JSON): id, nodes, state."""
-    text = attempt.get("job")
-    job: dict[str, Any] | None = json.loads(text) if text else None
+    job: dict[str, Any] | None = attempt.get("job")
     return job if job and job.get("scheduler") == "slurm" else None
 
 
@@ -156,7 +155,7 @@ class SlurmAttempt(ClusterAttempt):
         }
         host = f"{nodes or 'pending'} (slurm job {self.job or self.name})"
         self.ctx.catalog.update_attempt(
-            self.ctx.run_id, self.stage.name, self.number, job=json.dumps(job), host=host
+            self.ctx.run_id, self.stage.name, self.number, job=job, host=host
         )
 
     # --- supervision --------------------------------------------------------------------------

@@ -6,6 +6,7 @@ one: the newest number is the fencing token a stale attempt is refused by.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
@@ -40,7 +41,8 @@ CREATE_ATTEMPTS = """CREATE TABLE attempts (
         PRIMARY KEY (run_id, stage, number)
     )"""
 ADD_DEVICES = "ALTER TABLE attempts ADD COLUMN devices INTEGER"  # accelerators it was given
-# The cluster job an attempt ran as (JSON: scheduler, id, nodes, state), on Slurm
+# The cluster job an attempt ran as (JSON: scheduler, id, name, nodes, state), on Slurm; rows
+# give it back as a dict (``_attempt_row``), updates take one
 ADD_JOB = "ALTER TABLE attempts ADD COLUMN job TEXT"
 # An attempt that ended "interrupted" (killed, hung, its node or runner lost) is "lost" since
 # the run's INTERRUPTED (stopped from outside) took that word: its rows and its events say so.
@@ -90,7 +92,7 @@ class AttemptStatements(Connection):
         ):
             owner = by_name.get((row["run_id"], row["stage"]))
             if owner is not None:
-                owner["attempts"].append(dict(row))
+                owner["attempts"].append(_attempt_row(row))
         return found
 
     def set_stage(self, run_id: str, stage: str, **values: Any) -> None:
@@ -106,7 +108,7 @@ class AttemptStatements(Connection):
             "SELECT * FROM attempts WHERE run_id = ? AND stage = ? ORDER BY number",
             (run_id, stage),
         )
-        return [dict(row) for row in rows]
+        return [_attempt_row(row) for row in rows]
 
     def current_attempt(self, run_id: str, stage: str) -> int:
         """The newest attempt number of a stage (0 before the first): the fencing token."""
@@ -163,8 +165,17 @@ class AttemptStatements(Connection):
         self._changed(run_id)
 
 
+def _attempt_row(row: sqlite3.Row) -> dict[str, Any]:
+    """An attempt as the catalog gives it: its cluster ``job`` read back from its JSON."""
+    found = dict(row)
+    found["job"] = json.loads(found["job"]) if found.get("job") else None
+    return found
+
+
 def _attempt_update(run_id: str, stage: str, number: int, values: dict[str, Any]) -> Statement:
     values = redacted_values(values)  # no password or secret value in the catalog
+    if values.get("job") is not None:  # the cluster job's record, kept as JSON
+        values["job"] = json.dumps(values["job"])
     columns = ", ".join(f"{name} = ?" for name in values)
     return (
         f"UPDATE attempts SET {columns} WHERE run_id = ? AND stage = ? AND number = ?",

@@ -17,7 +17,6 @@ resolution stored when it was accepted (whatever the file says now), leave it as
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 from collections.abc import Callable, Sequence
@@ -323,8 +322,8 @@ def _start_note(run: Run, step: int | None = None) -> str | None:
     start, at, _ = where_it_starts(open_run_store(run.store), run.id, stage, inherited)
     line = continuing.start_line(start, name, at)
     running = row["attempts"][-1]
-    if running["outcome"] is None and running.get("job"):  # a cluster job outlives its runner
-        job = json.loads(running["job"])
+    job = running.get("job")
+    if running["outcome"] is None and job:  # a cluster job outlives its runner
         return (
             f"attempt {running['number']} of stage {name!r} ran as {job['scheduler']} job "
             f"{job['id']}: supervised again if it still runs; if not, {line}"
