@@ -94,9 +94,10 @@ FOLDER_MODE = 0o700
 FILE_MODE = 0o600
 
 
-def private_folder(path: str) -> None:
+def private_folder(path: str, *, durable: bool = True) -> None:
     """``os.makedirs(path, exist_ok=True)``, each folder it creates 0700 and durable in its
-    parent when this returns.
+    parent when this returns (``durable=False``: for folders nothing acknowledged is ever kept
+    in, which a power loss may take with it).
 
     A file fsynced and renamed into a new folder, its folder fsynced too, can still vanish in a
     power loss when the new folder's own entry in its parent was never written out: POSIX asks
@@ -123,7 +124,8 @@ def private_folder(path: str) -> None:
             # here all the same: that creator may not have got to it yet.
         else:
             os.chmod(folder, FOLDER_MODE)
-        fsync_dir(os.path.dirname(folder))
+        if durable:
+            fsync_dir(os.path.dirname(folder))
 
 
 def create_private(path: str, flags: int = os.O_WRONLY) -> int:

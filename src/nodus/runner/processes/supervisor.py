@@ -153,6 +153,11 @@ class Supervisor:
         if self.asked_to_stop:  # PDEATHSIG: the runner is gone
             self._stop(self.grace)
         self._reap()
+        if not (self.status is not None and self.childless):  # else the last turn: none left
+            self._look_and_enforce()
+
+    def _look_and_enforce(self) -> None:
+        """The tree's scan when due, and the SIGKILL once the stop's grace is over."""
         now = time.monotonic()
         if now >= self.next_scan:
             self._scan(now)
@@ -187,8 +192,10 @@ class Supervisor:
             self.channel.send({CANNOT_START: _cannot_start(error).to_dict()})
             return False
         self.program = Program(pid)
-        self.tree.scan()
+        # Told first: the runner's bookkeeping of the start need not wait for a look at /proc
+        # (the program is its group's leader, so a signal forwarded meanwhile reaches it).
         self.channel.send({STARTED: self.program.pid})
+        self.tree.scan()
         return True
 
     def _take_requests(self) -> None:

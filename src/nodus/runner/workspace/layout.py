@@ -226,12 +226,14 @@ class Workspace:
         _LAID[self.copy] = LaidCopy(layers, {**known, **_states(self.copy, written)}, modes)
 
     def make_private_folders(self) -> None:
+        # Not synced into their parents: the copy is laid out anew after a power loss (what it
+        # holds that counts is in the store), and the caches and TMPDIR only save time.
         for folder in (
             *_copy_folders(self.copy),
             os.path.join(self.tmp, protocol.RUNTIME_DIR),
             *(os.path.join(self.cache, name) for name in protocol.CACHE_VARIABLES.values()),
         ):
-            private_folder(folder)
+            private_folder(folder, durable=False)
 
     def discard_copy(self) -> None:
         """Free the disk of a paused stage; the caches and the attempt's log stay."""
