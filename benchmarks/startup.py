@@ -12,6 +12,10 @@ unchanged folder, and the answer time of `nodus validate` and `nodus runs list`.
   fresh store object (as every `nodus run` does) into a store that already holds them all from
   an earlier run; target <= 0.1 s.
 - `nodus validate` and `nodus runs list` (a catalog of REPEAT + 1 runs); target < 0.3 s each.
+- the run path's imports: a fresh interpreter importing the modules `nodus run` imports (every
+  nodus module it loads, found by a `nodus run` of the same program, and what they import), and
+  within that the time the standard library's ``dataclasses`` takes to build nodus's classes (it
+  compiles each class's generated methods when the module is imported).
 
 Every command is a fresh interpreter with its bytecode cache written (as an installed nodus).
 The run overheads are taken round by round (the bare program, then each `nodus run`, one after
@@ -96,6 +100,70 @@ def run_overheads(
     return found
 
 
+_IMPORTS = """
+import dataclasses, sys, time
+building = [0.0, 0]
+process_class = dataclasses._process_class
+
+
+def timed_process_class(*args, **kwargs):
+    started = time.perf_counter()
+    try:
+        return process_class(*args, **kwargs)
+    finally:
+        building[0] += time.perf_counter() - started
+        building[1] += 1
+
+
+dataclasses._process_class = timed_process_class
+started = time.perf_counter()
+for name in sys.argv[1:]:
+    __import__(name)
+print(time.perf_counter() - started, building[0], building[1])
+"""
+
+_LOADED = """
+import atexit, runpy, sys
+listing = sys.argv[1]
+
+
+def write_loaded():
+    with open(listing, "w") as handle:
+        handle.write(" ".join(sorted(n for n in sys.modules if n.startswith("nodus"))))
+
+
+atexit.register(write_loaded)
+sys.argv = ["nodus", "run", "nodus.toml"]
+runpy.run_module("nodus", run_name="__main__")
+"""
+
+
+def run_path_imports(folder: str, env: dict[str, str], repeat: int) -> dict[str, float]:
+    """Median seconds of importing what `nodus run` imports, and of building its dataclasses."""
+    listing = os.path.join(folder, "..", "loaded.txt")
+    subprocess.run(
+        [sys.executable, "-c", _LOADED, listing],
+        cwd=folder,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    with open(listing) as handle:
+        modules = handle.read().split()
+    found = []
+    for _ in range(repeat):
+        out = subprocess.run(
+            [sys.executable, "-c", _IMPORTS, *modules], env=env, capture_output=True, text=True
+        ).stdout.split()
+        found.append((float(out[0]), float(out[1]), int(out[2])))
+    return {
+        "modules": len(modules),
+        "imports_s": statistics.median(f[0] for f in found),
+        "dataclasses_s": statistics.median(f[1] for f in found),
+        "classes": found[0][2],
+    }
+
+
 def source_capture(scratch: str, files: int, repeat: int) -> float:
     """Median time of capturing an unchanged folder of ``files`` files by a fresh store object."""
     folder = os.path.join(scratch, "source")
@@ -142,6 +210,7 @@ def main() -> None:
         validate = median_of(args.repeat, [*nodus, "validate", "nodus.toml"], folder, env)
         listing = median_of(args.repeat, [*nodus, "runs", "list"], folder, env)
         capture = source_capture(scratch, args.files, args.repeat)
+        imports = run_path_imports(folder, env, args.repeat)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     report = {
@@ -151,6 +220,10 @@ def main() -> None:
         f"source_capture_unchanged_{args.files}_files_s": round(capture, 4),
         "validate_s": round(validate, 3),
         "runs_list_s": round(listing, 3),
+        "run_path_nodus_modules": imports["modules"],
+        "run_path_imports_s": round(imports["imports_s"], 3),
+        "of_which_dataclasses_s": round(imports["dataclasses_s"], 3),
+        "dataclasses_built": imports["classes"],
     }
     if args.b:
         for kind in ("again", "new"):
