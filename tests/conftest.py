@@ -20,7 +20,7 @@ for _name, _value in {
     "HF_DATASETS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "WANDB_MODE": "disabled",
-    # One thread per training process: the suite runs two workers on two cores, and torch's
+    # One thread per training process: the suite runs three workers on two cores, and torch's
     # default of a thread per core spins each waiting thread against the other worker's
     # processes. Measured on the quick-start program under that load: 7.4-9.1 s of CPU with the
     # default, 4.3 s with one thread (docs/benchmarks.md, "The test suite"). Every comparison

@@ -1,15 +1,15 @@
-"""How the suite's tests are spread over pytest-xdist's two workers.
+"""How the suite's tests are spread over pytest-xdist's workers (three on two cores: Makefile).
 
 The heaviest tests are sent first, and the quick tests that import the Transformers stack into
 pytest's own process share one worker.
 
-Under ``-n 2 --dist loadgroup`` pytest-xdist hands out work units (an ``xdist_group``, or one
+Under ``-n 3 --dist loadgroup`` pytest-xdist hands out work units (an ``xdist_group``, or one
 test) in collection order, after putting the units of several tests first (largest first). A
-minute-long test collected late starts when the other worker has little left, which then idles
+minute-long test collected late starts when the other workers have little left, which then idle
 until it ends. So the collection is ordered longest first (the classic longest-processing-time
 rule): the tests below by their seconds, then the other slow tests, then the quick ones, each
 in its usual order. The quick tests (under a second or two each) come last and fill in while
-the other worker ends its last long test. The figures are those of the last whole run
+the other workers end their last long tests. The figures are those of the last whole run
 (docs/benchmarks.md, "The test suite"); a test missing from here only runs later, never less,
 so the table need not be exact or complete.
 """

@@ -7,6 +7,7 @@ launches, and the supervisor starts the program on the start request.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import signal
@@ -18,8 +19,16 @@ from runner_helpers import pid_alive, token_carriers
 from nodus.runner.processes.stage_process import CannotStartError, StageProcess
 from polling import wait_for
 
-RUN = "run_5eed0000cafe"
-TOKEN = f"{RUN}/main/1"
+
+def _run_id(tmp_path) -> str:
+    """A run id of the test's own: the other workers start supervisors meanwhile, and a token
+    shared with theirs would count their supervisors as this test's leftovers."""
+    return "run_" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12]
+
+
+def _token(tmp_path) -> str:
+    return f"{_run_id(tmp_path)}/main/1"
+
 
 REPORT = (
     "import os, sys; "
@@ -35,7 +44,7 @@ def _process(tmp_path, command: list[str], cwd: str, env: dict[str, str]) -> Sta
         env=env,
         log_path=str(tmp_path / "output.log"),
         prefix="main",
-        token=TOKEN,
+        token=_token(tmp_path),
         grace_s=1,
         terminal=io.StringIO(),
     )
@@ -55,8 +64,9 @@ def test_the_program_runs_in_its_own_session_with_its_folder_environment_and_tok
     assert int(pid) == process.pid  # the catalog's attempts.pid is the program's own
     assert int(sid) == process.pid  # its own session, so its group bears its pid
     assert cwd == str(tmp_path) and mark == "seen" and stdin_empty == "True"
-    assert token == TOKEN
-    assert process.tree_gone and token_carriers(RUN) == {}  # the supervisor reaped too
+    assert token == _token(tmp_path)
+    # the supervisor reaped too
+    assert process.tree_gone and token_carriers(_run_id(tmp_path)) == {}
 
 
 def test_a_command_is_looked_up_on_the_programs_own_path(tmp_path):
@@ -93,7 +103,8 @@ def test_a_start_that_cannot_run_says_why_and_leaves_nothing(tmp_path, make, exp
     with pytest.raises(CannotStartError) as raised:
         process.start()
     assert f"command {command[0]!r} cannot start: {expected}" in str(raised.value)
-    assert token_carriers(RUN) == {}  # its supervisor is gone (reaped), and started nothing
+    # its supervisor is gone (reaped), and started nothing
+    assert token_carriers(_run_id(tmp_path)) == {}
 
 
 @pytest.mark.slow  # a real SIGKILL of a real supervisor
