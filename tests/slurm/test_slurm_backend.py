@@ -362,7 +362,10 @@ def test_runs_cancel_ends_the_job_with_its_runner_or_without_it(project, cluster
 
 
 def test_a_job_still_waiting_for_nodes_is_cancelled_without_ever_running(project, cluster):
-    blocker = cluster.command("sbatch", "--parsable", "-N", "2", "--wrap", "sleep 600").strip()
+    # its output nowhere: by default Slurm writes slurm-<id>.out into the working folder
+    blocker = cluster.command(
+        "sbatch", "--parsable", "-N", "2", "--output", "/dev/null", "--wrap", "sleep 600"
+    ).strip()
     try:
         project.write(project.counter(20, 0.05))
         runner = project.start("--key", "queued")

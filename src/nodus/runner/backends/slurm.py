@@ -161,9 +161,9 @@ class SlurmAttempt(ClusterAttempt):
     # --- supervision --------------------------------------------------------------------------
 
     def _poll(self) -> list[News] | Outcome:
-        before = json.dumps(self._offsets)
+        before = {kind: list(at) for kind, at in self._offsets.items()}
         polled = [self._news(rank) for rank in range(self.ranks)]
-        if json.dumps(self._offsets) != before:  # where a re-attached runner reads on
+        if self._offsets != before:  # where a re-attached runner reads on
             write_json_atomic(os.path.join(self.folder, "relay.json"), self._offsets, durable=False)
         self._reported |= {rank for rank, news in enumerate(polled) if news["outcome"]}
         return self._job_gone() or polled
