@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "nodus"
-BASE = {"errors", "protocol", "_atomic"}
+BASE = {"errors", "protocol", "_atomic", "_logging"}
 ALLOWED = {
     "cli": {
         "client",
@@ -40,11 +40,12 @@ ALLOWED = {
     "store": {"schemas", *BASE},
     "stages": {"schemas", *BASE},
     "stages.hf.inprocess": {"stages", "schemas", *BASE},
-    "schemas": {"errors", "protocol", "_atomic"},
+    "schemas": {"errors", "protocol", "_atomic", "_logging"},
     "testing": {"protocol"},
     "protocol": set(),
     "errors": set(),
     "_atomic": set(),
+    "_logging": set(),
     "__main__": {"cli"},
     "": {"client", "schemas", "errors"},  # nodus/__init__.py
 }

@@ -7,6 +7,7 @@ pydantic to list runs, no store or runner to validate a file.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -113,3 +114,25 @@ def _nodus(folder, home, *argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "nodus", *argv], cwd=folder, env=env, capture_output=True, text=True
     )
+
+
+def test_an_attempts_supervisor_imports_only_what_is_built_in_or_light():
+    """Every attempt's program waits for its supervisor's interpreter: it boots as the runner
+    boots it (``-I -S``) and imports no module that builds enums, dataclasses or regular
+    expressions at import (docs/benchmarks.md, "Start-up")."""
+    from nodus.runner.processes import stage_process
+
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        f"import {stage_process.SUPERVISOR_MODULE}; print(sorted(sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe, stage_process._PACKAGE_ROOT],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    modules = set(ast.literal_eval(done.stdout))
+    assert stage_process.SUPERVISOR_MODULE in modules
+    heavy = {"typing", "enum", "re", "json", "socket", "signal", "contextlib", "dataclasses"}
+    assert sorted(modules & (heavy | {"subprocess", "threading", "logging"})) == []

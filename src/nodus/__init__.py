@@ -23,11 +23,10 @@ the order and tests/test_layering.py checks it):
     protocol.py   the runner ↔ program protocol: every name and format between the two
     errors.py     every error nodus reports to a user, in one tree
     _atomic.py    files and folders replaced atomically, readable by their owner only
+    _logging.py   loggers that import ``logging`` on their first message
 """
 
 from __future__ import annotations
-
-import importlib
 
 # Not `typing`'s: every attempt's supervisor imports this package, and importing typing would
 # be a fifth of its start-up. Annotations are strings here (PEP 563).
@@ -69,6 +68,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib  # here: every attempt's supervisor imports this package, and no SDK name
+
     value = getattr(importlib.import_module(_HOMES[name]), name)
     globals()[name] = value  # later lookups skip this function
     return value

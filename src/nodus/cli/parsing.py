@@ -14,7 +14,6 @@ people reach for them (:data:`COMMAND_ORDER`), not in the order their modules re
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import sys
 from collections.abc import Iterable, Sequence
@@ -218,7 +217,10 @@ _CUTOFF = 0.6  # difflib's default: "rnu" → "run", "--detatch" → "--detach",
 
 
 def nearest(word: str, offered: Iterable[str]) -> str | None:
-    """The valid word closest to ``word``, or None when none is close."""
+    """The valid word closest to ``word``, or None when none is close (``difflib`` imported
+    here: only a wrong word needs it)."""
+    import difflib
+
     found = difflib.get_close_matches(word, list(offered), n=1, cutoff=_CUTOFF)
     return found[0] if found else None
 

@@ -7,7 +7,6 @@ Unknown keys name the nearest valid key, found by walking the models along the e
 
 from __future__ import annotations
 
-import difflib
 import re
 import types
 from collections.abc import Iterable, Sequence
@@ -97,7 +96,7 @@ def _meant_choice(detail: ErrorDetails) -> str | None:
     if detail["type"] not in ("literal_error", "enum") or not isinstance(found, str):
         return None
     allowed = re.findall(r"'([^']*)'", str(expected or ""))
-    nearest = difflib.get_close_matches(found, allowed, n=1, cutoff=0.6)
+    nearest = _close_matches(found, allowed, n=1, cutoff=0.6)
     return nearest[0] if nearest else None
 
 
@@ -137,7 +136,7 @@ def _unknown_key(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, str 
     valid = sorted(model.model_fields) if model else []
     if key in root.model_fields and model is not root:
         return f"unknown key here: '{key}' belongs at the top level of the file", None
-    nearest = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    nearest = _close_matches(key, valid, n=1, cutoff=0.6)
     if nearest:
         return f"unknown key '{key}'; did you mean '{nearest[0]}'?", nearest[0]
     listed = ", ".join(valid)
@@ -176,3 +175,10 @@ def _unwrap(annotation: Any) -> Any:
 
 def _is_model(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _close_matches(word: str, possibilities: list[str], n: int, cutoff: float) -> list[str]:
+    """``difflib.get_close_matches``, imported when a word is wrong (never on a good line)."""
+    import difflib
+
+    return difflib.get_close_matches(word, possibilities, n=n, cutoff=cutoff)

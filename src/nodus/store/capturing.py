@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import enum
 import json
-import logging
 import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
+from nodus._logging import Logger
 from nodus.errors import StoreError, UsageError
 from nodus.store import keys
 from nodus.store.kinds import classify
@@ -31,7 +31,7 @@ from nodus.store.trust import VerifiedBlobs
 
 __all__ = ["EventSink", "SnapshotWriter"]
 
-log = logging.getLogger("nodus.store")
+log = Logger("nodus.store")
 EventSink = Callable[[str, dict[str, Any]], None]
 
 

@@ -9,11 +9,11 @@ decide what goes). The steps of a deletion are :mod:`nodus.store.deletion`'s, th
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
+from nodus._logging import Logger
 from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError, UsageError
 from nodus.store import deletion
 from nodus.store.hold_records import HoldRecords
@@ -25,7 +25,7 @@ from nodus.store.sweep import GcReport, sweep, unreferenced
 
 __all__ = ["SnapshotDeleter"]
 
-log = logging.getLogger("nodus.store")
+log = Logger("nodus.store")
 
 BLOB_GC_GRACE_S = 3600.0
 """Unreferenced blobs younger than this survive blob GC (a capture may be about to commit them)."""

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from nodus._logging import Logger
 from nodus.errors import NotFoundError, SnapshotDamagedError, UsageError
 from nodus.store import keys
 from nodus.store._faults import crash_point
@@ -57,7 +57,7 @@ __all__ = [
     "records",
 ]
 
-log = logging.getLogger("nodus.store")
+log = Logger("nodus.store")
 
 DELETING = "deleting"
 DELETED = "deleted"

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
+from nodus._logging import Logger
 from nodus.errors import NotFoundError, SnapshotDamagedError
 from nodus.protocol import content_hasher
 from nodus.store import keys
@@ -33,7 +33,7 @@ from nodus.store.verify import MISSING, VerifyReport, verify_store
 
 __all__ = ["SnapshotReader"]
 
-log = logging.getLogger("nodus.store")
+log = Logger("nodus.store")
 
 
 class SnapshotReader:

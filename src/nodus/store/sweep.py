@@ -25,13 +25,13 @@ about to name (the outputs of a Trainer's folder, missing blobs of the checkpoin
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from nodus._logging import Logger
 from nodus.store import keys
 from nodus.store._faults import crash_point
 from nodus.store.owners import gone, me
@@ -47,7 +47,7 @@ __all__ = [
     "write_intent",
 ]
 
-log = logging.getLogger("nodus.store")
+log = Logger("nodus.store")
 
 SWEEP_LEASE_S = 600.0
 """A blob sweep's lock counts as abandoned (a killed GC) once this old; a live sweep renews it."""

@@ -32,9 +32,7 @@ existing blob is trusted, exactly as :meth:`SnapshotStore.capture` does.
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from nodus._logging import Logger
 from nodus.errors import SnapshotDamagedError, StaleAttemptError, StoreError
 from nodus.schemas import defaults
 from nodus.store import keys
@@ -52,7 +51,7 @@ from nodus.store.sweep import Intent, wait_for_sweep
 
 __all__ = ["Uploader", "open_staging"]
 
-log = logging.getLogger("nodus.store")
+log = Logger("nodus.store")
 
 UPLOAD_THREADS = 4
 """Blobs of one snapshot uploaded at once to a remote store."""
@@ -319,7 +318,7 @@ class Uploader:
                     if self._past_deadline():
                         raise _GaveUp() from error
                     # Woken early by finish(): its deadline may already have passed.
-                    self._cond.wait(delay * random.uniform(0.75, 1.25))
+                    self._cond.wait(delay * _jitter())
                     if self._past_deadline():
                         raise _GaveUp() from error
                 self._publish(force=True)
@@ -373,3 +372,10 @@ def _brief(manifest: Manifest) -> dict[str, Any]:
 def _wall(deadline: float) -> float:
     """A monotonic deadline as seconds since the epoch (for another process to read)."""
     return time.time() + (deadline - time.monotonic())
+
+
+def _jitter() -> float:
+    """A retry delay's factor, 0.75-1.25 (``random`` imported here: only a retry needs it)."""
+    import random
+
+    return random.uniform(0.75, 1.25)

@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 from nodus._atomic import create_new_private, fsync_dir, private_folder
 from nodus.errors import CatalogError
@@ -306,6 +305,8 @@ def _reach(db: sqlite3.Connection, target: int, statements: Sequence[str]) -> No
 def _read_only_uri(path: str) -> str:
     """SQLite's URI of ``path`` opened read-only. The path is percent-quoted: a ``?``, ``#``
     or ``%`` in a home's name would otherwise end the path or be read as an escape."""
+    from urllib.parse import quote  # here: a run's own catalog is opened read-write
+
     return "file://" + quote(os.path.abspath(path)) + "?mode=ro"
 
 

@@ -13,13 +13,15 @@ datagrams into one reused buffer and keeps only the exits of whole processes.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import select
-import socket
 import struct
 import time
+
+# ``socket``'s C half, whose socket type this needs: ``socket`` itself builds enums at import,
+# milliseconds of every supervisor's start.
+from _socket import AF_NETLINK, SO_RCVBUF, SOCK_DGRAM, SOL_SOCKET, socket
 
 _NETLINK_CONNECTOR = 11
 _CN_IDX_PROC = _CN_VAL_PROC = 1
@@ -37,6 +39,7 @@ _DATA_AT = _WHAT_AT + 16  # what, cpu, timestamp_ns (8-aligned), then the event'
 _ACK = struct.Struct("=I")  # event_data.ack.err of a PROC_EVENT_NONE
 _CN_ACK_AT = _NLMSGHDR.size + 12  # cn_msg.ack: the request's ack + 1
 
+_SO_RCVBUFFORCE = 33  # Linux's; past the limit SO_RCVBUF keeps to, with CAP_NET_ADMIN
 _RECEIVE_BUFFER = 1 << 20  # room for a burst of exits while the supervisor scans /proc
 _ACK_WAIT_S = 0.05  # the kernel answers within the send itself; this covers any lag
 
@@ -44,7 +47,7 @@ _ACK_WAIT_S = 0.05  # the kernel answers within the send itself; this covers any
 class ProcessEvents:
     """A subscribed connector socket; :meth:`exits` reads what is waiting, never blocking."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket) -> None:
         self.sock = sock
         self._buffer = bytearray(256)
 
@@ -78,15 +81,18 @@ class ProcessEvents:
 
     def close(self) -> None:
         """Unsubscribe first: older kernels keep building events while a listener is counted."""
-        with contextlib.suppress(OSError):
+        # Not contextlib.suppress: contextlib is not imported here (the supervisor's start).
+        try:  # noqa: SIM105
             _send(self.sock, os.getpid(), struct.pack("=I", _MCAST_IGNORE))
+        except OSError:
+            pass
         self.sock.close()
 
 
 def open_events() -> ProcessEvents | None:
     """A socket subscribed to process events, or None where this process may not listen."""
     try:
-        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_CONNECTOR)
+        sock = socket(AF_NETLINK, SOCK_DGRAM, _NETLINK_CONNECTOR)
     except OSError:  # no connector in this kernel
         return None
     try:
@@ -106,13 +112,13 @@ def open_events() -> ProcessEvents | None:
     return ProcessEvents(sock)
 
 
-def _send(sock: socket.socket, seq: int, payload: bytes) -> None:
+def _send(sock: socket, seq: int, payload: bytes) -> None:
     cn_msg = _CN_MSG.pack(_CN_IDX_PROC, _CN_VAL_PROC, seq, 0, len(payload), 0) + payload
     header = _NLMSGHDR.pack(_NLMSGHDR.size + len(cn_msg), _NLMSG_DONE, 0, seq, os.getpid())
     sock.sendto(header + cn_msg, (0, 0))
 
 
-def _acknowledged(sock: socket.socket) -> bool:
+def _acknowledged(sock: socket) -> bool:
     """True once the kernel acknowledged the request to listen without error.
 
     The kernel answers nothing at all where it ignores the request (a process outside the
@@ -135,10 +141,10 @@ def _acknowledged(sock: socket.socket) -> bool:
     return False
 
 
-def _enlarge(sock: socket.socket) -> None:
-    for option in (getattr(socket, "SO_RCVBUFFORCE", 33), socket.SO_RCVBUF):
+def _enlarge(sock: socket) -> None:
+    for option in (_SO_RCVBUFFORCE, SO_RCVBUF):
         try:
-            sock.setsockopt(socket.SOL_SOCKET, option, _RECEIVE_BUFFER)
+            sock.setsockopt(SOL_SOCKET, option, _RECEIVE_BUFFER)
             return
         except OSError:
             continue

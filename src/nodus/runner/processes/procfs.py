@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import ctypes
 import os
-import signal
-from collections.abc import Callable, Iterator
-from typing import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+    from collections.abc import Callable, Iterator
+else:
+    # The C half of ``signal``, which builds its enums at import: milliseconds of every
+    # supervisor's start (the same functions and numbers).
+    import _signal as signal
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -21,17 +27,35 @@ _PR_SET_CHILD_SUBREAPER = 36
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
-class Stat(NamedTuple):
-    """The fields of ``/proc/<pid>/stat`` nodus reads."""
+class Stat:
+    """The fields of ``/proc/<pid>/stat`` nodus reads (a plain class: the supervisor imports
+    neither dataclasses nor ``typing``, :mod:`.messages` says why)."""
 
-    pid: int
-    comm: str
-    state: str  # "Z": a zombie, dead and waiting for its parent to reap it
-    ppid: int
-    starttime: int  # clock ticks after boot: with the pid, names one process for good
-    exit_code: int  # a zombie's status in the form waitpid() reports it; 0 while alive
-    cpu_ticks: int = 0  # user + system time so far, in clock ticks (os.sysconf("SC_CLK_TCK"))
-    rss_pages: int = 0  # resident memory, in pages
+    __slots__ = ("comm", "cpu_ticks", "exit_code", "pid", "ppid", "rss_pages", "starttime", "state")
+
+    def __init__(
+        self,
+        *,
+        pid: int,
+        comm: str,
+        state: str,
+        ppid: int,
+        starttime: int,
+        exit_code: int,
+        cpu_ticks: int = 0,
+        rss_pages: int = 0,
+    ) -> None:
+        self.pid = pid
+        self.comm = comm
+        self.state = state  # "Z": a zombie, dead and waiting for its parent to reap it
+        self.ppid = ppid
+        self.starttime = starttime  # clock ticks after boot: with the pid, names one process
+        self.exit_code = exit_code  # a zombie's status as waitpid() reports it; 0 while alive
+        self.cpu_ticks = cpu_ticks  # user + system time so far, in clock ticks (SC_CLK_TCK)
+        self.rss_pages = rss_pages  # resident memory, in pages
+
+    def __repr__(self) -> str:
+        return f"Stat(pid={self.pid}, comm={self.comm!r}, state={self.state!r})"
 
 
 def stat(pid: int) -> Stat | None:

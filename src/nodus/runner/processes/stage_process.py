@@ -156,8 +156,14 @@ class StageProcess:
         long its interpreter takes to start."""
         supervisor.taken = True
         self.supervisor = supervisor.process
-        self.channel = Channel(supervisor.sock)
-        start = Start(self.command, self.cwd, self.env, self.grace_s)
+        self.channel = Channel(supervisor.sock.detach())
+        # Built-in types only (:mod:`.messages`): no str or int subclass reaches the channel.
+        start = Start(
+            [str(word) for word in self.command],
+            str(self.cwd),
+            {str(name): str(value) for name, value in self.env.items()},
+            float(self.grace_s),
+        )
         self.channel.send({START: start.to_dict()})
         # The output thread after the request: the pipe holds what the program says meanwhile.
         self._pump = threading.Thread(
@@ -201,7 +207,7 @@ class StageProcess:
     def signal_group(self, signum: int) -> None:
         """Signal every process of the program; remember it so it is never an interruption."""
         self.signals_sent.append(signum)
-        self._ask({SIGNAL: signum})
+        self._ask({SIGNAL: int(signum)})  # a plain int: the channel carries built-in types only
 
     def kill(self) -> int:
         """End the whole tree now (SIGKILL) and wait until it is gone."""
@@ -250,7 +256,7 @@ class StageProcess:
         is reaped."""
         self.ending = ending
         assert self.supervisor is not None and self.channel is not None
-        self.channel.sock.close()
+        self.channel.close()
         reap_supervisor(self.supervisor)
 
     def _supervisor_lost(self) -> None:
@@ -266,7 +272,7 @@ class StageProcess:
 
     def _close(self) -> None:
         assert self.supervisor is not None and self.channel is not None
-        self.channel.sock.close()
+        self.channel.close()
         reap_supervisor(self.supervisor)
 
     def _why_not(self, reply: dict[str, Any] | None) -> str:

@@ -23,14 +23,10 @@ once (``accelerate launch``); elsewhere it reads the member's zombie (:mod:`.tre
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
-import signal
-import socket
 import sys
 import time
-from types import FrameType
 
 from nodus.runner.processes import procevents, procfs
 from nodus.runner.processes.messages import (
@@ -49,6 +45,16 @@ from nodus.runner.processes.messages import (
     Start,
 )
 from nodus.runner.processes.tree import Member, Tree
+
+# This interpreter imports only what is built in or light (``python -X importtime`` on the
+# supervisor's modules shows it): ``signal`` builds enums at import, so its C half is used
+# here, with the same functions and numbers; :mod:`.messages` says what the rest would cost.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+    from types import FrameType
+else:
+    import _signal as signal
 
 # Tunables of the supervisor, here rather than in nodus.schemas.defaults: every attempt starts a
 # supervisor, and an interpreter that imports neither the schemas nor the protocol is ready
@@ -210,8 +216,7 @@ class Supervisor:
     def _forward(self, signum: int) -> None:
         self.sent.add(signum)
         assert self.program is not None
-        with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
-            os.killpg(self.program.pid, signum)
+        _signal_group(self.program.pid, signum)
 
     def _stop(self, grace: float) -> None:
         """End the whole tree: SIGTERM now, SIGKILL once ``grace`` seconds have passed."""
@@ -230,8 +235,7 @@ class Supervisor:
         self.sent.add(signum)
         self.tree.signal_all(signum)
         if self.program is not None:  # group members born since the last scan
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.program.pid, signum)
+            _signal_group(self.program.pid, signum)
 
     def _asked(self, _signum: int, _frame: FrameType | None) -> None:
         self.asked_to_stop = True
@@ -407,6 +411,15 @@ def _become_program(spec: Start, parent: int) -> None:
     os.execvpe(spec.command[0], spec.command, spec.env)  # its PATH is where it is looked up
 
 
+def _signal_group(group: int, signum: int) -> bool:
+    """Signal a process group; False once it is gone."""
+    try:
+        os.killpg(group, signum)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def _read_all(fd: int) -> bytes:
     data = b""
     try:
@@ -463,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM when the runner's thread that started it ends; exits at once if it already did.
     procfs.die_with_parent(runner, signal.SIGTERM)()
     procfs.become_subreaper()
-    channel = Channel(socket.socket(fileno=fd))
+    channel = Channel(fd)
     return Supervisor(channel).serve()
 
 

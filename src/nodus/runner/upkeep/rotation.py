@@ -22,10 +22,10 @@ deferred) is tried again by the next pass.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import threading
 from typing import TYPE_CHECKING
 
+from nodus._logging import Logger
 from nodus.errors import NodusError, NotFoundError
 from nodus.registry import Registry
 from nodus.retention.holds import HoldIndex, run_holds
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Rotation"]
 
-log = logging.getLogger("nodus.runner")
+log = Logger("nodus.runner")
 
 ROTATION_STOP_S = 60.0
 """At the end of an attempt, how long the runner waits for its rotation (retention after each

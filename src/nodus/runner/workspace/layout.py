@@ -51,7 +51,6 @@ import os
 import shutil
 import socket
 import stat
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -149,6 +148,8 @@ class Workspace:
         preferred = os.path.join(self.attempt_folder, "tmp")
         if len(os.fsencode(preferred)) <= TMPDIR_MAX:
             return preferred
+        import tempfile  # here: a short path is the rare case, and every run imports this
+
         name = hashlib.sha256(os.fsencode(self.attempt_folder)).hexdigest()[:12]
         for parent in dict.fromkeys((tempfile.gettempdir(), "/tmp")):
             base = os.path.join(parent, f"nodus-{os.getuid()}")
