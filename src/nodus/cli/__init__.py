@@ -115,6 +115,7 @@ def _internal(error: BaseException) -> int:
 
 
 def run() -> None:
+    """The ``nodus`` command, installed and as ``python -m nodus``: :func:`main`, then exit."""
     status = main()
     # CPython's own runner of the exit handlers; the normal exit where an interpreter lacks it.
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
