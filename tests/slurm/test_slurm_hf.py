@@ -151,6 +151,13 @@ class HfProject:
         return weights_hash(str(target / "out" / "model"))
 
 
+def _trained_since_restore(log: Path, attempt: int) -> bool:
+    """True once the program's log line of a training step (the Trainer's ``{'loss': …}``)
+    follows the runner's line that restored ``attempt``."""
+    _, restored, after = log.read_text(errors="replace").partition(f"→ attempt {attempt}\n")
+    return bool(restored) and "{'loss':" in after
+
+
 def _rank_program(run_id: str, rank: int, attempt: int) -> int | None:
     """The training process of global ``rank`` in ``attempt`` (torchrun's worker, not torchrun
     itself): its environment says RANK and the attempt, its command line runs the program."""
@@ -191,6 +198,9 @@ def test_a_two_node_hf_world_killed_then_noticed_resumes_bit_identical(tmp_path,
     # every rank takes part in it, node 0 captures it; node 1 leaves its rank to end with rank 0
     for rank in (0, 1):
         wait_for(lambda rank=rank: _rank_program(run_id, rank, 2), f"rank {rank} of attempt 2")
+    # ... once it has trained a step past its restore: a notice before that saves nothing new
+    log = tmp_path / "runner.log"
+    wait_for(lambda: _trained_since_restore(log, 2), "a training step of attempt 2", runner)
     runner.send_signal(signal.SIGTERM)
     assert runner.wait(timeout=300) == 3, (tmp_path / "runner.log").read_text()[-3000:]
     saved = max(project.committed(run_id))

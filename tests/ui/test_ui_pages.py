@@ -91,7 +91,9 @@ def test_a_recovered_run_shows_its_attempts_snapshots_events_and_output_as_text(
     with Client(runs_home.path, read_only=True) as client:
         snapshots = client.snapshots(run_id)
         events = client.get(run_id)["events"]
-    assert len(page.find("tr", "snapshot")) == len(snapshots) >= 8
+    # steps 5, 10 and 15 before the kill, at least the last after the recovery: a save not yet
+    # taken when the program exits gives way to the newest (docs/recovery.md, the exit capture)
+    assert len(page.find("tr", "snapshot")) == len(snapshots) >= 4
     assert len(page.find("tr", "event")) == len(events)
     # the program's output: its HTML line is text, no element came from it
     logs = page.find("pre", "log")
