@@ -209,7 +209,10 @@ class Channel:
         return self.fd
 
     def close(self) -> None:
-        os.close(self.fd)
+        """Close the descriptor; once, as a socket's ``close`` (its number may be reused)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def send(self, message: Message) -> bool:
         """False when the other side is gone (nobody is left to tell)."""
