@@ -23,7 +23,7 @@ the order and tests/test_layering.py checks it):
     protocol.py   the runner ↔ program protocol: every name and format between the two
     errors.py     every error nodus reports to a user, in one tree
     _atomic.py    files and folders replaced atomically, readable by their owner only
-    _logging.py   loggers that import ``logging`` on their first message
+    _logging.py   loggers that import ``logging`` only when a message can reach someone
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib  # here: every attempt's supervisor imports this package, and no SDK name
+    import importlib  # here: every attempt's supervisor imports this package, never a name
 
     value = getattr(importlib.import_module(_HOMES[name]), name)
     globals()[name] = value  # later lookups skip this function
