@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from nodus import protocol
+from nodus._logging import Logger
 from nodus.errors import UsageError
 from nodus.schemas import defaults
 
@@ -41,12 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["Client"]
 
 
-def _log(text: str) -> None:
-    """The SDK's narration where its caller names no ``say``: the ``nodus`` logger (imported
-    here, as the command line names its own and never needs it)."""
-    import logging
-
-    logging.getLogger("nodus").info(text)
+# The SDK's narration where its caller names no ``say`` (the command line names its own).
+_NARRATION = Logger("nodus")
 
 
 class Client:
@@ -83,7 +80,7 @@ class Client:
         self.store = store
         self.read_only = read_only
         self._output = output
-        self._say = say or _log
+        self._say = say or _NARRATION.info
         self._say_snapshots = say_snapshots
         self._open_catalog: Catalog | None = None
         self._open_lookup: Lookup | None = None
