@@ -18,6 +18,7 @@ OWNED = [
     (keys.hold_key(SNAPSHOT, "epoch-released"), keys.hold_of_key, (SNAPSHOT, "epoch-released")),
     (keys.intent_key(SNAPSHOT), keys.intent_of_key, SNAPSHOT),
     (keys.sweep_key(TOKEN), keys.sweep_of_key, TOKEN),
+    (keys.index_key(SNAPSHOT, "run_0123abcd"), keys.index_of_key, (SNAPSHOT, "run_0123abcd")),
 ]
 PARSERS = [parser for _key, parser, _value in OWNED]
 OTHERS = [
@@ -27,6 +28,9 @@ OTHERS = [
     "blobs/zz/" + DIGEST,  # wrong fan-out folder
     "snapshots/notes.txt",  # a stray file someone copied in
     "holds/" + SNAPSHOT + "/pin.txt",
+    "index/" + SNAPSHOT,  # an index entry naming no run
+    "index/" + SNAPSHOT + "./etc",
+    "index/notes.txt",
 ]
 
 
@@ -53,6 +57,12 @@ def test_the_layout_is_the_documented_one():
     assert keys.sweep_key(TOKEN) == f"locks/sweep-{TOKEN}.json"
     assert keys.hold_folder(SNAPSHOT) == f"holds/{SNAPSHOT}"
     assert keys.quarantine_key(SNAPSHOT) == f"quarantine/{SNAPSHOT}.json"
+    assert keys.index_key(SNAPSHOT, "run_1f") == f"index/{SNAPSHOT}.run_1f"
     assert keys.temp_key("obj").startswith("tmp/obj-")
     assert keys.temp_key("obj") != keys.temp_key("obj")  # fresh each time
     assert all(keys.is_snapshot_id(keys.new_snapshot_id(r)) for r in ("checkpoint", "source"))
+
+
+@pytest.mark.parametrize("run", ["", "..", ".hidden", "a/b", "../x", "r\x00", "a b"])
+def test_a_run_id_that_is_no_single_safe_segment_gets_no_index_entry(run):
+    assert keys.index_key(SNAPSHOT, run) is None  # its snapshot is found by its manifest

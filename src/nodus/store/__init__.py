@@ -29,6 +29,7 @@
     owners.py           who wrote a coordination flag, and whether it still runs
     hold_records.py     stored holds, next to the snapshot they hold
     run_records.py      run records and leases: a run recoverable from the store alone
+    run_index.py        which run each snapshot is of, by key name: a run's listing reads its own
     model_records.py    the registry's versions: each one's reference to its weights' blobs
     upload.py           background upload of staged snapshots to a remote store
     verify.py           ``nodus store verify``: every manifest and blob, optionally repaired

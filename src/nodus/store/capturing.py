@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from nodus._logging import Logger
 from nodus.errors import StoreError, UsageError
-from nodus.store import keys
+from nodus.store import keys, run_index
 from nodus.store.kinds import classify
 from nodus.store.live_folder import Candidate, FileCache, ReadResult, read_consistently, select
 from nodus.store.manifest import PERMISSIONS, FileEntry, Manifest, SnapshotInfo
@@ -236,6 +236,7 @@ class SnapshotWriter:
         self._confirm_stored(intent, files)
         self._storage.write(keys.manifest_key(snapshot_id), manifest.to_json())
         self._reader.remember(manifest)
+        run_index.record(self._storage, manifest)
         return manifest
 
 

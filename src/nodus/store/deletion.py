@@ -13,10 +13,12 @@ a kill at any later step leaves nothing that a reader could reach half deleted. 
   more, remove it instead of finishing its marks.
 - ``delete`` (a whole snapshot): mark every kind it holds; free its blobs; remove it.
 - removing a snapshot: its manifest first (from then on it does not exist), then its
-  tombstones and its hold records, which without a manifest are only leftovers.
+  tombstones, its hold records and its index entry, which without a manifest are only
+  leftovers.
 - ``finish_deletions``: finish every mark still ``deleting`` (a kill or a deferred sweep left
-  it), remove snapshots that hold no kind any more, and remove tombstones and hold records
-  whose manifest is gone.
+  it), remove snapshots that hold no kind any more, and remove tombstones, hold records and
+  index entries whose manifest is gone (and index what was committed without an entry:
+  :mod:`.run_index`).
 
 A mark is finished (``deleted``) only on a snapshot that stays, where it tells listings what
 retention took; a snapshot that goes takes its marks with it.
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodus._logging import Logger
 from nodus.errors import NotFoundError, SnapshotDamagedError, UsageError
-from nodus.store import keys
+from nodus.store import keys, run_index
 from nodus.store._faults import crash_point
 from nodus.store.kinds import KINDS
 from nodus.store.manifest import Manifest
@@ -117,6 +119,7 @@ def finish_deletions(store: DeleteInternals, retry_s: float) -> GcReport:
     # belongs to a snapshot that is gone, never to one being committed meanwhile.
     listed = _all_records(store.storage)
     held = store.hold_records.names()
+    indexed = run_index.runs_by_snapshot(store.storage)  # before the manifests, as the records
     existing = set(store.reader.ids())
     going = []
     for snapshot_id in sorted(listed.keys() & existing):
@@ -135,7 +138,24 @@ def finish_deletions(store: DeleteInternals, retry_s: float) -> GcReport:
     for snapshot_id in sorted((listed.keys() | held.keys()) - existing):
         report.removed_records += _remove_records(store, snapshot_id, listed.get(snapshot_id, {}))
         crash_point("finish.orphan-removed")
+    _tidy_index(store, indexed, existing)
     return report
+
+
+def _tidy_index(store: DeleteInternals, indexed: dict[str, set[str]], existing: set[str]) -> None:
+    """Index entries of snapshots that are gone removed; snapshots committed without one
+    (before the index existed, or a crash between the two writes) given theirs."""
+    for snapshot_id in sorted(indexed.keys() - existing):
+        for run in indexed[snapshot_id]:
+            key = keys.index_key(snapshot_id, run)
+            if key is not None:
+                store.storage.delete(key)
+    for snapshot_id in sorted(existing - indexed.keys()):
+        try:
+            manifest = store.reader.stored(snapshot_id)
+        except (NotFoundError, SnapshotDamagedError):
+            continue  # removed meanwhile (or just now); a damaged one is verify's to judge
+        run_index.record(store.storage, manifest)
 
 
 # --- the steps ---------------------------------------------------------------------------------
@@ -193,6 +213,7 @@ def _remove(
         store.storage.delete(keys.tombstone_key(manifest.id, kind))
     crash_point(f"{step}.tombstones-removed")
     store.hold_records.delete_all(manifest.id)
+    run_index.forget(store.storage, manifest)
 
 
 def _remove_records(store: DeleteInternals, snapshot_id: str, kinds: Collection[str]) -> int:

@@ -6,6 +6,7 @@ the store's root URL)::
 
     blobs/<h[:2]>/<h>            file contents, named by their xxh3-128 (32 hex digits)
     snapshots/<id>.json          a manifest; writing it is the commit
+    index/<id>.<run id>          the run a snapshot is of, by name alone (run_index.py)
     tombstones/<id>.<kind>       deletion of one kind of a snapshot has begun
     holds/<id>/<name>.json       a stored hold on a snapshot (a pin, a released epoch hold)
     intents/<id>.json            a capture is running (blob GC leaves its blobs alone)
@@ -36,6 +37,7 @@ from nodus.schemas.snapshot_ref import is_snapshot_id  # the one id grammar, use
 __all__ = [
     "BLOBS",
     "HOLDS",
+    "INDEX",
     "INTENTS",
     "LEASES",
     "LOCKS",
@@ -52,6 +54,8 @@ __all__ = [
     "hold_folder",
     "hold_key",
     "hold_of_key",
+    "index_key",
+    "index_of_key",
     "intent_key",
     "intent_of_key",
     "is_snapshot_id",
@@ -78,6 +82,7 @@ BLOBS = "blobs"
 SNAPSHOTS = "snapshots"
 TOMBSTONES = "tombstones"
 HOLDS = "holds"
+INDEX = "index"
 INTENTS = "intents"
 LOCKS = "locks"
 QUARANTINE = "quarantine"
@@ -102,6 +107,8 @@ MODEL_NAME_PATTERN = r"[a-z0-9][a-z0-9._-]*"
 """A model name (the workload-name grammar): safe as one key segment on every storage."""
 _MODEL_NAME = re.compile(rf"^{MODEL_NAME_PATTERN}$")
 _VERSION = re.compile(r"^[1-9][0-9]*$")
+# A run id as one key segment: nodus's own (``run_<hex>``) and any other without a separator.
+_RUN = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*\Z")
 
 
 # --- snapshot ids --------------------------------------------------------------------------------
@@ -156,6 +163,23 @@ def tombstone_of_key(key: str) -> tuple[str, str] | None:
     if folder != TOMBSTONES or not dot or not kind or not is_snapshot_id(snapshot_id):
         return None
     return snapshot_id, kind
+
+
+def index_key(snapshot_id: str, run: str) -> str | None:
+    """The index entry naming ``run`` as the run of ``snapshot_id``; None for a run id that is
+    not one safe key segment (that snapshot is then found by reading its manifest)."""
+    if not is_snapshot_id(snapshot_id) or not _RUN.match(run):
+        return None
+    return f"{INDEX}/{snapshot_id}.{run}"
+
+
+def index_of_key(key: str) -> tuple[str, str] | None:
+    """(snapshot id, run id) an index entry names, or None for anything else."""
+    folder, _, name = key.partition("/")
+    snapshot_id, dot, run = name.partition(".")
+    if folder != INDEX or not dot or not _RUN.match(run) or not is_snapshot_id(snapshot_id):
+        return None
+    return snapshot_id, run
 
 
 def quarantine_key(snapshot_id: str) -> str:

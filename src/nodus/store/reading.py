@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 from nodus._logging import Logger
 from nodus.errors import NotFoundError, SnapshotDamagedError
 from nodus.protocol import content_hasher
-from nodus.store import keys
+from nodus.store import keys, run_index
 from nodus.store._io import hash_stream
 from nodus.store.internals import Verdict
 from nodus.store.kinds import KINDS
@@ -48,6 +48,7 @@ class SnapshotReader:
         self._models = models
         self._manifests: dict[str, Manifest] = {}  # manifests never change once committed
         self._blobs: dict[str, dict[str, frozenset[str]]] = {}  # id -> kind -> its blobs
+        self._runs: dict[str, set[str]] = {}  # id -> its runs, as the index named them
 
     @property
     def url(self) -> str:
@@ -64,10 +65,12 @@ class SnapshotReader:
     def list(
         self, run: str | None = None, stage: str | None = None, role: str | None = "checkpoint"
     ) -> list[Manifest]:
-        """Committed snapshots, oldest first (by step, then commit time); None = any value."""
+        """Committed snapshots, oldest first (by step, then commit time); None = any value.
+        With ``run``, a manifest not yet read here is read only when the index does not name
+        another run for it (:mod:`.run_index`)."""
         deleting = self.tombstones()
         found = []
-        for snapshot_id in self.ids():
+        for snapshot_id in self._candidates(run):
             try:
                 manifest = self._load(snapshot_id, deleting.get(snapshot_id, frozenset()))
             except (NotFoundError, SnapshotDamagedError) as error:
@@ -83,6 +86,16 @@ class SnapshotReader:
                 continue  # every kind is being deleted: the snapshot is going away
             found.append(manifest)
         return sorted(found, key=Manifest.sort_key)
+
+    def _candidates(self, run: str | None) -> builtins.list[str]:
+        """The ids whose manifests may be ``run``'s: every committed one but those the index
+        names for other runs only (an id keeps its run: what the index said is kept)."""
+        ids = self.ids()
+        if run is None:
+            return ids
+        if any(i not in self._manifests and i not in self._runs for i in ids):
+            self._runs.update(run_index.runs_by_snapshot(self._storage))
+        return [i for i in ids if i in self._manifests or run in self._runs.get(i, (run,))]
 
     def get(self, snapshot_id: str) -> Manifest:
         """The committed snapshot ``snapshot_id``; NotFoundError if there is none (any more)."""

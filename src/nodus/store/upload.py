@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 from nodus._logging import Logger
 from nodus.errors import SnapshotDamagedError, StaleAttemptError, StoreError
 from nodus.schemas import defaults
-from nodus.store import keys
+from nodus.store import keys, run_index
 from nodus.store.local_storage import LocalStorage
 from nodus.store.manifest import Manifest
 from nodus.store.store import SnapshotStore, open_store
@@ -257,6 +257,7 @@ class Uploader:
                 uploaded += self._send_blobs(blobs, pool)
             key = keys.manifest_key(manifest.id)
             self._retrying(lambda: self._remote.write(key, manifest.to_json()))
+            run_index.record(self._remote, manifest)
         finally:
             try:
                 intent.close()
