@@ -2,12 +2,13 @@
 unchanged folder, and the answer time of `nodus validate` and `nodus runs list`.
 
     .venv/bin/python benchmarks/startup.py [--repeat 5] [--files 1000] [--dir SCRATCH]
-                                           [--b OTHER_CHECKOUT/src]
+                                           [--b OTHER_CHECKOUT/src] [--history N]
 
 - run overhead: wall of `nodus run` of a workload whose program prints one line (a small folder:
   the program and the workload file), minus the wall of the same program run bare; target
   <= 0.2 s. Twice: the same file run again (as from cron: its resolution is remembered), and a
-  file never run before (checked and resolved anew).
+  file never run before (checked and resolved anew). With ``--history N``, each home's store
+  holds the source snapshots of N earlier runs first (a nightly job's home after a while).
 - source capture, unchanged: a folder of FILES small files captured as a run's source by a
   fresh store object (as every `nodus run` does) into a store that already holds them all from
   an earlier run; target <= 0.1 s.
@@ -164,6 +165,21 @@ def run_path_imports(folder: str, env: dict[str, str], repeat: int) -> dict[str,
     }
 
 
+def earlier_runs(store_path: str, count: int, scratch: str) -> None:
+    """``count`` source snapshots of as many earlier runs in the store (a home with a history:
+    a nightly job's year), captured through this checkout's library."""
+    if not count:
+        return
+    store = open_store("file://" + store_path)
+    folder = os.path.join(scratch, "earlier")
+    os.makedirs(folder, exist_ok=True)
+    for number in range(count):
+        with open(os.path.join(folder, "train.py"), "w") as handle:
+            handle.write(f'print("run {number}")\n')
+        info = SnapshotInfo(f"run_{number:012x}", None, 0, None, role="source")
+        store.capture(folder, ["train.py"], info=info)
+
+
 def source_capture(scratch: str, files: int, repeat: int) -> float:
     """Median time of capturing an unchanged folder of ``files`` files by a fresh store object."""
     folder = os.path.join(scratch, "source")
@@ -191,6 +207,12 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
     parser.add_argument("--b", default=None, help="src folder of another checkout to compare")
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="snapshots of earlier runs in each home's store before the rounds (default 0)",
+    )
     args = parser.parse_args()
     scratch = tempfile.mkdtemp(prefix="nodus-startup-", dir=args.dir)
     try:
@@ -204,6 +226,8 @@ def main() -> None:
         envs = {"A": env}
         if args.b:
             envs["B"] = {**environment(os.path.join(scratch, "home-b")), "PYTHONPATH": args.b}
+        for each in envs.values():
+            earlier_runs(os.path.join(each["NODUS_HOME"], "store"), args.history, scratch)
         nodus = [sys.executable, "-m", "nodus"]
         bare = median_of(args.repeat, [sys.executable, "train.py"], folder, env)
         overheads = run_overheads(args.repeat, folder, envs)
