@@ -340,6 +340,55 @@ def test_a_killed_runner_leaves_the_job_running_and_run_key_re_attaches(project,
     project.assert_nothing_left()
 
 
+def test_a_runner_killed_as_sbatch_answers_leaves_one_job_that_run_key_finds_by_its_name(
+    project, cluster, tmp_path
+):
+    """The window between ``sbatch`` and the job's id written down: the runner is killed the
+    moment Slurm has the job (a ``sbatch`` ahead on its PATH runs the real one, then kills its
+    caller). The next ``run --key`` finds the job by its name and supervises it: one job, never
+    a second for the same attempt."""
+    project.write(project.counter(200, 0.05, 10))
+    real = shutil.which("sbatch")
+    assert real is not None
+    answered = tmp_path / "sbatch-answered"
+    wrappers = tmp_path / "bin"
+    wrappers.mkdir()
+    (wrappers / "sbatch").write_text(
+        "#!/bin/sh\n"
+        f'case "$1" in --test-only) exec {real} "$@";; esac\n'
+        f'answer=$({real} "$@") || exit $?\n'
+        f'printf "%s\\n" "$answer" > {answered}\n'
+        'kill -KILL "$PPID"\n'  # the runner that asked, before it can note the job's id
+        'printf "%s\\n" "$answer"\n'
+    )
+    (wrappers / "sbatch").chmod(0o755)
+    path = f"{wrappers}{os.pathsep}{os.environ['PATH']}"
+    with open(project.log_path, "ab") as log:
+        first = subprocess.Popen(
+            project.args("run", str(project.file), "--store", project.store, "--key", "nightly"),
+            cwd=project.code,
+            env=project.env({"PATH": path}),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    assert first.wait(timeout=300) == -signal.SIGKILL, project.log()[-3000:]
+    job = answered.read_text().split(";", 1)[0].strip()
+    (attempt,) = project.attempts()
+    assert attempt["job"]["id"] is None and attempt["job"]["state"] == "SUBMITTING"
+    assert cluster.jobs(str(project.run_id())) == [job]  # Slurm has it; nodus has only its name
+    again = project.start("--key", "nightly")
+    wait_for(lambda: project.events("slurm_job_attached"), "the re-attach by name", again)
+    project.done_interrupting()
+    assert again.wait(timeout=300) == 0, project.log()[-3000:]
+    (attempt,) = project.attempts()  # the same attempt: no second job was submitted for it
+    assert attempt["outcome"] == "succeeded" and attempt["job"]["id"] == job
+    assert project.events("slurm_job_submitted") == []  # the killed runner never said it
+    assert [e["job"] for e in project.events("slurm_job_attached")] == [job]
+    assert project.result()["value"] == expected_value(200)
+    project.assert_nothing_left()
+
+
 def test_runs_cancel_ends_the_job_with_its_runner_or_without_it(project, cluster):
     project.write(project.counter(100000, 0.05, 10))
     runner = project.start("--key", "one")

@@ -82,7 +82,12 @@ class ClusterAttempt:
         )
         self.ws = Workspace.of(ctx.home, ctx.run_id, stage.name, self.number)
         self.ranks = stage.execution.nodes
-        self._started = self.attached
+        # Mirrored once: the run goes to RUNNING when its program runs. A re-attached attempt
+        # whose runner died before its program ran (killed as sbatch answered) still has to.
+        self._started = self.attached and ctx.catalog.get_run(ctx.run_id).phase not in (
+            Phase.PREPARING,
+            Phase.RECOVERING,
+        )
         self._pause: int | None = None  # the runner's pause row the node's is relayed to
         self._noticed = False
 
