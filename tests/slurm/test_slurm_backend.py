@@ -340,29 +340,40 @@ def test_a_killed_runner_leaves_the_job_running_and_run_key_re_attaches(project,
     project.assert_nothing_left()
 
 
-def test_a_runner_killed_as_sbatch_answers_leaves_one_job_that_run_key_finds_by_its_name(
-    project, cluster, tmp_path
-):
-    """The window between ``sbatch`` and the job's id written down: the runner is killed the
-    moment Slurm has the job (a ``sbatch`` ahead on its PATH runs the real one, then kills its
-    caller). The next ``run --key`` finds the job by its name and supervises it: one job, never
-    a second for the same attempt."""
-    project.write(project.counter(200, 0.05, 10))
+def _sbatch_killing_its_caller(folder: Path, at: int) -> tuple[str, Path]:
+    """A PATH on which ``sbatch`` is the real one, except that at its ``at``-th submission it
+    kills its caller (the runner) the moment Slurm answered, before the job's id is written
+    down; and the file that answer is left in."""
     real = shutil.which("sbatch")
     assert real is not None
-    answered = tmp_path / "sbatch-answered"
-    wrappers = tmp_path / "bin"
+    answered, count = folder / "sbatch-answered", folder / "sbatch-count"
+    wrappers = folder / "bin"
     wrappers.mkdir()
     (wrappers / "sbatch").write_text(
         "#!/bin/sh\n"
         f'case "$1" in --test-only) exec {real} "$@";; esac\n'
         f'answer=$({real} "$@") || exit $?\n'
-        f'printf "%s\\n" "$answer" > {answered}\n'
-        'kill -KILL "$PPID"\n'  # the runner that asked, before it can note the job's id
+        f"echo >> {count}\n"
+        f'if [ "$(wc -l < {count})" -eq {at} ]; then\n'
+        f'  printf "%s\\n" "$answer" > {answered}\n'
+        '  kill -KILL "$PPID"\n'
+        "fi\n"
         'printf "%s\\n" "$answer"\n'
     )
     (wrappers / "sbatch").chmod(0o755)
-    path = f"{wrappers}{os.pathsep}{os.environ['PATH']}"
+    return f"{wrappers}{os.pathsep}{os.environ['PATH']}", answered
+
+
+@pytest.mark.parametrize("submission", [1, 2], ids=["first-job", "a-recoverys-job"])
+def test_a_runner_killed_as_sbatch_answers_leaves_one_job_that_run_key_finds_by_its_name(
+    project, cluster, tmp_path, submission
+):
+    """The window between ``sbatch`` and the job's id written down, for the first attempt's job
+    (the run PREPARING) and a recovery's (RECOVERING, after the first job was cancelled): the
+    runner is killed the moment Slurm has the job. The next ``run --key`` finds the job by its
+    name and supervises it to the end: one job for the attempt, never a second."""
+    project.write(project.counter(200, 0.05, 10))
+    path, answered = _sbatch_killing_its_caller(tmp_path, submission)
     with open(project.log_path, "ab") as log:
         first = subprocess.Popen(
             project.args("run", str(project.file), "--store", project.store, "--key", "nightly"),
@@ -372,18 +383,24 @@ def test_a_runner_killed_as_sbatch_answers_leaves_one_job_that_run_key_finds_by_
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    if submission == 2:
+        job = project.job(1)
+        wait_for(lambda: project.committed(), "a first snapshot", first)
+        project.cluster.command("scancel", job)
     assert first.wait(timeout=300) == -signal.SIGKILL, project.log()[-3000:]
     job = answered.read_text().split(";", 1)[0].strip()
-    (attempt,) = project.attempts()
-    assert attempt["job"]["id"] is None and attempt["job"]["state"] == "SUBMITTING"
+    attempt = project.attempts()[-1]
+    assert attempt["number"] == submission and attempt["job"]["id"] is None
+    assert attempt["job"]["state"] == "SUBMITTING"
     assert cluster.jobs(str(project.run_id())) == [job]  # Slurm has it; nodus has only its name
     again = project.start("--key", "nightly")
     wait_for(lambda: project.events("slurm_job_attached"), "the re-attach by name", again)
     project.done_interrupting()
     assert again.wait(timeout=300) == 0, project.log()[-3000:]
-    (attempt,) = project.attempts()  # the same attempt: no second job was submitted for it
-    assert attempt["outcome"] == "succeeded" and attempt["job"]["id"] == job
-    assert project.events("slurm_job_submitted") == []  # the killed runner never said it
+    attempts = project.attempts()  # the same attempt: no second job was submitted for it
+    assert len(attempts) == submission and attempts[-1]["outcome"] == "succeeded"
+    assert attempts[-1]["job"]["id"] == job
+    assert len(project.events("slurm_job_submitted")) == submission - 1  # the killed one unsaid
     assert [e["job"] for e in project.events("slurm_job_attached")] == [job]
     assert project.result()["value"] == expected_value(200)
     project.assert_nothing_left()
