@@ -83,7 +83,8 @@ class ClusterAttempt:
         self.ws = Workspace.of(ctx.home, ctx.run_id, stage.name, self.number)
         self.ranks = stage.execution.nodes
         # Mirrored once: the run goes to RUNNING when its program runs. A re-attached attempt
-        # whose runner died before its program ran (killed as sbatch answered) still has to.
+        # whose runner died before that (as sbatch answered, or while the job waited for nodes)
+        # still has to.
         self._started = self.attached and ctx.catalog.get_run(ctx.run_id).phase not in (
             Phase.PREPARING,
             Phase.RECOVERING,
