@@ -406,6 +406,27 @@ def test_a_runner_killed_as_sbatch_answers_leaves_one_job_that_run_key_finds_by_
     project.assert_nothing_left()
 
 
+def test_a_job_that_ended_while_its_runner_was_dead_is_taken_as_it_ended(project, cluster):
+    """The runner stopped (then killed) while its job ran to the end: the next ``run --key``
+    takes the job's end from what it left, and the run ends as one that was never stopped."""
+    project.write(project.counter(200, 0.05, 10))
+    runner = project.start("--key", "nightly")
+    job = project.job(1)
+    os.kill(runner.pid, signal.SIGSTOP)  # the login node's runner freezes, then dies
+    project.done_interrupting()
+    wait_for(lambda: cluster.jobs(str(project.run_id())) == [], "the job's end")
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait()
+    again = project.start("--key", "nightly")
+    assert again.wait(timeout=300) == 0, project.log()[-3000:]
+    attempts = project.attempts()
+    assert [a["outcome"] for a in attempts] == ["succeeded"], attempts
+    assert attempts[0]["job"]["id"] == job
+    assert len(project.events("slurm_job_submitted")) == 1  # never a second job
+    assert project.result()["value"] == expected_value(200)
+    project.assert_nothing_left()
+
+
 def test_runs_cancel_ends_the_job_with_its_runner_or_without_it(project, cluster):
     project.write(project.counter(100000, 0.05, 10))
     runner = project.start("--key", "one")

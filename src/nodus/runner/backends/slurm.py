@@ -96,7 +96,10 @@ class SlurmAttempt(ClusterAttempt):
     def attach(
         cls, ctx: RunContext, state: DriveState, plan: AttemptPlan, attempt: dict[str, Any]
     ) -> SlurmAttempt | None:
-        """The attempt a dead runner left, if its job may still run: supervised again."""
+        """The attempt a dead runner left, if it has a job: supervised again. A job that ended
+        meanwhile is read to its end as one that ends under its runner is: what its ranks said
+        (their news stays in its folder) decides how the attempt ended, and a rank that never
+        said makes it lost. None when no job was submitted (the attempt is then lost)."""
         job = job_of(attempt)
         if job is None:
             return None
@@ -109,9 +112,10 @@ class SlurmAttempt(ClusterAttempt):
                 f"{attempt['number']} still runs ({error}); nothing was started: try again "
                 "once Slurm answers"
             ) from None
-        if found_id is None or found is None or not found.active:
-            return None
-        ctx.event("slurm_job_attached", {"job": found_id, "state": found.state}, plan.stage.name)
+        if found_id is None:
+            return None  # never submitted, or only named and ended: squeue knows no more
+        said = found.state if found is not None else "gone"
+        ctx.event("slurm_job_attached", {"job": found_id, "state": said}, plan.stage.name)
         return cls(ctx, state, plan, job=found_id, number=attempt["number"])
 
     # --- the start ----------------------------------------------------------------------------

@@ -326,7 +326,8 @@ def _start_note(run: Run, step: int | None = None) -> str | None:
     if running["outcome"] is None and job:  # a cluster job outlives its runner
         return (
             f"attempt {running['number']} of stage {name!r} ran as {job['scheduler']} job "
-            f"{job['id']}: supervised again if it still runs; if not, {line}"
+            f"{job['id'] or job['name']}: supervised again if it still runs, read to its end "
+            f"if it ended; if it never said how it ended, {line}"
         )
     return line
 
