@@ -138,24 +138,8 @@ def finish_deletions(store: DeleteInternals, retry_s: float) -> GcReport:
     for snapshot_id in sorted((listed.keys() | held.keys()) - existing):
         report.removed_records += _remove_records(store, snapshot_id, listed.get(snapshot_id, {}))
         crash_point("finish.orphan-removed")
-    _tidy_index(store, indexed, existing)
+    run_index.tidy(store.storage, store.reader.stored, indexed, existing)
     return report
-
-
-def _tidy_index(store: DeleteInternals, indexed: dict[str, set[str]], existing: set[str]) -> None:
-    """Index entries of snapshots that are gone removed; snapshots committed without one
-    (before the index existed, or a crash between the two writes) given theirs."""
-    for snapshot_id in sorted(indexed.keys() - existing):
-        for run in indexed[snapshot_id]:
-            key = keys.index_key(snapshot_id, run)
-            if key is not None:
-                store.storage.delete(key)
-    for snapshot_id in sorted(existing - indexed.keys()):
-        try:
-            manifest = store.reader.stored(snapshot_id)
-        except (NotFoundError, SnapshotDamagedError):
-            continue  # removed meanwhile (or just now); a damaged one is verify's to judge
-        run_index.record(store.storage, manifest)
 
 
 # --- the steps ---------------------------------------------------------------------------------

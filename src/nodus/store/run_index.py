@@ -17,13 +17,15 @@ manifest a later listing misses belongs to a snapshot that is gone).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from nodus._logging import Logger
-from nodus.errors import StoreError
+from nodus.errors import NotFoundError, SnapshotDamagedError, StoreError
 from nodus.store import keys
 from nodus.store.manifest import Manifest
 from nodus.store.storage import Storage
 
-__all__ = ["forget", "record", "runs_by_snapshot"]
+__all__ = ["forget", "record", "runs_by_snapshot", "tidy"]
 
 log = Logger("nodus.store")
 
@@ -51,3 +53,24 @@ def runs_by_snapshot(storage: Storage) -> dict[str, set[str]]:
     """Every entry of the index: snapshot id -> the runs named for it (one, in a sound store)."""
     listed = (info.key for info in storage.list(keys.INDEX))
     return keys.names_by_snapshot(listed, keys.index_of_key)
+
+
+def tidy(
+    storage: Storage,
+    read: Callable[[str], Manifest],
+    indexed: dict[str, set[str]],
+    existing: set[str],
+) -> None:
+    """Entries of snapshots gone removed, snapshots committed without one given theirs (``nodus
+    gc``); ``indexed`` listed before ``existing``, as gc lists every record of a snapshot."""
+    for snapshot_id in sorted(indexed.keys() - existing):
+        for run in indexed[snapshot_id]:
+            key = keys.index_key(snapshot_id, run)
+            if key is not None:
+                storage.delete(key)
+    for snapshot_id in sorted(existing - indexed.keys()):
+        try:
+            manifest = read(snapshot_id)
+        except (NotFoundError, SnapshotDamagedError):
+            continue  # removed meanwhile (or just now); a damaged one is verify's to judge
+        record(storage, manifest)
