@@ -25,9 +25,20 @@ def _run_id(stderr: str) -> str:
 def _break_store(project: Project) -> str:
     """Make every later blob write of the store fail; the error text it will give."""
     tmp = project.home / "store" / "tmp"
-    if tmp.exists():
-        os.rename(tmp, tmp.with_name("tmp-aside"))
-    tmp.write_text("not a folder: the store can write nothing here")
+    blocker = tmp.with_name("tmp-blocker")
+    blocker.write_text("not a folder: the store can write nothing here")
+    # The running capture makes tmp/ again before each write, so it can reappear between
+    # moving it aside and putting the file in its place: the rename onto it then fails, and
+    # the folder it made is moved aside too, until the file holds the name.
+    for aside in range(1000):
+        if tmp.is_dir():
+            os.rename(tmp, tmp.with_name(f"tmp-aside-{aside}"))
+        try:
+            os.rename(blocker, tmp)
+            break
+        except IsADirectoryError:
+            continue
+    assert tmp.is_file(), "the store's tmp/ kept coming back"
     return "File exists"  # the store makes its tmp/ folder before each write
 
 
