@@ -406,6 +406,73 @@ def test_a_runner_killed_as_sbatch_answers_leaves_one_job_that_run_key_finds_by_
     project.assert_nothing_left()
 
 
+def _slurm_that_forgot(folder: Path, job: str) -> str:
+    """A PATH on which Slurm no longer knows the ended ``job``, as once ``MinJobAge`` passed
+    (300 s by default): ``squeue`` finds no job by name, ``scontrol show job`` calls its id
+    invalid. Everything else is the real commands'."""
+    squeue, scontrol = shutil.which("squeue"), shutil.which("scontrol")
+    assert squeue is not None and scontrol is not None
+    wrappers = folder / "forgetful"
+    wrappers.mkdir()
+    (wrappers / "squeue").write_text(
+        f'#!/bin/sh\ncase "$*" in *--name=*) exit 0;; esac\nexec {squeue} "$@"\n'
+    )
+    (wrappers / "scontrol").write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = show ] && [ "$2" = job ] && [ "$4" = "{job}" ]; then\n'
+        '  echo "slurm_load_jobs error: Invalid job id specified" >&2\n'
+        "  exit 1\n"
+        "fi\n"
+        f'exec {scontrol} "$@"\n'
+    )
+    for wrapper in wrappers.iterdir():
+        wrapper.chmod(0o755)
+    return f"{wrappers}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_a_job_known_by_name_only_and_forgotten_by_slurm_is_found_by_its_output(
+    project, cluster, tmp_path
+):
+    """The runner killed the moment ``sbatch`` answered (the job's name recorded, not its id);
+    the job runs to its end, and Slurm forgets it before the next ``run --key`` (cron comes back
+    the next day). The job's output file in the attempt's folder names it: the attempt is taken
+    as it ended, never run again in a second job."""
+    project.write(project.counter(200, 0.05, 10))
+    path, answered = _sbatch_killing_its_caller(tmp_path, 1)
+    with open(project.log_path, "ab") as log:
+        first = subprocess.Popen(
+            project.args("run", str(project.file), "--store", project.store, "--key", "nightly"),
+            cwd=project.code,
+            env=project.env({"PATH": path}),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    assert first.wait(timeout=300) == -signal.SIGKILL, project.log()[-3000:]
+    job = answered.read_text().split(";", 1)[0].strip()
+    assert project.attempts()[0]["job"]["id"] is None
+    project.done_interrupting()
+    wait_for(lambda: cluster.jobs(str(project.run_id())) == [], "the job's end")
+    with open(project.log_path, "ab") as log:
+        again = subprocess.Popen(
+            project.args("run", str(project.file), "--store", project.store, "--key", "nightly"),
+            cwd=project.code,
+            env=project.env({"PATH": _slurm_that_forgot(tmp_path, job)}),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    assert again.wait(timeout=300) == 0, project.log()[-3000:]
+    attempts = project.attempts()
+    assert [a["outcome"] for a in attempts] == ["succeeded"], attempts
+    assert attempts[0]["job"]["id"] == job
+    assert project.events("slurm_job_submitted") == []  # the killed runner's unsaid; no other
+    attached = project.events("slurm_job_attached")
+    assert [(e["job"], e["state"]) for e in attached] == [(job, "gone")]
+    assert project.result()["value"] == expected_value(200)
+    project.assert_nothing_left()
+
+
 def test_a_job_that_ended_while_its_runner_was_dead_is_taken_as_it_ended(project, cluster):
     """The runner stopped (then killed) while its job ran to the end: the next ``run --key``
     takes the job's end from what it left, and the run ends as one that was never stopped."""

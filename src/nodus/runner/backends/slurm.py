@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import time
 from typing import Any
@@ -59,6 +60,26 @@ SUBMITTING = "SUBMITTING"
 def job_name(run_id: str, stage: str, number: int) -> str:
     """The attempt's job's name: one per attempt, so a job submitted unrecorded is found."""
     return f"nodus-{run_id}-{stage}-{number}"
+
+
+JOB_OUTPUT = "slurm-%j.out"
+"""The job's own output in its folder (``sbatch --output``; Slurm puts the job's id for ``%j``)."""
+_STARTED = re.compile(re.escape(JOB_OUTPUT).replace("%j", r"(\d+)"))
+
+
+def started_in(folder: str) -> str | None:
+    """The id of the job that started in the attempt's ``folder``, from its output file.
+
+    Slurm creates ``slurm-<id>.out`` there (``sbatch --output``) as the job starts, so a job
+    whose runner died before writing its id down is known by it after Slurm has forgotten the
+    job (squeue keeps an ended job for ``MinJobAge``, 300 s by default; cron comes back later).
+    """
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return None
+    ids = [m.group(1) for m in map(_STARTED.fullmatch, names) if m]
+    return max(ids, key=int) if ids else None
 
 
 def job_of(attempt: dict[str, Any]) -> dict[str, Any] | None:
@@ -103,8 +124,9 @@ class SlurmAttempt(ClusterAttempt):
         job = job_of(attempt)
         if job is None:
             return None
+        folder = job_folder(ctx.home, ctx.run_id, plan.stage.name, attempt["number"])
         try:
-            found_id = job["id"] or slurm_jobs.named(job["name"])
+            found_id = job["id"] or slurm_jobs.named(job["name"]) or started_in(folder)
             found = slurm_jobs.state(found_id) if found_id else None
         except slurm_jobs.SlurmError as error:
             raise UsageError(
@@ -113,10 +135,13 @@ class SlurmAttempt(ClusterAttempt):
                 "once Slurm answers"
             ) from None
         if found_id is None:
-            return None  # never submitted, or only named and ended: squeue knows no more
+            return None  # never submitted, or never started and forgotten by Slurm
         said = found.state if found is not None else "gone"
         ctx.event("slurm_job_attached", {"job": found_id, "state": said}, plan.stage.name)
-        return cls(ctx, state, plan, job=found_id, number=attempt["number"])
+        attached = cls(ctx, state, plan, job=found_id, number=attempt["number"])
+        if job["id"] is None:  # found by its name or its output: its id written down now
+            attached._record(said, found.nodes if found is not None else "")
+        return attached
 
     # --- the start ----------------------------------------------------------------------------
 
@@ -132,7 +157,7 @@ class SlurmAttempt(ClusterAttempt):
         with open(script, "w", encoding="utf-8") as handle:
             relay = [sys.executable, "-m", NODE_RELAY, self.folder]
             handle.write(slurm_jobs.batch_script(relay, self.folder))
-        output = os.path.join(self.folder, "slurm-%j.out")
+        output = os.path.join(self.folder, JOB_OUTPUT)
         argv = slurm_jobs.sbatch_argv(self.stage, self.name, output)
         # Named in the catalog before it exists: a runner that dies between sbatch and the next
         # write leaves a job the next runner still finds (by its name) and never runs twice.
