@@ -91,13 +91,14 @@ class Project:
     def run(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         return self.nodus("run", str(self.file), "--store", self.store, *extra, env=env)
 
-    def start(self, *extra: str) -> subprocess.Popen:
-        """``nodus run`` in the background, its output in ``runner.log``."""
+    def start(self, *extra: str, path: str | None = None) -> subprocess.Popen:
+        """``nodus run`` in the background, its output in ``runner.log``; with ``path``, the
+        ``PATH`` it finds Slurm's commands on (a wrapper ahead of one of them)."""
         log = open(self.log_path, "ab")  # noqa: SIM115 - the runner writes it
         runner = subprocess.Popen(
             self.args("run", str(self.file), "--store", self.store, *extra),
             cwd=self.code,
-            env=self.env(),
+            env=self.env({"PATH": path} if path else None),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -374,15 +375,7 @@ def test_a_runner_killed_as_sbatch_answers_leaves_one_job_that_run_key_finds_by_
     name and supervises it to the end: one job for the attempt, never a second."""
     project.write(project.counter(200, 0.05, 10))
     path, answered = _sbatch_killing_its_caller(tmp_path, submission)
-    with open(project.log_path, "ab") as log:
-        first = subprocess.Popen(
-            project.args("run", str(project.file), "--store", project.store, "--key", "nightly"),
-            cwd=project.code,
-            env=project.env({"PATH": path}),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    first = project.start("--key", "nightly", path=path)
     if submission == 2:
         job = project.job(1)
         wait_for(lambda: project.committed(), "a first snapshot", first)
@@ -439,29 +432,13 @@ def test_a_job_known_by_name_only_and_forgotten_by_slurm_is_found_by_its_output(
     as it ended, never run again in a second job."""
     project.write(project.counter(200, 0.05, 10))
     path, answered = _sbatch_killing_its_caller(tmp_path, 1)
-    with open(project.log_path, "ab") as log:
-        first = subprocess.Popen(
-            project.args("run", str(project.file), "--store", project.store, "--key", "nightly"),
-            cwd=project.code,
-            env=project.env({"PATH": path}),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    first = project.start("--key", "nightly", path=path)
     assert first.wait(timeout=300) == -signal.SIGKILL, project.log()[-3000:]
     job = answered.read_text().split(";", 1)[0].strip()
     assert project.attempts()[0]["job"]["id"] is None
     project.done_interrupting()
     wait_for(lambda: cluster.jobs(str(project.run_id())) == [], "the job's end")
-    with open(project.log_path, "ab") as log:
-        again = subprocess.Popen(
-            project.args("run", str(project.file), "--store", project.store, "--key", "nightly"),
-            cwd=project.code,
-            env=project.env({"PATH": _slurm_that_forgot(tmp_path, job)}),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    again = project.start("--key", "nightly", path=_slurm_that_forgot(tmp_path, job))
     assert again.wait(timeout=300) == 0, project.log()[-3000:]
     attempts = project.attempts()
     assert [a["outcome"] for a in attempts] == ["succeeded"], attempts
