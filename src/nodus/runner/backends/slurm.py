@@ -125,7 +125,7 @@ class SlurmAttempt(ClusterAttempt):
         if job is None:
             return None
         folder = job_folder(ctx.home, ctx.run_id, plan.stage.name, attempt["number"])
-        try:
+        try:  # the id written down; else the job Slurm knows by name; else its output's
             found_id = job["id"] or slurm_jobs.named(job["name"]) or started_in(folder)
             found = slurm_jobs.state(found_id) if found_id else None
         except slurm_jobs.SlurmError as error:
