@@ -74,6 +74,7 @@ def test_a_run_on_a_local_store_imports_no_fsspec_and_no_framework(folder, tmp_p
     status, modules = imported(folder, tmp_path / "home", "run", "nodus.toml")
     assert status == 0
     assert sorted(modules & (FRAMEWORKS | {"fsspec", "filelock", "asyncio"})) == []
+    assert "nodus.runner.attempt.pausing" not in modules  # loaded when a pause is carried out
 
 
 def test_a_workload_run_again_unchanged_is_not_checked_again(folder, tmp_path):

@@ -220,11 +220,12 @@ class Supervision:
 
     def _take_pause(self) -> Outcome | None:
         """Carry out a pending pause; None when there is none or it was refused."""
-        from nodus.runner.attempt.pausing import PauseDriver
-
         control = self._take_control("pause")
         if control is None:
             return None
+        # Imported only here: a run that is never paused never loads the pause driver.
+        from nodus.runner.attempt.pausing import PauseDriver
+
         pause = self.ctx.catalog.pause_for_control(control["id"])
         if pause is None:  # a control row without its pause: written by a foreign tool
             return None
